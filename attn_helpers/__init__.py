@@ -1,0 +1,60 @@
+"""attn_helpers: the small library behind "Attention, step by step".
+
+``import attn_helpers`` loads only torch and the math (:mod:`attn_helpers.attention`) and the shape
+printouts (:mod:`attn_helpers.shapes`). Plotting (matplotlib), widgets (ipywidgets) and exercise
+checks load on first use: ``attn_helpers.plotting``, ``attn_helpers.widgets``, ``attn_helpers.checks``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .attention import (
+    Attention,
+    AttentionHead,
+    ConcatHeadsAttention,
+    MultiHeadAttention,
+    attention_entropy,
+    attention_scores,
+    blocked_to_keep,
+    causal_mask,
+    mask_to_additive,
+    merge_heads,
+    padding_mask,
+    scaled_dot_product_attention,
+    split_heads,
+)
+from .shapes import shape_table, shape_trace, show
+
+__version__ = "0.1.0"
+
+_LAZY_SUBMODULES = ("plotting", "widgets", "checks")
+
+__all__ = [
+    "Attention",
+    "AttentionHead",
+    "ConcatHeadsAttention",
+    "MultiHeadAttention",
+    "attention_entropy",
+    "attention_scores",
+    "blocked_to_keep",
+    "causal_mask",
+    "mask_to_additive",
+    "merge_heads",
+    "padding_mask",
+    "scaled_dot_product_attention",
+    "split_heads",
+    "shape_table",
+    "shape_trace",
+    "show",
+    *_LAZY_SUBMODULES,
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_SUBMODULES:
+        module = importlib.import_module(f".{name}", __name__)
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'attn_helpers' has no attribute {name!r}")

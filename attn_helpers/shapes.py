@@ -1,0 +1,91 @@
+"""Named shape printouts: ``q: [13, 4, 100, 16]  (batch=13, heads=4, tokens=100, head_dim=16)``.
+
+Imports torch only. Printing lives here, never in the math.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["describe", "show", "shape_table", "shape_trace"]
+
+
+def _axis_names(axes: str | list[str] | tuple[str, ...]) -> list[str]:
+    if isinstance(axes, str):
+        return axes.split()
+    return [str(a) for a in axes]
+
+
+def describe(tensor: Tensor | torch.Size | tuple[int, ...], axes: str | list[str] | tuple[str, ...], name: str = "") -> str:
+    """The one-line named shape of ``tensor``; ``axes`` names each dimension (a space-separated string).
+
+    >>> describe(torch.zeros(13, 4, 100, 16), "batch heads tokens head_dim", name="q")
+    'q: [13, 4, 100, 16]  (batch=13, heads=4, tokens=100, head_dim=16)'
+    """
+    shape = list(tensor.shape) if isinstance(tensor, Tensor) else list(tensor)
+    names = _axis_names(axes)
+    if len(names) != len(shape):
+        raise ValueError(
+            f"axes names {len(names)} dimensions ({' '.join(names)!r}) but the tensor"
+            f"{' ' + name if name else ''} has shape {shape} ({len(shape)} dimensions)"
+        )
+    pairs = ", ".join(f"{n}={s}" for n, s in zip(names, shape))
+    prefix = f"{name}: " if name else ""
+    return f"{prefix}{shape}  ({pairs})"
+
+
+def show(tensor: Tensor | torch.Size | tuple[int, ...], axes: str | list[str] | tuple[str, ...], name: str = "") -> None:
+    """Print :func:`describe` of ``tensor``."""
+    print(describe(tensor, axes, name))
+
+
+def shape_table(tensors: Mapping[str, Tensor], axes: Mapping[str, str]) -> str:
+    """Aligned named shapes of several tensors, one per line, in the mapping's order.
+
+    ``axes`` maps each name to its axis names; names missing from ``axes`` are printed unnamed.
+    """
+    width = max((len(n) for n in tensors), default=0)
+    lines = []
+    for name, t in tensors.items():
+        shape = list(t.shape)
+        if name in axes:
+            pairs = ", ".join(f"{a}={s}" for a, s in zip(_axis_names(axes[name]), shape))
+            lines.append(f"{name:>{width}}: {str(shape):<20} ({pairs})")
+        else:
+            lines.append(f"{name:>{width}}: {shape}")
+    return "\n".join(lines)
+
+
+@contextmanager
+def shape_trace(module: nn.Module, *, printer=print) -> Iterator[list[str]]:
+    """Print the named shape of every intermediate of each forward pass of ``module``, in order.
+
+    Works with the modules of :mod:`attn_helpers.attention` (anything with ``AXES`` and the
+    observer hook). Yields the list of printed lines, so a test or exercise can inspect them::
+
+        with shape_trace(layer):
+            layer(x)
+    """
+    if not hasattr(module, "_observers") or not hasattr(module, "AXES"):
+        raise TypeError(
+            f"module must be one of attn_helpers' attention modules (Attention, ConcatHeadsAttention, "
+            f"MultiHeadAttention), got {type(module).__name__}"
+        )
+    lines: list[str] = []
+
+    def observer(mod: nn.Module, inter: Mapping[str, Tensor]) -> None:
+        header = f"{type(mod).__name__} forward pass"
+        table = shape_table(inter, mod.AXES)
+        for line in (header, *table.splitlines()):
+            lines.append(line)
+            printer(line)
+
+    module._observers.append(observer)
+    try:
+        yield lines
+    finally:
+        module._observers.remove(observer)

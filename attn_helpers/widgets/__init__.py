@@ -1,0 +1,1 @@
+"""Interactive explorers (filled in by the lessons)."""
