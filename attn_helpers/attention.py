@@ -71,11 +71,11 @@ def _check_positive_int(name: str, value: object) -> int:
     return value
 
 
-def _check_heads(chan: int, num_heads: int, chan_name: str = "chan") -> int:
+def _check_heads(chan: int, num_heads: int, chan_name: str = "chan", where: str = "") -> int:
     _check_positive_int("num_heads", num_heads)
     if chan % num_heads != 0:
         raise ValueError(
-            f"{chan_name}={chan} is not divisible by num_heads={num_heads}: each head gets "
+            f"{chan_name}={chan}{where} is not divisible by num_heads={num_heads}: each head gets "
             f"{chan_name} / num_heads = {chan / num_heads:g} features, which must be a whole number "
             f"(try num_heads in {[h for h in range(1, chan + 1) if chan % h == 0]})"
         )
@@ -214,7 +214,7 @@ def _attend(
         if mask.dtype == torch.bool:
             scores = scores.masked_fill(~mask, float("-inf"))
         else:
-            scores = scores + mask
+            scores = scores + mask.to(scores.dtype)  # a float32 mask also serves float64 scores and vice versa
     # A query row whose every key is blocked has only -inf scores; softmax would give NaN (0/0).
     # We define its weights as all zeros, so its output is zero and no NaN reaches the gradient.
     dead_rows = torch.isneginf(scores).all(dim=-1, keepdim=True)  # (..., N_q, 1)
@@ -273,7 +273,7 @@ def attention_entropy(weights: Tensor) -> Tensor:
 def split_heads(x: Tensor, num_heads: int) -> Tensor:
     """``(..., N, chan) -> (..., H, N, chan // H)``: head ``h`` gets features ``h*head_dim:(h+1)*head_dim``."""
     x = _check_tensor("x", x, min_ndim=2)
-    head_dim = _check_heads(x.shape[-1], num_heads, chan_name=f"x.shape[-1] (x has shape {_shape(x)})")
+    head_dim = _check_heads(x.shape[-1], num_heads, chan_name="x.shape[-1]", where=f" (x has shape {_shape(x)})")
     x = x.reshape(*x.shape[:-1], num_heads, head_dim)  # (..., N, H, head_dim)
     return x.transpose(-3, -2)  # (..., H, N, head_dim)
 
@@ -460,7 +460,11 @@ class ConcatHeadsAttention(_Traceable):
         x = _check_tensor("x", x, ndim=3)
         if x.shape[-1] != self.dim:
             raise ValueError(f"x must have shape (B, N, dim={self.dim}), got {_shape(x)}")
-        results = [head(x, mask) for head in self.heads]  # H x ((B, N, hd), (B, N, N), (B, N, hd))
+        B, N, H = x.shape[0], x.shape[1], self.num_heads
+        if mask is not None:  # read the mask exactly as Attention does, then give head h its own slice
+            mask = _check_mask(_batch_mask(mask), torch.Size((B, H, N, N))).expand(B, H, N, N)  # (B, H, N, N)
+        results = [head(x, None if mask is None else mask[:, h]) for h, head in enumerate(self.heads)]
+        # H x ((B, N, hd), (B, N, N), (B, N, hd))
         merged = torch.cat([out for out, _, _ in results], dim=-1)  # (B, N, chan)
         skip = torch.cat([v for _, _, v in results], dim=-1)  # (B, N, chan)
         projected = self.proj(merged)  # (B, N, chan)
@@ -586,6 +590,7 @@ class MultiHeadAttention(_Traceable):
                 for layer, b in zip((new.q_proj, new.k_proj, new.v_proj), module.in_proj_bias.split(d)):
                     layer.bias.copy_(b)
             new.out_proj.load_state_dict(module.out_proj.state_dict())
+        new.train(module.training)  # an eval-mode copy must not apply dropout
         return new
 
     def to_torch(self) -> nn.MultiheadAttention:

@@ -1,0 +1,159 @@
+"""The machinery every explorer shares: controls, one figure updated in place, a status line.
+
+Why not ``ipywidgets.interact``: it rebuilds the whole figure on every slider move (about 1.5 s
+for a grid of labelled heatmaps on a 2-core CPU) and writes into an Output widget, which strict
+notebook validation sees as extra outputs. An :class:`Explorer` draws its figure once, then each
+move only changes the data of the artists it owns and re-renders the PNG shown in an
+``ipywidgets.Image``; its printed form is one stable line, so nbval can compare it.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import ipywidgets as W
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+__all__ = ["Explorer", "InvalidCombination"]
+
+
+class InvalidCombination(ValueError):
+    """Raised by an explorer's ``update`` for slider values that make no sense together.
+
+    Its message is shown in the widget, in words, instead of a picture (never a traceback).
+    """
+
+
+class Explorer:
+    """Base class: subclasses set up their artists in ``draw(figure)`` and change them in ``update``.
+
+    Subclass contract:
+
+    - ``__init__`` builds ``controls`` (name -> ipywidgets control with a ``value``) and calls
+      ``super().__init__(controls, figsize=...)`` last.
+    - ``draw(self, figure)`` creates axes and artists once; called again only when ``update``
+      returns ``True`` for ``redraw`` (e.g. the number of panels changed).
+    - ``update(self, **values) -> str`` changes artist data for the current control values and returns
+      the short text shown in the status line; raises :class:`InvalidCombination` for a combination
+      that cannot be drawn.
+    - Optionally ``table(self, **values) -> str``: HTML shown under the picture (a shape table).
+    - Optionally ``needs_redraw(self, **values) -> bool``: ``True`` when the figure's layout must be rebuilt.
+    """
+
+    def __init__(self, controls: Mapping[str, W.ValueWidget], *, figsize: tuple[float, float] = (6.0, 4.0),
+                 dpi: int = 80) -> None:
+        self.controls = dict(controls)
+        self.figure = Figure(figsize=figsize, dpi=dpi)
+        self.canvas = FigureCanvasAgg(self.figure)
+        self.image = W.Image(format="png", layout=W.Layout(max_width="100%"))
+        self.status = W.HTML()
+        self.table_html = W.HTML()
+        self.last_status = ""
+        self.valid = True
+        for control in self.controls.values():
+            control.observe(self._on_change, names="value")
+        self.widget = W.VBox([W.HBox(list(self.controls.values()), layout=W.Layout(flex_flow="row wrap")),
+                              self.status, self.image, self.table_html])
+        self.draw(self.figure)
+        self.refresh()
+
+    # -- subclass hooks ------------------------------------------------------------------------
+    def draw(self, figure: Figure) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def update(self, **values: Any) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def table(self, **values: Any) -> str:
+        return ""
+
+    def needs_redraw(self, **values: Any) -> bool:
+        return False
+
+    # -- machinery -----------------------------------------------------------------------------
+    @property
+    def values(self) -> dict[str, Any]:
+        """The current value of every control, by name."""
+        return {name: control.value for name, control in self.controls.items()}
+
+    def set(self, **values: Any) -> None:
+        """Move several controls at once (one refresh), as a learner or a test would."""
+        for name in values:
+            if name not in self.controls:
+                raise ValueError(f"unknown control {name!r}; this explorer has {list(self.controls)}")
+        with self._hold():
+            for name, value in values.items():
+                self.controls[name].value = value
+        self.refresh()
+
+    @contextmanager
+    def _hold(self) -> Iterator[None]:
+        """Silence per-control refreshes while several controls change."""
+        self._holding = True
+        try:
+            yield
+        finally:
+            self._holding = False
+
+    _holding = False
+
+    def _on_change(self, change: Mapping[str, Any]) -> None:
+        if not self._holding:
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Recompute and re-render for the current control values; never raises."""
+        values = self.values
+        try:
+            if self.needs_redraw(**values):
+                self.figure.clear()
+                self.draw(self.figure)
+            status = self.update(**values)
+            self.table_html.value = self.table(**values)
+        except InvalidCombination as problem:
+            self.valid = False
+            self._show_status(f"{self._values_text(values)} | not possible: {problem}", ok=False)
+            self.image.layout.visibility = "hidden"
+            return
+        except Exception as problem:  # a widget never shows a traceback
+            self.valid = False
+            self._show_status(f"{self._values_text(values)} | could not draw this: "
+                              f"{type(problem).__name__}: {problem}", ok=False)
+            self.image.layout.visibility = "hidden"
+            return
+        self.valid = True
+        self.image.value = self.render_png()
+        self.image.layout.visibility = "visible"
+        self._show_status(f"{self._values_text(values)} | {status}" if status else self._values_text(values), ok=True)
+
+    def render_png(self) -> bytes:
+        """The figure as PNG bytes, as the browser receives them."""
+        buffer = io.BytesIO()
+        self.canvas.print_png(buffer)
+        return buffer.getvalue()
+
+    @staticmethod
+    def _values_text(values: Mapping[str, Any]) -> str:
+        def fmt(v: Any) -> str:
+            return f"{v:g}" if isinstance(v, float) else str(v)
+
+        return " ".join(f"{name}={fmt(v)}" for name, v in values.items())
+
+    def _show_status(self, text: str, *, ok: bool) -> None:
+        self.last_status = text
+        colour = "inherit" if ok else "#b35806"
+        self.status.value = f'<code class="explorer-status" style="color:{colour}">{html.escape(text)}</code>'
+
+    # -- display -------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.last_status})"
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        bundle = self.widget._repr_mimebundle_(**kwargs) or {}
+        bundle["text/plain"] = repr(self)  # stable, readable, and what nbval compares
+        return bundle

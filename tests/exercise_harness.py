@@ -1,0 +1,98 @@
+"""Run a notebook's "check yourself" exercises with their solutions and with typical wrong answers.
+
+Conventions every lesson follows (tests/test_exercises.py enforces them):
+
+- An exercise is a code cell whose first line is ``# Exercise <lesson>.<n>: <what to do>`` and which
+  contains exactly one line ``<name> = None`` (the learner replaces ``None``) followed by a call of a
+  checker, e.g. ``checks.check_scores(answer)``.
+- Its solution is the next markdown cell holding a ``<details>`` block with one fenced python block;
+  that code replaces the ``<name> = None`` line.
+- Each lesson's test file ``tests/test_exercises_<NN>.py`` defines ``WRONG_ANSWERS``: exercise id ->
+  (code replacing the ``None`` line, a piece of the hint the checker must print for it).
+
+The notebook's code cells run once, in order, in one namespace in this process (matplotlib on Agg);
+each exercise is then re-run on a copy of the namespace as it was just before that cell.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import warnings
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+EXERCISE_HEADER = re.compile(r"\A# Exercise (\d+\.\d+)\b")
+ANSWER_LINE = re.compile(r"^(\w+) = None\b.*$", re.M)
+SOLUTION_BLOCK = re.compile(r"<details>.*?```python\n(.*?)```.*?</details>", re.S)
+CORRECT, NOT_YET, NOT_ATTEMPTED = "✅ Correct", "❌ Not yet", "⏳ Not attempted yet"
+
+
+@dataclass
+class Exercise:
+    notebook: str
+    id: str
+    source: str
+    solution: str | None
+    namespace: dict[str, Any] = field(repr=False)
+
+    def run(self, answer_code: str | None) -> str:
+        """Run the exercise cell with ``answer_code`` in place of the ``name = None`` line; return what it printed."""
+        source = self.source if answer_code is None else ANSWER_LINE.sub(
+            lambda _: answer_code.strip().replace("\\", "\\\\"), self.source, count=1)
+        return _execute(source, dict(self.namespace), f"{self.notebook}:exercise {self.id}")
+
+
+def _execute(source: str, namespace: dict[str, Any], label: str) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(source, label, "exec"), namespace)
+    return out.getvalue()
+
+
+@lru_cache(maxsize=None)
+def exercises(notebook: str) -> dict[str, Exercise]:
+    """Every exercise of ``notebooks/<notebook>``, by id, in notebook order."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = NOTEBOOKS / notebook
+    nb = nbformat.read(path, as_version=4)
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    found: dict[str, Exercise] = {}
+    cwd = os.getcwd()
+    os.chdir(path.parent)
+    try:
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            source = cell.source
+            header = EXERCISE_HEADER.match(source)
+            if header:
+                found[header.group(1)] = Exercise(notebook, header.group(1), source,
+                                                  _solution_after(nb.cells, index), dict(namespace))
+            _execute(source, namespace, f"{notebook}:cell {index}")
+            plt.close("all")
+    finally:
+        os.chdir(cwd)
+    return found
+
+
+def _solution_after(cells: list, index: int) -> str | None:
+    for cell in cells[index + 1:]:
+        if cell.cell_type == "code":
+            return None
+        match = SOLUTION_BLOCK.search(cell.source)
+        if match:
+            return match.group(1)
+    return None
