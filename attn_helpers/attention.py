@@ -31,10 +31,14 @@ __all__ = [
     "split_heads",
     "merge_heads",
     "attention_entropy",
+    "softmax_grad_norm",
+    "softmax_statistics",
     "Attention",
     "AttentionHead",
     "ConcatHeadsAttention",
     "MultiHeadAttention",
+    "attention_parameters",
+    "attention_flops",
 ]
 
 
@@ -239,15 +243,16 @@ def scaled_dot_product_attention(
     """``softmax(q @ k^T * scale + mask) @ v``, written to be read.
 
     Shapes: ``q (..., N_q, d_k)``, ``k (..., N_k, d_k)``, ``v (..., N_k, d_v)`` -> ``(..., N_q, d_v)``;
-    the weights are ``(..., N_q, N_k)``, each row summing to one.
+    the weights are ``(..., N_q, N_k)``, each row summing to one (before any dropout).
 
     ``mask``: boolean (``True`` = may attend) or floating (added to the scores), broadcastable to
     ``(..., N_q, N_k)``. ``scale=None`` means ``d_k ** -0.5``; ``scale=0.0`` really means zero
     (every weight equal). ``dropout_p`` drops weights like PyTorch's SDPA does (always, when > 0).
 
     A query row whose keys are *all* blocked (boolean ``False`` or ``-inf`` everywhere) gets zero
-    weights and a zero output, never NaN. (PyTorch's functions give NaN there; an additive ``-1e9``
-    mask gives uniform weights instead.)
+    weights and a zero output, never NaN. (A plain ``torch.softmax`` over such a row, and
+    ``torch.nn.MultiheadAttention``, give NaN; an additive ``-1e9`` mask gives uniform weights.)
+    With ``dropout_p > 0`` the returned weights are the ones after dropout, as used for the output.
     """
     q, k, v = _check_qkv(q, k, v)
     if not 0.0 <= float(dropout_p) < 1.0:
@@ -615,3 +620,118 @@ class MultiHeadAttention(_Traceable):
     def extra_repr(self) -> str:
         return (f"d_model={self.d_model}, num_heads={self.num_heads}, head_dim={self.head_dim}, "
                 f"kdim={self.kdim}, vdim={self.vdim}, dropout={self.dropout}")
+
+
+# --------------------------------------------------------------------------------------------
+# Counting: the parameters and the floating-point operations of the Attention layer
+# --------------------------------------------------------------------------------------------
+
+SOFTMAX_FLOPS_PER_SCORE = 5  # per score: compare (the row's max), subtract it, exp, add to the row's sum, divide
+
+
+def attention_parameters(dim: int, chan: int, *, qkv_bias: bool = False) -> dict[str, int]:
+    """The learnable numbers of :class:`Attention` ``(dim, chan, num_heads, qkv_bias)``, by part.
+
+    Returns ``{"qkv weight": 3*chan*dim, "qkv bias": 3*chan (0 without qkv_bias),
+    "proj weight": chan*chan, "proj bias": chan}``; the layer's total is the sum of the values.
+    There is no ``num_heads`` argument because the count does not depend on it: the heads share
+    out the same ``chan`` features, they add no weights.
+    """
+    _check_positive_int("dim", dim)
+    _check_positive_int("chan", chan)
+    if not isinstance(qkv_bias, bool):
+        raise TypeError(f"qkv_bias must be True or False, got {qkv_bias!r}")
+    return {
+        "qkv weight": 3 * chan * dim,
+        "qkv bias": 3 * chan if qkv_bias else 0,
+        "proj weight": chan * chan,
+        "proj bias": chan,
+    }
+
+
+def attention_flops(
+    batch: int, tokens: int, dim: int, chan: int, num_heads: int, *, qkv_bias: bool = False
+) -> dict[str, int]:
+    """Floating-point operations of one forward pass of :class:`Attention` on ``x (batch, tokens, dim)``.
+
+    One entry per step, in the order of the forward pass (``B = batch``, ``N = tokens``,
+    ``H = num_heads``, ``head_dim = chan // H``); a matrix product counts 2 FLOPs per
+    multiply-add, an element-wise step 1 per element:
+
+    - ``"qkv projection"``: ``2*B*N*dim*3*chan``
+    - ``"scores (q @ k^T)"``: ``2*B*H*N*N*head_dim``
+    - ``"scale"``: ``B*H*N*N``
+    - ``"softmax"``: ``SOFTMAX_FLOPS_PER_SCORE * B*H*N*N`` (max, subtract, exp, sum, divide)
+    - ``"weights @ v"``: ``2*B*H*N*N*head_dim``
+    - ``"output projection"``: ``2*B*N*chan*chan``
+    - ``"bias adds"``: ``B*N*chan``, plus ``B*N*3*chan`` with ``qkv_bias``
+    - ``"skip add"``: ``B*N*chan``
+
+    The four matrix products are what ``torch.utils.flop_counter.FlopCounterMode`` counts.
+    Splitting into heads and merging them only moves numbers: 0 FLOPs.
+    """
+    B = _check_positive_int("batch", batch)
+    N = _check_positive_int("tokens", tokens)
+    _check_positive_int("dim", dim)
+    _check_positive_int("chan", chan)
+    head_dim = _check_heads(chan, num_heads)
+    if not isinstance(qkv_bias, bool):
+        raise TypeError(f"qkv_bias must be True or False, got {qkv_bias!r}")
+    H = num_heads
+    return {
+        "qkv projection": 2 * B * N * dim * 3 * chan,
+        "scores (q @ k^T)": 2 * B * H * N * N * head_dim,
+        "scale": B * H * N * N,
+        "softmax": SOFTMAX_FLOPS_PER_SCORE * B * H * N * N,
+        "weights @ v": 2 * B * H * N * N * head_dim,
+        "output projection": 2 * B * N * chan * chan,
+        "bias adds": B * N * chan + (B * N * 3 * chan if qkv_bias else 0),
+        "skip add": B * N * chan,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Measuring softmax saturation (lesson 02: why scores are divided by sqrt(d_k))
+# --------------------------------------------------------------------------------------------
+
+def softmax_grad_norm(scores: Tensor, upstream: Tensor) -> Tensor:
+    """Size of the gradient that reaches the scores through a row softmax: ``(..., N_k) -> (...)``.
+
+    For ``loss = (upstream * softmax(scores, dim=-1)).sum()`` the gradient with respect to
+    ``scores`` is ``p * (upstream - (p * upstream).sum(-1, keepdim=True))``, ``p`` being the
+    weights; this returns its Euclidean norm over each row. ``upstream`` has the shape of
+    ``scores``: the gradient arriving at the weights from later layers. A saturated row (one
+    weight near 1, the rest near 0) lets almost nothing through, so its norm is near 0.
+    """
+    scores = _check_tensor("scores", scores, min_ndim=1)
+    upstream = _check_tensor("upstream", upstream, min_ndim=1)
+    if upstream.shape != scores.shape:
+        raise ValueError(
+            f"upstream must have the shape of scores (one gradient entry per weight): scores has shape "
+            f"{_shape(scores)}, upstream has shape {_shape(upstream)}"
+        )
+    p = torch.softmax(scores, dim=-1)  # (..., N_k)
+    grad = p * (upstream - (p * upstream).sum(dim=-1, keepdim=True))  # (..., N_k)
+    return grad.norm(dim=-1)  # (...)
+
+
+def softmax_statistics(scores: Tensor, upstream: Tensor | None = None) -> dict[str, float]:
+    """How peaked ``softmax(scores, dim=-1)`` is, as plain numbers averaged over the rows.
+
+    ``scores (..., N_k)`` are the softmax's input, already scaled. Returns a dict with
+    ``variance`` (of all the scores), ``max_weight`` (the mean over rows of each row's largest
+    weight: ``1 / N_k`` when uniform, ``1`` when one-hot), ``entropy`` (the mean of
+    :func:`attention_entropy`, in nats: ``log(N_k)`` uniform, ``0`` one-hot) and, when
+    ``upstream`` (same shape as ``scores``) is given, ``grad_norm`` (the mean of
+    :func:`softmax_grad_norm`).
+    """
+    scores = _check_tensor("scores", scores, min_ndim=1)
+    weights = torch.softmax(scores, dim=-1)  # (..., N_k)
+    stats = {
+        "variance": scores.var().item() if scores.numel() > 1 else 0.0,
+        "max_weight": weights.amax(dim=-1).mean().item(),
+        "entropy": attention_entropy(weights).mean().item(),
+    }
+    if upstream is not None:
+        stats["grad_norm"] = softmax_grad_norm(scores, upstream).mean().item()
+    return stats

@@ -53,7 +53,13 @@ def shape_table(tensors: Mapping[str, Tensor], axes: Mapping[str, str]) -> str:
     for name, t in tensors.items():
         shape = list(t.shape)
         if name in axes:
-            pairs = ", ".join(f"{a}={s}" for a, s in zip(_axis_names(axes[name]), shape))
+            names = _axis_names(axes[name])
+            if len(names) != len(shape):  # zip would silently drop or mislabel axes
+                raise ValueError(
+                    f"axes[{name!r}] names {len(names)} dimensions ({' '.join(names)!r}) but {name} has "
+                    f"shape {shape} ({len(shape)} dimensions)"
+                )
+            pairs = ", ".join(f"{a}={s}" for a, s in zip(names, shape))
             lines.append(f"{name:>{width}}: {str(shape):<20} ({pairs})")
         else:
             lines.append(f"{name:>{width}}: {shape}")
