@@ -11,6 +11,8 @@ STAMP  := $(VENV)/.installed
 PORT   ?= 8888
 NB     ?= notebooks/*.ipynb
 CHROMIUM ?= $(firstword $(wildcard /usr/bin/chromium /usr/bin/chromium-browser))
+# JupyterLab refuses to run as root unless told; only then is the flag added.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 # Variables that leak from the shell into a kernel and change what a notebook prints.
 CLEAN_ENV := env -u MPLBACKEND -u PYTHONWARNINGS
 
@@ -25,7 +27,7 @@ setup: $(STAMP)
 
 lab: setup
 	@echo "Opening JupyterLab on notebooks/ (bound to 127.0.0.1); the URL with its token follows."
-	cd notebooks && $(CLEAN_ENV) ../$(BIN)/jupyter lab --ip 127.0.0.1 --port $(PORT) 00_orientation.ipynb
+	cd notebooks && $(CLEAN_ENV) ../$(BIN)/jupyter lab --ip 127.0.0.1 --port $(PORT) $(ROOT_FLAG) 00_orientation.ipynb
 
 test: setup
 	@if [ -z "$(CHROMIUM)" ]; then echo "browser tests skipped: install Chromium (Debian/Ubuntu: sudo apt-get install chromium) to run them"; fi

@@ -11,6 +11,7 @@ can list it.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -33,8 +34,27 @@ class CurrentEnvKernelSpecs(KernelSpecManager):
         )
 
 
+# Settings that leak from the shell into a kernel and change what a notebook shows: MPLBACKEND=Agg
+# silently removes every figure, PYTHONWARNINGS can add stderr output.
+LEAKY_VARIABLES = ("MPLBACKEND", "PYTHONWARNINGS")
+
+
+def problems(nb: nbformat.NotebookNode) -> list[str]:
+    """Errors and stderr output in an executed notebook, one line each."""
+    found = []
+    for index, cell in enumerate(nb.cells):
+        for output in cell.get("outputs", []):
+            if output.output_type == "error":
+                found.append(f"cell {index}: {output.ename}: {output.evalue}")
+            elif output.output_type == "stream" and output.name == "stderr":
+                found.append(f"cell {index}: stderr: {output.text.strip()[:200]}")
+    return found
+
+
 def execute(path: Path) -> float:
     """Execute ``path`` in place and return the seconds it took."""
+    for name in LEAKY_VARIABLES:
+        os.environ.pop(name, None)
     nb = nbformat.read(path, as_version=4)
     km = KernelManager(kernel_name="python3", kernel_spec_manager=CurrentEnvKernelSpecs())
     client = NotebookClient(
@@ -63,11 +83,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'notebook':<40} seconds")
     for path in sorted(args.notebooks):
         seconds = execute(path)
+        found = problems(nbformat.read(path, as_version=4))
+        if found:
+            print(f"{path.name}: saved, but it has errors or stderr output:", *found, sep="\n  ")
+            over.append(path.name)
         flag = "" if seconds < BUDGET_SECONDS else f"  (over the {BUDGET_SECONDS:.0f} s budget)"
         print(f"{path.name:<40} {seconds:7.1f}{flag}", flush=True)
         if seconds >= BUDGET_SECONDS:
             over.append(path.name)
-    return 1 if over else 0
+    return 1 if over else 0  # over budget or with errors: make notebooks fails
 
 
 if __name__ == "__main__":

@@ -1,0 +1,105 @@
+"""Checkers for 01 · QKV projection: the fused layer's shape, splitting it, and one separate linear."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ._core import Verdict, checker, compare_tensors, correct, wrong
+
+__all__ = ["check_qkv_shape", "check_split_qkv", "check_key_layer"]
+
+
+def _as_shape(answer: Any) -> list[int] | Verdict:
+    try:
+        shape = [int(s) for s in answer]
+    except (TypeError, ValueError):
+        return wrong(f"a shape is a list or tuple of ints, got {answer!r}.",
+                     "write it like (B, N, something) with numbers, e.g. (2, 3, 4).")
+    if any(s != a for s, a in zip(shape, answer)):
+        return wrong(f"{answer!r} contains a number that is not whole.", "every size in a shape is a whole number.")
+    return shape
+
+
+@checker
+def check_qkv_shape(answer: Any, B: int, N: int, dim: int, chan: int) -> Verdict:
+    """Exercise: the shape of ``Linear(dim, 3 * chan)`` applied to ``x (B, N, dim)``."""
+    shape = _as_shape(answer)
+    if isinstance(shape, Verdict):
+        return shape
+    expected = [B, N, 3 * chan]
+    if shape == expected:
+        return correct(f"{expected}: the layer keeps B and N and turns each token's {dim} numbers into "
+                       f"3 × {chan} = {3 * chan} (q, k and v side by side).")
+    if shape == [B, N, chan]:
+        return wrong(f"{shape} is the shape of q alone.",
+                     "the fused layer makes q, k and v at once: its output is 3 × chan wide.")
+    if shape == [B, N, 3 * dim]:
+        return wrong(f"{shape} uses the input width dim={dim}.",
+                     "a Linear(in, out) layer's output width is `out`; here out = 3 * chan, not 3 * dim.")
+    if shape in ([B, N, 3, chan], [3, B, N, chan]):
+        return wrong(f"{shape} is what you get after splitting the fused output.",
+                     "the layer itself returns one tensor with q, k and v concatenated on the last axis.")
+    if shape == [B, N, dim]:
+        return wrong(f"{shape} is the input's shape.", "the layer changes the last axis from dim to 3 * chan.")
+    if sorted(shape) == sorted(expected):
+        return wrong(f"{shape} has the right sizes in the wrong order.",
+                     "a Linear layer only changes the last axis: (B, N, dim) -> (B, N, out).")
+    return wrong(f"{shape} is not the fused output's shape.", "a Linear(dim, 3 * chan) turns (B, N, dim) into (B, N, 3 * chan).")
+
+
+@checker
+def check_split_qkv(answer: Any, qkv: Tensor, chan: int) -> Verdict:
+    """Exercise: ``(q, k, v)`` from the fused output ``qkv (B, N, 3 * chan)``."""
+    if not isinstance(answer, (tuple, list)) or len(answer) != 3:
+        return wrong(f"the answer should be three tensors (q, k, v), got {type(answer).__name__}"
+                     f"{' of length ' + str(len(answer)) if isinstance(answer, (tuple, list)) else ''}.",
+                     "write `answer = (q, k, v)` with your three tensors.")
+    expected = qkv.split(chan, dim=-1)  # 3 x (B, N, chan)
+    interleaved = qkv.reshape(*qkv.shape[:-1], chan, 3).unbind(-1)  # 3 x (B, N, chan): the wrong reshape
+    names = ("q", "k", "v")
+    for name, got, right in zip(names, answer, expected):
+        mistakes = {
+            f"you took the slice that belongs to {other}": (expected[j], f"q is columns [0, chan), k is [chan, 2*chan), "
+                                                                         f"v is [2*chan, 3*chan); here chan = {chan}.")
+            for j, other in enumerate(names) if other != name
+        }
+        mistakes["you reshaped the last axis to (chan, 3) and picked one of the 3"] = (
+            interleaved[names.index(name)],
+            "reshape(B, N, chan, 3) interleaves the features: q, k and v each own a contiguous block, so "
+            "reshape to (B, N, 3, chan) or use split(chan, dim=-1).",
+        )
+        verdict = compare_tensors(got, right, name=name, likely_mistakes=mistakes)
+        if not verdict.ok:
+            return verdict
+    return correct(f"q, k and v are the three consecutive blocks of {chan} columns, each {list(expected[0].shape)}.")
+
+
+@checker
+def check_key_layer(answer: Any, fused: nn.Linear, chan: int) -> Verdict:
+    """Exercise: a separate ``nn.Linear(dim, chan)`` giving the same keys as the fused layer."""
+    if not isinstance(answer, nn.Linear):
+        return wrong(f"the answer should be an nn.Linear layer, got {type(answer).__name__}.",
+                     "build `nn.Linear(dim, chan)` and copy the key rows of the fused weight into it.")
+    dim = fused.in_features
+    if (answer.in_features, answer.out_features) != (dim, chan):
+        return wrong(f"your layer maps {answer.in_features} -> {answer.out_features} features; the keys need "
+                     f"{dim} -> {chan}.", "nn.Linear(in_features=dim, out_features=chan).")
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 5, dim, generator=g)  # (B, N, dim)
+    with torch.no_grad():
+        blocks = fused(x).split(chan, dim=-1)  # 3 x (B, N, chan)
+        got = answer(x)  # (B, N, chan)
+        no_bias = blocks[1] - fused.bias[chan:2 * chan] if fused.bias is not None else None
+    rows = f"rows [{chan}, {2 * chan}) of fused.weight (and of fused.bias)"
+    mistakes = {
+        "you copied the query rows [0, chan)": (blocks[0], f"the keys are the second block: {rows}."),
+        "you copied the value rows [2*chan, 3*chan)": (blocks[2], f"the keys are the second block: {rows}."),
+    }
+    if no_bias is not None:
+        mistakes["the weights are right but the bias is missing"] = (
+            no_bias, f"the fused layer has a bias too: copy fused.bias[{chan}:{2 * chan}] into your layer's bias.")
+    return compare_tensors(got, blocks[1], name="your layer's output", likely_mistakes=mistakes,
+                           success="your separate key layer gives exactly the fused layer's keys.")

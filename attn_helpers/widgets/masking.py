@@ -1,0 +1,141 @@
+"""Lesson 03's explorer: softmax temperature, mask types and mask conventions over one sentence.
+
+``MaskExplorer()`` shows the attention weights ``softmax(scores / T)`` of a short labelled sentence
+(two padding tokens at the end) under a mask type (none, causal, padding, causal + padding, or
+padding that also blocks the padded *queries*) and a mask convention. The conventions give the same
+weights everywhere except on a fully masked row: zeros (attn_helpers), NaN (``masked_fill`` with
+``-inf`` then ``torch.softmax``) or uniform (seed 004's ``-1e9``). The status line prints each
+row's sum, so a learner sees ``1.00`` turn into ``0.00`` or ``nan``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import ipywidgets as W
+import torch
+from matplotlib.figure import Figure
+from torch import Tensor
+
+from ..attention import attention_scores, causal_mask, mask_to_additive, padding_mask
+from ..plotting import cmap_with_nan, heatmap, to_numpy
+from ._base import Explorer, InvalidCombination
+
+__all__ = ["MaskExplorer", "MASK_TYPES", "CONVENTIONS", "keep_mask", "masked_weights"]
+
+DEFAULT_TOKENS = ("the", "cat", "sat", "on", "the", "mat", "<pad>", "<pad>")
+DEFAULT_LENGTH = 6
+MASK_TYPES = ("none", "causal", "padding", "causal+padding", "padding (queries too)")
+# (label shown in the dropdown, value in the status line and in ``masked_weights``)
+CONVENTIONS = (
+    ("True = keep: attn_helpers (dead row -> zeros)", "keep"),
+    ("True = blocked: masked_fill(-inf) + softmax (dead row -> NaN)", "blocked"),
+    ("additive -1e9, seed 004 (dead row -> uniform)", "-1e9"),
+)
+
+
+def keep_mask(kind: str, n: int, length: int) -> Tensor:
+    """The ``(n, n)`` boolean mask (``True`` = may attend) of one mask type from :data:`MASK_TYPES`.
+
+    ``length`` real tokens come first, ``n - length`` padding tokens last. ``"padding (queries
+    too)"`` also blocks every key for a padded query, so those rows are fully masked.
+    """
+    if kind not in MASK_TYPES:
+        raise ValueError(f"kind must be one of {MASK_TYPES}, got {kind!r}")
+    keep = torch.ones(n, n, dtype=torch.bool)
+    real_keys = padding_mask([length], n)[0]  # (1, n): True for real keys
+    if kind in ("causal", "causal+padding"):
+        keep = keep & causal_mask(n)  # (n, n)
+    if kind in ("padding", "causal+padding", "padding (queries too)"):
+        keep = keep & real_keys  # (n, n), broadcast over query rows
+    if kind == "padding (queries too)":
+        keep = keep & real_keys.transpose(0, 1)  # (n, n): padded query rows blocked entirely
+    return keep
+
+
+def masked_weights(scores: Tensor, keep: Tensor, convention: str, temperature: float = 1.0) -> Tensor:
+    """``softmax(scores / temperature)`` with ``keep`` applied the way ``convention`` does it.
+
+    ``scores (..., N_q, N_k)``, ``keep`` boolean broadcastable to it (``True`` = may attend);
+    returns weights of the same shape. ``"keep"``: this package's convention (a fully masked row
+    gets zeros); ``"blocked"``: ``masked_fill(~keep, -inf)`` then ``torch.softmax`` (NaN there);
+    ``"-1e9"``: seed 004's ``masked_fill(keep == 0, -1e9)`` (uniform there).
+    """
+    scaled = scores / temperature  # (..., N_q, N_k)
+    if convention == "keep":
+        dead = ~keep.any(dim=-1, keepdim=True)  # (..., N_q, 1)
+        weights = torch.softmax(scaled + mask_to_additive(keep | dead), dim=-1)  # dead rows: plain softmax
+        return weights.masked_fill(dead, 0.0)  # ... then zeros
+    if convention == "blocked":
+        return torch.softmax(scaled.masked_fill(~keep, float("-inf")), dim=-1)
+    if convention == "-1e9":
+        return torch.softmax(scaled.masked_fill(keep == 0, -1e9), dim=-1)
+    raise ValueError(f"convention must be one of {[value for _, value in CONVENTIONS]}, got {convention!r}")
+
+
+def _default_scores(n: int) -> Tensor:
+    generator = torch.Generator().manual_seed(3)
+    q = torch.randn(n, 16, generator=generator)  # (N, d_k)
+    k = torch.randn(n, 16, generator=generator)  # (N, d_k)
+    return attention_scores(q, k)  # (N, N)
+
+
+def _fmt(x: float) -> str:
+    return "nan" if x != x else f"{x:.2f}"
+
+
+class MaskExplorer(Explorer):
+    """Temperature slider, mask-type and convention dropdowns over one sentence's attention weights.
+
+    ``scores``: ``(N, N)`` scaled scores (default: a seeded example); ``tokens``: ``N`` labels;
+    ``length``: how many tokens are real (the rest are padding). The heatmap is updated in place;
+    the status line shows every row's sum. Temperature 0 is refused in words.
+    """
+
+    def __init__(self, scores: Tensor | None = None, tokens: Sequence[str] | None = None,
+                 length: int | None = None) -> None:
+        self.tokens = list(tokens) if tokens is not None else list(DEFAULT_TOKENS)
+        n = len(self.tokens)
+        self.scores = (_default_scores(n) if scores is None else scores.detach().to(torch.float32)).squeeze()
+        if self.scores.shape != (n, n):
+            raise ValueError(f"scores must have shape (N, N) = ({n}, {n}) for {n} tokens, got {list(self.scores.shape)}")
+        self.length = DEFAULT_LENGTH if length is None else int(length)
+        if not 1 <= self.length <= n:
+            raise ValueError(f"length must lie in [1, {n}] (the number of real tokens), got {length}")
+        self.cmap = cmap_with_nan()
+        controls = {
+            "temperature": W.FloatSlider(value=1.0, min=0.0, max=3.0, step=0.05, description="temperature",
+                                         readout_format=".2f", continuous_update=True),
+            "mask": W.Dropdown(options=MASK_TYPES, value="causal+padding", description="mask"),
+            "convention": W.Dropdown(options=CONVENTIONS, value="keep", description="convention",
+                                     layout=W.Layout(width="460px")),
+        }
+        super().__init__(controls, figsize=(6.4, 5.0), dpi=80)
+
+    def draw(self, figure: Figure) -> None:
+        ax = figure.add_subplot(1, 1, 1)
+        n = len(self.tokens)
+        self.ax = ax
+        self.artist = heatmap(torch.zeros(n, n), self.tokens, ax=ax, cmap=self.cmap, vmin=0.0, vmax=1.0,
+                              annotate=False, colorbar=False)
+        self.sum_texts = [ax.text(n - 0.3, i, "", ha="left", va="center", fontsize=8, clip_on=False)
+                          for i in range(n)]
+        ax.text(n - 0.3, -0.8, "row sum", ha="left", va="center", fontsize=8, fontweight="bold", clip_on=False)
+        figure.colorbar(self.artist, ax=ax, fraction=0.046, pad=0.13, label="attention weight")
+        figure.text(0.01, 0.01, "grey cell = NaN (not a number)", fontsize=8, color="0.35")
+        figure.subplots_adjust(left=0.14, right=0.95, bottom=0.16, top=0.9)
+
+    def update(self, temperature: float, mask: str, convention: str) -> str:
+        if temperature <= 0:
+            raise InvalidCombination(
+                "temperature 0 would divide the scores by zero; as T shrinks the softmax approaches a "
+                "one-hot argmax, so try T = 0.05 to see the limit")
+        keep = keep_mask(mask, len(self.tokens), self.length)  # (N, N)
+        weights = masked_weights(self.scores, keep, convention, temperature)  # (N, N)
+        array = to_numpy(weights)
+        self.artist.set_data(array)
+        sums = [float(s) for s in weights.sum(dim=-1)]
+        for text, s in zip(self.sum_texts, sums):
+            text.set_text(_fmt(s))
+        self.ax.set_title(f"softmax(scores / T), T = {temperature:g}, mask: {mask}", fontsize=10)
+        return "row sums: " + " ".join(_fmt(s) for s in sums)

@@ -1,0 +1,159 @@
+"""Lesson 01's explorer: what one fused ``Linear(dim, 3 * chan)`` does to a sentence's token vectors.
+
+Sliders for ``dim`` (the width of a token going in) and ``chan`` (the width of q, k and v coming
+out), plus ``num_heads`` and ``qkv_bias`` as a preview. The picture shows the token vectors ``x``
+and the projected ``q``, ``k``, ``v`` of a short labelled sentence as heatmaps (one row per token);
+dashed lines mark where each head's share of the features would start. Under the picture a table
+lists every shape, for the sentence and for seed 000's batch (B=13, N=100).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import ipywidgets as W
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+from ..attention import Attention
+from ..plotting import SIGNED_CMAP, heatmap, to_numpy
+from ._base import Explorer, InvalidCombination
+
+__all__ = ["ProjectionExplorer", "SENTENCE"]
+
+SENTENCE = ("the", "cat", "sat", "on", "the", "mat")
+SEED_B, SEED_N = 13, 100  # seed 000's walkthrough batch, for the shapes table
+MAX_DIM, MAX_CHAN, MAX_HEADS = 96, 96, 8
+
+
+def sentence_embeddings(tokens: Sequence[str], dim: int, *, seed: int = 0) -> torch.Tensor:
+    """Token vectors ``(1, N, dim)`` from a seeded lookup table: equal words get equal rows.
+
+    The table does not depend on the global random state (a private generator, seeded by
+    ``seed`` and ``dim``), so moving a slider never changes what a notebook cell draws next.
+    """
+    vocab = sorted(set(tokens))
+    g = torch.Generator().manual_seed(10_000 * seed + dim)
+    table = torch.randn(len(vocab), dim, generator=g)  # (vocab, dim)
+    ids = torch.tensor([vocab.index(t) for t in tokens])  # (N,)
+    return table[ids][None]  # (1, N, dim)
+
+
+def seeded_attention(dim: int, chan: int, num_heads: int = 1, qkv_bias: bool = False, *, seed: int = 0) -> Attention:
+    """``Attention(dim, chan, num_heads, qkv_bias)`` with weights fixed by ``seed``; the global RNG is left alone."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return Attention(dim, chan, num_heads=num_heads, qkv_bias=qkv_bias)
+
+
+class ProjectionExplorer(Explorer):
+    """Move ``dim`` and ``chan`` and watch the shapes and the projected q, k, v of a sentence.
+
+    ``ProjectionExplorer(tokens=SENTENCE, dim=49, chan=64)``; display it as a cell's last line.
+    ``num_heads`` must divide ``chan`` (otherwise the widget says so in words).
+    """
+
+    def __init__(self, tokens: Sequence[str] = SENTENCE, *, dim: int = 49, chan: int = 64,
+                 num_heads: int = 1, qkv_bias: bool = False) -> None:
+        self.tokens = [str(t) for t in tokens]
+        if not self.tokens:
+            raise ValueError("tokens must name at least one token, got none")
+        style = {"description_width": "initial"}
+        controls = {
+            "dim": W.IntSlider(value=dim, min=2, max=MAX_DIM, description="dim (token in)", style=style,
+                               continuous_update=False),
+            "chan": W.IntSlider(value=chan, min=2, max=MAX_CHAN, description="chan (q/k/v out)", style=style,
+                                continuous_update=False),
+            "num_heads": W.IntSlider(value=num_heads, min=1, max=MAX_HEADS, description="num_heads", style=style,
+                                     continuous_update=False),
+            "qkv_bias": W.Checkbox(value=qkv_bias, description="qkv_bias", indent=False),
+        }
+        super().__init__(controls, figsize=(10.0, 2.9), dpi=80)
+
+    # -- figure ------------------------------------------------------------------------------
+    def draw(self, figure: Figure) -> None:
+        grid = figure.add_gridspec(1, 6, width_ratios=[1, 0.06, 1, 1, 1, 0.06], wspace=0.3,
+                                   left=0.07, right=0.95, bottom=0.2, top=0.86)
+        axes = [figure.add_subplot(grid[0, i]) for i in (0, 2, 3, 4)]
+        n = len(self.tokens)
+        self.axes = axes
+        self.images = []
+        self.head_lines: list[list] = []
+        for i, (ax, name) in enumerate(zip(axes, ("x", "q", "k", "v"))):
+            image = heatmap(np.zeros((n, 2)), y_labels=self.tokens, ax=ax, title=name, xlabel="feature",
+                            ylabel="token" if i == 0 else "", cmap=SIGNED_CMAP, vmin=-1.0, vmax=1.0,
+                            annotate=False, colorbar=False)
+            if i:
+                ax.set_yticklabels([])
+            self.images.append(image)
+            lines = [ax.axvline(0, color="black", lw=0.8, ls="--", visible=False) for _ in range(MAX_HEADS - 1)]
+            self.head_lines.append(lines)
+        figure.colorbar(self.images[0], cax=figure.add_subplot(grid[0, 1]))
+        figure.colorbar(self.images[1], cax=figure.add_subplot(grid[0, 5]), label="q, k, v value")
+
+    def _compute(self, dim: int, chan: int, num_heads: int, qkv_bias: bool) -> dict[str, torch.Tensor]:
+        if chan % num_heads:
+            divisors = [h for h in range(1, MAX_HEADS + 1) if chan % h == 0]
+            raise InvalidCombination(
+                f"chan={chan} cannot be shared by {num_heads} heads: chan / num_heads = {chan / num_heads:g} "
+                f"is not a whole number of features (with chan={chan} try num_heads in {divisors})"
+            )
+        layer = seeded_attention(dim, chan, num_heads, qkv_bias, seed=1)
+        x = sentence_embeddings(self.tokens, dim)  # (1, N, dim)
+        with torch.no_grad():
+            qkv = layer.qkv(x)  # (1, N, 3*chan)
+        q, k, v = qkv.split(chan, dim=-1)  # each (1, N, chan)
+        params = torch.tensor(sum(p.numel() for p in layer.qkv.parameters()))
+        return {"x": x, "qkv": qkv, "q": q, "k": k, "v": v, "params": params}
+
+    def update(self, dim: int, chan: int, num_heads: int, qkv_bias: bool) -> str:
+        t = self._compute(dim, chan, num_heads, qkv_bias)
+        n = len(self.tokens)
+        head_dim = chan // num_heads
+        bound_x = float(t["x"].abs().max()) or 1.0
+        bound_qkv = float(t["qkv"].abs().max()) or 1.0
+        for i, (ax, image, name) in enumerate(zip(self.axes, self.images, ("x", "q", "k", "v"))):
+            values = to_numpy(t[name][0])  # (N, width)
+            width = values.shape[1]
+            image.set_data(values)
+            image.set_extent((-0.5, width - 0.5, n - 0.5, -0.5))
+            ax.set_xlim(-0.5, width - 0.5)
+            ax.set_xticks([0, width - 1])  # first and last feature: two labels draw fast
+            ax.set_xticklabels(["0", str(width - 1)], rotation=0)
+            bound = bound_x if i == 0 else bound_qkv
+            image.set_clim(-bound, bound)
+            ax.set_title(f"{name}  ({n} × {width})")
+            for h, line in enumerate(self.head_lines[i]):
+                boundary = (h + 1) * head_dim
+                show = i > 0 and h + 1 < num_heads
+                line.set_visible(show)
+                if show:
+                    line.set_xdata([boundary - 0.5, boundary - 0.5])
+        params = int(t["params"])
+        return (f"x {list(t['x'].shape)} -> qkv {list(t['qkv'].shape)} (3 × {chan}) -> q, k, v "
+                f"{list(t['q'].shape)} each; head_dim={head_dim}; qkv has {params} parameters")
+
+    def table(self, dim: int, chan: int, num_heads: int, qkv_bias: bool) -> str:
+        head_dim = chan // num_heads
+        n = len(self.tokens)
+        rows = [
+            ("x", "(B, N, dim)", [1, n, dim], [SEED_B, SEED_N, dim]),
+            ("qkv.weight", "(3·chan, dim)", [3 * chan, dim], [3 * chan, dim]),
+            ("qkv", "(B, N, 3·chan)", [1, n, 3 * chan], [SEED_B, SEED_N, 3 * chan]),
+            ("q, k, v", "(B, N, chan) each", [1, n, chan], [SEED_B, SEED_N, chan]),
+            ("q, k, v with heads", "(B, H, N, head_dim)", [1, num_heads, n, head_dim],
+             [SEED_B, num_heads, SEED_N, head_dim]),
+        ]
+        bias = 3 * chan if qkv_bias else 0
+        cells = "".join(
+            f"<tr><td><code>{html.escape(name)}</code></td><td>{html.escape(axes)}</td>"
+            f"<td><code>{small}</code></td><td><code>{seed}</code></td></tr>"
+            for name, axes, small, seed in rows
+        )
+        return (
+            "<table><tr><th>tensor</th><th>axes</th><th>this sentence (B=1, N=" + str(n) + ")</th>"
+            f"<th>seed 000 (B={SEED_B}, N={SEED_N})</th></tr>{cells}</table>"
+            f"<p>qkv parameters: 3·chan·dim = {3 * chan * dim} weights + {bias} bias = {3 * chan * dim + bias}</p>"
+        )

@@ -1,0 +1,137 @@
+"""Lesson 02's explorer, also the series' scaling / temperature explorer.
+
+A ``d_k`` slider, a "divide by √d_k" switch and a temperature slider act on the scores of a short
+labelled sentence, ``q @ k^T * scale / temperature``. The picture shows one query's softmax weights
+as bars and the whole weights matrix as a heatmap; the status line prints the variance of the
+scores, the largest weight and the entropy, averaged over the rows.
+
+The sentence's q and k have ``MAX_D_K`` independent standard-normal features per token; a smaller
+``d_k`` keeps the first ``d_k`` of them, so moving the slider adds or removes features and never
+reshuffles the rest.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import ipywidgets as W
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from ..attention import softmax_statistics
+from ..plotting import WEIGHTS_CMAP, annotate_cells, heatmap, to_numpy
+from ._base import Explorer, InvalidCombination
+from .projection import SENTENCE
+
+__all__ = ["ScalingExplorer"]
+
+D_K_OPTIONS = tuple(2 ** i for i in range(11))  # 1, 2, 4, ..., 1024
+MAX_D_K = D_K_OPTIONS[-1]
+
+
+def scaled_logits(q: torch.Tensor, k: torch.Tensor, *, scaled: bool = True, temperature: float = 1.0) -> torch.Tensor:
+    """What the softmax sees: ``q @ k^T``, divided by ``sqrt(d_k)`` when ``scaled``, then by ``temperature``.
+
+    ``q (..., N_q, d_k)``, ``k (..., N_k, d_k)`` -> ``(..., N_q, N_k)``. ``temperature`` must be > 0.
+    """
+    if not temperature > 0:
+        raise ValueError(f"temperature must be greater than 0, got {temperature}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must share d_k (last dimension): q has shape {list(q.shape)}, k has shape {list(k.shape)}")
+    scale = q.shape[-1] ** -0.5 if scaled else 1.0
+    return (q @ k.transpose(-2, -1)) * (scale / temperature)  # (..., N_q, N_k)
+
+
+def _text_colour(image, value: float) -> str:
+    r, g, b, _ = image.get_cmap()(image.norm(value))
+    return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
+
+
+class ScalingExplorer(Explorer):
+    """Slide ``d_k``, switch the ``1/sqrt(d_k)`` scaling on and off, change the temperature.
+
+    ``ScalingExplorer(tokens=SENTENCE, d_k=64, scaled=True, temperature=1.0, query=2)``; display it
+    as a cell's last line. ``query`` is the row (token index) whose weights the bar chart shows.
+    A temperature of 0 is refused in words: dividing the scores by zero has no answer.
+    """
+
+    def __init__(self, tokens: Sequence[str] = SENTENCE, *, d_k: int = 64, scaled: bool = True,
+                 temperature: float = 1.0, query: int = 2, seed: int = 0) -> None:
+        self.tokens = [str(t) for t in tokens]
+        n = len(self.tokens)
+        if n < 2:
+            raise ValueError(f"tokens must name at least 2 tokens, got {n}")
+        if d_k not in D_K_OPTIONS:
+            raise ValueError(f"d_k must be one of {list(D_K_OPTIONS)}, got {d_k}")
+        if not 0 <= query < n:
+            raise ValueError(f"query must be a token index in [0, {n - 1}], got {query}")
+        g = torch.Generator().manual_seed(seed)
+        self.q_all = torch.randn(n, MAX_D_K, generator=g)  # (N, MAX_D_K)
+        self.k_all = torch.randn(n, MAX_D_K, generator=g)  # (N, MAX_D_K)
+        style = {"description_width": "initial"}
+        controls = {
+            "d_k": W.SelectionSlider(options=D_K_OPTIONS, value=d_k, description="d_k", style=style,
+                                     continuous_update=False),
+            "scaled": W.Checkbox(value=scaled, description="divide by √d_k", indent=False),
+            "temperature": W.FloatSlider(value=temperature, min=0.0, max=4.0, step=0.05, description="temperature",
+                                         style=style, continuous_update=False, readout_format=".2f"),
+            "query": W.Dropdown(options=[(f"{i}: {t}", i) for i, t in enumerate(self.tokens)], value=query,
+                                description="query row", style=style),
+        }
+        super().__init__(controls, figsize=(9.5, 3.6), dpi=80)
+
+    # -- figure ------------------------------------------------------------------------------
+    def draw(self, figure: Figure) -> None:
+        n = len(self.tokens)
+        grid = figure.add_gridspec(1, 2, width_ratios=[1.1, 1], wspace=0.3, left=0.08, right=0.93,
+                                   bottom=0.22, top=0.88)
+        self.ax_bars = figure.add_subplot(grid[0, 0])
+        self.ax_map = figure.add_subplot(grid[0, 1])
+        self.bars = self.ax_bars.bar(range(n), np.full(n, 1.0 / n), color="#5b7fb5")
+        self.ax_bars.set_ylim(0, 1.05)
+        self.ax_bars.set_xticks(range(n))
+        self.ax_bars.set_xticklabels(self.tokens)
+        self.ax_bars.set_xlabel("key")
+        self.ax_bars.set_ylabel("softmax weight")
+        self.uniform_line = self.ax_bars.axhline(1.0 / n, color="grey", ls=":", lw=1)
+        self.ax_bars.text(n - 0.5, 1.0 / n + 0.02, "uniform", ha="right", va="bottom", fontsize=8, color="grey")
+        self.bar_labels = [self.ax_bars.text(i, 0, "", ha="center", va="bottom", fontsize=8) for i in range(n)]
+        self.bars_title = self.ax_bars.set_title("")
+        zeros = np.zeros((n, n))
+        self.map_image = heatmap(zeros, self.tokens, ax=self.ax_map, cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0,
+                                 annotate=False, colorbar=False, title="weights = softmax(scores)")
+        self.map_texts = annotate_cells(self.ax_map, zeros, self.map_image)
+        figure.colorbar(self.map_image, ax=self.ax_map, fraction=0.046, pad=0.04)
+        self.row_box = Rectangle((-0.5, -0.5), n, 1, fill=False, edgecolor="#e66101", lw=2)
+        self.ax_map.add_patch(self.row_box)
+
+    def _logits(self, d_k: int, scaled: bool, temperature: float) -> torch.Tensor:
+        if temperature <= 0:
+            raise InvalidCombination(
+                "temperature 0 would divide the scores by zero; as the temperature falls towards 0 the "
+                "softmax becomes a one-hot pick of the largest score (try 0.05)"
+            )
+        return scaled_logits(self.q_all[:, :d_k], self.k_all[:, :d_k], scaled=scaled, temperature=temperature)
+
+    def update(self, d_k: int, scaled: bool, temperature: float, query: int) -> str:
+        logits = self._logits(d_k, scaled, temperature)  # (N, N)
+        weights = torch.softmax(logits, dim=-1)  # (N, N)
+        row = to_numpy(weights[query])
+        for bar, label, w in zip(self.bars, self.bar_labels, row):
+            bar.set_height(w)
+            label.set_y(w + 0.01)
+            label.set_text(f"{w:.2f}")
+        self.bars_title.set_text(f"weights of query {query} '{self.tokens[query]}'")
+        array = to_numpy(weights)
+        self.map_image.set_data(array)
+        for text, value in zip(self.map_texts, array.ravel()):
+            text.set_text(f"{value:.2f}")
+            text.set_color(_text_colour(self.map_image, value))
+        self.row_box.set_y(query - 0.5)
+        stats = softmax_statistics(logits)
+        scale = (d_k ** -0.5 if scaled else 1.0) / temperature
+        return (f"scores × {scale:.3g} | variance {stats['variance']:.2f} | max weight {stats['max_weight']:.2f} | "
+                f"entropy {stats['entropy']:.2f} nats (uniform: {math.log(len(self.tokens)):.2f})")

@@ -1,0 +1,111 @@
+"""Lesson 06's explorer: a stack of attention layers with or without a skip connection.
+
+A toggle picks how the layers are joined (``x + attention(x)``, seed 000's skip through V, or no
+skip), a slider picks the depth and a second toggle the input width ``dim``. The picture shows, at
+every layer, how big the hidden state is (its root mean square), how different the tokens still are
+(their spread), and how big the gradient reaching that layer's weights is, on a log scale.
+
+The layers are built once, seeded, and reused: changing the skip re-wires the *same* weights, and a
+smaller depth uses the first layers of the same stack, so every difference on screen comes from the
+control that moved.
+"""
+
+from __future__ import annotations
+
+import ipywidgets as W
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+from ..attention import AttentionStack, signal_through_stack
+from ._base import Explorer, InvalidCombination
+
+__all__ = ["SkipExplorer"]
+
+SKIP_OPTIONS = (("x + attention(x)", "identity"), ("v + attention (seed 000)", "values"), ("no skip", "none"))
+MAX_DEPTH = 32
+Y_RANGE = (1e-18, 1e4)  # fixed, so switching the skip shows the change in size instead of a rescaled axis
+
+
+class SkipExplorer(Explorer):
+    """Toggle the skip connection and slide the depth of a stack of seed 000's attention layers.
+
+    ``SkipExplorer(skip="identity", depth=8, dim=64)``; display it as a cell's last line. The stack
+    has ``chan=64`` and 4 heads; the input is ``B=2`` sequences of ``N=8`` tokens. ``dim=49`` with
+    ``x + attention(x)`` is refused in words: x and the output would have different widths.
+    """
+
+    chan = 64
+    num_heads = 4
+    B, N = 2, 8
+
+    def __init__(self, *, skip: str = "identity", depth: int = 8, dim: int = 64, seed: int = 0) -> None:
+        if skip not in dict((v, k) for k, v in SKIP_OPTIONS):
+            raise ValueError(f"skip must be one of {[v for _, v in SKIP_OPTIONS]}, got {skip!r}")
+        if not 1 <= depth <= MAX_DEPTH:
+            raise ValueError(f"depth must lie in [1, {MAX_DEPTH}], got {depth}")
+        if dim not in (self.chan, 49):
+            raise ValueError(f"dim must be {self.chan} or 49, got {dim}")
+        self.stacks: dict[int, AttentionStack] = {}
+        self.inputs: dict[int, torch.Tensor] = {}
+        for width in (self.chan, 49):
+            torch.manual_seed(seed)  # the same seed for both widths: only layer 0 differs in shape
+            self.stacks[width] = AttentionStack(MAX_DEPTH, width, self.chan, self.num_heads, skip="none").double()
+            generator = torch.Generator().manual_seed(seed + 1)
+            self.inputs[width] = torch.randn(self.B, self.N, width, generator=generator, dtype=torch.float64)
+        self._cache: dict[tuple[str, int, int], dict[str, np.ndarray]] = {}
+        style = {"description_width": "initial"}
+        controls = {
+            "skip": W.ToggleButtons(options=SKIP_OPTIONS, value=skip, description="skip", style=style),
+            "depth": W.IntSlider(value=depth, min=1, max=MAX_DEPTH, description="depth (layers)", style=style,
+                                 continuous_update=False),
+            "dim": W.ToggleButtons(options=[(f"dim = {self.chan}", self.chan), ("dim = 49", 49)], value=dim,
+                                   description="input width", style=style),
+        }
+        super().__init__(controls, figsize=(8.0, 3.8), dpi=80)
+
+    # -- numbers -----------------------------------------------------------------------------
+    def measure(self, skip: str, depth: int, dim: int) -> dict[str, np.ndarray]:
+        """The per-layer numbers the picture shows (cached): ``rms``, ``spread`` ``(depth + 1,)``, ``grad_norm`` ``(depth,)``."""
+        if skip == "identity" and dim != self.chan:
+            raise InvalidCombination(
+                f"x + attention(x) adds x ({dim} features per token) to an output of chan={self.chan} features; "
+                f"the widths must match, so pick dim = {self.chan}, or the skip through V, or no skip"
+            )
+        key = (skip, depth, dim)
+        if key not in self._cache:
+            stack = self.stacks[dim]
+            stack.skip = skip
+            result = signal_through_stack(stack, self.inputs[dim], depth=depth)
+            self._cache[key] = {name: t.numpy() for name, t in result.items()}
+        return self._cache[key]
+
+    # -- figure ------------------------------------------------------------------------------
+    def draw(self, figure: Figure) -> None:
+        self.ax = figure.add_axes((0.09, 0.14, 0.56, 0.74))
+        self.ax.set_yscale("log")
+        self.ax.set_ylim(*Y_RANGE)
+        self.ax.set_xlabel("layer (0 = the input)")
+        self.ax.set_ylabel("size (log scale)")
+        self.ax.grid(True, which="major", alpha=0.3)
+        self.rms_line, = self.ax.plot([], [], "o-", color="#5b7fb5", ms=3, label="RMS of the hidden state")
+        self.spread_line, = self.ax.plot([], [], "s--", color="#1b9e77", ms=3, label="spread across tokens")
+        self.grad_line, = self.ax.plot([], [], "^-", color="#e66101", ms=3, label="gradient at the layer's weights")
+        self.ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
+        self.title = self.ax.set_title("")
+        self.note = figure.text(0.67, 0.16, "", fontsize=8, va="bottom", family="monospace")
+
+    def update(self, skip: str, depth: int, dim: int) -> str:
+        m = self.measure(skip, depth, dim)
+        floor = Y_RANGE[0]
+        layers = np.arange(depth + 1)
+        self.rms_line.set_data(layers, np.maximum(m["rms"], floor))
+        self.spread_line.set_data(layers, np.maximum(m["spread"], floor))
+        self.grad_line.set_data(layers[1:], np.maximum(m["grad_norm"], floor))
+        self.ax.set_xlim(-0.5, depth + 0.5)
+        label = dict((v, k) for k, v in SKIP_OPTIONS)[skip]
+        self.title.set_text(f"{depth} layers joined by: {label}")
+        spread = f"{m['spread'][-1]:.2g}"
+        self.note.set_text(f"at the output:\n RMS    {m['rms'][-1]:.2g}\n spread {spread}\n"
+                           f"gradient at\nlayer 1: {m['grad_norm'][0]:.2g}")
+        return f"output RMS {m['rms'][-1]:.2g}, token spread {spread}, gradient at layer 1 {m['grad_norm'][0]:.2g}"

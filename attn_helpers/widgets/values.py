@@ -1,0 +1,124 @@
+"""Lesson 04's explorer: one query's weights and the output they make from 2-D values.
+
+``ValuesExplorer()`` shows a short labelled sentence whose value vectors are two-dimensional, so
+they can be drawn as points. Pick a query token: the bar chart shows its attention weights over
+the keys, and the scatter shows its output ``attn[i] @ v`` (a star) inside the convex hull of the
+values, with a line to each value as thick as that value's weight. A temperature slider and a
+causal mask show the output sliding toward one value (sharp weights) or toward the mean (flat).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import ipywidgets as W
+import numpy as np
+import torch
+from matplotlib.collections import LineCollection
+from matplotlib.figure import Figure
+from torch import Tensor
+
+from ..attention import attention_scores, causal_mask
+from ..plotting import to_numpy, values_plot
+from ._base import Explorer, InvalidCombination
+
+__all__ = ["ValuesExplorer", "weights_and_outputs"]
+
+DEFAULT_TOKENS = ("the", "cat", "sat", "on", "the", "mat")
+MASKS = ("none", "causal")
+
+
+def weights_and_outputs(scores: Tensor, v: Tensor, temperature: float = 1.0, mask: str = "none") -> tuple[Tensor, Tensor]:
+    """``softmax(scores / temperature)`` (optionally causal) and the outputs ``weights @ v``.
+
+    ``scores (N_q, N_k)``, ``v (N_k, d_v)`` -> ``weights (N_q, N_k)``, ``out (N_q, d_v)``.
+    ``mask``: ``"none"`` or ``"causal"`` (query ``i`` sees keys ``j <= i``).
+    """
+    if mask not in MASKS:
+        raise ValueError(f"mask must be one of {MASKS}, got {mask!r}")
+    if temperature <= 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
+    scaled = scores / temperature  # (N_q, N_k)
+    if mask == "causal":
+        scaled = scaled.masked_fill(~causal_mask(*scores.shape), float("-inf"))  # (N_q, N_k)
+    weights = torch.softmax(scaled, dim=-1)  # (N_q, N_k)
+    return weights, weights @ v  # (N_q, N_k), (N_q, d_v)
+
+
+def _default_example(n: int) -> tuple[Tensor, Tensor]:
+    generator = torch.Generator().manual_seed(4)
+    q = torch.randn(n, 8, generator=generator)  # (N, d_k)
+    k = torch.randn(n, 8, generator=generator)  # (N, d_k)
+    v = torch.randn(n, 2, generator=generator)  # (N, d_v=2)
+    return attention_scores(q, k) * 2.0, v  # (N, N) a little sharper than unit scores, (N, 2)
+
+
+class ValuesExplorer(Explorer):
+    """Pick a query: its weights (bars) and its output among the 2-D values (scatter), in place.
+
+    ``v``: ``(N, 2)`` values; ``scores``: ``(N, N)`` scaled scores; ``tokens``: ``N`` labels
+    (defaults: a seeded six-token example). Temperature 0 is refused in words.
+    """
+
+    def __init__(self, v: Tensor | None = None, scores: Tensor | None = None,
+                 tokens: Sequence[str] | None = None) -> None:
+        self.tokens = list(tokens) if tokens is not None else list(DEFAULT_TOKENS)
+        n = len(self.tokens)
+        default_scores, default_v = _default_example(n)
+        self.v = (default_v if v is None else v.detach().to(torch.float32)).squeeze()
+        self.scores = (default_scores if scores is None else scores.detach().to(torch.float32)).squeeze()
+        if self.v.shape != (n, 2):
+            raise ValueError(f"v must have shape (N, 2) = ({n}, 2) for {n} tokens, got {list(self.v.shape)}")
+        if self.scores.shape != (n, n):
+            raise ValueError(f"scores must have shape (N, N) = ({n}, {n}), got {list(self.scores.shape)}")
+        controls = {
+            "query": W.Dropdown(options=[(f"{i}: {t}", i) for i, t in enumerate(self.tokens)], value=min(2, n - 1),
+                                description="query"),
+            "temperature": W.FloatSlider(value=1.0, min=0.0, max=3.0, step=0.05, description="temperature",
+                                         readout_format=".2f"),
+            "mask": W.Dropdown(options=MASKS, value="none", description="mask"),
+        }
+        super().__init__(controls, figsize=(11.0, 4.2), dpi=80)
+
+    def draw(self, figure: Figure) -> None:
+        n = len(self.tokens)
+        bar_ax, scatter_ax = figure.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.25]})
+        self.bars = bar_ax.bar(range(n), np.zeros(n), color="#1f5fa8")
+        self.bar_texts = [bar_ax.text(j, 0.0, "", ha="center", va="bottom", fontsize=8) for j in range(n)]
+        bar_ax.set_xticks(range(n))
+        bar_ax.set_xticklabels(self.tokens, rotation=45)
+        bar_ax.set_ylim(0.0, 1.08)
+        bar_ax.set_xlabel("key")
+        bar_ax.set_ylabel("attention weight")
+        self.bar_ax = bar_ax
+        art = values_plot(self.v, torch.zeros(n, 2), self.tokens, ax=scatter_ax)
+        self.outputs = art["outputs"]
+        self.outputs.set_alpha(0.35)
+        self.lines = LineCollection([], colors="#e08214", zorder=2)
+        scatter_ax.add_collection(self.lines)
+        self.star = scatter_ax.scatter([0.0], [0.0], s=220, marker="*", color="#e08214", edgecolor="black",
+                                       linewidth=0.8, zorder=5, label="selected output")
+        scatter_ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
+        self.scatter_ax = scatter_ax
+        figure.subplots_adjust(left=0.06, right=0.82, bottom=0.2, top=0.9, wspace=0.22)
+
+    def update(self, query: int, temperature: float, mask: str) -> str:
+        if temperature <= 0:
+            raise InvalidCombination(
+                "temperature 0 would divide the scores by zero; as T shrinks each output moves onto "
+                "the value of its highest-scoring key, so try T = 0.05 to see the limit")
+        weights, out = weights_and_outputs(self.scores, self.v, temperature, mask)  # (N, N), (N, 2)
+        w, o, v = to_numpy(weights[query]), to_numpy(out), to_numpy(self.v)
+        for bar, text, value in zip(self.bars, self.bar_texts, w):
+            bar.set_height(value)
+            text.set_y(value + 0.01)
+            text.set_text(f"{value:.2f}")
+        self.bar_ax.set_title(f"weights of query {query} ({self.tokens[query]!r}), sum {w.sum():.2f}", fontsize=10)
+        self.outputs.set_offsets(o)
+        self.star.set_offsets(o[query:query + 1])
+        self.lines.set_segments([[o[query], v[j]] for j in range(len(v))])
+        self.lines.set_linewidths(0.3 + 6.0 * w)
+        self.scatter_ax.set_title(f"out[{query}] = attn[{query}] @ v = ({o[query, 0]:.2f}, {o[query, 1]:.2f})",
+                                  fontsize=10)
+        weights_text = " ".join(f"{x:.2f}" for x in w)
+        return f"weights {weights_text} | out ({o[query, 0]:.2f}, {o[query, 1]:.2f})"

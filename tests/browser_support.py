@@ -1,0 +1,830 @@
+"""Real JupyterLab in headless Chromium, driven like a learner would: the browser tests' machinery.
+
+Used by ``tests/test_browser.py`` (fixtures, imported there), ``scripts/readme_screenshots.py`` and
+``benchmarks/browser_latency.py`` (the plain classes). Nothing here runs at import time except
+reading which notebooks exist.
+
+* :func:`find_chromium` — the browser: env ``CHROMIUM`` (may be empty), else ``/usr/bin/chromium``,
+  else ``chromium`` on ``PATH``. Never downloads one.
+* :class:`JupyterServer` — ``jupyter lab`` of *this* environment on ``127.0.0.1`` and a free port,
+  a random token, serving a temporary copy of ``notebooks/`` with every Jupyter/IPython/matplotlib
+  setting under a temporary home; stopped by its own PID.
+* :class:`Browser` — Playwright driving the system Chromium with flags that work offline and as root.
+* :class:`LessonPage` — one notebook open in JupyterLab: Run All, wait until every code cell has run,
+  find the output problems, the static figures and the explorers.
+* :class:`ExplorerView` — one ``Explorer`` on the page (its VBox): its controls in order, its status
+  line parsed into ``name=value`` pairs, its image; move a slider by keyboard or mouse, pick a
+  dropdown option, click a toggle, and wait for the status line to show the new value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+SCREENSHOT_DIR = REPO_ROOT / "build" / "screenshots"
+
+# Flags measured to work for Debian's Chromium as root, offline (see the engineering notes).
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+# Variables that leak from the shell into a kernel and change what a notebook shows, or point
+# Jupyter at settings outside the temporary home.
+LEAKY_ENV_VARS = ("MPLBACKEND", "PYTHONWARNINGS", "PYTEST_ADDOPTS", "JUPYTER_PATH", "JUPYTER_CONFIG_PATH",
+                  "JUPYTER_PREFER_ENV_PATH", "JUPYTER_PLATFORM_DIRS")
+# JupyterLab settings for a learner-like but testable page: every cell kept in the DOM (the default
+# windowing leaves cells far below the viewport unrendered, so they could not be counted).
+LAB_USER_SETTINGS = {
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+}
+
+SERVER_START_TIMEOUT = 60.0
+RUN_ALL_TIMEOUT = 120.0  # one notebook's Run All, kernel start included (budget: 20 s per notebook)
+WIDGET_TIMEOUT = 15.0  # one control change until the status line shows it
+
+STATUS = "code.explorer-status"
+# An explorer's VBox: the box whose own child is the status line's HTML widget.
+EXPLORER_BOX = ".widget-vbox:has(> .widget-html code.explorer-status)"
+# Outputs a learner must never see: tracebacks, stderr, a widget that failed to render.
+PROBLEM_OUTPUTS = ('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"], '
+                   '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.error"], '
+                   '.jp-OutputArea-output.jp-mod-error')
+WIDGET_FAILURES = ("Error displaying widget", "Model not found", "Failed to load model class",
+                   "Error creating view", "Error rendering widget")
+# Static figures (image/png outputs), as opposed to the explorers' ipywidgets Images.
+STATIC_PNG = '.jp-OutputArea-output[data-mime-type="image/png"] img'
+
+
+# -- what is being tested ------------------------------------------------------------------------
+def lesson_notebooks() -> list[Path]:
+    """The series' notebooks, in order; scratch files (``99_*``) are not part of it."""
+    return sorted(p for p in NOTEBOOKS_DIR.glob("*.ipynb") if not p.name.startswith("99_"))
+
+
+def explorer_class_names() -> set[str]:
+    """Names of every ``Explorer`` subclass the helper package exports."""
+    from attn_helpers import widgets
+
+    return {name for name in dir(widgets)
+            if isinstance(getattr(widgets, name), type) and issubclass(getattr(widgets, name), widgets.Explorer)}
+
+
+@dataclass
+class CommittedNotebook:
+    """What the committed notebook's outputs promise a learner will see after Run All."""
+
+    path: Path
+    n_cells: int
+    n_code_cells: int
+    n_static_png: int
+    explorers: list[str] = field(default_factory=list)  # class names, in order of appearance
+
+    @classmethod
+    def read(cls, path: Path) -> CommittedNotebook:
+        nb = nbformat.read(path, as_version=4)
+        known = explorer_class_names()
+        pngs, explorers = 0, []
+        for cell in nb.cells:
+            for output in cell.get("outputs", []):
+                data = output.get("data", {})
+                if "image/png" in data:
+                    pngs += 1
+                text = data.get("text/plain", "")
+                text = "".join(text) if isinstance(text, list) else text
+                match = re.match(r"([A-Za-z_]\w*)\(", text)
+                if "application/vnd.jupyter.widget-view+json" in data and match and match.group(1) in known:
+                    explorers.append(match.group(1))
+        return cls(path, len(nb.cells), sum(c.cell_type == "code" for c in nb.cells), pngs, explorers)
+
+
+# -- the browser ---------------------------------------------------------------------------------
+def find_chromium() -> str | None:
+    """The Chromium to drive: ``$CHROMIUM`` if set and non-empty, else the system one, else None."""
+    configured = os.environ.get("CHROMIUM", "").strip()
+    if configured:
+        return configured if Path(configured).exists() or shutil.which(configured) else None
+    if Path("/usr/bin/chromium").exists():
+        return "/usr/bin/chromium"
+    return shutil.which("chromium")
+
+
+def require_chromium() -> str:
+    """The Chromium path, or skip the test (fail instead on CI, where a missing browser is a bug)."""
+    path = find_chromium()
+    if path is None:
+        reason = ("no Chromium found (set CHROMIUM or install Debian's chromium: apt-get install chromium)"
+                  + (f"; CHROMIUM={os.environ['CHROMIUM']!r} does not exist" if os.environ.get("CHROMIUM") else ""))
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"browser tests need Chromium on CI: {reason}", pytrace=False)
+        pytest.skip(reason)
+    return path
+
+
+class Browser:
+    """Playwright's sync API driving the system Chromium (one process, pages opened on demand)."""
+
+    def __init__(self, executable: str, *, width: int = 1280, height: int = 900) -> None:
+        from playwright.sync_api import sync_playwright
+
+        self._playwright = sync_playwright().start()
+        try:
+            self.browser = self._playwright.chromium.launch(executable_path=executable, headless=True,
+                                                            args=CHROMIUM_ARGS)
+            self.context = self.browser.new_context(viewport={"width": width, "height": height},
+                                                    device_scale_factor=1)
+        except BaseException:
+            self._playwright.stop()
+            raise
+
+    def close(self) -> None:
+        try:
+            self.context.close()
+            self.browser.close()
+        finally:
+            self._playwright.stop()
+
+
+# -- the server ----------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class JupyterServer:
+    """``jupyter lab`` from this environment, on a temporary copy of ``source`` with a temporary home.
+
+    Use as a context manager, or call :meth:`start` and (always) :meth:`stop`.
+    """
+
+    def __init__(self, base: Path, source: Path = NOTEBOOKS_DIR) -> None:
+        self.base = Path(base)
+        self.source = Path(source)
+        self.root = self.base / "notebooks"
+        self.home = self.base / "home"
+        self.log_path = self.base / "jupyter-server.log"
+        self.token = secrets.token_hex(24)
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+
+    # paths and environment
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in LEAKY_ENV_VARS}
+        h = self.home
+        env.update(HOME=str(h), JUPYTER_CONFIG_DIR=str(h / ".jupyter"), JUPYTER_DATA_DIR=str(h / ".local/share/jupyter"),
+                   JUPYTER_RUNTIME_DIR=str(h / ".local/share/jupyter/runtime"), IPYTHONDIR=str(h / ".ipython"),
+                   MPLCONFIGDIR=str(h / ".config/matplotlib"))
+        return env
+
+    def command(self) -> list[str]:
+        jupyter = Path(sys.executable).parent / "jupyter"
+        cmd = [str(jupyter), "lab", "--no-browser", "--ip", "127.0.0.1", "--port", str(self.port),
+               "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
+               f"--ServerApp.root_dir={self.root}", "--LabApp.news_url=None",
+               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+               "--LabApp.extension_manager=readonly"]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            cmd.append("--allow-root")
+        return cmd
+
+    def log(self, tail: int = 6000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-tail:]
+        except OSError:
+            return "(no server log)"
+
+    # lifecycle
+    def prepare(self) -> None:
+        if self.root.exists():
+            shutil.rmtree(self.root)
+        shutil.copytree(self.source, self.root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        env = self.env()
+        for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR", "MPLCONFIGDIR"):
+            Path(env[name]).mkdir(parents=True, exist_ok=True)
+        settings = Path(env["JUPYTER_CONFIG_DIR"]) / "lab" / "user-settings"
+        for name, value in LAB_USER_SETTINGS.items():
+            target = settings / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(value))
+
+    def start(self, timeout: float = SERVER_START_TIMEOUT, attempts: int = 3) -> JupyterServer:
+        self.prepare()
+        for attempt in range(attempts):
+            self.port = free_port()
+            with open(self.log_path, "ab") as log:
+                log.write(f"\n--- start attempt {attempt + 1}: port {self.port}\n".encode())
+                log.flush()
+                self.process = subprocess.Popen(self.command(), env=self.env(), cwd=self.root, stdout=log,
+                                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            if self._wait_ready(timeout):
+                return self
+            exited = self.process.poll() is not None
+            self.stop()
+            # Another process took the port between choosing and binding it: try a new port.
+            if not (exited and "already in use" in self.log()):
+                break
+        raise RuntimeError(f"JupyterLab did not answer on {self.url}/api/status within {timeout:.0f} s.\n"
+                           f"Command: {' '.join(self.command()).replace(self.token, '<token>')}\n"
+                           f"Server log (tail):\n{self.log()}")
+
+    def _wait_ready(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is None or self.process.poll() is not None:
+                return False
+            try:
+                with urllib.request.urlopen(f"{self.url}/api/status?token={self.token}", timeout=2) as reply:
+                    if reply.status == 200:
+                        return True
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            time.sleep(0.25)
+        return False
+
+    def stop(self) -> None:
+        """Stop the server by its own PID: terminate, wait, kill if it does not go."""
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)  # jupyter_server shuts its kernels down on SIGTERM
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def __enter__(self) -> JupyterServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # REST API
+    def api(self, method: str, path: str, body: Any = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(f"{self.url}{path}", data=data, method=method,
+                                         headers={"Authorization": f"token {self.token}",
+                                                  "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=20) as reply:
+            raw = reply.read()
+        return json.loads(raw) if raw else None
+
+    def sessions_for(self, name: str) -> list[dict[str, Any]]:
+        return [s for s in self.api("GET", "/api/sessions") if s.get("path") == name]
+
+    def shut_down_notebook(self, name: str) -> None:
+        """Delete the notebook's sessions, which shuts their kernels down."""
+        for session in self.sessions_for(name):
+            try:
+                self.api("DELETE", f"/api/sessions/{session['id']}")
+            except urllib.error.HTTPError:
+                kernel = session.get("kernel") or {}
+                if kernel.get("id"):
+                    self.api("DELETE", f"/api/kernels/{kernel['id']}")
+
+    def kernel_commands(self) -> dict[str, list[str]]:
+        """Kernel id -> command line of each kernel process this server started (Linux ``/proc``)."""
+        found: dict[str, list[str]] = {}
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                stat = (proc / "stat").read_text()
+                ppid = int(stat.rsplit(")", 1)[1].split()[1])
+                if ppid != self.pid:
+                    continue
+                argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            except (OSError, ValueError, IndexError):
+                continue
+            for arg in argv:
+                match = re.search(r"kernel-([0-9a-f-]{36})\.json", arg)
+                if match:
+                    found[match.group(1)] = [a for a in argv if a]
+        return found
+
+    def lab_url(self, name: str) -> str:
+        # A workspace of its own per notebook, reset: the page opens this notebook and nothing else.
+        workspace = re.sub(r"[^A-Za-z0-9_-]", "-", Path(name).stem)
+        return f"{self.url}/lab/workspaces/t-{workspace}/tree/{name}?reset&token={self.token}"
+
+
+# -- one notebook in the browser -----------------------------------------------------------------
+class LessonPage:
+    """One notebook open in its own page; :meth:`open_and_run_all` does what a learner does first."""
+
+    def __init__(self, server: JupyterServer, browser: Browser, path: Path) -> None:
+        self.server = server
+        self.name = path.name
+        self.committed = CommittedNotebook.read(path)
+        self.page = browser.context.new_page()
+        self.page.set_default_timeout(30_000)
+        self.console_errors: list[str] = []
+        self.page.on("pageerror", lambda error: self.console_errors.append(f"pageerror: {error}"))
+        self.page.on("console", lambda msg: self.console_errors.append(f"console.{msg.type}: {msg.text}")
+                     if msg.type == "error" else None)
+        self.run_seconds = 0.0
+
+    @property
+    def notebook(self):  # the visible notebook panel's cells
+        return self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook")
+
+    def open(self) -> None:
+        self.page.goto(self.server.lab_url(self.name), wait_until="domcontentloaded")
+        cells = self.notebook.locator(".jp-Cell")
+        self.page.wait_for_function(
+            "n => document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell').length >= n",
+            arg=self.committed.n_cells, timeout=60_000)
+        assert cells.count() == self.committed.n_cells
+        self.page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+        self.dismiss_news()
+
+    def dismiss_news(self) -> None:
+        """Answer the fresh profile's "Jupyter news" question with No, if it is there."""
+        toast = self.page.locator(".jp-Notification-Toast-Body, .Toastify__toast").filter(has_text="news")
+        try:
+            toast.first.wait_for(state="visible", timeout=1500)
+        except Exception:  # noqa: BLE001 - the prompt is optional
+            return
+        toast.first.get_by_role("button", name=re.compile(r"^No$")).click()
+
+    def run_all(self, timeout: float = RUN_ALL_TIMEOUT) -> float:
+        """Run → Run All Cells; wait until the kernel is idle and every code cell shows its count."""
+        page = self.page
+        # The committed outputs already show [1], [2] ...: watch for the run to really start ([*]).
+        page.evaluate("""() => {
+            window.__sawBusy = false;
+            const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
+            const check = () => {
+                if ([...nb.querySelectorAll('.jp-InputArea-prompt')].some(p => p.textContent.includes('*')))
+                    window.__sawBusy = true;
+            };
+            window.__busyObserver = new MutationObserver(check);
+            window.__busyObserver.observe(nb, {subtree: true, childList: true, characterData: true});
+        }""")
+        start = time.perf_counter()
+        page.locator("#jp-MainMenu").get_by_text("Run", exact=True).click()
+        page.locator("li[data-command='runmenu:run-all']").click()
+        try:
+            self._wait_run_finished(timeout)
+        except Exception as problem:  # noqa: BLE001 - report what the page shows
+            raise AssertionError(f"{self.name}: Run All did not finish within {timeout:.0f} s: {self.run_state()}"
+                                 f"\n{problem}") from None
+        self.run_seconds = time.perf_counter() - start
+        page.evaluate("() => window.__busyObserver.disconnect()")
+        return self.run_seconds
+
+    def run_state(self) -> dict[str, Any]:
+        """Diagnostics: did the run start, the prompts, the kernel status."""
+        return self.page.evaluate("""() => {
+            const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
+            const ind = document.querySelector('.jp-Notebook-ExecutionIndicator');
+            return {sawBusy: window.__sawBusy, kernel: ind && ind.getAttribute('data-status'),
+                    prompts: [...nb.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')].map(p => p.textContent.trim())};
+        }""")
+
+    def _wait_run_finished(self, timeout: float) -> None:
+        self.page.wait_for_function("""() => {
+            if (!window.__sawBusy) return false;
+            const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
+            const prompts = [...nb.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')];
+            const done = prompts.every(p => /^\\[\\d+\\]:$/.test(p.textContent.trim()));
+            return done && document.querySelector(".jp-Notebook-ExecutionIndicator[data-status='idle']") !== null;
+        }""", timeout=timeout * 1000, polling=100)
+
+    def wait_rendered(self, timeout: float = 30.0) -> None:
+        """Wait until the committed number of explorers and figures are there and loaded (or time out)."""
+        try:
+            self.page.wait_for_function("""([nExplorers, nPng, status, png]) => {
+                const explorers = document.querySelectorAll(status);
+                const pngs = [...document.querySelectorAll(png)];
+                const imagesLoaded = [...explorers].every(s => {
+                    const img = s.closest('.widget-vbox').querySelector(':scope > img.widget-image');
+                    return img && img.complete && img.naturalWidth > 0;
+                });
+                return explorers.length >= nExplorers && pngs.length >= nPng && imagesLoaded
+                       && pngs.every(i => i.complete && i.naturalWidth > 0);
+            }""", arg=[len(self.committed.explorers), self.committed.n_static_png, STATUS, STATIC_PNG],
+                timeout=timeout * 1000)
+        except Exception:  # noqa: BLE001 - the test's assertions report what is missing
+            pass
+
+    def open_and_run_all(self) -> None:
+        self.open()
+        self.run_all()
+        self.wait_rendered()
+
+    # what the page shows
+    def problems(self) -> list[str]:
+        """Text of every error/stderr output and every widget that failed to render."""
+        found = [f"[{el.get_attribute('data-mime-type')}] {el.inner_text()[:800]}"
+                 for el in self.notebook.locator(PROBLEM_OUTPUTS).all()]
+        outputs_text = self.notebook.locator(".jp-OutputArea").all_inner_texts()
+        for text in outputs_text:
+            for marker in WIDGET_FAILURES + ("Traceback (most recent call last)",):
+                if marker in text:
+                    found.append(f"output contains {marker!r}: {text[:800]}")
+        return found
+
+    def static_images(self) -> list[dict[str, Any]]:
+        return self.notebook.locator(STATIC_PNG).evaluate_all(
+            "imgs => imgs.map(i => ({w: i.naturalWidth, h: i.naturalHeight, complete: i.complete}))")
+
+    def explorers(self) -> list[ExplorerView]:
+        boxes = self.notebook.locator(EXPLORER_BOX)
+        return [ExplorerView(self, boxes.nth(i), i) for i in range(boxes.count())]
+
+    def screenshot(self, path: Path) -> Path:
+        """The whole notebook in one picture: the viewport is made as tall as the notebook for it."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        page = self.page
+        size = page.viewport_size or {"width": 1280, "height": 900}
+        height = page.evaluate("""() => {
+            const outer = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer');
+            return window.innerHeight - outer.clientHeight + outer.scrollHeight;
+        }""")
+        page.set_viewport_size({"width": size["width"], "height": max(size["height"], min(int(height), 16000))})
+        try:
+            page.wait_for_timeout(400)  # JupyterLab re-lays out on resize
+            page.screenshot(path=str(path))
+        finally:
+            page.set_viewport_size(size)
+            page.wait_for_timeout(200)
+        return path
+
+    def close(self) -> None:
+        """Close the page and shut the notebook's kernel down (sessions API)."""
+        try:
+            self.page.close()
+        finally:
+            self.server.shut_down_notebook(self.name)
+
+
+# -- one explorer --------------------------------------------------------------------------------
+def parse_status(text: str) -> tuple[dict[str, str], str]:
+    """``"a=1 b=x y | rest"`` -> ``({"a": "1", "b": "x y"}, "rest")``."""
+    values_part, _, rest = text.partition(" | ")
+    pairs = dict(re.findall(r"(\w+)=(.*?)(?= \w+=|$)", values_part.strip()))
+    return pairs, rest
+
+
+@dataclass
+class Control:
+    """One control of an explorer: its status-line name, its kind and its DOM element."""
+
+    name: str
+    kind: str  # "slider", "dropdown", "checkbox", "toggle", "togglebuttons", "radio", "other"
+    locator: Any
+
+
+@dataclass
+class State:
+    """What an explorer shows at one moment."""
+
+    status: str
+    values: dict[str, str]
+    src: str | None
+    visible: bool
+    natural_width: int
+
+    @property
+    def valid(self) -> bool:
+        return "not possible:" not in self.status and "could not draw this:" not in self.status
+
+
+class ExplorerView:
+    """One explorer's VBox on the page: controls, status line, image."""
+
+    def __init__(self, lesson: LessonPage, box: Any, index: int) -> None:
+        self.lesson = lesson
+        self.page = lesson.page
+        self.box = box
+        self.index = index
+
+    def state(self) -> State:
+        raw = self.box.evaluate("""box => {
+            const status = box.querySelector(':scope > .widget-html code.explorer-status');
+            const img = box.querySelector(':scope > img.widget-image');
+            const style = img ? getComputedStyle(img) : null;
+            const rect = img ? img.getBoundingClientRect() : null;
+            return {status: status ? status.textContent : '',
+                    src: img ? img.getAttribute('src') : null,
+                    visible: !!img && style.visibility !== 'hidden' && style.display !== 'none'
+                             && rect.width > 0 && rect.height > 0,
+                    naturalWidth: img ? img.naturalWidth : 0};
+        }""")
+        values, _ = parse_status(raw["status"])
+        return State(raw["status"], values, raw["src"], raw["visible"], raw["naturalWidth"])
+
+    def controls(self) -> list[Control]:
+        """The controls in the explorer's first row, named by the status line's pairs (same order)."""
+        names = list(self.state().values)
+        row = self.box.locator(":scope > .widget-hbox").first
+        children = row.locator(":scope > *")
+        found = []
+        for i in range(children.count()):
+            child = children.nth(i)
+            classes = child.get_attribute("class") or ""
+            if "widget-slider" in classes or child.locator(".noUi-handle").count():
+                kind = "slider"
+            elif "widget-dropdown" in classes:
+                kind = "dropdown"
+            elif "widget-checkbox" in classes:
+                kind = "checkbox"
+            elif "widget-toggle-buttons" in classes:
+                kind = "togglebuttons"
+            elif "widget-toggle-button" in classes:
+                kind = "toggle"
+            elif "widget-radio" in classes:
+                kind = "radio"
+            else:
+                kind = "other"
+            found.append(Control(names[i] if i < len(names) else f"control{i}", kind, child))
+        return found
+
+    def control(self, name: str) -> Control:
+        for control in self.controls():
+            if control.name == name:
+                return control
+        raise LookupError(f"explorer #{self.index} has no control {name!r}; status: {self.state().status!r}")
+
+    # waiting
+    def wait_for_value(self, name: str, before: State, expected: str | None = None,
+                       timeout: float = WIDGET_TIMEOUT) -> State:
+        """Wait until the status line's ``name=`` pair differs from ``before`` (and matches ``expected``)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            now = self.state()
+            value = now.values.get(name)
+            changed = value is not None and value != before.values.get(name)
+            if changed and (expected is None or values_match(value, expected)):
+                return now
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.label}: after changing {name!r} the status line still shows "
+                                     f"{now.status!r} (before: {before.status!r}; expected {name}={expected})")
+            self.page.wait_for_timeout(25)
+
+    def wait_for_image(self, old_src: str | None, timeout: float = 5.0) -> State:
+        """Wait until the image's src differs from ``old_src`` and the new picture has loaded."""
+        deadline = time.monotonic() + timeout
+        while True:
+            now = self.state()
+            if (now.src != old_src and now.natural_width > 0) or time.monotonic() > deadline:
+                return now
+            self.page.wait_for_timeout(25)
+
+    @property
+    def label(self) -> str:
+        return f"{self.lesson.name} explorer #{self.index}"
+
+    # checking one change
+    def check_change(self, name: str, before: State, expected: str | None, what: str) -> State:
+        """After a change of control ``name``: the status line shows it; then the picture agrees.
+
+        A valid state must show a new picture if its values differ from the last valid state's
+        (``self.last_valid``); an impossible combination ("not possible: ...") hides the picture;
+        "could not draw this" means the explorer's code raised: always a failure.
+        """
+        now = self.wait_for_value(name, before, expected)
+        self.steps.append(f"{what}: {now.status}")
+        assert "could not draw this" not in now.status, f"{self.label}: {what} made the explorer fail: {now.status!r}"
+        if not now.valid:
+            assert not now.visible, f"{self.label}: {what}: status says {now.status!r} but the picture is still shown"
+            return now
+        last = self.last_valid
+        if last is not None and now.values != last.values:
+            now = self.wait_for_image(last.src)
+            assert now.src != last.src, (f"{self.label}: {what}: the status line changed to {now.status!r} but the "
+                                         f"picture did not change (still the one of {last.status!r})")
+        if not now.visible or now.natural_width == 0:
+            now = self.wait_for_image(None)
+        assert now.visible and now.natural_width > 0, f"{self.label}: {what}: no picture for {now.status!r}"
+        self.last_valid = now
+        return now
+
+    last_valid: State | None = None
+
+    @property
+    def steps(self) -> list[str]:
+        if not hasattr(self, "_steps_log"):
+            self._steps_log: list[str] = []
+        return self._steps_log
+
+    # slider
+    def handle(self, control: Control) -> Any:
+        return control.locator.locator(".noUi-handle").first
+
+    def slider_info(self, control: Control) -> dict[str, Any]:
+        info = self.handle(control).evaluate("""h => ({now: parseFloat(h.getAttribute('aria-valuenow')),
+                                                     min: parseFloat(h.getAttribute('aria-valuemin')),
+                                                     max: parseFloat(h.getAttribute('aria-valuemax'))})""")
+        readout = control.locator.locator(".widget-readout")
+        info["readout"] = readout.first.inner_text().strip() if readout.count() else ""
+        return info
+
+    def wait_slider_moved(self, control: Control, old: dict[str, Any], what: str, timeout: float = 3.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            info = self.slider_info(control)
+            if info["now"] != old["now"]:
+                return info
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.label}: {what}: the slider {control.name!r} did not move "
+                                     f"(still {old['readout']!r})")
+            self.page.wait_for_timeout(25)
+
+    def press(self, control: Control, key: str) -> dict[str, Any]:
+        """Focus the slider's handle and press ``key``; return the slider's new position."""
+        old = self.slider_info(control)
+        handle = self.handle(control)
+        handle.focus()
+        handle.press(key)
+        return self.wait_slider_moved(control, old, f"{key} on {control.name}")
+
+    def key_move(self, control: Control) -> None:
+        """One arrow-key step (right, or left at the maximum) and back, each checked."""
+        first = self.slider_info(control)
+        there, back = ("ArrowRight", "ArrowLeft") if first["now"] < first["max"] else ("ArrowLeft", "ArrowRight")
+        for key in (there, back):
+            before = self.state()
+            info = self.press(control, key)
+            self.slider_step[control.name] = abs(info["now"] - first["now"]) or self.slider_step.get(control.name, 1.0)
+            self.check_change(control.name, before, info["readout"], f"{key} on {control.name}")
+
+    def drag_move(self, control: Control, steps: float = 1.6) -> None:
+        """Drag the handle with the mouse by about ``steps`` steps (towards the far end), then check."""
+        info = self.slider_info(control)
+        handle = self.handle(control)
+        handle.scroll_into_view_if_needed()
+        track = control.locator.locator(".noUi-target").first.bounding_box()
+        box = handle.bounding_box()
+        assert track and box, f"{self.label}: slider {control.name!r} is not visible"
+        step = self.slider_step.get(control.name, 1.0)
+        span = max(info["max"] - info["min"], step)
+        dx = max(track["width"] * step * steps / span, 6.0)
+        if info["now"] - info["min"] > info["max"] - info["now"]:
+            dx = -dx  # nearer the maximum: drag left
+        before = self.state()
+        x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+        self.page.mouse.move(x, y)
+        self.page.mouse.down()
+        self.page.mouse.move(x + dx, y, steps=8)
+        self.page.mouse.up()
+        moved = self.wait_slider_moved(control, info, f"dragging {control.name} by {dx:+.0f} px")
+        self.check_change(control.name, before, moved["readout"], f"drag {control.name} {dx:+.0f} px")
+
+    def set_slider(self, name: str, target: float, timeout: float = WIDGET_TIMEOUT) -> State:
+        """Move slider ``name`` to ``target`` with arrow keys, as a learner would; wait for the status."""
+        control = self.control(name)
+        info = self.slider_info(control)
+        before = self.state()
+        presses = 0
+        while info["now"] != target:
+            key = "ArrowRight" if info["now"] < target else "ArrowLeft"
+            info = self.press(control, key)
+            presses += 1
+            assert presses <= 300, f"{self.label}: could not reach {name}={target} with arrow keys"
+        if presses == 0:
+            return before
+        return self.wait_for_value(name, before, info["readout"], timeout)
+
+    slider_step: dict[str, float]
+
+    # other controls
+    def dropdown_moves(self, control: Control) -> None:
+        """Pick every other option once, then the first one again; each change checked."""
+        select = control.locator.locator("select").first
+        labels = select.locator("option").all_inner_texts()
+        start = select.evaluate("s => s.selectedIndex")
+        order = [i for i in range(len(labels)) if i != start] + [start]
+        for i in order:
+            before = self.state()
+            select.select_option(index=i)
+            self.check_change(control.name, before, None, f"{control.name} -> {labels[i]!r}")
+
+    def click_moves(self, control: Control) -> None:
+        """Checkbox / toggle button: click, then click back; ToggleButtons / radio: each option."""
+        if control.kind == "checkbox":
+            targets = [control.locator.locator("input[type=checkbox]").first] * 2
+        elif control.kind == "toggle":
+            targets = [control.locator] * 2
+        elif control.kind == "togglebuttons":
+            buttons = control.locator.locator("button")
+            targets = [buttons.nth(i) for i in range(buttons.count())]
+        else:  # radio
+            inputs = control.locator.locator("input[type=radio]")
+            targets = [inputs.nth(i) for i in range(inputs.count())]
+        for i, target in enumerate(targets):
+            before = self.state()
+            if control.kind in ("togglebuttons", "radio") and (target.get_attribute("class") or "").count("mod-active"):
+                continue
+            target.click()
+            self.check_change(control.name, before, None, f"click {control.name} ({i + 1})")
+
+    def exercise(self) -> list[str]:
+        """Every control moved the ways a learner moves it; returns the log of status lines."""
+        self.slider_step = {}
+        self.last_valid = self.state() if self.state().valid else None
+        self.box.scroll_into_view_if_needed()
+        for control in self.controls():
+            if control.kind == "slider":
+                self.key_move(control)
+                self.drag_move(control)
+            elif control.kind == "dropdown":
+                self.dropdown_moves(control)
+            elif control.kind in ("checkbox", "toggle", "togglebuttons", "radio"):
+                self.click_moves(control)
+            else:
+                self.steps.append(f"(not driven: {control.name}, a {control.locator.get_attribute('class')})")
+        return self.steps
+
+
+def values_match(shown: str, expected: str) -> bool:
+    """Does the status line's value agree with what the control displays (readout, label)?"""
+    if shown == expected:
+        return True
+    try:
+        a, b = float(shown), float(expected)
+    except ValueError:
+        return False
+    decimals = len(expected.split(".")[1]) if "." in expected else 0
+    return abs(a - b) <= 0.5 * 10 ** (-decimals) + 1e-9
+
+
+# -- pytest fixtures (imported by tests/test_browser.py) -------------------------------------------
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    return require_chromium()
+
+
+@pytest.fixture(scope="session")
+def screenshot_dir() -> Path:
+    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+    for old in SCREENSHOT_DIR.glob("*.png"):
+        old.unlink()
+    return SCREENSHOT_DIR
+
+
+@pytest.fixture(scope="session")
+def jupyter_server(chromium_path: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    """One JupyterLab for the whole session (started only when a browser is available)."""
+    server = JupyterServer(tmp_path_factory.mktemp("jupyterlab"))
+    try:
+        try:
+            server.start()
+        except RuntimeError as problem:
+            pytest.fail(str(problem), pytrace=False)
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def browser(chromium_path: str) -> Iterator[Browser]:
+    b = Browser(chromium_path)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def lesson(request: pytest.FixtureRequest, jupyter_server: JupyterServer, browser: Browser,
+           screenshot_dir: Path) -> Iterator[LessonPage]:
+    """One notebook (``request.param``, a path) opened and Run All done; closed with its kernel after."""
+    page = LessonPage(jupyter_server, browser, request.param)
+    try:
+        page.open_and_run_all()
+        page.screenshot(screenshot_dir / f"{Path(page.name).stem}__1_after_run_all.png")
+        yield page
+    finally:
+        page.close()
+
+
+def with_tempdir() -> tempfile.TemporaryDirectory[str]:
+    """A temporary folder for scripts that use :class:`JupyterServer` outside pytest."""
+    return tempfile.TemporaryDirectory(prefix="attn-browser-")

@@ -1,0 +1,62 @@
+"""Shared pytest set-up for the whole suite: where things are, and the series' notebooks.
+
+Kept small on purpose. Fixtures that only one area needs belong in that area's own test files.
+
+* ``repo_root``, ``notebooks_dir``, ``setup_cell_source``: paths and the canonical first cell.
+* ``clean_env``: ``os.environ`` without the variables that leak into a kernel and change what a
+  notebook prints (``MPLBACKEND`` removes figures, ``PYTHONWARNINGS`` can add stderr), and without
+  ``PYTEST_ADDOPTS``, for tests that start Python or pytest in a subprocess.
+* Any test that takes a ``notebook_path`` argument runs once per ``notebooks/*.ipynb``, with the
+  file name as the test id. With no notebook at all pytest reports one skipped test
+  ("got empty parameter set"), so an empty series is visible rather than silently green.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+SETUP_CELL_FILE = REPO_ROOT / "tests" / "notebook_setup_cell.py"
+
+# Environment variables that must not reach a kernel or a child pytest.
+LEAKY_ENV_VARS = ("MPLBACKEND", "PYTHONWARNINGS", "PYTEST_ADDOPTS")
+
+
+def series_notebooks() -> list[Path]:
+    """The series' notebooks, in order (checkpoint folders are not included)."""
+    return sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "notebook_path" in metafunc.fixturenames:
+        paths = series_notebooks()
+        metafunc.parametrize("notebook_path", paths, ids=[p.name for p in paths])
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def notebooks_dir() -> Path:
+    return NOTEBOOKS_DIR
+
+
+@pytest.fixture(scope="session")
+def setup_cell_source() -> str:
+    """The canonical first cell of every notebook, stripped of surrounding blank lines."""
+    return SETUP_CELL_FILE.read_text(encoding="utf-8").strip()
+
+
+@pytest.fixture
+def clean_env() -> dict[str, str]:
+    """A copy of the environment for subprocesses, without the leaky variables."""
+    env = dict(os.environ)
+    for name in LEAKY_ENV_VARS:
+        env.pop(name, None)
+    return env

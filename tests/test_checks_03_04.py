@@ -1,0 +1,184 @@
+"""The checkers of lessons 03 (softmax and masks) and 04 (weighted values): right answers pass in
+every accepted form, each typical mistake is named, and odd answers get words, never a traceback."""
+
+import pytest
+import torch
+
+from attn_helpers import causal_mask, checks, mask_to_additive, padding_mask
+
+
+# -- 03: check_causal_blocked_mask ----------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 4, 7])
+def test_blocked_causal_mask_accepts_triu_above_the_diagonal(n):
+    assert checks.check_causal_blocked_mask.judge(torch.ones(n, n, dtype=torch.bool).triu(1), n).ok
+    assert checks.check_causal_blocked_mask.judge(~causal_mask(n), n).ok
+
+
+@pytest.mark.parametrize("answer, cause", [
+    (causal_mask(5), "True = keep"),
+    (torch.ones(5, 5, dtype=torch.bool).triu(), "diagonal"),
+    (torch.ones(5, 5, dtype=torch.bool).tril(-1), "past instead of the future"),
+])
+def test_blocked_causal_mask_names_each_mistake(answer, cause):
+    verdict = checks.check_causal_blocked_mask.judge(answer, 5)
+    assert not verdict.ok and cause in verdict.message
+
+
+def test_blocked_causal_mask_wants_booleans():
+    verdict = checks.check_causal_blocked_mask.judge(torch.ones(5, 5).triu(1), 5)
+    assert not verdict.ok and "right pattern" in verdict.message and ".bool()" in verdict.hint
+    verdict = checks.check_causal_blocked_mask.judge([[0, 1], [0, 0]], 2)
+    assert not verdict.ok and "not a tensor" in verdict.message
+
+
+def test_blocked_causal_mask_reports_a_wrong_size():
+    verdict = checks.check_causal_blocked_mask.judge(~causal_mask(4), 5)
+    assert not verdict.ok and "shape [4, 4], expected [5, 5]" in verdict.message
+
+
+# -- 03: check_softmax_axis -----------------------------------------------------------------------
+
+@pytest.fixture
+def scores():
+    return torch.randn(2, 3, 4, 5, generator=torch.Generator().manual_seed(1))
+
+
+def test_softmax_axis_accepts_the_last_axis(scores):
+    assert checks.check_softmax_axis.judge(torch.softmax(scores, dim=-1), scores).ok
+    assert checks.check_softmax_axis.judge(scores.softmax(3), scores).ok
+
+
+@pytest.mark.parametrize("dim, cause", [(-2, "every COLUMN"), (2, "every COLUMN"), (0, "axis 0"), (1, "axis 1")])
+def test_softmax_axis_names_the_axis_used(scores, dim, cause):
+    verdict = checks.check_softmax_axis.judge(torch.softmax(scores, dim=dim), scores)
+    assert not verdict.ok and cause in verdict.message
+
+
+def test_softmax_axis_notices_a_missing_softmax(scores):
+    verdict = checks.check_softmax_axis.judge(scores.clone(), scores)
+    assert not verdict.ok and "forget the softmax" in verdict.message
+
+
+def test_softmax_axis_works_for_3d_scores():
+    scores = torch.randn(2, 4, 4, generator=torch.Generator().manual_seed(2))
+    assert checks.check_softmax_axis.judge(scores.softmax(-1), scores).ok
+    assert "axis 0" in checks.check_softmax_axis.judge(scores.softmax(0), scores).message
+
+
+# -- 03: check_additive_mask ----------------------------------------------------------------------
+
+@pytest.fixture
+def keep():
+    return causal_mask(6) & padding_mask([4], 6)  # (1, 6, 6)
+
+
+def test_additive_mask_accepts_zeros_and_minus_infinity(keep):
+    assert checks.check_additive_mask.judge(mask_to_additive(keep), keep).ok
+    answer = torch.zeros(keep.shape).masked_fill(~keep, float("-inf"))
+    assert checks.check_additive_mask.judge(answer, keep).ok
+    assert checks.check_additive_mask.judge(answer.double(), keep).ok
+
+
+@pytest.mark.parametrize("make, cause", [
+    (lambda keep: mask_to_additive(keep, invert=True), "read backwards"),
+    (lambda keep: keep.float(), "1.0 / 0.0"),
+    (lambda keep: torch.zeros(keep.shape).masked_fill(~keep, -1e9), "-1e9"),
+    (lambda keep: keep, "still a boolean mask"),
+])
+def test_additive_mask_names_each_mistake(keep, make, cause):
+    verdict = checks.check_additive_mask.judge(make(keep), keep)
+    assert not verdict.ok and cause in verdict.message
+
+
+# -- 04: check_weighted_values --------------------------------------------------------------------
+
+@pytest.fixture
+def attn_v():
+    g = torch.Generator().manual_seed(3)
+    attn = torch.softmax(torch.randn(1, 6, 6, generator=g), dim=-1)
+    return attn, torch.randn(1, 6, 2, generator=g)
+
+
+def test_weighted_values_accepts_attn_at_v(attn_v):
+    attn, v = attn_v
+    assert checks.check_weighted_values.judge(attn @ v, attn, v).ok
+    assert checks.check_weighted_values.judge(torch.einsum("bqk,bkd->bqd", attn, v), attn, v).ok
+
+
+def test_weighted_values_names_the_transpose_and_the_plain_average(attn_v):
+    attn, v = attn_v
+    verdict = checks.check_weighted_values.judge(attn.transpose(-2, -1) @ v, attn, v)
+    assert not verdict.ok and "transpose" in verdict.message
+    verdict = checks.check_weighted_values.judge(v.mean(dim=-2, keepdim=True).expand(1, 6, 2), attn, v)
+    assert not verdict.ok and "without the weights" in verdict.message
+
+
+def test_weighted_values_rectangular_weights_have_no_transpose_case():
+    attn = torch.softmax(torch.randn(2, 3, 5), dim=-1)
+    v = torch.randn(2, 5, 4)
+    assert checks.check_weighted_values.judge(attn @ v, attn, v).ok
+    verdict = checks.check_weighted_values.judge(torch.zeros(2, 5, 4), attn, v)
+    assert not verdict.ok and "shape [2, 5, 4], expected [2, 3, 4]" in verdict.message
+
+
+# -- 04: check_cross_attention_shape --------------------------------------------------------------
+
+@pytest.fixture
+def qkv():
+    return torch.zeros(2, 7, 16), torch.zeros(2, 11, 16), torch.zeros(2, 11, 5)
+
+
+@pytest.mark.parametrize("answer", [(2, 7, 5), [2, 7, 5], torch.Size([2, 7, 5])])
+def test_cross_attention_shape_accepts_tuples_lists_and_sizes(qkv, answer):
+    assert checks.check_cross_attention_shape.judge(answer, *qkv).ok
+
+
+@pytest.mark.parametrize("answer, cause", [
+    ((2, 11, 5), "one output per key"),
+    ((2, 7, 16), "as wide as a query"),
+    ((2, 7, 11), "attention weights"),
+    ((7, 5), "not the output's shape"),
+])
+def test_cross_attention_shape_names_each_mistake(qkv, answer, cause):
+    verdict = checks.check_cross_attention_shape.judge(answer, *qkv)
+    assert not verdict.ok and cause in verdict.message
+
+
+@pytest.mark.parametrize("answer", [torch.zeros(2, 7, 5), "(2, 7, 5)", (2.0, 7.0, 5.0), 5])
+def test_cross_attention_shape_explains_answers_that_are_not_shapes(qkv, answer):
+    verdict = checks.check_cross_attention_shape.judge(answer, *qkv)
+    assert not verdict.ok and "not a shape" in verdict.message
+
+
+def test_cross_attention_shape_reads_the_sizes_from_its_inputs():
+    q, k, v = torch.zeros(3, 30, 128), torch.zeros(3, 50, 128), torch.zeros(3, 50, 256)
+    assert checks.check_cross_attention_shape.judge((3, 30, 256), q, k, v).ok
+
+
+# -- 04: check_weighted_sum_row -------------------------------------------------------------------
+
+def test_weighted_sum_row_accepts_the_sum_and_the_matrix_row(attn_v):
+    attn, v = attn_v
+    assert checks.check_weighted_sum_row.judge((attn[0, 3, :, None] * v[0]).sum(dim=0), attn, v, 3).ok
+    assert checks.check_weighted_sum_row.judge((attn @ v)[0, 3], attn, v, 3).ok
+    assert checks.check_weighted_sum_row.judge((attn @ v)[0, 3:4], attn, v, 3).ok  # (1, d_v) holds the same numbers
+
+
+@pytest.mark.parametrize("make, cause", [
+    (lambda attn, v: attn[0, :, 3] @ v[0], "column 3"),
+    (lambda attn, v: v[0].mean(dim=0), "without the weights"),
+    (lambda attn, v: v[0, 3], "value of token 3"),
+])
+def test_weighted_sum_row_names_each_mistake(attn_v, make, cause):
+    attn, v = attn_v
+    verdict = checks.check_weighted_sum_row.judge(make(attn, v), attn, v, 3)
+    assert not verdict.ok and cause in verdict.message
+
+
+def test_checkers_print_words_for_none_and_garbage(capsys, attn_v):
+    attn, v = attn_v
+    checks.check_weighted_sum_row(None, attn, v, 3)
+    checks.check_weighted_values("attn @ v", attn, v)
+    printed = capsys.readouterr().out
+    assert "Not attempted yet" in printed and "Not yet" in printed and "Traceback" not in printed

@@ -1,0 +1,231 @@
+"""Tests of what 07 · The complete layer added to the helpers: its checkers (attn_helpers/checks/layer.py)
+and the counting functions ``attention_parameters`` and ``attention_flops`` (attn_helpers/attention.py)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from attn_helpers import checks
+from attn_helpers.attention import Attention, MultiHeadAttention, attention_flops, attention_parameters
+from attn_helpers.checks.layer import SUSPECT_LAYER, SuspectLine, numbered_listing
+
+MATMUL_STEPS = ("qkv projection", "scores (q @ k^T)", "weights @ v", "output projection")
+
+
+# ------------------------------------------------------------------------------ counting helpers
+
+
+@pytest.mark.parametrize("dim, chan, num_heads, qkv_bias", [(49, 64, 4, False), (49, 64, 1, True), (8, 12, 3, True),
+                                                            (200, 200, 5, False), (1, 1, 1, False)])
+def test_attention_parameters_equal_what_the_module_holds(dim, chan, num_heads, qkv_bias):
+    counted = sum(p.numel() for p in Attention(dim, chan, num_heads, qkv_bias=qkv_bias).parameters())
+    assert sum(attention_parameters(dim, chan, qkv_bias=qkv_bias).values()) == counted
+
+
+def test_parameter_count_does_not_depend_on_the_number_of_heads():
+    counts = {sum(p.numel() for p in Attention(49, 64, h).parameters()) for h in (1, 2, 4, 8, 16, 32, 64)}
+    assert counts == {sum(attention_parameters(49, 64).values())}
+
+
+def test_attention_parameters_by_part():
+    assert attention_parameters(49, 64) == {"qkv weight": 9408, "qkv bias": 0, "proj weight": 4096, "proj bias": 64}
+    assert attention_parameters(49, 64, qkv_bias=True)["qkv bias"] == 192
+
+
+@pytest.mark.parametrize("B, N, dim, chan, num_heads", [(13, 100, 49, 64, 4), (2, 7, 5, 6, 3), (1, 1, 1, 1, 1),
+                                                        (3, 32, 200, 200, 5)])
+def test_attention_flops_matrix_products_equal_pytorchs_flop_counter(B, N, dim, chan, num_heads):
+    layer = Attention(dim, chan, num_heads, qkv_bias=True)
+    with FlopCounterMode(display=False) as counter:
+        layer(torch.randn(B, N, dim))
+    flops = attention_flops(B, N, dim, chan, num_heads, qkv_bias=True)
+    assert sum(flops[s] for s in MATMUL_STEPS) == counter.get_total_flops()
+
+
+def test_attention_flops_steps_and_element_wise_terms():
+    flops = attention_flops(2, 10, 6, 8, 2, qkv_bias=True)
+    assert list(flops) == ["qkv projection", "scores (q @ k^T)", "scale", "softmax", "weights @ v",
+                           "output projection", "bias adds", "skip add"]
+    assert flops["scale"] == 2 * 2 * 10 * 10
+    assert flops["softmax"] == 5 * flops["scale"]
+    assert flops["bias adds"] == 2 * 10 * 8 + 2 * 10 * 3 * 8
+    assert flops["skip add"] == 2 * 10 * 8
+    assert attention_flops(2, 10, 6, 8, 2)["bias adds"] == 2 * 10 * 8
+
+
+def test_more_heads_change_only_the_element_wise_score_steps():
+    one, many = attention_flops(13, 100, 49, 64, 1), attention_flops(13, 100, 49, 64, 16)
+    changed = {step for step in one if one[step] != many[step]}
+    assert changed == {"scale", "softmax"}
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(batch=0, tokens=5, dim=4, chan=8, num_heads=2), "batch"),
+    (dict(batch=1, tokens=-1, dim=4, chan=8, num_heads=2), "tokens"),
+    (dict(batch=1, tokens=5, dim=4, chan=8, num_heads=3), "num_heads=3"),
+    (dict(batch=1, tokens=5, dim=4.0, chan=8, num_heads=2), "dim"),
+])
+def test_attention_flops_rejects_bad_sizes_naming_the_argument(kwargs, words):
+    with pytest.raises((ValueError, TypeError), match=words):
+        attention_flops(**kwargs)
+
+
+def test_attention_parameters_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="chan"):
+        attention_parameters(4, 0)
+    with pytest.raises(TypeError, match="qkv_bias"):
+        attention_parameters(4, 8, qkv_bias="yes")
+
+
+# ------------------------------------------------------------------------------ check_traced_shape
+
+
+def _layer_and_x(num_heads=8):
+    torch.manual_seed(0)
+    return Attention(49, 64, num_heads), torch.randn(13, 100, 49)
+
+
+def test_traced_shape_accepts_the_right_shape_in_any_sequence_type():
+    layer, x = _layer_and_x()
+    for answer in ((3, 13, 8, 100, 8), [3, 13, 8, 100, 8], torch.Size([3, 13, 8, 100, 8])):
+        assert checks.check_traced_shape.judge(answer, layer, x, "qkv_heads").ok
+
+
+@pytest.mark.parametrize("answer, words", [
+    ((13, 100, 3, 8, 8), "before the permute"),
+    ((13, 8, 100, 8), "q (or k, or v) alone"),
+    ((3, 13, 8, 100, 16), "head_dim"),
+    ((3, 13, 100, 8, 8), "wrong order"),
+    ((1, 2, 3), "is not the shape"),
+    ("3, 13", "tuple of ints"),
+    ((3.5, 13, 8, 100, 8), "whole numbers"),
+])
+def test_traced_shape_names_the_typical_mistakes(answer, words):
+    layer, x = _layer_and_x()
+    verdict = checks.check_traced_shape.judge(answer, layer, x, "qkv_heads")
+    assert not verdict.ok and words in verdict.message + verdict.hint
+
+
+def test_traced_shape_works_for_other_intermediates():
+    layer, x = _layer_and_x(num_heads=4)
+    assert checks.check_traced_shape.judge([13, 4, 100, 100], layer, x, "scores").ok
+    assert not checks.check_traced_shape.judge([13, 100, 100], layer, x, "scores").ok
+
+
+# ----------------------------------------------------------------------- check_mha_parameter_count
+
+
+@pytest.mark.parametrize("d_model, heads", [(200, 5), (64, 8), (6, 3)])
+def test_parameter_count_accepts_the_count_of_any_size(d_model, heads):
+    module = MultiHeadAttention(d_model, heads)
+    assert checks.check_mha_parameter_count.judge(4 * d_model * d_model + 4 * d_model, module).ok
+    assert checks.check_mha_parameter_count.judge(torch.tensor(4 * d_model * d_model + 4 * d_model), module).ok
+
+
+@pytest.mark.parametrize("answer, words", [
+    (4 * 200 * 200, "bias"),
+    (3 * 200 * 200 + 3 * 200, "out_proj"),
+    (5 * (4 * 200 * 200 + 4 * 200), "share the projections"),
+    (4 * 200 * 40 + 4 * 40, "single head"),
+    (12345, "each Linear"),
+    (2.5, "whole number"),
+    ("160800", "whole number"),
+])
+def test_parameter_count_names_the_typical_mistakes(answer, words):
+    verdict = checks.check_mha_parameter_count.judge(answer, MultiHeadAttention(200, 5))
+    assert not verdict.ok and words in verdict.message + verdict.hint
+
+
+# --------------------------------------------------------------------------- check_mha_head_scale
+
+
+@pytest.mark.parametrize("answer, ok, words", [
+    (1 / math.sqrt(40), True, "1/sqrt(40)"),
+    (40 ** -0.5, True, "head_dim"),
+    (torch.tensor(40 ** -0.5), True, "head_dim"),
+    (1 / math.sqrt(200), False, "seed 004"),
+    (math.sqrt(40), False, "multiplies instead of divides"),
+    (1 / 40, False, "square root is missing"),
+    (0.5, False, "not this layer's scale"),
+    ("0.158", False, "should be a number"),
+])
+def test_head_scale_verdicts(answer, ok, words):
+    verdict = checks.check_mha_head_scale.judge(answer, MultiHeadAttention(200, 5))
+    assert verdict.ok is ok and words in verdict.message + verdict.hint
+
+
+# ---------------------------------------------------------------------------- check_suspect_lines
+
+
+BUGGY = {i for i, line in enumerate(SUSPECT_LAYER, start=1) if line.bug}
+
+
+def test_the_suspect_listing_has_three_buggy_lines_and_is_numbered_from_one():
+    assert BUGGY == {2, 5, 13}
+    lines = numbered_listing().splitlines()
+    assert len(lines) == len(SUSPECT_LAYER) and lines[0].startswith(" 1  class SuspectAttention")
+
+
+def test_suspect_lines_accepts_the_right_set_and_explains_every_bug():
+    verdict = checks.check_suspect_lines.judge({2, 5, 13}, SUSPECT_LAYER)
+    assert verdict.ok
+    assert all(f"line {i}:" in verdict.message for i in BUGGY)
+    assert checks.check_suspect_lines.judge([13, 5, 2], SUSPECT_LAYER).ok
+
+
+def test_suspect_lines_explains_a_correct_line_that_was_flagged():
+    verdict = checks.check_suspect_lines.judge({2, 5, 13, 15}, SUSPECT_LAYER)
+    assert not verdict.ok and "line 15 is fine" in verdict.message and "skip goes through v" in verdict.message
+    assert "remove the lines that are fine" in verdict.hint
+
+
+def test_suspect_lines_hints_at_missed_bugs_without_giving_the_numbers():
+    verdict = checks.check_suspect_lines.judge({2}, SUSPECT_LAYER)
+    assert not verdict.ok and "1 of the 3" in verdict.message
+    assert "qk_scale=0.0" in verdict.hint and "sum to one" in verdict.hint
+    assert "13" not in verdict.hint and "5" not in verdict.hint
+
+
+@pytest.mark.parametrize("answer, words", [({0, 2}, "outside"), ({2, 99}, "outside"), ("two", "set of line numbers")])
+def test_suspect_lines_rejects_unusable_answers(answer, words):
+    verdict = checks.check_suspect_lines.judge(answer, SUSPECT_LAYER)
+    assert not verdict.ok and words in verdict.message
+
+
+def test_suspect_lines_reads_the_bugs_from_the_listing_it_is_given():
+    listing = (SuspectLine("x = 1"), SuspectLine("y = x / 0", bug="division by zero", hint="look at the divisor"))
+    assert checks.check_suspect_lines.judge({2}, listing).ok
+    assert "look at the divisor" in checks.check_suspect_lines.judge(set(), listing).hint
+
+
+def _suspect_class(replacements: dict[int, str] | None = None):
+    lines = [line.code for line in SUSPECT_LAYER]
+    for number, code in (replacements or {}).items():
+        lines[number - 1] = code
+    namespace = {"nn": nn, "torch": torch}
+    exec("\n".join(lines), namespace)
+    return namespace["SuspectAttention"]
+
+
+def test_the_suspect_layer_runs_and_its_bugs_are_real():
+    """The listing runs and has the right output shape, yet differs from Attention; fixing exactly the
+    lines marked buggy makes it equal to Attention with the same weights."""
+    torch.manual_seed(0)
+    reference, x = Attention(49, 64, 4), torch.randn(2, 10, 49)
+    suspect = _suspect_class()(49, 64, 4)
+    suspect.load_state_dict(reference.state_dict())
+    assert suspect(x).shape == reference(x).shape
+    assert not torch.allclose(suspect(x), reference(x), atol=1e-4)
+    assert _suspect_class()(49, 64, 4, qk_scale=0.0).scale == 64 ** -0.5  # `or` ignores 0.0, chan not head_dim
+    fixed = _suspect_class({
+        2: "    def __init__(self, dim, chan, num_heads=1, qk_scale=None):",
+        5: "        self.scale = self.head_dim ** -0.5 if qk_scale is None else qk_scale",
+        13: "        weights = (q @ k.transpose(-2, -1) * self.scale).softmax(dim=-1)",
+    })(49, 64, 4)
+    fixed.load_state_dict(reference.state_dict())
+    torch.testing.assert_close(fixed(x), reference(x))

@@ -1,0 +1,124 @@
+"""Typical wrong answers for the exercises of 01 · QKV projection (used by tests/test_exercises.py),
+and the lesson's checkers' other verdicts."""
+
+import torch
+from torch import nn
+
+from attn_helpers import checks
+
+WRONG_ANSWERS = {
+    "1.1": ("answer = (4, 10, 48)", "3 × chan wide"),
+    "1.2": ("answer = qkv_ex.reshape(2, 3, 4, 3).unbind(-1)", "interleaves the features"),
+    "1.3": (
+        "to_k_ex = nn.Linear(6, 4)\n"
+        "with torch.no_grad():\n"
+        "    to_k_ex.weight.copy_(fused_ex.weight[0:4])\n"
+        "    to_k_ex.bias.copy_(fused_ex.bias[0:4])\n"
+        "answer = to_k_ex",
+        "the keys are the second block",
+    ),
+}
+
+
+# -- check_qkv_shape ----------------------------------------------------------------------------
+
+def test_qkv_shape_accepts_lists_tuples_and_torch_sizes():
+    for answer in ((4, 10, 144), [4, 10, 144], torch.Size([4, 10, 144])):
+        assert checks.check_qkv_shape.judge(answer, B=4, N=10, dim=32, chan=48).ok
+
+
+def test_qkv_shape_names_the_input_width_mistake():
+    verdict = checks.check_qkv_shape.judge((4, 10, 96), B=4, N=10, dim=32, chan=48)
+    assert not verdict.ok and "dim=32" in verdict.message
+
+
+def test_qkv_shape_names_the_already_split_shape():
+    verdict = checks.check_qkv_shape.judge((4, 10, 3, 48), B=4, N=10, dim=32, chan=48)
+    assert not verdict.ok and "splitting" in verdict.message
+
+
+def test_qkv_shape_rejects_a_non_shape_and_fractions():
+    assert "list or tuple" in checks.check_qkv_shape.judge(144, B=4, N=10, dim=32, chan=48).message
+    assert "not whole" in checks.check_qkv_shape.judge((4, 10, 144.5), B=4, N=10, dim=32, chan=48).message
+
+
+def test_qkv_shape_computes_the_answer_from_its_inputs():
+    assert checks.check_qkv_shape.judge((13, 100, 192), B=13, N=100, dim=49, chan=64).ok
+    assert not checks.check_qkv_shape.judge((4, 10, 144), B=13, N=100, dim=49, chan=64).ok
+
+
+# -- check_split_qkv ----------------------------------------------------------------------------
+
+def _qkv(chan=4):
+    return torch.arange(2 * 3 * 3 * chan, dtype=torch.float32).reshape(2, 3, 3 * chan)
+
+
+def test_split_accepts_split_and_reshape():
+    qkv = _qkv()
+    assert checks.check_split_qkv.judge(qkv.split(4, dim=-1), qkv, chan=4).ok
+    assert checks.check_split_qkv.judge(qkv.reshape(2, 3, 3, 4).unbind(2), qkv, chan=4).ok
+
+
+def test_split_names_a_swapped_block():
+    q, k, v = _qkv().split(4, dim=-1)
+    verdict = checks.check_split_qkv.judge((k, q, v), _qkv(), chan=4)
+    assert not verdict.ok and "belongs to k" in verdict.message
+
+
+def test_split_wants_three_tensors():
+    verdict = checks.check_split_qkv.judge(_qkv(), _qkv(), chan=4)
+    assert not verdict.ok and "three tensors" in verdict.message
+
+
+def test_split_reports_a_wrong_shape():
+    q, k, v = _qkv().split(4, dim=-1)
+    verdict = checks.check_split_qkv.judge((q[0], k, v), _qkv(), chan=4)
+    assert not verdict.ok and "shape" in verdict.message
+
+
+# -- check_key_layer ----------------------------------------------------------------------------
+
+def _fused(bias=True):
+    torch.manual_seed(3)
+    return nn.Linear(6, 12, bias=bias)
+
+
+def _copy(fused, rows, bias=True):
+    layer = nn.Linear(6, 4, bias=bias)
+    with torch.no_grad():
+        layer.weight.copy_(fused.weight[rows])
+        if bias:
+            layer.bias.copy_(fused.bias[rows])
+    return layer
+
+
+def test_key_layer_accepts_the_copied_key_rows():
+    fused = _fused()
+    assert checks.check_key_layer.judge(_copy(fused, slice(4, 8)), fused, chan=4).ok
+
+
+def test_key_layer_names_value_rows_and_a_missing_bias():
+    fused = _fused()
+    assert "value rows" in checks.check_key_layer.judge(_copy(fused, slice(8, 12)), fused, chan=4).message
+    no_bias = _copy(fused, slice(4, 8), bias=False)
+    verdict = checks.check_key_layer.judge(no_bias, fused, chan=4)
+    assert not verdict.ok and "bias" in verdict.hint
+
+
+def test_key_layer_without_bias_in_the_fused_layer():
+    fused = _fused(bias=False)
+    assert checks.check_key_layer.judge(_copy(fused, slice(4, 8), bias=False), fused, chan=4).ok
+
+
+def test_key_layer_rejects_other_objects_and_widths():
+    fused = _fused()
+    assert "nn.Linear" in checks.check_key_layer.judge(fused.weight[4:8], fused, chan=4).message
+    assert "6 -> 4" in checks.check_key_layer.judge(nn.Linear(6, 12), fused, chan=4).message
+
+
+def test_key_layer_does_not_touch_the_global_random_state():
+    fused = _fused()
+    layer = _copy(fused, slice(4, 8))
+    state = torch.random.get_rng_state()
+    checks.check_key_layer.judge(layer, fused, chan=4)
+    assert torch.equal(state, torch.random.get_rng_state())

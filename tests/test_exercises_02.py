@@ -1,0 +1,146 @@
+"""Typical wrong answers for the exercises of 02 · Scores and scaling (used by tests/test_exercises.py),
+the lesson's checkers' other verdicts, and the softmax measurements it adds to attn_helpers.attention."""
+
+import math
+
+import pytest
+import torch
+
+from attn_helpers import attention_entropy, checks, softmax_grad_norm, softmax_statistics
+
+WRONG_ANSWERS = {
+    "2.1": ("answer = q_ex @ k_ex.transpose(-2, -1)", "divide the dot products by sqrt(d_k)"),
+    "2.2": ("answer = 16", "standard deviation"),
+    "2.3": ("answer = (w_ex * torch.log(w_ex)).sum()", "minus"),
+}
+
+
+def _qk(n_q=5, n_k=5, d_k=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(2, n_q, d_k, generator=g), torch.randn(2, n_k, d_k, generator=g)
+
+
+# -- check_scaled_scores ------------------------------------------------------------------------
+
+def test_scaled_scores_accepts_every_way_of_writing_it():
+    q, k = _qk()
+    for answer in (q @ k.transpose(-2, -1) / math.sqrt(8), (q * 8 ** -0.5) @ k.mT,
+                   torch.einsum("bic,bjc->bij", q, k) / 8 ** 0.5):
+        assert checks.check_scaled_scores.judge(answer, q, k).ok
+
+
+@pytest.mark.parametrize("make, cause", [
+    (lambda q, k: q @ k.transpose(-2, -1) / 8, "divided by d_k instead of sqrt(d_k)"),
+    (lambda q, k: q @ k.transpose(-2, -1) * math.sqrt(8), "multiplied by sqrt(d_k)"),
+    (lambda q, k: q.transpose(-2, -1) @ k / math.sqrt(8), "transposed q instead of k"),
+    (lambda q, k: q.transpose(-2, -1) @ k, "and did not scale"),
+    (lambda q, k: k @ q.transpose(-2, -1) / math.sqrt(8), "swapped q and k"),
+])
+def test_scaled_scores_names_each_typical_mistake(make, cause):
+    q, k = _qk()
+    verdict = checks.check_scaled_scores.judge(make(q, k), q, k)
+    assert not verdict.ok and cause in verdict.message
+
+
+def test_scaled_scores_with_different_numbers_of_queries_and_keys():
+    q, k = _qk(n_q=3, n_k=7, d_k=4)
+    assert checks.check_scaled_scores.judge(q @ k.mT / 2, q, k).ok
+    verdict = checks.check_scaled_scores.judge(q @ k.mT, q, k)
+    assert not verdict.ok and "sqrt(4) = 2.000" in verdict.hint
+
+
+def test_scaled_scores_rejects_garbage_without_a_traceback():
+    q, k = _qk()
+    verdict = checks.check_scaled_scores.judge("scores", q, k)
+    assert not verdict.ok and "tensor" in verdict.message
+
+
+# -- check_score_variance -----------------------------------------------------------------------
+
+def test_score_variance_accepts_d_k_as_int_float_or_tensor():
+    for answer in (256, 256.0, torch.tensor(256.0), 255):
+        assert checks.check_score_variance.judge(answer, d_k=256).ok
+
+
+def test_score_variance_success_reports_a_measurement_near_d_k():
+    verdict = checks.check_score_variance.judge(64, d_k=64)
+    measured = float(verdict.message.split("pairs: ")[1].rstrip("."))
+    assert abs(measured - 64) < 0.1 * 64
+
+
+@pytest.mark.parametrize("answer, words", [(1, "after dividing"), (65536, "squared"), (100, "not the variance")])
+def test_score_variance_names_other_mistakes(answer, words):
+    verdict = checks.check_score_variance.judge(answer, d_k=256)
+    assert not verdict.ok and words in verdict.message
+
+
+def test_score_variance_rejects_a_tensor_of_many_numbers():
+    verdict = checks.check_score_variance.judge(torch.ones(3), d_k=256)
+    assert not verdict.ok and "one number" in verdict.message
+
+
+# -- check_row_entropy --------------------------------------------------------------------------
+
+def _row():
+    return torch.softmax(torch.tensor([3.0, 1.0, 0.5, -1.0]), dim=-1)
+
+
+def test_row_entropy_accepts_the_formula_and_the_helper():
+    w = _row()
+    assert checks.check_row_entropy.judge(-(w * w.log()).sum(), w).ok
+    assert checks.check_row_entropy.judge(attention_entropy(w).item(), w).ok
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda w: -(w * torch.log2(w)).sum(), "bits"),
+    (lambda w: math.log(4), "uniform"),
+    (lambda w: -torch.log(w).sum(), "needs its weight"),
+    (lambda w: 0.5, "not this row's entropy"),
+])
+def test_row_entropy_names_typical_mistakes(make, words):
+    w = _row()
+    verdict = checks.check_row_entropy.judge(make(w), w)
+    assert not verdict.ok and words in verdict.message
+
+
+# -- softmax_grad_norm and softmax_statistics ---------------------------------------------------
+
+def test_softmax_grad_norm_equals_autograd():
+    g = torch.Generator().manual_seed(0)
+    scores = (torch.randn(3, 4, 6, generator=g) * 3).requires_grad_()
+    upstream = torch.randn(3, 4, 6, generator=g)
+    (torch.softmax(scores, dim=-1) * upstream).sum().backward()
+    torch.testing.assert_close(softmax_grad_norm(scores.detach(), upstream), scores.grad.norm(dim=-1))
+
+
+def test_softmax_grad_norm_vanishes_for_saturated_rows():
+    scores = torch.tensor([[100.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    upstream = torch.tensor([[1.0, -2.0, 3.0], [1.0, -2.0, 3.0]])
+    norms = softmax_grad_norm(scores, upstream)
+    assert norms.shape == (2,)
+    assert norms[0] < 1e-6 < norms[1]
+
+
+def test_softmax_grad_norm_rejects_mismatched_shapes():
+    with pytest.raises(ValueError, match=r"upstream must have the shape of scores.*\[2, 3\].*\[3, 2\]"):
+        softmax_grad_norm(torch.zeros(2, 3), torch.zeros(3, 2))
+    with pytest.raises(TypeError, match="scores must be a floating-point tensor"):
+        softmax_grad_norm(torch.zeros(2, 3, dtype=torch.long), torch.zeros(2, 3))
+
+
+def test_softmax_statistics_uniform_and_one_hot_rows():
+    uniform = softmax_statistics(torch.zeros(5, 8))
+    assert uniform["variance"] == 0.0 and "grad_norm" not in uniform
+    assert math.isclose(uniform["max_weight"], 1 / 8, rel_tol=1e-6)
+    assert math.isclose(uniform["entropy"], math.log(8), rel_tol=1e-6)
+    peaked = softmax_statistics(torch.tensor([[50.0, 0.0, 0.0]]), torch.tensor([[1.0, 2.0, 3.0]]))
+    assert peaked["max_weight"] > 0.999 and peaked["entropy"] < 1e-6 and peaked["grad_norm"] < 1e-6
+
+
+def test_softmax_statistics_variance_grows_with_d_k_and_scaling_undoes_it():
+    g = torch.Generator().manual_seed(1)
+    for d_k in (16, 256):
+        q, k = torch.randn(8, 64, d_k, generator=g), torch.randn(8, 64, d_k, generator=g)
+        raw = q @ k.mT
+        assert abs(softmax_statistics(raw)["variance"] / d_k - 1) < 0.1
+        assert abs(softmax_statistics(raw / math.sqrt(d_k))["variance"] - 1) < 0.1

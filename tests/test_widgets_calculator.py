@@ -1,0 +1,53 @@
+"""LayerCalculator (07 · The complete layer), driven without a browser."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from attn_helpers.attention import attention_flops, attention_parameters  # noqa: E402
+from attn_helpers.widgets import LayerCalculator  # noqa: E402
+
+
+def test_moving_a_slider_redraws_the_picture_and_the_status_line():
+    e = LayerCalculator()
+    assert e.valid and "chan=64 num_heads=4 N=100" in e.last_status
+    before = e.image.value
+    e.set(N=400)
+    assert e.image.value != before
+    assert "N=400" in e.last_status
+    assert f"params={sum(attention_parameters(49, 64).values()):,}" in e.last_status
+
+
+def test_status_and_table_agree_with_the_counting_functions():
+    e = LayerCalculator(dim=49, chan=128, num_heads=8, N=300)
+    flops = attention_flops(1, 300, 49, 128, 8)
+    assert "head_dim=16" in e.last_status
+    assert f"{sum(flops.values()):,}" in e.table_html.value
+    assert f"{sum(attention_parameters(49, 128).values()):,}" in e.table_html.value
+
+
+def test_the_number_of_heads_leaves_the_parameters_unchanged():
+    e = LayerCalculator()
+    params = []
+    for heads in (1, 2, 4, 8, 16):
+        e.set(num_heads=heads)
+        params.append(e.last_status.split("params=")[1].split(" ")[0])
+    assert len(set(params)) == 1
+
+
+def test_a_head_count_that_does_not_divide_chan_is_explained_without_a_traceback():
+    e = LayerCalculator()
+    e.set(num_heads=3)
+    assert not e.valid
+    assert "not possible" in e.last_status and "64 / 3 = 21.33" in e.last_status
+    assert "Traceback" not in e.status.value
+    e.set(num_heads=2)
+    assert e.valid and "head_dim=32" in e.last_status
+
+
+def test_the_repr_is_one_stable_line_with_the_current_values():
+    e = LayerCalculator()
+    assert repr(e) == repr(LayerCalculator())
+    assert "\n" not in repr(e) and repr(e).startswith("LayerCalculator(chan=64 num_heads=4 N=100")

@@ -1,0 +1,89 @@
+"""ProjectionExplorer (lesson 01) driven without a browser: every control changes the picture and
+the status line, an impossible head count is explained in words, and the global RNG is left alone."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import time  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from attn_helpers.widgets import ProjectionExplorer  # noqa: E402
+from attn_helpers.widgets.projection import SENTENCE, sentence_embeddings  # noqa: E402
+
+
+@pytest.fixture
+def explorer():
+    return ProjectionExplorer()
+
+
+def test_starts_at_seed_000_sizes(explorer):
+    assert explorer.valid
+    assert explorer.last_status.startswith("dim=49 chan=64 num_heads=1 qkv_bias=False")
+    assert "qkv [1, 6, 192] (3 × 64)" in explorer.last_status
+    assert "9408 parameters" in explorer.last_status
+    assert repr(explorer) == f"ProjectionExplorer({explorer.last_status})"
+
+
+@pytest.mark.parametrize("change, expected", [
+    ({"dim": 8}, "x [1, 6, 8]"),
+    ({"chan": 12}, "q, k, v [1, 6, 12] each"),
+    ({"num_heads": 4}, "head_dim=16"),
+    ({"qkv_bias": True}, "9600 parameters"),
+])
+def test_every_control_changes_picture_and_status(explorer, change, expected):
+    before = explorer.image.value
+    explorer.set(**change)
+    assert explorer.valid
+    assert explorer.image.value != before
+    assert expected in explorer.last_status
+
+
+def test_table_lists_sentence_and_seed_shapes(explorer):
+    explorer.set(chan=32, num_heads=2)
+    table = explorer.table_html.value
+    assert "[1, 6, 96]" in table and "[13, 100, 96]" in table  # qkv
+    assert "[13, 2, 100, 16]" in table  # q, k, v with heads
+
+
+def test_heads_that_do_not_divide_chan_are_explained(explorer):
+    explorer.set(num_heads=5)
+    assert not explorer.valid
+    assert "not possible" in explorer.last_status and "64 / num_heads = 12.8" not in explorer.last_status
+    assert "chan / num_heads = 12.8" in explorer.last_status and "Traceback" not in explorer.last_status
+    assert explorer.image.layout.visibility == "hidden"
+    explorer.set(num_heads=4)
+    assert explorer.valid and explorer.image.layout.visibility == "visible"
+
+
+def test_same_values_draw_the_same_picture():
+    a, b = ProjectionExplorer(), ProjectionExplorer()
+    assert a.image.value == b.image.value
+
+
+def test_the_global_random_state_is_left_alone(explorer):
+    state = torch.random.get_rng_state()
+    explorer.set(dim=20, chan=24, qkv_bias=True)
+    assert torch.equal(state, torch.random.get_rng_state())
+
+
+def test_equal_words_get_equal_vectors():
+    x = sentence_embeddings(SENTENCE, 7)
+    assert x.shape == (1, len(SENTENCE), 7)
+    assert torch.equal(x[0, 0], x[0, 4]) and not torch.equal(x[0, 0], x[0, 1])
+
+
+def test_custom_tokens_and_empty_tokens():
+    e = ProjectionExplorer(["a", "b", "c"], dim=5, chan=6)
+    assert "x [1, 3, 5]" in e.last_status
+    with pytest.raises(ValueError, match="at least one token"):
+        ProjectionExplorer([])
+
+
+def test_an_update_is_quick(explorer):
+    # The figure is drawn once; a move only changes artist data and re-renders the PNG.
+    start = time.perf_counter()
+    explorer.set(dim=30)
+    assert time.perf_counter() - start < 2.0  # generous: the CI machine may be busy
