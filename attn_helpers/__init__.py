@@ -32,6 +32,22 @@ from .attention import (
     softmax_statistics,
     split_heads,
 )
+from .efficient import (
+    KVCache,
+    MatmulFlopCounter,
+    TensorMemoryTracker,
+    cached_attention_step,
+    count_matmul_flops,
+    grouped_query_attention,
+    growth_exponent,
+    kv_cache_bytes,
+    measure_peak_memory,
+    median_seconds,
+    online_softmax,
+    online_softmax_update,
+    repeat_kv_heads,
+    tiled_attention,
+)
 from .shapes import shape_table, shape_trace, show
 
 __version__ = "0.1.0"
@@ -59,6 +75,20 @@ __all__ = [
     "softmax_grad_norm",
     "softmax_statistics",
     "split_heads",
+    "KVCache",
+    "MatmulFlopCounter",
+    "TensorMemoryTracker",
+    "cached_attention_step",
+    "count_matmul_flops",
+    "grouped_query_attention",
+    "growth_exponent",
+    "kv_cache_bytes",
+    "measure_peak_memory",
+    "median_seconds",
+    "online_softmax",
+    "online_softmax_update",
+    "repeat_kv_heads",
+    "tiled_attention",
     "shape_table",
     "shape_trace",
     "show",

@@ -15,7 +15,8 @@ with :func:`blocked_to_keep` or ``mask_to_additive(mask, invert=True)``; it is n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Callable
 
 import torch
@@ -749,6 +750,21 @@ def softmax_statistics(scores: Tensor, upstream: Tensor | None = None) -> dict[s
 SKIP_KINDS = ("identity", "values", "none")
 
 
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    """Run many tiny tensor operations on one thread, then restore the thread count.
+
+    A stack measurement is thousands of operations on tensors of a few hundred numbers: extra threads
+    cannot speed them up, and on a busy machine their synchronisation made them 10-30x slower.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _check_skip(skip: object) -> str:
     if skip not in SKIP_KINDS:
         raise ValueError(f"skip must be one of {list(SKIP_KINDS)}, got {skip!r}")
@@ -835,7 +851,7 @@ def signal_through_stack(stack: AttentionStack, x: Tensor, *, depth: int | None 
     """
     if not isinstance(stack, AttentionStack):
         raise TypeError(f"stack must be an attn_helpers.AttentionStack, got {type(stack).__name__}")
-    with torch.enable_grad():
+    with torch.enable_grad(), _one_thread():
         out, hidden = stack(x, depth=depth, return_hidden=True)
         layers = stack.layers[: len(hidden) - 1]
         params = [list(layer.parameters()) for layer in layers]
@@ -867,7 +883,7 @@ def depth_sweep(stack: AttentionStack, x: Tensor, depths: Sequence[int]) -> dict
     if max(depths) > stack.depth:
         raise ValueError(f"depths {depths} go beyond the stack's {stack.depth} layers")
     first = list(stack.layers[0].parameters())
-    with torch.enable_grad():
+    with torch.enable_grad(), _one_thread():
         _, hidden = stack(x, depth=max(depths), return_hidden=True)  # hidden[L]: (B, N, chan)
         grads = []
         for L in depths:

@@ -23,7 +23,7 @@ from matplotlib.image import AxesImage
 
 __all__ = ["to_numpy", "heatmap", "annotate_cells", "head_grid", "layer_head_grid", "pipeline_diagram",
            "cmap_with_nan", "convex_hull", "values_plot", "NAN_COLOUR", "WEIGHTS_CMAP", "SIGNED_CMAP",
-           "HEAD_COLOURS", "block_heatmap", "origin_grid"]
+           "HEAD_COLOURS", "block_heatmap", "origin_grid", "growth_plot"]
 
 WEIGHTS_CMAP = "viridis"
 SIGNED_CMAP = "PuOr"
@@ -247,6 +247,7 @@ def _grid(
     titles_every_row: bool,
     suptitle: bool,
     resize_figure: bool,
+    titles: Sequence[str] = (),
 ) -> tuple[Figure, np.ndarray, Axes, float]:
     """Lay out ``nrows x ncols`` panels plus one colour bar, with margins measured in inches from
     the labels they must hold (tick labels only on the outer panels), so nothing overlaps and no
@@ -263,7 +264,9 @@ def _grid(
     left = 6.0 + ylabel_lines * label_pt + 4.0 + _text_width(y_texts, fontsize) + _TICK_PAD
     bottom = 6.0 + label_pt + 4.0 + x_height + _TICK_PAD
     top = 6.0 + title_pt + (1.2 * _points(plt.rcParams["figure.titlesize"]) + 8.0 if suptitle else 0.0)
-    hspace, wspace = (title_pt if titles_every_row else 0.0) + 8.0, 10.0
+    hspace = (title_pt if titles_every_row else 0.0) + 8.0
+    # Neighbouring titles wider than their panels each overhang by half the excess: keep them apart.
+    wspace = max(10.0, _text_width(titles, _points(plt.rcParams["axes.titlesize"])) - panel * 72.0 + 10.0)
     bar_gap, bar_width = 12.0, 10.0
     right = bar_gap + bar_width + _TICK_PAD + _text_width(["0.0", "1.0"], _points(plt.rcParams["ytick.labelsize"])) \
         + 4.0 + label_pt + 6.0
@@ -324,7 +327,8 @@ def head_grid(
     nrows = -(-n_heads // ncols)
     figure, axes, cax, size = _grid(figure, nrows, ncols, n_q=n_rows, n_k=n_cols, x_labels=labels,
                                     y_labels=y_labels, panel_size=panel_size, fontsize=fontsize, ylabel_lines=1,
-                                    titles_every_row=True, suptitle=bool(suptitle), resize_figure=resize_figure)
+                                    titles_every_row=True, suptitle=bool(suptitle), resize_figure=resize_figure,
+                                    titles=titles or ())
     images = []
     for h, ax in enumerate(axes.flat):
         if h >= n_heads:
@@ -428,14 +432,16 @@ NAN_COLOUR = "0.82"  # light grey: a NaN weight shows as "no number", not as a d
 
 
 def cmap_with_nan(name: str = WEIGHTS_CMAP, nan_colour: str = NAN_COLOUR) -> Colormap:
-    """The colormap ``name`` with NaN cells painted ``nan_colour`` instead of left blank.
+    """The colormap ``name`` with NaN and infinite cells painted ``nan_colour`` instead of left blank.
 
     Pass it as ``heatmap(..., cmap=cmap_with_nan(), vmin=0, vmax=1)`` to show a matrix that may
-    hold NaN (a fully masked softmax row): the cell is grey and its annotation reads ``nan``.
+    hold NaN (a fully masked softmax row) or ``-inf`` (an additive mask): the cell is grey and its
+    annotation, dark on grey, reads ``nan`` or ``-inf``. Values below ``vmin`` or above ``vmax``
+    are grey too, so give a range that covers the finite values.
     """
     import matplotlib
 
-    return matplotlib.colormaps[name].with_extremes(bad=nan_colour)
+    return matplotlib.colormaps[name].with_extremes(bad=nan_colour, under=nan_colour, over=nan_colour)
 
 
 def convex_hull(points: Any) -> np.ndarray:
@@ -647,3 +653,52 @@ def origin_grid(
     figure.legend(handles, labels, loc="center right", title="came from", fontsize=8, title_fontsize=8, frameon=False)
     figure.subplots_adjust(right=0.84, hspace=0.75, wspace=0.25)
     return figure
+
+
+# --------------------------------------------------------------------------------------------
+# How a cost grows with the sequence length (lesson 09): log-log lines with their fitted slopes
+# --------------------------------------------------------------------------------------------
+
+GROWTH_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7")  # Okabe-Ito, colour-blind safe
+
+
+def growth_plot(
+    sizes: Sequence[float],
+    series: Mapping[str, Sequence[float]],
+    *,
+    ax: Axes | None = None,
+    ylabel: str = "",
+    xlabel: str = "sequence length N",
+    title: str | None = None,
+) -> dict[str, Any]:
+    """One line per entry of ``series`` (name -> one value per size, ``len(sizes)`` each) on log-log
+    axes, each labelled with the slope of its least-squares line in log-log space: a cost that grows
+    like ``N ** p`` is a straight line of slope ``p`` (2 quadruples per doubling, 1 doubles).
+
+    Returns the artists by name: ``"lines"`` (name -> Line2D) and ``"slopes"`` (name -> fitted slope).
+    """
+    x = np.asarray(sizes, dtype=np.float64)
+    if x.ndim != 1 or len(x) < 2 or (x <= 0).any():
+        raise ValueError(f"sizes must be at least two positive numbers, got {list(sizes)}")
+    if not series:
+        raise ValueError("series must name at least one line, got none")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.0, 3.6))
+    lines, slopes = {}, {}
+    for i, (name, values) in enumerate(series.items()):
+        y = to_numpy(values)
+        if y.shape != x.shape or (y <= 0).any():
+            raise ValueError(f"series[{name!r}] must hold {len(x)} positive values, one per size; "
+                             f"got shape {list(y.shape)} with minimum {y.min() if y.size else 'none'}")
+        slopes[name] = float(np.polyfit(np.log(x), np.log(y), 1)[0])
+        lines[name], = ax.loglog(x, y, "o-", color=GROWTH_COLOURS[i % len(GROWTH_COLOURS)],
+                                 label=f"{name} (slope {slopes[name]:.1f})")
+    ax.set_xticks(x, [f"{v:g}" for v in x])
+    ax.minorticks_off()
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8, frameon=False)
+    if title:
+        ax.set_title(title, fontsize=10)
+    return {"lines": lines, "slopes": slopes}

@@ -88,6 +88,23 @@ def explorer_class_names() -> set[str]:
             if isinstance(getattr(widgets, name), type) and issubclass(getattr(widgets, name), widgets.Explorer)}
 
 
+def widget_outputs(path: Path) -> list[str]:
+    """Class names of the displayed widgets in a committed notebook (cheap: no helper import).
+
+    An explorer's output carries a widget view and a text/plain ``ClassName(name=value ...)``.
+    """
+    names = []
+    for cell in nbformat.read(path, as_version=4).cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            text = data.get("text/plain", "")
+            text = "".join(text) if isinstance(text, list) else text
+            match = re.match(r"([A-Za-z_]\w*)\(", text)
+            if "application/vnd.jupyter.widget-view+json" in data and match:
+                names.append(match.group(1))
+    return names
+
+
 @dataclass
 class CommittedNotebook:
     """What the committed notebook's outputs promise a learner will see after Run All."""
@@ -360,8 +377,28 @@ class LessonPage:
             "n => document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell').length >= n",
             arg=self.committed.n_cells, timeout=60_000)
         assert cells.count() == self.committed.n_cells
-        self.page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+        self.wait_kernel_ready()
         self.dismiss_news()
+
+    def kernel_status_text(self) -> str:
+        item = self.page.locator("#jp-main-statusbar").get_by_text(re.compile(r"\|\s*\w+\s*$"))
+        return item.first.inner_text() if item.count() else ""
+
+    def wait_kernel_ready(self, timeout: float = 60.0) -> None:
+        """Wait until the page is connected to a started kernel: status bar "<kernel> | Idle".
+
+        The toolbar's execution indicator already says idle while the kernel is still starting;
+        Run All at that moment clears every prompt and runs nothing.
+        """
+        try:
+            self.page.locator("#jp-main-statusbar").get_by_text(re.compile(r"\|\s*Idle\s*$")).first.wait_for(
+                timeout=timeout * 1000)
+            self.page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=timeout * 1000)
+        except Exception as problem:  # noqa: BLE001
+            dialog = self.page.locator(".jp-Dialog")
+            extra = f"; a dialog is open: {dialog.first.inner_text()!r}" if dialog.count() else ""
+            raise AssertionError(f"{self.name}: the kernel did not become idle within {timeout:.0f} s "
+                                 f"(status bar: {self.kernel_status_text()!r}{extra})\n{problem}") from None
 
     def dismiss_news(self) -> None:
         """Answer the fresh profile's "Jupyter news" question with No, if it is there."""
@@ -403,7 +440,9 @@ class LessonPage:
         return self.page.evaluate("""() => {
             const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
             const ind = document.querySelector('.jp-Notebook-ExecutionIndicator');
-            return {sawBusy: window.__sawBusy, kernel: ind && ind.getAttribute('data-status'),
+            const bar = [...document.querySelectorAll('#jp-main-statusbar *')].map(e => e.textContent)
+                        .find(t => / \| \w+$/.test(t || ''));
+            return {sawBusy: window.__sawBusy, kernel: ind && ind.getAttribute('data-status'), statusbar: bar,
                     prompts: [...nb.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')].map(p => p.textContent.trim())};
         }""")
 
@@ -476,6 +515,14 @@ class LessonPage:
             page.wait_for_timeout(200)
         return path
 
+    def wait_kernel_gone(self, timeout: float = 15.0) -> None:
+        """After :meth:`close`: no session is left for this notebook (its kernel has shut down)."""
+        deadline = time.monotonic() + timeout
+        while self.server.sessions_for(self.name):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.name}: its kernel is still running {timeout:.0f} s after closing")
+            time.sleep(0.2)
+
     def close(self) -> None:
         """Close the page and shut the notebook's kernel down (sessions API)."""
         try:
@@ -524,6 +571,14 @@ class ExplorerView:
         self.page = lesson.page
         self.box = box
         self.index = index
+        self.slider_step: dict[str, float] = {}
+        self.last_valid: State | None = None
+
+    @property
+    def class_name(self) -> str:
+        """The explorer's class, from the committed notebook (same order of appearance)."""
+        names = self.lesson.committed.explorers
+        return names[self.index] if self.index < len(names) else "?"
 
     def state(self) -> State:
         raw = self.box.evaluate("""box => {
@@ -599,17 +654,20 @@ class ExplorerView:
 
     @property
     def label(self) -> str:
-        return f"{self.lesson.name} explorer #{self.index}"
+        return f"{self.lesson.name} explorer #{self.index} ({self.class_name})"
 
     # checking one change
-    def check_change(self, name: str, before: State, expected: str | None, what: str) -> State:
+    def check_change(self, name: str, before: State, expected: str | None, what: str, *, strict: bool = True) -> State:
         """After a change of control ``name``: the status line shows it; then the picture agrees.
 
-        A valid state must show a new picture if its values differ from the last valid state's
-        (``self.last_valid``); an impossible combination ("not possible: ...") hides the picture;
-        "could not draw this" means the explorer's code raised: always a failure.
+        A valid state whose values differ from the last valid state's (``self.last_valid``) must show
+        a new picture — for a discrete control (``strict=False``) an unchanged picture is only noted,
+        since e.g. two mask conventions draw the same weights when no row is fully masked. An
+        impossible combination ("not possible: ...") hides the picture; "could not draw this" means
+        the explorer's code raised: always a failure.
         """
         now = self.wait_for_value(name, before, expected)
+        what = what.replace("\xa0", " ")
         self.steps.append(f"{what}: {now.status}")
         assert "could not draw this" not in now.status, f"{self.label}: {what} made the explorer fail: {now.status!r}"
         if not now.valid:
@@ -617,40 +675,57 @@ class ExplorerView:
             return now
         last = self.last_valid
         if last is not None and now.values != last.values:
-            now = self.wait_for_image(last.src)
-            assert now.src != last.src, (f"{self.label}: {what}: the status line changed to {now.status!r} but the "
-                                         f"picture did not change (still the one of {last.status!r})")
+            now = self.wait_for_image(last.src, timeout=5.0 if strict else 1.5)
+            if now.src == last.src:
+                message = (f"{self.label}: {what}: the status line changed to {now.status!r} but the picture did "
+                           f"not change (still the one of {last.status!r})")
+                assert not strict, message
+                self.notes.append(f"same picture for {parse_status(now.status)[0]} as for {parse_status(last.status)[0]}")
+            else:
+                self.picture_changes[name] = self.picture_changes.get(name, 0) + 1
         if not now.visible or now.natural_width == 0:
             now = self.wait_for_image(None)
         assert now.visible and now.natural_width > 0, f"{self.label}: {what}: no picture for {now.status!r}"
         self.last_valid = now
         return now
 
-    last_valid: State | None = None
-
     @property
     def steps(self) -> list[str]:
-        if not hasattr(self, "_steps_log"):
-            self._steps_log: list[str] = []
-        return self._steps_log
+        """Every change made and the status line it produced."""
+        return self.__dict__.setdefault("_steps", [])
+
+    @property
+    def notes(self) -> list[str]:
+        """Changes that left the picture as it was (allowed for discrete controls, reported)."""
+        return self.__dict__.setdefault("_notes", [])
+
+    @property
+    def picture_changes(self) -> dict[str, int]:
+        return self.__dict__.setdefault("_picture_changes", {})
 
     # slider
     def handle(self, control: Control) -> Any:
         return control.locator.locator(".noUi-handle").first
 
     def slider_info(self, control: Control) -> dict[str, Any]:
+        """Position of a slider: ``now`` from its readout when numeric (``aria-valuenow`` is rounded
+        to one decimal), else from ``aria-valuenow`` (e.g. a selection slider's index)."""
         info = self.handle(control).evaluate("""h => ({now: parseFloat(h.getAttribute('aria-valuenow')),
                                                      min: parseFloat(h.getAttribute('aria-valuemin')),
                                                      max: parseFloat(h.getAttribute('aria-valuemax'))})""")
         readout = control.locator.locator(".widget-readout")
         info["readout"] = readout.first.inner_text().strip() if readout.count() else ""
+        try:
+            info["now"] = float(info["readout"])
+        except ValueError:
+            pass
         return info
 
     def wait_slider_moved(self, control: Control, old: dict[str, Any], what: str, timeout: float = 3.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:
             info = self.slider_info(control)
-            if info["now"] != old["now"]:
+            if info["now"] != old["now"] or info["readout"] != old["readout"]:
                 return info
             if time.monotonic() > deadline:
                 raise AssertionError(f"{self.label}: {what}: the slider {control.name!r} did not move "
@@ -663,17 +738,31 @@ class ExplorerView:
         handle = self.handle(control)
         handle.focus()
         handle.press(key)
-        return self.wait_slider_moved(control, old, f"{key} on {control.name}")
+        info = self.wait_slider_moved(control, old, f"{key} on {control.name}")
+        if control.name not in self.slider_step:
+            self.slider_step[control.name] = abs(info["now"] - old["now"]) or 1.0
+        return info
 
-    def key_move(self, control: Control) -> None:
-        """One arrow-key step (right, or left at the maximum) and back, each checked."""
+    def key_move(self, control: Control, max_presses: int = 12) -> None:
+        """Arrow keys, checked after each press: right (left at the maximum) until the explorer shows
+        a picture for a new value — an impossible combination on the way is checked too —, then back."""
         first = self.slider_info(control)
-        there, back = ("ArrowRight", "ArrowLeft") if first["now"] < first["max"] else ("ArrowLeft", "ArrowRight")
-        for key in (there, back):
-            before = self.state()
-            info = self.press(control, key)
-            self.slider_step[control.name] = abs(info["now"] - first["now"]) or self.slider_step.get(control.name, 1.0)
-            self.check_change(control.name, before, info["readout"], f"{key} on {control.name}")
+        directions = ("ArrowRight", "ArrowLeft") if first["now"] < first["max"] else ("ArrowLeft", "ArrowRight")
+        for key in directions:
+            for _ in range(max_presses):
+                info = self.slider_info(control)
+                if (key == "ArrowRight" and info["now"] >= info["max"]) or (key == "ArrowLeft" and info["now"] <= info["min"]):
+                    break
+                before = self.state()
+                info = self.press(control, key)
+                now = self.check_change(control.name, before, info["readout"], f"{key} on {control.name}")
+                if now.valid:
+                    break
+            if self.picture_changes.get(control.name):
+                break
+            self.set_slider(control.name, first["now"])
+        self.steps.append(f"back to {control.name}={first['readout']} with arrow keys")
+        self.set_slider(control.name, first["now"])
 
     def drag_move(self, control: Control, steps: float = 1.6) -> None:
         """Drag the handle with the mouse by about ``steps`` steps (towards the far end), then check."""
@@ -703,28 +792,26 @@ class ExplorerView:
         info = self.slider_info(control)
         before = self.state()
         presses = 0
-        while info["now"] != target:
+        while abs(info["now"] - target) > self.slider_step.get(name, 1e-9) / 2:
             key = "ArrowRight" if info["now"] < target else "ArrowLeft"
             info = self.press(control, key)
             presses += 1
             assert presses <= 300, f"{self.label}: could not reach {name}={target} with arrow keys"
-        if presses == 0:
+        if presses == 0 or before.values.get(name) is not None and values_match(before.values[name], info["readout"]):
             return before
         return self.wait_for_value(name, before, info["readout"], timeout)
-
-    slider_step: dict[str, float]
 
     # other controls
     def dropdown_moves(self, control: Control) -> None:
         """Pick every other option once, then the first one again; each change checked."""
         select = control.locator.locator("select").first
-        labels = select.locator("option").all_inner_texts()
+        labels = [label.replace("\xa0", " ") for label in select.locator("option").all_inner_texts()]
         start = select.evaluate("s => s.selectedIndex")
         order = [i for i in range(len(labels)) if i != start] + [start]
         for i in order:
             before = self.state()
             select.select_option(index=i)
-            self.check_change(control.name, before, None, f"{control.name} -> {labels[i]!r}")
+            self.check_change(control.name, before, None, f"{control.name} -> {labels[i]!r}", strict=False)
 
     def click_moves(self, control: Control) -> None:
         """Checkbox / toggle button: click, then click back; ToggleButtons / radio: each option."""
@@ -743,24 +830,83 @@ class ExplorerView:
             if control.kind in ("togglebuttons", "radio") and (target.get_attribute("class") or "").count("mod-active"):
                 continue
             target.click()
-            self.check_change(control.name, before, None, f"click {control.name} ({i + 1})")
+            self.check_change(control.name, before, None, f"click {control.name} ({i + 1})", strict=False)
 
     def exercise(self) -> list[str]:
-        """Every control moved the ways a learner moves it; returns the log of status lines."""
-        self.slider_step = {}
-        self.last_valid = self.state() if self.state().valid else None
+        """Every control moved the ways a learner moves it, each from the explorer's first values.
+
+        Sliders: one arrow key step and back, then a mouse drag, then back to where they started.
+        Dropdowns: every option, ending on the first one. Checkboxes/toggles: click, click back.
+        Every control must change the picture at least once. Returns the log of status lines.
+        """
+        start = self.state()
+        assert start.valid, f"{self.label}: starts in an impossible state: {start.status!r}"
+        self.last_valid = start
         self.box.scroll_into_view_if_needed()
         for control in self.controls():
             if control.kind == "slider":
+                initial = self.slider_info(control)
                 self.key_move(control)
                 self.drag_move(control)
+                self.steps.append(f"back to {control.name}={initial['readout']} with arrow keys")
+                self.set_slider(control.name, initial["now"])
             elif control.kind == "dropdown":
                 self.dropdown_moves(control)
             elif control.kind in ("checkbox", "toggle", "togglebuttons", "radio"):
                 self.click_moves(control)
             else:
                 self.steps.append(f"(not driven: {control.name}, a {control.locator.get_attribute('class')})")
+                continue
+            self.wait_back_to(start)
+        for control in self.controls():
+            if control.kind in ("dropdown", "checkbox", "toggle", "togglebuttons", "radio") \
+                    and not self.picture_changes.get(control.name):
+                self.with_other_choices(control, start)
+            assert control.kind == "other" or self.picture_changes.get(control.name, 0) > 0, (
+                f"{self.label}: no change of {control.name!r} changed the picture:\n  " + "\n  ".join(self.steps))
         return self.steps
+
+    def with_other_choices(self, control: Control, start: State) -> None:
+        """A discrete control that changed nothing from the first values (e.g. a mask convention
+        when no row is fully masked): try it again under each option of the other dropdowns."""
+        for other in self.controls():
+            if other.name == control.name or other.kind != "dropdown":
+                continue
+            select = other.locator.locator("select").first
+            first = select.evaluate("s => s.selectedIndex")
+            for i in range(select.locator("option").count()):
+                if i == first:
+                    continue
+                before = self.state()
+                select.select_option(index=i)
+                self.check_change(other.name, before, None, f"{other.name} -> option {i}", strict=False)
+                if self.state().valid:
+                    self.last_valid = self.state()
+                    if control.kind == "dropdown":
+                        self.dropdown_moves(control)
+                    else:
+                        self.click_moves(control)
+                if self.picture_changes.get(control.name):
+                    break
+            before = self.state()
+            select.select_option(index=first)
+            self.check_change(other.name, before, None, f"{other.name} back to option {first}", strict=False)
+            self.wait_back_to(start)
+            if self.picture_changes.get(control.name):
+                return
+
+    def wait_back_to(self, start: State, timeout: float = WIDGET_TIMEOUT) -> None:
+        """After a control is restored: the status shows the first values and the picture is back."""
+        deadline = time.monotonic() + timeout
+        while True:
+            now = self.state()
+            if now.values == start.values and now.visible and now.natural_width > 0:
+                self.last_valid = now
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.label}: after restoring, the status shows {now.status!r} "
+                                     f"(expected the first values {start.status!r}; picture shown: {now.visible})")
+            self.page.wait_for_timeout(25)
 
 
 def values_match(shown: str, expected: str) -> bool:
@@ -817,12 +963,18 @@ def lesson(request: pytest.FixtureRequest, jupyter_server: JupyterServer, browse
            screenshot_dir: Path) -> Iterator[LessonPage]:
     """One notebook (``request.param``, a path) opened and Run All done; closed with its kernel after."""
     page = LessonPage(jupyter_server, browser, request.param)
+    stem = Path(page.name).stem
     try:
-        page.open_and_run_all()
-        page.screenshot(screenshot_dir / f"{Path(page.name).stem}__1_after_run_all.png")
+        try:
+            page.open_and_run_all()
+        except BaseException:
+            page.page.screenshot(path=str(screenshot_dir / f"{stem}__0_run_all_failed.png"))
+            raise
+        page.screenshot(screenshot_dir / f"{stem}__1_after_run_all.png")
         yield page
     finally:
         page.close()
+        page.wait_kernel_gone()
 
 
 def with_tempdir() -> tempfile.TemporaryDirectory[str]:

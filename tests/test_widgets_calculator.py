@@ -51,3 +51,13 @@ def test_the_repr_is_one_stable_line_with_the_current_values():
     e = LayerCalculator()
     assert repr(e) == repr(LayerCalculator())
     assert "\n" not in repr(e) and repr(e).startswith("LayerCalculator(chan=64 num_heads=4 N=100")
+
+
+def test_moving_away_and_back_gives_the_same_picture():
+    """Only the bars, their labels and the title are redrawn on a move (blitting): nothing is left behind."""
+    e = LayerCalculator()
+    first = e.image.value
+    e.set(num_heads=8, N=1500, chan=256)
+    assert e.image.value != first
+    e.set(num_heads=4, N=100, chan=64)
+    assert e.image.value == first

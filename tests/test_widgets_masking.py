@@ -139,3 +139,43 @@ def test_cmap_with_nan_paints_nan_grey():
     cmap = cmap_with_nan()
     assert mcolors.to_hex(cmap(float("nan"))) == mcolors.to_hex(NAN_COLOUR)
     assert mcolors.to_hex(cmap(0.0)) == mcolors.to_hex(matplotlib.colormaps["viridis"](0.0))
+
+
+def test_cmap_with_nan_paints_infinities_grey_so_annotations_stay_readable():
+    import matplotlib.colors as mcolors
+    import matplotlib.pyplot as plt
+
+    from attn_helpers.plotting import heatmap
+
+    fig, ax = plt.subplots()
+    image = heatmap(torch.tensor([[0.0, float("-inf")], [float("nan"), 0.0]]), ax=ax, cmap=cmap_with_nan(),
+                    vmin=-1, vmax=0, fmt="{:g}", colorbar=False)
+    grey = mcolors.to_hex(NAN_COLOUR)
+    assert mcolors.to_hex(image.get_cmap()(image.norm(float("-inf")))) == grey
+    texts = {t.get_text(): t.get_color() for t in ax.texts}
+    assert texts["-inf"] == "black" and texts["nan"] == "black"  # dark text on the light grey
+    plt.close(fig)
+
+
+
+def full_render_differs(explorer) -> float:
+    """The fraction of pixels where the explorer's fast PNG (kept picture + redrawn artists, see
+    attn_helpers.widgets._blit) differs visibly from matplotlib's own full render of the figure."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    fast = np.asarray(Image.open(io.BytesIO(explorer.image.value)).convert("RGB"), dtype=int)
+    for artist in explorer._dynamic:
+        artist.set_animated(False)  # a full render skips animated artists
+    buffer = io.BytesIO()
+    explorer.canvas.print_png(buffer)
+    full = np.asarray(Image.open(io.BytesIO(buffer.getvalue())).convert("RGB"), dtype=int)
+    assert fast.shape == full.shape
+    return float((np.abs(fast - full).max(axis=-1) > 40).mean())
+
+
+def test_fast_redraw_shows_the_same_picture_as_a_full_render(explorer):
+    explorer.set(mask="padding (queries too)", convention="blocked", temperature=0.4)
+    assert full_render_differs(explorer) < 0.005  # only edges where the drawing order differs

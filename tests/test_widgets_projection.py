@@ -5,8 +5,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import time  # noqa: E402
-
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
@@ -51,7 +49,7 @@ def test_table_lists_sentence_and_seed_shapes(explorer):
 def test_heads_that_do_not_divide_chan_are_explained(explorer):
     explorer.set(num_heads=5)
     assert not explorer.valid
-    assert "not possible" in explorer.last_status and "64 / num_heads = 12.8" not in explorer.last_status
+    assert "not possible: chan=64 cannot be shared by 5 heads" in explorer.last_status
     assert "chan / num_heads = 12.8" in explorer.last_status and "Traceback" not in explorer.last_status
     assert explorer.image.layout.visibility == "hidden"
     explorer.set(num_heads=4)
@@ -81,9 +79,3 @@ def test_custom_tokens_and_empty_tokens():
     with pytest.raises(ValueError, match="at least one token"):
         ProjectionExplorer([])
 
-
-def test_an_update_is_quick(explorer):
-    # The figure is drawn once; a move only changes artist data and re-renders the PNG.
-    start = time.perf_counter()
-    explorer.set(dim=30)
-    assert time.perf_counter() - start < 2.0  # generous: the CI machine may be busy

@@ -66,6 +66,13 @@ def test_checks_the_shapes_it_is_given():
         ValuesExplorer(torch.zeros(3, 2), torch.zeros(3, 4), ["a", "b", "c"])
 
 
+def test_fast_redraw_shows_the_same_picture_as_a_full_render(explorer):
+    from test_widgets_masking import full_render_differs
+
+    explorer.set(query=4, mask="causal", temperature=0.6)
+    assert full_render_differs(explorer) < 0.005  # only edges where the drawing order differs
+
+
 def test_leaves_the_global_random_state_alone():
     state = torch.get_rng_state()
     ValuesExplorer().set(query=0)

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from ..attention import causal_mask, mask_to_additive
-from ._core import Verdict, checker, compare_tensors, correct, wrong
+from ._core import Verdict, checker, compare_tensors, wrong
 
 __all__ = ["check_causal_blocked_mask", "check_softmax_axis", "check_additive_mask"]
 
@@ -58,9 +58,8 @@ def check_softmax_axis(answer: Any, scores: Tensor) -> Verdict:
         mistakes[f"you normalise over axis {d} (a batch or head axis) instead of the keys"] = (
             torch.softmax(scores, dim=d), f"dim={d} mixes different sentences or heads; count from the end: "
                                           "dim=-1 is the keys, whatever comes in front.")
-    verdict = compare_tensors(answer, expected, name="your weights", likely_mistakes=mistakes,
-                              success="every query's weights over the keys sum to one (dim=-1).")
-    return verdict
+    return compare_tensors(answer, expected, name="your weights", likely_mistakes=mistakes,
+                           success="every query's weights over the keys sum to one (dim=-1).")
 
 
 @checker

@@ -26,7 +26,8 @@ def check_scaled_scores(answer: Any, q: Tensor, k: Tensor) -> Verdict:
         "you multiplied by sqrt(d_k) instead of dividing": (
             raw * math.sqrt(d_k), "the scale shrinks the scores: multiply by d_k ** -0.5 (or divide by sqrt(d_k))."),
         "you swapped q and k (k @ q^T: rows are keys, not queries)": (
-            raw.transpose(-2, -1) * d_k ** -0.5, "row i must hold query i's scores: q comes first, q @ k.transpose(-2, -1)."),
+            raw.transpose(-2, -1) * d_k ** -0.5,  # (..., N_k, N_q)
+            "row i must hold query i's scores: q comes first, q @ k.transpose(-2, -1)."),
     }
     if q.shape[-2] == k.shape[-2]:  # only then does q.transpose(-2, -1) @ k run at all
         features = q.transpose(-2, -1) @ k  # (..., d_k, d_k): the transpose on the wrong operand

@@ -11,7 +11,8 @@ import ipywidgets as W
 from matplotlib.figure import Figure
 
 from ..attention import attention_flops, attention_parameters
-from ._base import Explorer, InvalidCombination
+from ._base import InvalidCombination
+from ._blit import BlitExplorer
 
 __all__ = ["LayerCalculator"]
 
@@ -27,7 +28,7 @@ def _fmt(n: float) -> str:
     return f"{n:.0f}"
 
 
-class LayerCalculator(Explorer):
+class LayerCalculator(BlitExplorer):
     """Parameters and FLOPs of seed 000's ``Attention(dim, chan, num_heads)`` on one sequence of N tokens.
 
     Sliders: ``chan`` (the projected width), ``num_heads`` and ``N`` (tokens); ``dim`` (the input
@@ -86,23 +87,27 @@ class LayerCalculator(Explorer):
         for ax in (self.ax_params, self.ax_flops):
             ax.set_xticks([])  # each bar carries its number; no axis labels to re-render on every move
             ax.spines[["top", "right", "bottom"]].set_visible(False)
+        for ax in (self.ax_params, self.ax_flops):
+            ax.set_xlim(0, 1.45)  # bars are drawn relative to the panel's largest; labels give the numbers
         self.title = figure.suptitle("", fontsize=10)
         figure.subplots_adjust(left=0.17, right=0.97, top=0.83, bottom=0.04, wspace=0.28)
+        # only these change on a slider move; the axes, tick labels and titles are drawn once
+        self.dynamic([*self.param_bars, *self.flop_bars, *self.param_labels, *self.flop_labels, self.title])
 
     @staticmethod
-    def _set_bars(ax, bars, labels, values: dict[str, int]) -> None:
+    def _set_bars(bars, labels, values: dict[str, int]) -> None:
+        """Bar lengths relative to the largest value (the axis stays fixed), labels with the counts."""
         top = max(values.values()) or 1
         total = sum(values.values()) or 1
         for bar, label, value in zip(bars, labels, values.values()):
-            bar.set_width(value)
-            label.set_x(value + 0.02 * top)
+            bar.set_width(value / top)
+            label.set_x(value / top + 0.02)
             label.set_text(f"{_fmt(value)} ({100 * value / total:.0f}%)" if value else "0")
-        ax.set_xlim(0, 1.45 * top)
 
     def update(self, chan: int, num_heads: int, N: int) -> str:
         params, flops = self.counts(chan, num_heads, N)
-        self._set_bars(self.ax_params, self.param_bars, self.param_labels, params)
-        self._set_bars(self.ax_flops, self.flop_bars, self.flop_labels, flops)
+        self._set_bars(self.param_bars, self.param_labels, params)
+        self._set_bars(self.flop_bars, self.flop_labels, flops)
         head_dim = chan // num_heads
         self.title.set_text(f"Attention(dim={self.dim}, chan={chan}, num_heads={num_heads}), head_dim={head_dim}, "
                             f"N={N}: {sum(params.values()):,} parameters, {_fmt(sum(flops.values()))} FLOPs")

@@ -1,14 +1,14 @@
-"""Lesson 06's explorer: how many heads, how wide, how many tokens, and what each head looks at.
+"""The multi-head lesson's explorer: how many heads, how wide, how many tokens, and what each head looks at.
 
 Sliders for ``num_heads`` (1 to 8), ``chan`` (8 to 128 in steps of 8) and ``tokens`` (4 to 32)
 over one running sentence. The picture shows every head's attention weights for the first
 ``tokens`` words (one heatmap per head, token labels, one colour bar); under it a table lists the
 shape of every step of :class:`attn_helpers.Attention` for the current values.
 
-Speed: the grid of labelled heatmaps is drawn once per layout (number of heads and tokens). A
-move that keeps the layout (``chan``) only changes the heatmaps' data, and only the heatmaps are
-painted again over a saved copy of the rest of the picture, so the update stays well under
-100 ms (``make bench`` measures it against redrawing everything, as ``interact`` would).
+Speed: matplotlib draws the grid of labelled heatmaps once per layout (number of heads and
+tokens). A move that keeps the layout (``chan``) only changes the heatmaps' data; their cells are
+then painted straight into a kept copy of the rendered picture and encoded as PNG, so the update
+stays under 100 ms (``make bench`` measures it against redrawing everything, as ``interact`` would).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ STEPS = (
     ("weights", "weights", "softmax over the keys: the pictures above"),
     ("heads", "heads", "weights @ v: each head's output"),
     ("merged", "merged", "heads side by side again: transpose(1, 2).reshape(B, N, chan)"),
-    ("out", "out", "proj(merged) + skip through v (dim ≠ chan, so x cannot be added)"),
+    ("out", "out", "proj(merged) + v with its heads merged: the skip goes through v, which is chan wide like out"),
 )
 
 
@@ -169,6 +169,7 @@ class HeadsExplorer(Explorer):
     def update(self, num_heads: int, chan: int, tokens: int) -> str:
         if chan % num_heads:
             self._inter = {}
+            self.table_html.value = ""  # no shapes for an impossible combination (not the last ones either)
             raise InvalidCombination(_not_divisible(chan, num_heads))
         self._inter = self.intermediates(num_heads, chan, tokens)
         weights = to_numpy(self._inter["weights"][0])  # (H, N, N)
@@ -212,15 +213,26 @@ class HeadsExplorer(Explorer):
         """Which pixels of the picture show ``image``, and how many pixel rows (columns) each row
         (column) of cells covers, top to bottom (left to right).
 
-        Pixels whose centre lies inside the axes, less half the frame's line width (the frame
-        stays as drawn); display coordinates start at the bottom left, the picture's rows at the top.
+        The pixels whose centre lies inside the axes, less any edge row or column where the
+        kept picture (drawn without heatmaps) shows the frame rather than the empty panel.
+        Display coordinates start at the bottom left, the picture's rows at the top.
         """
         height = self._background.shape[0]
         x0, y0, x1, y1 = image.axes.bbox.extents
-        inset = image.axes.spines["left"].get_linewidth() * self.figure.dpi / 72.0 / 2.0
+        c0, c1 = int(np.ceil(x0 - 0.5)), int(np.floor(x1 - 0.5)) + 1  # centres c + 0.5 inside [x0, x1]
+        r0, r1 = int(np.ceil(height - 0.5 - y1)), int(np.floor(height - 0.5 - y0)) + 1
+        c0, c1, r0, r1 = max(c0, 0), min(c1, self._background.shape[1]), max(r0, 0), min(r1, height)
+        middle_row, middle_col = self._background[(r0 + r1) // 2], self._background[:, (c0 + c1) // 2]
+        empty = middle_row[(c0 + c1) // 2]  # the panel's own colour, at its centre
+        while c1 - c0 > 1 and (middle_row[c0] != empty).any():  # the frame's left edge
+            c0 += 1
+        while c1 - c0 > 1 and (middle_row[c1 - 1] != empty).any():  # right edge
+            c1 -= 1
+        while r1 - r0 > 1 and (middle_col[r0] != empty).any():  # top edge
+            r0 += 1
+        while r1 - r0 > 1 and (middle_col[r1 - 1] != empty).any():  # bottom edge
+            r1 -= 1
         n_rows, n_cols = image.get_array().shape[:2]
-        c0, c1 = int(np.ceil(x0 + inset - 0.5)), int(np.floor(x1 - inset - 0.5)) + 1
-        r0, r1 = int(np.ceil(height - 0.5 - y1 + inset)), int(np.floor(height - 0.5 - y0 - inset)) + 1
         x = np.arange(c0, c1) + 0.5  # pixel centres, display x
         y = height - (np.arange(r0, r1) + 0.5)  # pixel centres, display y
         j = np.clip(np.floor((x - x0) / (x1 - x0) * n_cols), 0, n_cols - 1).astype(int)
@@ -239,5 +251,6 @@ def shape_table_html(inter: Mapping[str, Tensor], axes: Mapping[str, str]) -> st
         rows.append(f"<tr><td><b>{html.escape(label)}</b></td><td><code>{shape}</code></td>"
                     f"<td><code>{html.escape(named)}</code></td><td>{what}</td></tr>")
     head = "<tr><th>step</th><th>shape</th><th>axes</th><th>what happens</th></tr>"
-    return ('<table class="heads-shapes" style="border-collapse:collapse;font-size:90%">'
+    style = ("<style>.heads-shapes th, .heads-shapes td {padding: 1px 10px; text-align: left}</style>")
+    return (f'{style}<table class="heads-shapes" style="border-collapse:collapse;font-size:90%">'
             f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>")

@@ -19,9 +19,10 @@ from torch import Tensor
 
 from ..attention import attention_scores, causal_mask, mask_to_additive, padding_mask
 from ..plotting import cmap_with_nan, heatmap, to_numpy
-from ._base import Explorer, InvalidCombination
+from ._base import InvalidCombination
+from ._blit import BlitExplorer
 
-__all__ = ["MaskExplorer", "MASK_TYPES", "CONVENTIONS", "keep_mask", "masked_weights"]
+__all__ = ["MaskExplorer"]  # the helpers below are imported from this module by name
 
 DEFAULT_TOKENS = ("the", "cat", "sat", "on", "the", "mat", "<pad>", "<pad>")
 DEFAULT_LENGTH = 6
@@ -84,12 +85,13 @@ def _fmt(x: float) -> str:
     return "nan" if x != x else f"{x:.2f}"
 
 
-class MaskExplorer(Explorer):
+class MaskExplorer(BlitExplorer):
     """Temperature slider, mask-type and convention dropdowns over one sentence's attention weights.
 
     ``scores``: ``(N, N)`` scaled scores (default: a seeded example); ``tokens``: ``N`` labels;
     ``length``: how many tokens are real (the rest are padding). The heatmap is updated in place;
-    the status line shows every row's sum. Temperature 0 is refused in words.
+    the status line shows every row's sum. Temperature 0 is refused in words. Only the heatmap,
+    the title and the row sums are redrawn on a move (see :class:`BlitExplorer`).
     """
 
     def __init__(self, scores: Tensor | None = None, tokens: Sequence[str] | None = None,
@@ -123,6 +125,7 @@ class MaskExplorer(Explorer):
         ax.text(n - 0.3, -0.8, "row sum", ha="left", va="center", fontsize=8, fontweight="bold", clip_on=False)
         figure.colorbar(self.artist, ax=ax, fraction=0.046, pad=0.13, label="attention weight")
         figure.text(0.01, 0.01, "grey cell = NaN (not a number)", fontsize=8, color="0.35")
+        self.dynamic([self.artist, ax.title, *self.sum_texts])  # what update changes; the rest is kept
         figure.subplots_adjust(left=0.14, right=0.95, bottom=0.16, top=0.9)
 
     def update(self, temperature: float, mask: str, convention: str) -> str:

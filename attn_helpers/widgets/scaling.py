@@ -5,9 +5,9 @@ labelled sentence, ``q @ k^T * scale / temperature``. The picture shows one quer
 as bars and the whole weights matrix as a heatmap; the status line prints the variance of the
 scores, the largest weight and the entropy, averaged over the rows.
 
-The sentence's q and k have ``MAX_D_K`` independent standard-normal features per token; a smaller
-``d_k`` keeps the first ``d_k`` of them, so moving the slider adds or removes features and never
-reshuffles the rest.
+The sentence's q and k have ``MAX_D_K`` independent standard-normal features per word (equal
+words get equal vectors); a smaller ``d_k`` keeps the first ``d_k`` of them, so moving the slider
+adds or removes features and never reshuffles the rest.
 """
 
 from __future__ import annotations
@@ -69,8 +69,10 @@ class ScalingExplorer(Explorer):
         if not 0 <= query < n:
             raise ValueError(f"query must be a token index in [0, {n - 1}], got {query}")
         g = torch.Generator().manual_seed(seed)
-        self.q_all = torch.randn(n, MAX_D_K, generator=g)  # (N, MAX_D_K)
-        self.k_all = torch.randn(n, MAX_D_K, generator=g)  # (N, MAX_D_K)
+        vocab = sorted(set(self.tokens))
+        ids = torch.tensor([vocab.index(t) for t in self.tokens])  # (N,): equal words, equal vectors
+        self.q_all = torch.randn(len(vocab), MAX_D_K, generator=g)[ids]  # (N, MAX_D_K)
+        self.k_all = torch.randn(len(vocab), MAX_D_K, generator=g)[ids]  # (N, MAX_D_K)
         style = {"description_width": "initial"}
         controls = {
             "d_k": W.SelectionSlider(options=D_K_OPTIONS, value=d_k, description="d_k", style=style,
@@ -96,8 +98,8 @@ class ScalingExplorer(Explorer):
         self.ax_bars.set_xticklabels(self.tokens)
         self.ax_bars.set_xlabel("key")
         self.ax_bars.set_ylabel("softmax weight")
-        self.uniform_line = self.ax_bars.axhline(1.0 / n, color="grey", ls=":", lw=1)
-        self.ax_bars.text(n - 0.5, 1.0 / n + 0.02, "uniform", ha="right", va="bottom", fontsize=8, color="grey")
+        self.ax_bars.axhline(1.0 / n, color="grey", ls=":", lw=1, label=f"uniform: 1/{n}")
+        self.ax_bars.legend(loc="upper right", fontsize=8, frameon=False)
         self.bar_labels = [self.ax_bars.text(i, 0, "", ha="center", va="bottom", fontsize=8) for i in range(n)]
         self.bars_title = self.ax_bars.set_title("")
         zeros = np.zeros((n, n))

@@ -5,9 +5,10 @@ skip), a slider picks the depth and a second toggle the input width ``dim``. The
 every layer, how big the hidden state is (its root mean square), how different the tokens still are
 (their spread), and how big the gradient reaching that layer's weights is, on a log scale.
 
-The layers are built once, seeded, and reused: changing the skip re-wires the *same* weights, and a
-smaller depth uses the first layers of the same stack, so every difference on screen comes from the
-control that moved.
+The layers are built once per input width (seeded, on first use, without touching the notebook's
+random state) and reused: changing the skip re-wires the *same* weights, a smaller depth uses the
+first layers of the same stack, and both widths share every layer after the first, so every
+difference on screen comes from the control that moved.
 """
 
 from __future__ import annotations
@@ -46,13 +47,9 @@ class SkipExplorer(Explorer):
             raise ValueError(f"depth must lie in [1, {MAX_DEPTH}], got {depth}")
         if dim not in (self.chan, 49):
             raise ValueError(f"dim must be {self.chan} or 49, got {dim}")
+        self.seed = seed
         self.stacks: dict[int, AttentionStack] = {}
         self.inputs: dict[int, torch.Tensor] = {}
-        for width in (self.chan, 49):
-            torch.manual_seed(seed)  # the same seed for both widths: only layer 0 differs in shape
-            self.stacks[width] = AttentionStack(MAX_DEPTH, width, self.chan, self.num_heads, skip="none").double()
-            generator = torch.Generator().manual_seed(seed + 1)
-            self.inputs[width] = torch.randn(self.B, self.N, width, generator=generator, dtype=torch.float64)
         self._cache: dict[tuple[str, int, int], dict[str, np.ndarray]] = {}
         style = {"description_width": "initial"}
         controls = {
@@ -74,11 +71,25 @@ class SkipExplorer(Explorer):
             )
         key = (skip, depth, dim)
         if key not in self._cache:
-            stack = self.stacks[dim]
+            stack = self._stack(dim)
             stack.skip = skip
             result = signal_through_stack(stack, self.inputs[dim], depth=depth)
             self._cache[key] = {name: t.numpy() for name, t in result.items()}
         return self._cache[key]
+
+    def _stack(self, dim: int) -> AttentionStack:
+        """The stack for input width ``dim``, built on first use; layers 2 and up are the same for every width."""
+        if dim not in self.stacks:
+            with torch.random.fork_rng(devices=[]):  # seeded without touching the notebook's random state
+                torch.manual_seed(self.seed)
+                stack = AttentionStack(MAX_DEPTH, dim, self.chan, self.num_heads, skip="none").double()
+            if dim != self.chan:
+                for mine, shared in zip(stack.layers[1:], self._stack(self.chan).layers[1:]):
+                    mine.load_state_dict(shared.state_dict())
+            generator = torch.Generator().manual_seed(self.seed + 1)
+            self.inputs[dim] = torch.randn(self.B, self.N, dim, generator=generator, dtype=torch.float64)
+            self.stacks[dim] = stack
+        return self.stacks[dim]
 
     # -- figure ------------------------------------------------------------------------------
     def draw(self, figure: Figure) -> None:

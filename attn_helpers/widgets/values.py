@@ -20,9 +20,10 @@ from torch import Tensor
 
 from ..attention import attention_scores, causal_mask
 from ..plotting import to_numpy, values_plot
-from ._base import Explorer, InvalidCombination
+from ._base import InvalidCombination
+from ._blit import BlitExplorer
 
-__all__ = ["ValuesExplorer", "weights_and_outputs"]
+__all__ = ["ValuesExplorer"]  # weights_and_outputs is imported from this module by name
 
 DEFAULT_TOKENS = ("the", "cat", "sat", "on", "the", "mat")
 MASKS = ("none", "causal")
@@ -53,7 +54,7 @@ def _default_example(n: int) -> tuple[Tensor, Tensor]:
     return attention_scores(q, k) * 2.0, v  # (N, N) a little sharper than unit scores, (N, 2)
 
 
-class ValuesExplorer(Explorer):
+class ValuesExplorer(BlitExplorer):
     """Pick a query: its weights (bars) and its output among the 2-D values (scatter), in place.
 
     ``v``: ``(N, 2)`` values; ``scores``: ``(N, N)`` scaled scores; ``tokens``: ``N`` labels
@@ -101,13 +102,18 @@ class ValuesExplorer(Explorer):
         scatter_ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
         self.scatter_ax = scatter_ax
         figure.subplots_adjust(left=0.06, right=0.82, bottom=0.2, top=0.9, wspace=0.22)
+        self.dynamic([*self.bars, *self.bar_texts, bar_ax.title, self.lines, self.outputs, self.star,
+                      scatter_ax.title])  # what update changes; the rest of the picture is kept
 
     def update(self, query: int, temperature: float, mask: str) -> str:
         if temperature <= 0:
             raise InvalidCombination(
                 "temperature 0 would divide the scores by zero; as T shrinks each output moves onto "
                 "the value of its highest-scoring key, so try T = 0.05 to see the limit")
-        weights, out = weights_and_outputs(self.scores, self.v, temperature, mask)  # (N, N), (N, 2)
+        if getattr(self, "_computed_for", None) != (temperature, mask):  # a new query needs no new math
+            self._computed = weights_and_outputs(self.scores, self.v, temperature, mask)
+            self._computed_for = (temperature, mask)
+        weights, out = self._computed  # (N, N), (N, 2)
         w, o, v = to_numpy(weights[query]), to_numpy(out), to_numpy(self.v)
         for bar, text, value in zip(self.bars, self.bar_texts, w):
             bar.set_height(value)
@@ -117,7 +123,7 @@ class ValuesExplorer(Explorer):
         self.outputs.set_offsets(o)
         self.star.set_offsets(o[query:query + 1])
         self.lines.set_segments([[o[query], v[j]] for j in range(len(v))])
-        self.lines.set_linewidths(0.3 + 6.0 * w)
+        self.lines.set_linewidths(6.0 * w)  # a blocked key (weight 0) gets no line
         self.scatter_ax.set_title(f"out[{query}] = attn[{query}] @ v = ({o[query, 0]:.2f}, {o[query, 1]:.2f})",
                                   fontsize=10)
         weights_text = " ".join(f"{x:.2f}" for x in w)

@@ -1,0 +1,518 @@
+"""Efficient attention (lesson 09): online softmax, tiled attention, a KV cache, grouped-query attention,
+and the small measuring tools the lesson and ``benchmarks/attention.py`` use.
+
+Imports torch only. Shapes use the series' notation (``B`` batch, ``H`` query heads, ``G`` key/value
+heads or *groups*, ``N_q`` queries, ``N_k`` keys, ``d_k`` key width, ``d_v`` value width).
+Masks follow :mod:`attn_helpers.attention`: boolean ``True`` = may attend, or floating = added to
+the scores; a query row whose keys are all blocked gets a zero output, never NaN.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from .attention import (
+    MultiHeadAttention,
+    _check_mask,
+    _check_positive_int,
+    _check_qkv,
+    _check_tensor,
+    _shape,
+    merge_heads,
+    scaled_dot_product_attention,
+    split_heads,
+)
+
+__all__ = [
+    "online_softmax_update",
+    "online_softmax",
+    "tiled_attention",
+    "KVCache",
+    "cached_attention_step",
+    "kv_cache_bytes",
+    "repeat_kv_heads",
+    "grouped_query_attention",
+    "TensorMemoryTracker",
+    "measure_peak_memory",
+    "MatmulFlopCounter",
+    "count_matmul_flops",
+    "median_seconds",
+    "growth_exponent",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Online softmax: the statistics of a softmax, computed one block at a time
+# --------------------------------------------------------------------------------------------
+
+def _safe_max(m: Tensor) -> Tensor:
+    """``m`` with ``-inf`` replaced by 0, so ``exp(s - m)`` is 0 (not NaN) on rows that saw only ``-inf``."""
+    return m.masked_fill(torch.isneginf(m), 0.0)
+
+
+def online_softmax_update(running_max: Tensor, running_sum: Tensor, block: Tensor) -> tuple[Tensor, Tensor]:
+    """One step of the online softmax: fold a new block of scores into the running statistics.
+
+    ``running_max (...)`` is the largest score seen so far (``-inf`` before the first block),
+    ``running_sum (...)`` is ``sum(exp(s - running_max))`` over the scores seen so far (``0``
+    before the first block), ``block (..., b)`` holds the next ``b`` scores of each row.
+    Returns ``(new_max, new_sum)``, both ``(...)``::
+
+        new_max = max(running_max, max(block))
+        new_sum = running_sum * exp(running_max - new_max) + sum(exp(block - new_max))
+
+    The factor ``exp(running_max - new_max)`` (at most 1) rescales the old sum to the new maximum.
+    After the last block, ``softmax(s)_j = exp(s_j - new_max) / new_sum``.
+    """
+    block = _check_tensor("block", block, min_ndim=1)
+    running_max = _check_tensor("running_max", running_max, min_ndim=0)
+    running_sum = _check_tensor("running_sum", running_sum, min_ndim=0)
+    if running_max.shape != block.shape[:-1] or running_sum.shape != block.shape[:-1]:
+        raise ValueError(
+            f"running_max and running_sum must have the shape of block without its last axis, "
+            f"{_shape(block)[:-1]}: got running_max {_shape(running_max)}, running_sum "
+            f"{_shape(running_sum)}, block {_shape(block)}"
+        )
+    new_max = torch.maximum(running_max, block.amax(dim=-1))  # (...)
+    safe = _safe_max(new_max)  # (...)
+    rescale = torch.exp(running_max - safe)  # (...), 0 when nothing was seen before
+    new_sum = running_sum * rescale + torch.exp(block - safe[..., None]).sum(dim=-1)  # (...)
+    return new_max, new_sum
+
+
+def online_softmax(x: Tensor, *, block_size: int = 128) -> Tensor:
+    """``softmax(x, dim=-1)`` computed from statistics gathered ``block_size`` entries at a time.
+
+    ``x (..., n) -> (..., n)``. One pass over the blocks with :func:`online_softmax_update` finds
+    each row's maximum and sum of exponentials without ever holding a whole row's exponentials;
+    then ``exp(x - max) / sum``. A row of only ``-inf`` gives zeros (like this package's attention).
+    """
+    x = _check_tensor("x", x, min_ndim=1)
+    _check_positive_int("block_size", block_size)
+    running_max = x.new_full(x.shape[:-1], float("-inf"))  # (...)
+    running_sum = x.new_zeros(x.shape[:-1])  # (...)
+    for start in range(0, x.shape[-1], block_size):
+        running_max, running_sum = online_softmax_update(running_max, running_sum, x[..., start:start + block_size])
+    weights = torch.exp(x - _safe_max(running_max)[..., None])  # (..., n)
+    return weights / running_sum.masked_fill(running_sum == 0, 1.0)[..., None]  # (..., n)
+
+
+# --------------------------------------------------------------------------------------------
+# Tiled attention (FlashAttention's loop, written in PyTorch)
+# --------------------------------------------------------------------------------------------
+
+def tiled_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    *,
+    scale: float | None = None,
+    block_size: int = 128,
+    is_causal: bool = False,
+) -> Tensor:
+    """``softmax(q @ k^T * scale + mask) @ v`` block by block, never building the ``N_q x N_k`` matrix.
+
+    Same conventions and result as :func:`attn_helpers.scaled_dot_product_attention`:
+    ``q (..., N_q, d_k)``, ``k (..., N_k, d_k)``, ``v (..., N_k, d_v)`` -> ``(..., N_q, d_v)``;
+    ``mask`` boolean (``True`` = may attend) or floating (added), broadcastable to
+    ``(..., N_q, N_k)``; ``scale=None`` means ``d_k ** -0.5`` (``0.0`` is used as given); a row whose
+    keys are all blocked gives zeros. ``is_causal=True`` applies the causal mask of
+    :func:`attn_helpers.causal_mask` without building it, and skips the key blocks that lie
+    entirely in the future (it may be combined with ``mask``).
+
+    For each block of ``block_size`` queries, the loop visits the key/value blocks and keeps, per
+    query row, the running maximum ``m``, the running sum ``l`` of ``exp(score - m)`` and the
+    running weighted sum ``acc`` of values, rescaling ``l`` and ``acc`` by ``exp(m_old - m_new)``
+    whenever the maximum grows (the online softmax). The largest temporary is one
+    ``(..., block_size, block_size)`` block of scores, so memory grows linearly with ``N``.
+    """
+    q, k, v = _check_qkv(q, k, v)
+    _check_positive_int("block_size", block_size)
+    if not isinstance(is_causal, bool):
+        raise TypeError(f"is_causal must be True or False, got {is_causal!r}")
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    scores_shape = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (n_q, n_k)
+    if mask is not None:
+        mask = _check_mask(mask, torch.Size(scores_shape)).expand(scores_shape)  # (..., N_q, N_k), a view
+    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
+    out_batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    out = q.new_empty(*out_batch, n_q, v.shape[-1])  # (..., N_q, d_v), filled block by block
+    for i0 in range(0, n_q, block_size):
+        i1 = min(i0 + block_size, n_q)
+        q_blk = q[..., i0:i1, :] * scale  # (..., bq, d_k)
+        m = q.new_full((*scores_shape[:-2], i1 - i0, 1), float("-inf"))  # (..., bq, 1) running max
+        l = q.new_zeros((*scores_shape[:-2], i1 - i0, 1))  # (..., bq, 1) running sum of exp
+        acc = q.new_zeros((*out_batch, i1 - i0, v.shape[-1]))  # (..., bq, d_v) running weighted values
+        k_end = min(n_k, i1) if is_causal else n_k  # causal: keys after the block's last query never count
+        for j0 in range(0, k_end, block_size):
+            j1 = min(j0 + block_size, k_end)
+            s = q_blk @ k[..., j0:j1, :].transpose(-2, -1)  # (..., bq, bk): one block of scores
+            if mask is not None:
+                m_blk = mask[..., i0:i1, j0:j1]  # (..., bq, bk)
+                s = s.masked_fill_(~m_blk, float("-inf")) if m_blk.dtype == torch.bool else s.add_(m_blk.to(s.dtype))
+            if is_causal and j1 > i0 + 1:  # the block reaches past the diagonal
+                rows = torch.arange(i0, i1, device=q.device)[:, None]  # (bq, 1)
+                cols = torch.arange(j0, j1, device=q.device)[None, :]  # (1, bk)
+                s = s.masked_fill_(cols > rows, float("-inf"))
+            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))  # (..., bq, 1)
+            safe = _safe_max(m_new)  # (..., bq, 1)
+            p = torch.exp(s - safe)  # (..., bq, bk), unnormalised weights of this block
+            rescale = torch.exp(m - safe)  # (..., bq, 1)
+            l = l * rescale + p.sum(dim=-1, keepdim=True)  # (..., bq, 1)
+            acc = acc * rescale + p @ v[..., j0:j1, :]  # (..., bq, d_v)
+            m = m_new
+        out[..., i0:i1, :] = acc / l.masked_fill(l == 0, 1.0)  # rows with nothing to attend to stay 0
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# KV cache for step-by-step decoding
+# --------------------------------------------------------------------------------------------
+
+class KVCache:
+    """The keys and values of the tokens decoded so far, kept so each new token computes only its own.
+
+    ``KVCache(max_tokens)``; the first :meth:`append` fixes the other sizes and allocates
+    ``k (..., max_tokens, d_k)`` and ``v (..., max_tokens, d_v)`` once. Each :meth:`append` writes
+    ``k_new (..., n_new, d_k)`` and ``v_new (..., n_new, d_v)`` after the tokens already stored and
+    returns views of everything stored, ``(..., length, d_k)`` and ``(..., length, d_v)``.
+    """
+
+    def __init__(self, max_tokens: int) -> None:
+        self.max_tokens = _check_positive_int("max_tokens", max_tokens)
+        self.length = 0
+        self.k: Tensor | None = None
+        self.v: Tensor | None = None
+
+    def append(self, k_new: Tensor, v_new: Tensor) -> tuple[Tensor, Tensor]:
+        """Store ``k_new (..., n_new, d_k)`` and ``v_new (..., n_new, d_v)``; return all stored keys and values."""
+        k_new = _check_tensor("k_new", k_new, min_ndim=2)
+        v_new = _check_tensor("v_new", v_new, min_ndim=2)
+        if k_new.shape[:-1] != v_new.shape[:-1]:
+            raise ValueError(
+                f"k_new and v_new must agree on every axis but the last (one value per key): "
+                f"k_new has shape {_shape(k_new)}, v_new has shape {_shape(v_new)}"
+            )
+        n_new = k_new.shape[-2]
+        if self.k is None or self.v is None:
+            self.k = k_new.new_zeros(*k_new.shape[:-2], self.max_tokens, k_new.shape[-1])  # (..., max_tokens, d_k)
+            self.v = v_new.new_zeros(*v_new.shape[:-2], self.max_tokens, v_new.shape[-1])  # (..., max_tokens, d_v)
+        expected = (*self.k.shape[:-2], "n_new", self.k.shape[-1])
+        if k_new.shape[:-2] != self.k.shape[:-2] or k_new.shape[-1] != self.k.shape[-1] \
+                or v_new.shape[-1] != self.v.shape[-1]:
+            raise ValueError(
+                f"k_new must have shape {list(expected)} and v_new a last axis of {self.v.shape[-1]}, like the "
+                f"tokens already cached; got k_new {_shape(k_new)}, v_new {_shape(v_new)}"
+            )
+        if self.length + n_new > self.max_tokens:
+            raise ValueError(
+                f"the cache holds at most max_tokens={self.max_tokens} tokens; it has {self.length} and "
+                f"k_new adds {n_new} (k_new has shape {_shape(k_new)})"
+            )
+        self.k[..., self.length:self.length + n_new, :] = k_new
+        self.v[..., self.length:self.length + n_new, :] = v_new
+        self.length += n_new
+        return self.k[..., :self.length, :], self.v[..., :self.length, :]  # (..., length, d_k), (..., length, d_v)
+
+    def truncate(self, length: int) -> None:
+        """Forget every token after the first ``length`` (to re-run a step, or drop rejected guesses)."""
+        if isinstance(length, bool) or not isinstance(length, int) or not 0 <= length <= self.length:
+            raise ValueError(f"length must be an int in [0, {self.length}] (the tokens cached), got {length!r}")
+        self.length = length
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes allocated for keys and values (for all ``max_tokens``; 0 before the first append)."""
+        if self.k is None or self.v is None:
+            return 0
+        return self.k.numel() * self.k.element_size() + self.v.numel() * self.v.element_size()
+
+    def __repr__(self) -> str:
+        shape = "empty" if self.k is None else f"k {_shape(self.k)}, v {_shape(self.v)}"
+        return f"KVCache(length={self.length}, max_tokens={self.max_tokens}, {shape})"
+
+
+def cached_attention_step(layer: MultiHeadAttention, x_new: Tensor, cache: KVCache) -> Tensor:
+    """Self-attention of :class:`attn_helpers.MultiHeadAttention` for the newest token(s) only.
+
+    ``x_new (B, n_new, d_model) -> (B, n_new, d_model)``: projects only the new tokens, appends
+    their keys and values (``(B, H, n_new, head_dim)``) to ``cache``, and lets the new queries
+    attend to every cached token (causally among the new ones). Feeding a sequence one token at a
+    time gives the rows of ``layer(x, mask=causal_mask(N))``, with ``O(t)`` work at step ``t``
+    instead of ``O(t^2)`` for re-running the layer on the whole prefix.
+    """
+    if not isinstance(layer, MultiHeadAttention):
+        raise TypeError(f"layer must be an attn_helpers.MultiHeadAttention, got {type(layer).__name__}")
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be an attn_helpers.efficient.KVCache, got {type(cache).__name__}")
+    x_new = _check_tensor("x_new", x_new, ndim=3)
+    if x_new.shape[-1] != layer.d_model or layer.kdim != layer.d_model or layer.vdim != layer.d_model:
+        raise ValueError(
+            f"x_new must have shape (B, n_new, d_model={layer.d_model}) for a self-attention layer "
+            f"(kdim = vdim = d_model); got x_new {_shape(x_new)}, kdim={layer.kdim}, vdim={layer.vdim}"
+        )
+    H, n_new = layer.num_heads, x_new.shape[1]
+    q = split_heads(layer.q_proj(x_new), H)  # (B, H, n_new, head_dim)
+    k = split_heads(layer.k_proj(x_new), H)  # (B, H, n_new, head_dim)
+    v = split_heads(layer.v_proj(x_new), H)  # (B, H, n_new, head_dim)
+    past = cache.length
+    k_all, v_all = cache.append(k, v)  # each (B, H, past + n_new, head_dim)
+    mask = None
+    if n_new > 1:  # new token i may see the past and new tokens up to itself
+        rows = torch.arange(past, past + n_new, device=x_new.device)[:, None]  # (n_new, 1)
+        mask = torch.arange(past + n_new, device=x_new.device)[None, :] <= rows  # (n_new, past + n_new)
+    heads = scaled_dot_product_attention(q, k_all, v_all, mask)  # (B, H, n_new, head_dim)
+    return layer.out_proj(merge_heads(heads))  # (B, n_new, d_model)
+
+
+def kv_cache_bytes(
+    *,
+    num_layers: int,
+    num_kv_heads: int,
+    head_dim: int,
+    seq_len: int,
+    batch: int = 1,
+    dtype_bytes: int = 2,
+) -> int:
+    """Bytes of a KV cache: ``2 * num_layers * batch * num_kv_heads * seq_len * head_dim * dtype_bytes``.
+
+    The 2 counts keys and values; each layer caches ``(batch, num_kv_heads, seq_len, head_dim)``
+    of each. Multi-head attention caches ``num_kv_heads = num_heads``; grouped-query attention
+    ``num_kv_heads = G`` groups; multi-query attention ``1``. ``dtype_bytes``: 4 for float32,
+    2 for float16/bfloat16, 1 for 8-bit.
+    """
+    for name, value in (("num_layers", num_layers), ("num_kv_heads", num_kv_heads), ("head_dim", head_dim),
+                        ("seq_len", seq_len), ("batch", batch), ("dtype_bytes", dtype_bytes)):
+        _check_positive_int(name, value)
+    return 2 * num_layers * batch * num_kv_heads * seq_len * head_dim * dtype_bytes
+
+
+# --------------------------------------------------------------------------------------------
+# Grouped-query and multi-query attention
+# --------------------------------------------------------------------------------------------
+
+def _check_groups(num_heads: int, num_kv_heads: int, where: str) -> int:
+    if num_heads % num_kv_heads != 0:
+        raise ValueError(
+            f"num_heads={num_heads} query heads cannot be shared out evenly over {num_kv_heads} key/value "
+            f"heads{where}: {num_heads} / {num_kv_heads} = {num_heads / num_kv_heads:g} query heads per group "
+            f"(try {[g for g in range(1, num_heads + 1) if num_heads % g == 0]} key/value heads)"
+        )
+    return num_heads // num_kv_heads
+
+
+def repeat_kv_heads(x: Tensor, num_heads: int) -> Tensor:
+    """``(..., G, N, d) -> (..., num_heads, N, d)``: each key/value head repeated for its group.
+
+    Query head ``h`` uses key/value head ``h // (num_heads // G)``, so the copies of a head sit
+    next to each other (``repeat_interleave`` on the heads axis, not ``repeat``, which would tile).
+    """
+    x = _check_tensor("x", x, min_ndim=3)
+    _check_positive_int("num_heads", num_heads)
+    per_group = _check_groups(num_heads, x.shape[-3], f" (x has shape {_shape(x)}, heads on axis -3)")
+    return x.repeat_interleave(per_group, dim=-3)  # (..., H, N, d)
+
+
+def grouped_query_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, scale: float | None = None
+) -> Tensor:
+    """Attention where ``H`` query heads share ``G`` key/value heads, by reshaping, without copying K and V.
+
+    ``q (..., H, N_q, d_k)``, ``k (..., G, N_k, d_k)``, ``v (..., G, N_k, d_v)`` -> ``(..., H, N_q, d_v)``,
+    with ``H`` a multiple of ``G`` (``G = H``: multi-head; ``G = 1``: multi-query). The query heads
+    are reshaped to ``(..., G, H // G, N_q, d_k)`` and each key/value head gets a size-1 axis,
+    ``(..., G, 1, N_k, d_k)``, which broadcasting shares over its group. Equal to
+    ``scaled_dot_product_attention(q, repeat_kv_heads(k, H), repeat_kv_heads(v, H), mask)``.
+    ``mask`` as in :func:`attn_helpers.scaled_dot_product_attention`, broadcastable to ``(..., H, N_q, N_k)``.
+    """
+    q = _check_tensor("q", q, min_ndim=3)
+    k = _check_tensor("k", k, min_ndim=3)
+    v = _check_tensor("v", v, min_ndim=3)
+    if k.shape[-3] != v.shape[-3]:
+        raise ValueError(f"k and v must have the same number of key/value heads (axis -3): k has shape "
+                         f"{_shape(k)}, v has shape {_shape(v)}")
+    H, G = q.shape[-3], k.shape[-3]
+    per_group = _check_groups(H, G, f" (q has shape {_shape(q)}, k has shape {_shape(k)})")
+    q_groups = q.unflatten(-3, (G, per_group))  # (..., G, H/G, N_q, d_k)
+    k_groups = k.unsqueeze(-3)  # (..., G, 1, N_k, d_k)
+    v_groups = v.unsqueeze(-3)  # (..., G, 1, N_k, d_v)
+    if mask is not None:
+        scores_shape = torch.broadcast_shapes(q.shape[:-2], k.shape[:-3] + (H,)) + (q.shape[-2], k.shape[-2])
+        mask = _check_mask(mask, torch.Size(scores_shape)).expand(scores_shape)  # (..., H, N_q, N_k)
+        mask = mask.unflatten(-3, (G, per_group))  # (..., G, H/G, N_q, N_k)
+    out = scaled_dot_product_attention(q_groups, k_groups, v_groups, mask, scale=scale)  # (..., G, H/G, N_q, d_v)
+    return out.flatten(-4, -3)  # (..., H, N_q, d_v)
+
+
+# --------------------------------------------------------------------------------------------
+# Measuring: peak tensor memory, time, growth exponents
+# --------------------------------------------------------------------------------------------
+
+class TensorMemoryTracker(TorchDispatchMode):
+    """Counts the bytes of the tensors that PyTorch operations create while it is active.
+
+    ``with TensorMemoryTracker() as tracker: ...`` then ``tracker.peak`` is the largest number of
+    bytes held at once by tensors created inside the block, ``tracker.current`` what is still held.
+    Every operation's output storage is added when it appears and removed when the last tensor
+    using it is freed; views share their base's bytes, and tensors made before the block (the
+    inputs) are not counted. What it cannot see: scratch memory a fused kernel allocates and frees
+    inside one operation. It sees the same numbers on every run and on every machine (no timing,
+    no operating system involved), which is why a lesson can print them.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.current = 0
+        self.peak = 0
+        self._live: dict[int, list[int]] = {}  # storage -> [bytes, tensors alive]
+        self._outside: set[int] = set()  # storages that existed before: never counted
+        self._seen: set[int] = set()  # ids of tensors already tracked
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # PyTorch would wrap __torch_dispatch__ to keep torch.compile out of it, importing torch._dynamo
+        # (seconds) on first use; this tracker never runs under torch.compile, so that is not needed.
+        return False
+
+    def _release(self, key: int, tensor_id: int) -> None:
+        self._seen.discard(tensor_id)
+        entry = self._live.get(key)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] == 0:
+            self.current -= entry[0]
+            del self._live[key]
+
+    def _forget_outside(self, key: int) -> None:
+        self._outside.discard(key)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: D105 - PyTorch's hook
+        for t in tree_flatten((args, kwargs or {}))[0]:
+            if isinstance(t, Tensor):
+                key = t.untyped_storage()._cdata  # the storage itself, stable while it lives
+                if key not in self._live and key not in self._outside:
+                    self._outside.add(key)
+                    weakref.finalize(t, self._forget_outside, key)
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if not isinstance(t, Tensor) or id(t) in self._seen:
+                continue
+            storage = t.untyped_storage()
+            key = storage._cdata
+            if key in self._outside:
+                continue
+            self._seen.add(id(t))
+            entry = self._live.setdefault(key, [storage.nbytes(), 0])
+            if entry[1] == 0:
+                self.current += entry[0]
+                self.peak = max(self.peak, self.current)
+            entry[1] += 1
+            weakref.finalize(t, self._release, key, id(t))
+        return out
+
+
+def measure_peak_memory(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
+    """Peak bytes held by the tensors that ``fn(*args, **kwargs)`` creates (its result included).
+
+    Runs ``fn`` once under :class:`TensorMemoryTracker` and ``torch.no_grad()``; see that class for
+    what is and is not counted. The inputs themselves are not counted.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    with torch.no_grad(), TensorMemoryTracker() as tracker:
+        result = fn(*args, **kwargs)
+        del result
+    return tracker.peak
+
+
+class MatmulFlopCounter(TorchDispatchMode):
+    """Counts the floating-point operations of the matrix products PyTorch runs while it is active.
+
+    ``with MatmulFlopCounter() as counter: ...`` then ``counter.flops``: 2 per multiply-add of every
+    ``mm``, ``bmm``, ``addmm`` and ``baddbmm`` (what ``@``, ``torch.matmul`` and ``nn.Linear`` become),
+    the same count as ``torch.utils.flop_counter.FlopCounterMode`` gives for them, without its
+    start-up cost. Element-wise work (softmax, scaling) and fused attention kernels are not counted.
+    """
+
+    _MATMULS = {"mm", "bmm", "addmm", "baddbmm"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flops = 0
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:  # see TensorMemoryTracker
+        return False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: D105 - PyTorch's hook
+        out = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        if name in self._MATMULS:
+            a, b = (args[1], args[2]) if name.startswith(("addmm", "baddbmm")) else (args[0], args[1])
+            batch = a.shape[0] if a.ndim == 3 else 1
+            self.flops += 2 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
+        return out
+
+
+def count_matmul_flops(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
+    """FLOPs of the matrix products in ``fn(*args, **kwargs)`` (2 per multiply-add), counted by
+    :class:`MatmulFlopCounter` under ``torch.no_grad()``."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    with torch.no_grad(), MatmulFlopCounter() as counter:
+        fn(*args, **kwargs)
+    return counter.flops
+
+
+def median_seconds(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1) -> float:
+    """Median wall-clock seconds of ``fn()`` over ``repeats`` runs, after ``warmup`` unmeasured runs.
+
+    Synchronises CUDA around each run when a GPU is in use, so the time covers the work, not its launch.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    _check_positive_int("repeats", repeats)
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
+    sync = torch.cuda.synchronize if torch.cuda.is_available() and torch.cuda.is_initialized() else (lambda: None)
+    with torch.no_grad():
+        for _ in range(warmup):
+            fn()
+        times = []
+        for _ in range(repeats):
+            sync()
+            start = time.perf_counter()
+            fn()
+            sync()
+            times.append(time.perf_counter() - start)
+    times.sort()
+    middle = len(times) // 2
+    return times[middle] if len(times) % 2 else (times[middle - 1] + times[middle]) / 2
+
+
+def growth_exponent(sizes: Sequence[float], values: Sequence[float]) -> float:
+    """The exponent ``p`` of the best fit ``value ~ c * size ** p``: the slope of a straight line
+    through ``(log size, log value)``, by least squares. ``p = 2`` means doubling the size
+    quadruples the value; ``p = 1`` means it doubles it. Needs two or more positive pairs.
+    """
+    sizes, values = [float(s) for s in sizes], [float(v) for v in values]
+    if len(sizes) != len(values):
+        raise ValueError(f"sizes and values must have the same length, got {len(sizes)} and {len(values)}")
+    if len(sizes) < 2 or len(set(sizes)) < 2:
+        raise ValueError(f"need at least two different sizes to fit a slope, got sizes={sizes}")
+    if min(sizes) <= 0 or min(values) <= 0:
+        raise ValueError(f"sizes and values must be positive to take logarithms, got sizes={sizes}, values={values}")
+    xs, ys = [math.log(s) for s in sizes], [math.log(v) for v in values]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)

@@ -1,0 +1,547 @@
+"""Watch attention learn (lesson 08): toy tasks whose right attention pattern is known in advance,
+a tiny model built from :class:`attn_helpers.Attention`, and a training loop that keeps snapshots.
+
+Imports torch only. Everything is seeded and runs in float64 on one CPU thread, so the same
+arguments give the same numbers on every run (the training loop restores the thread count after).
+
+Tasks (each samples token ids ``(B, N)`` and targets ``(B, N)``; :data:`IGNORE` marks a position
+without a target):
+
+- :class:`PreviousTokenTask`: every position outputs the token one step to its left (position 0
+  wraps around to the last); the right pattern is an off-diagonal line.
+- :class:`ReverseTask`: position ``i`` outputs the token at ``N - 1 - i``; an anti-diagonal.
+- :class:`LookupTask`: the first half holds key-value pairs (``"C5"``: letter C stores digit 5), the
+  second half asks for letters (``"C?"``); each question outputs the digit stored with its letter.
+  The right pattern depends on the content: each question looks at the pair with its letter.
+
+Shapes: ``B`` batch, ``N`` tokens, ``L`` layers, ``H`` heads, ``S`` snapshots, ``C`` classes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from .attention import SKIP_KINDS, Attention
+
+__all__ = [
+    "IGNORE",
+    "Task",
+    "PreviousTokenTask",
+    "ReverseTask",
+    "LookupTask",
+    "TinyAttentionModel",
+    "TrainConfig",
+    "TrainingRun",
+    "pattern_match",
+    "train",
+    "train_many",
+    "results_table",
+    "timing_table",
+    "pattern_match_table",
+]
+
+IGNORE = -100  # target of a position that has nothing to predict (cross_entropy's ignore_index)
+HELD_OUT_SEED = 20_240  # every run of a task is evaluated on the same held-out sequences
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, got {value}")
+    return value
+
+
+def _check_tokens(tokens: object, task: "Task") -> Tensor:
+    if not isinstance(tokens, Tensor) or tokens.is_floating_point() or tokens.dtype == torch.bool:
+        raise TypeError(f"tokens must be an integer tensor (B, N) of token ids, got "
+                        f"{getattr(tokens, 'dtype', type(tokens).__name__)}")
+    if tokens.ndim != 2 or tokens.shape[1] != task.seq_len:
+        raise ValueError(f"tokens must have shape (B, N={task.seq_len}) for {task.name!r}, got {list(tokens.shape)}")
+    return tokens
+
+
+# --------------------------------------------------------------------------------------------
+# Tasks
+# --------------------------------------------------------------------------------------------
+
+class Task:
+    """A toy task: random sequences, their targets, and the attention pattern that solves it.
+
+    Subclasses set ``name``, ``seq_len`` (``N``), ``vocab_size`` (token ids ``0 .. vocab_size-1``)
+    and ``n_classes`` (targets ``0 .. n_classes-1``, or :data:`IGNORE`), and implement
+    :meth:`sample`, :meth:`ideal_attention` and :meth:`token_labels`.
+    """
+
+    name: str = "task"
+    seq_len: int
+    vocab_size: int
+    n_classes: int
+
+    def sample(self, batch: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        """``batch`` random sequences drawn with ``generator``: tokens ``(B, N)`` and targets ``(B, N)``, int64."""
+        raise NotImplementedError
+
+    def ideal_attention(self, tokens: Tensor) -> Tensor:
+        """The pattern that solves the task for ``tokens (B, N)``: ``(B, N, N)`` float32.
+
+        Row ``i`` (query ``i``) is one-hot at the key that holds what position ``i`` must output;
+        rows of positions without a target are all zeros.
+        """
+        raise NotImplementedError
+
+    def token_labels(self, tokens: Tensor) -> list[str]:
+        """Readable labels for one sequence ``tokens (N,)``, e.g. ``["c", "a", ...]``."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v}" for k, v in vars(self).items() if k != "name")
+        return f"{type(self).__name__}({fields})"
+
+
+class _LetterSequenceTask(Task):
+    """Sequences of ``seq_len`` letters drawn uniformly from ``vocab_size`` letters."""
+
+    def __init__(self, seq_len: int = 8, vocab_size: int = 16) -> None:
+        self.seq_len = _positive_int("seq_len", seq_len)
+        self.vocab_size = _positive_int("vocab_size", vocab_size)
+        if seq_len < 2:
+            raise ValueError(f"seq_len must be at least 2, got {seq_len}")
+        if vocab_size > len(LETTERS):
+            raise ValueError(f"vocab_size must be at most {len(LETTERS)} (one letter each), got {vocab_size}")
+        self.n_classes = vocab_size
+
+    def _source(self) -> Tensor:
+        """``(N,)``: the position each query must copy from."""
+        raise NotImplementedError
+
+    def sample(self, batch: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        _positive_int("batch", batch)
+        tokens = torch.randint(0, self.vocab_size, (batch, self.seq_len), generator=generator)  # (B, N)
+        return tokens, tokens[:, self._source()]  # (B, N), (B, N)
+
+    def ideal_attention(self, tokens: Tensor) -> Tensor:
+        tokens = _check_tokens(tokens, self)
+        one = torch.zeros(self.seq_len, self.seq_len)  # (N, N)
+        one[torch.arange(self.seq_len), self._source()] = 1.0
+        return one.expand(tokens.shape[0], -1, -1).clone()  # (B, N, N)
+
+    def token_labels(self, tokens: Tensor) -> list[str]:
+        return [LETTERS[t] for t in _check_tokens(tokens.reshape(1, -1), self)[0].tolist()]
+
+
+class PreviousTokenTask(_LetterSequenceTask):
+    """Output the previous token: target ``i`` is token ``i - 1``; position 0 wraps around to ``N - 1``.
+
+    The right pattern: query ``i`` attends to key ``(i - 1) mod N``, a line just below the diagonal
+    (plus the top-right corner for the wrap-around).
+    """
+
+    name = "previous token"
+
+    def _source(self) -> Tensor:
+        return (torch.arange(self.seq_len) - 1) % self.seq_len  # (N,)
+
+
+class ReverseTask(_LetterSequenceTask):
+    """Output the sequence reversed: target ``i`` is token ``N - 1 - i``; an anti-diagonal pattern."""
+
+    name = "reverse"
+
+    def _source(self) -> Tensor:
+        return torch.arange(self.seq_len - 1, -1, -1)  # (N,)
+
+
+class LookupTask(Task):
+    """Find the matching key: ``num_pairs`` pairs, then the same letters again as questions.
+
+    Positions ``0 .. P-1`` hold pair tokens ``letter * num_digits + digit`` (label ``"C5"``: letter
+    C stores digit 5), with ``P`` different letters; positions ``P .. 2P-1`` hold question tokens
+    ``num_letters * num_digits + letter`` (label ``"C?"``), the same letters in a new order. A
+    question's target is the digit stored with its letter; pairs have no target (:data:`IGNORE`).
+    The right pattern: question ``P + j`` attends to the pair with its letter, which moves from one
+    sequence to the next — it is found by content, not by position.
+    """
+
+    name = "lookup"
+
+    def __init__(self, num_pairs: int = 4, num_letters: int = 8, num_digits: int = 8) -> None:
+        self.num_pairs = _positive_int("num_pairs", num_pairs)
+        self.num_letters = _positive_int("num_letters", num_letters)
+        self.num_digits = _positive_int("num_digits", num_digits)
+        if num_pairs > num_letters:
+            raise ValueError(f"num_pairs={num_pairs} needs as many different letters, but num_letters={num_letters}")
+        if num_letters > len(LETTERS) or num_digits > 10:
+            raise ValueError(f"num_letters must be at most {len(LETTERS)} and num_digits at most 10, "
+                             f"got {num_letters} and {num_digits}")
+        self.seq_len = 2 * num_pairs
+        self.vocab_size = num_letters * num_digits + num_letters
+        self.n_classes = num_digits
+
+    def sample(self, batch: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        _positive_int("batch", batch)
+        P, D = self.num_pairs, self.num_digits
+        letters = torch.rand(batch, self.num_letters, generator=generator).argsort(dim=-1)[:, :P]  # (B, P) distinct
+        digits = torch.randint(0, D, (batch, P), generator=generator)  # (B, P)
+        order = torch.rand(batch, P, generator=generator).argsort(dim=-1)  # (B, P): question j asks pair order[j]
+        questions = letters.gather(1, order)  # (B, P)
+        tokens = torch.cat([letters * D + digits, self.num_letters * D + questions], dim=1)  # (B, 2P)
+        targets = torch.cat([torch.full((batch, P), IGNORE), digits.gather(1, order)], dim=1)  # (B, 2P)
+        return tokens, targets
+
+    def ideal_attention(self, tokens: Tensor) -> Tensor:
+        tokens = _check_tokens(tokens, self)
+        P, D = self.num_pairs, self.num_digits
+        pair_letters = tokens[:, :P] // D  # (B, P)
+        question_letters = tokens[:, P:] - self.num_letters * D  # (B, P)
+        if (tokens[:, :P] >= self.num_letters * D).any() or (question_letters < 0).any():
+            raise ValueError("tokens do not follow the lookup layout: pair tokens first, then question tokens")
+        match = (question_letters[:, :, None] == pair_letters[:, None, :]).float()  # (B, P questions, P pairs)
+        ideal = torch.zeros(tokens.shape[0], self.seq_len, self.seq_len)  # (B, N, N)
+        ideal[:, P:, :P] = match
+        return ideal
+
+    def token_labels(self, tokens: Tensor) -> list[str]:
+        tokens = _check_tokens(tokens.reshape(1, -1), self)[0]
+        P, D = self.num_pairs, self.num_digits
+        pairs = [f"{LETTERS[t // D].upper()}{t % D}" for t in tokens[:P].tolist()]
+        questions = [f"{LETTERS[t - self.num_letters * D].upper()}?" for t in tokens[P:].tolist()]
+        return pairs + questions
+
+
+# --------------------------------------------------------------------------------------------
+# The model
+# --------------------------------------------------------------------------------------------
+
+class TinyAttentionModel(nn.Module):
+    """Token and position embeddings, ``num_layers`` :class:`Attention` layers, a linear read-out.
+
+    ``tokens (B, N) -> logits (B, N, n_classes)``. Each layer is ``Attention(dim, dim, num_heads,
+    qk_scale=None if scaled else 1.0)``; ``scaled=False`` leaves the scores undivided (lesson 02).
+    The layers are joined by ``skip`` (lesson 06), with ``projected`` the layer's output projection:
+
+    - ``"identity"``: ``h = h + projected`` (the usual residual);
+    - ``"values"``: ``h = projected + v`` (what seed 000's layer returns);
+    - ``"none"``: ``h = projected``.
+    """
+
+    def __init__(self, vocab_size: int, n_classes: int, seq_len: int, *, dim: int = 32, num_heads: int = 2,
+                 num_layers: int = 1, skip: str = "identity", scaled: bool = True) -> None:
+        super().__init__()
+        for name, value in (("vocab_size", vocab_size), ("n_classes", n_classes), ("seq_len", seq_len),
+                            ("dim", dim), ("num_heads", num_heads), ("num_layers", num_layers)):
+            _positive_int(name, value)
+        if skip not in SKIP_KINDS:
+            raise ValueError(f"skip must be one of {list(SKIP_KINDS)}, got {skip!r}")
+        self.seq_len, self.skip, self.scaled = seq_len, skip, bool(scaled)
+        self.embed = nn.Embedding(vocab_size, dim)
+        self.position = nn.Embedding(seq_len, dim)
+        self.layers = nn.ModuleList(
+            Attention(dim, dim, num_heads, qk_scale=None if scaled else 1.0) for _ in range(num_layers))
+        self.readout = nn.Linear(dim, n_classes)
+
+    @classmethod
+    def for_task(cls, task: Task, config: "TrainConfig") -> "TinyAttentionModel":
+        """The model ``config`` describes, sized for ``task``'s tokens, sequence length and classes."""
+        return cls(task.vocab_size, task.n_classes, task.seq_len, dim=config.dim, num_heads=config.num_heads,
+                   num_layers=config.num_layers, skip=config.skip, scaled=config.scaled)
+
+    def forward(self, tokens: Tensor, *, return_weights: bool = False):
+        """``tokens (B, N) -> logits (B, N, n_classes)``; with ``return_weights`` also every layer's
+        attention weights, ``(B, L, H, N, N)``."""
+        if not isinstance(tokens, Tensor) or tokens.is_floating_point() or tokens.ndim != 2:
+            raise TypeError(f"tokens must be an integer tensor (B, N), got "
+                            f"{getattr(tokens, 'dtype', type(tokens).__name__)} {list(getattr(tokens, 'shape', []))}")
+        if tokens.shape[1] > self.seq_len:
+            raise ValueError(f"tokens has N={tokens.shape[1]} positions but the model has {self.seq_len} "
+                             f"position embeddings (shape {list(tokens.shape)})")
+        h = self.embed(tokens) + self.position.weight[: tokens.shape[1]]  # (B, N, dim)
+        weights = []
+        for layer in self.layers:
+            out, inter = layer(h, return_intermediates=True)  # (B, N, dim)
+            if self.skip == "identity":
+                h = h + inter["projected"]  # (B, N, dim)
+            elif self.skip == "values":
+                h = out  # projected + merged v, (B, N, dim)
+            else:
+                h = inter["projected"]  # (B, N, dim)
+            weights.append(inter["weights"])  # (B, H, N, N)
+        logits = self.readout(h)  # (B, N, n_classes)
+        return (logits, torch.stack(weights, dim=1)) if return_weights else logits  # weights (B, L, H, N, N)
+
+
+# --------------------------------------------------------------------------------------------
+# Measuring: how close is a learned pattern to the ideal one?
+# --------------------------------------------------------------------------------------------
+
+def pattern_match(weights: Tensor, ideal: Tensor) -> Tensor:
+    """The attention weight that lands on the right key, averaged: ``1`` = the ideal pattern exactly.
+
+    ``weights (B, *heads, N_q, N_k)`` (e.g. ``(B, L, H, N, N)``), ``ideal (B, N_q, N_k)`` one-hot rows
+    (all-zero rows have no target and are left out) -> ``(*heads,)``: for each head, the mean over
+    sequences and over the rows with a target of ``sum_k weights[..., q, k] * ideal[q, k]``.
+    Uniform attention over ``N_k`` keys scores ``1 / N_k``.
+    """
+    if not isinstance(weights, Tensor) or not isinstance(ideal, Tensor):
+        raise TypeError(f"weights and ideal must be tensors, got {type(weights).__name__} and {type(ideal).__name__}")
+    if ideal.ndim != 3 or weights.ndim < 3 or weights.shape[0] != ideal.shape[0] \
+            or weights.shape[-2:] != ideal.shape[-2:]:
+        raise ValueError(f"weights must be (B, *heads, N_q, N_k) and ideal (B, N_q, N_k) with the same B, N_q, "
+                         f"N_k; got weights {list(weights.shape)} and ideal {list(ideal.shape)}")
+    extra = weights.ndim - 3  # number of head axes
+    ideal = ideal.to(weights.dtype).reshape(ideal.shape[0], *([1] * extra), *ideal.shape[1:])  # (B, 1.., N_q, N_k)
+    on_target = (weights * ideal).sum(dim=-1)  # (B, *heads, N_q)
+    has_target = (ideal.sum(dim=-1) > 0).to(weights.dtype)  # (B, 1.., N_q)
+    count = has_target.sum(dim=(0, -1)).clamp_min(1.0)  # (1..,)
+    return (on_target * has_target).sum(dim=(0, -1)) / count  # (*heads,)
+
+
+# --------------------------------------------------------------------------------------------
+# Training with snapshots
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that decides a training run besides the task; same config, same numbers.
+
+    Model: ``dim``, ``num_heads``, ``num_layers``, ``skip`` (``"identity"``, ``"values"``, ``"none"``),
+    ``scaled``. Training: ``steps`` of Adam with learning rate ``lr`` on ``batch_size`` fresh
+    sequences each; ``seed`` fixes the initial weights and the training sequences. Snapshots
+    every ``snapshot_every`` steps (and at the last step), measured on ``held_out`` sequences.
+    """
+
+    dim: int = 32
+    num_heads: int = 2
+    num_layers: int = 1
+    skip: str = "identity"
+    scaled: bool = True
+    steps: int = 150
+    batch_size: int = 32
+    lr: float = 1e-2
+    snapshot_every: int = 10
+    held_out: int = 256
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("dim", "num_heads", "num_layers", "steps", "batch_size", "snapshot_every", "held_out"):
+            _positive_int(name, getattr(self, name))
+        if self.dim % self.num_heads:
+            raise ValueError(f"dim={self.dim} is not divisible by num_heads={self.num_heads}")
+        if self.skip not in SKIP_KINDS:
+            raise ValueError(f"skip must be one of {list(SKIP_KINDS)}, got {self.skip!r}")
+        if not (isinstance(self.lr, (int, float)) and self.lr > 0):
+            raise ValueError(f"lr must be a positive number, got {self.lr!r}")
+
+    def replace(self, **changes: object) -> "TrainConfig":
+        """A copy with some fields changed, e.g. ``config.replace(num_heads=1)``."""
+        return dataclasses.replace(self, **changes)
+
+    def describe(self) -> str:
+        """One line, e.g. ``1 layer, 2 heads of 16, scaled, skip=identity``."""
+        layers = f"{self.num_layers} layer{'s' if self.num_layers > 1 else ''}"
+        heads = f"{self.num_heads} head{'s' if self.num_heads > 1 else ''} of {self.dim // self.num_heads}"
+        return f"{layers}, {heads}, {'scaled' if self.scaled else 'not scaled'}, skip={self.skip}"
+
+
+@dataclass
+class TrainingRun:
+    """What one call of :func:`train` recorded. ``S`` snapshots at ``steps`` (0 and the last included).
+
+    - ``train_loss (steps,)``: the loss of each training batch;
+    - ``held_out_loss (S,)``, ``held_out_accuracy (S,)``: on the held-out sequences;
+    - ``pattern_match (S, L, H)``: :func:`pattern_match` of every head on the held-out sequences;
+    - ``probe_tokens (N,)``, ``probe_labels``, ``probe_ideal (N, N)``, ``probe_weights (S, L, H, N, N)``:
+      one held-out sequence and every head's attention on it at each snapshot;
+    - ``held_out_seen_in_training``: held-out sequences that also came up as training batches;
+    - ``seconds``: wall-clock time of the training loop (differs between runs; print it apart).
+    """
+
+    task: Task
+    config: TrainConfig
+    steps: list[int]
+    train_loss: Tensor
+    held_out_loss: Tensor
+    held_out_accuracy: Tensor
+    pattern_match: Tensor
+    probe_tokens: Tensor
+    probe_labels: list[str]
+    probe_ideal: Tensor
+    probe_weights: Tensor
+    held_out_seen_in_training: int
+    seconds: float
+    model: TinyAttentionModel = field(repr=False)
+
+    @property
+    def final_accuracy(self) -> float:
+        return float(self.held_out_accuracy[-1])
+
+    @property
+    def final_loss(self) -> float:
+        return float(self.held_out_loss[-1])
+
+    def snapshot(self, step: int) -> int:
+        """The index of the snapshot taken at ``step``; a ``ValueError`` names the steps recorded."""
+        if step not in self.steps:
+            raise ValueError(f"no snapshot at step {step}: this run recorded steps {self.steps[0]}, "
+                             f"{self.steps[1]}, ... {self.steps[-1]} (every {self.config.snapshot_every})")
+        return self.steps.index(step)
+
+    def steps_to(self, accuracy: float) -> int | None:
+        """The first snapshot step whose held-out accuracy is at least ``accuracy``; ``None`` if never."""
+        reached = (self.held_out_accuracy >= accuracy).nonzero()
+        return self.steps[int(reached[0])] if len(reached) else None
+
+    def best_head(self) -> tuple[int, int]:
+        """``(layer, head)`` whose final pattern match is highest."""
+        flat = int(self.pattern_match[-1].argmax())
+        return divmod(flat, self.pattern_match.shape[-1])
+
+
+def _snapshot_steps(steps: int, every: int) -> list[int]:
+    marks = list(range(0, steps + 1, every))
+    return marks if marks[-1] == steps else marks + [steps]
+
+
+def train(task: Task, config: TrainConfig = TrainConfig(), *,
+          progress: Callable[[int, int], None] | None = None) -> TrainingRun:
+    """Train a :class:`TinyAttentionModel` on ``task`` from scratch and record snapshots.
+
+    Each step draws ``config.batch_size`` new sequences and takes one Adam step on the
+    cross-entropy of the positions with a target. At step 0, every ``config.snapshot_every``
+    steps and at the last step, the model is measured on ``config.held_out`` held-out sequences
+    (the same ones for every run of a task): loss, accuracy, :func:`pattern_match` of every head,
+    and every head's weights on the first held-out sequence (the probe).
+
+    ``progress(step, total)`` is called at every snapshot (for a progress bar). Deterministic:
+    float64, one CPU thread (the previous thread count is restored), the global random state
+    untouched. Returns a :class:`TrainingRun`.
+    """
+    if not isinstance(task, Task):
+        raise TypeError(f"task must be an attn_helpers.training.Task, got {type(task).__name__}")
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: one thread is faster, and the sums always run in one order
+    try:
+        return _train(task, config, progress)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(task: Task, config: TrainConfig, progress: Callable[[int, int], None] | None) -> TrainingRun:
+    dtype = torch.float64
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        model = TinyAttentionModel.for_task(task, config).to(dtype)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    batches = torch.Generator().manual_seed(10_000 + config.seed)
+    held_tokens, held_targets = task.sample(config.held_out, torch.Generator().manual_seed(HELD_OUT_SEED))
+    held_ideal = task.ideal_attention(held_tokens).to(dtype)  # (held_out, N, N)
+    held_set = {tuple(row) for row in held_tokens.tolist()}
+    seen: set[tuple[int, ...]] = set()
+    marks = _snapshot_steps(config.steps, config.snapshot_every)
+    train_loss, held_loss, held_acc, matches, probe = [], [], [], [], []
+    start = time.perf_counter()
+    for step in range(config.steps + 1):
+        if step in marks:
+            model.eval()
+            with torch.no_grad():
+                logits, weights = model(held_tokens, return_weights=True)  # (B, N, C), (B, L, H, N, N)
+                held_loss.append(F.cross_entropy(logits.reshape(-1, task.n_classes), held_targets.reshape(-1),
+                                                 ignore_index=IGNORE).item())
+                scored = held_targets != IGNORE  # (B, N)
+                held_acc.append((logits.argmax(dim=-1) == held_targets)[scored].to(dtype).mean().item())
+                matches.append(pattern_match(weights, held_ideal))  # (L, H)
+                probe.append(weights[0])  # (L, H, N, N)
+            model.train()
+            if progress is not None:
+                progress(step, config.steps)
+        if step == config.steps:
+            break
+        tokens, targets = task.sample(config.batch_size, batches)  # (batch, N) each
+        seen.update(tuple(row) for row in tokens.tolist())
+        logits = model(tokens)  # (batch, N, C)
+        loss = F.cross_entropy(logits.reshape(-1, task.n_classes), targets.reshape(-1), ignore_index=IGNORE)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        train_loss.append(loss.item())
+    seconds = time.perf_counter() - start
+    model.eval()
+    return TrainingRun(
+        task=task, config=config, steps=marks,
+        train_loss=torch.tensor(train_loss, dtype=dtype),
+        held_out_loss=torch.tensor(held_loss, dtype=dtype),
+        held_out_accuracy=torch.tensor(held_acc, dtype=dtype),
+        pattern_match=torch.stack(matches),  # (S, L, H)
+        probe_tokens=held_tokens[0], probe_labels=task.token_labels(held_tokens[0]),
+        probe_ideal=held_ideal[0], probe_weights=torch.stack(probe),  # (N, N), (S, L, H, N, N)
+        held_out_seen_in_training=len(held_set & seen), seconds=seconds, model=model,
+    )
+
+
+def train_many(jobs: Mapping[str, tuple[Task, TrainConfig]], *,
+               progress: Callable[[str, int, int], None] | None = None) -> dict[str, TrainingRun]:
+    """:func:`train` each ``name -> (task, config)`` in order; ``progress(name, step, total)`` at every snapshot."""
+    runs = {}
+    for name, (task, config) in jobs.items():
+        report = None if progress is None else (lambda step, total, name=name: progress(name, step, total))
+        runs[name] = train(task, config, progress=report)
+    return runs
+
+
+# --------------------------------------------------------------------------------------------
+# Printing (strings; the numbers are rounded so that every run prints the same)
+# --------------------------------------------------------------------------------------------
+
+def _steps_text(step: int | None, total: int) -> str:
+    return f"{step}" if step is not None else f"not in {total}"
+
+
+def results_table(runs: Mapping[str, TrainingRun], *, accuracy: float = 0.99) -> str:
+    """One line per run: held-out accuracy and loss at the end, the first step with at least
+    ``accuracy`` held-out accuracy, and the final pattern match of every head (layer.head)."""
+    width = max([len(name) for name in runs] + [3])
+    header = (f"{'run':<{width}}  {'accuracy':>8}  {'loss':>6}  {f'steps to {accuracy:.0%}':>13}  "
+              f"pattern match per head (end)")
+    lines = [header]
+    for name, run in runs.items():
+        L, H = run.pattern_match.shape[1:]
+        heads = ", ".join(f"{f'{l}.' if L > 1 else ''}{h}: {run.pattern_match[-1, l, h].item():.2f}"
+                          for l in range(L) for h in range(H))
+        lines.append(f"{name:<{width}}  {run.final_accuracy:>8.3f}  {run.final_loss:>6.3f}  "
+                     f"{_steps_text(run.steps_to(accuracy), run.config.steps):>13}  {heads}")
+    return "\n".join(lines)
+
+
+def timing_table(runs: Mapping[str, TrainingRun]) -> str:
+    """Wall-clock training time of each run and in total (differs from run to run: print it apart)."""
+    width = max([len(name) for name in runs] + [5])
+    lines = [f"{name:<{width}}  {run.config.steps:>4} steps  {run.seconds:5.1f} s  "
+             f"({1000 * run.seconds / run.config.steps:.1f} ms per step)" for name, run in runs.items()]
+    lines.append(f"{'total':<{width}}  {sum(r.config.steps for r in runs.values()):>4} steps  "
+                 f"{sum(r.seconds for r in runs.values()):5.1f} s")
+    return "\n".join(lines)
+
+
+def pattern_match_table(run: TrainingRun, *, every: int | None = None) -> str:
+    """Held-out accuracy and every head's pattern match over training, one line per snapshot
+    (every ``every`` steps; default: the run's snapshots)."""
+    L, H = run.pattern_match.shape[1:]
+    names = [f"{f'L{l} ' if L > 1 else ''}head {h}" for l in range(L) for h in range(H)]
+    lines = [f"{'step':>5}  {'accuracy':>8}  " + "  ".join(f"{n:>7}" for n in names)]
+    for i, step in enumerate(run.steps):
+        if every is not None and step % every and step != run.steps[-1]:
+            continue
+        values = "  ".join(f"{v:>7.2f}" for v in run.pattern_match[i].reshape(-1).tolist())
+        lines.append(f"{step:>5}  {run.held_out_accuracy[i].item():>8.3f}  {values}")
+    return "\n".join(lines)

@@ -1,0 +1,133 @@
+"""The series as a learner uses it: real JupyterLab in headless Chromium.
+
+For every notebook (``99_*`` scratch files excluded): open it, Run All, and check that no cell shows
+an error or stderr, that every figure of the committed notebook is drawn and every explorer is
+there with its picture. Then move every control of every explorer — sliders by arrow keys and by
+dragging, every dropdown option, checkboxes and toggles by clicking — and after each change wait
+for the status line to show the new value, then check the picture changed (or, for an impossible
+combination, that it is hidden and explained). The heads explorer is driven to an impossible
+combination and back.
+
+One JupyterLab server and one Chromium for the session, one page per notebook, its kernel shut
+down when the notebook is done. Screenshots and a log of every change go to ``build/screenshots/``.
+Without Chromium these tests skip (they fail on CI, ``CI=true``). The machinery is in
+``browser_support.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from browser_support import (  # noqa: F401 - fixtures are used by name
+    SCREENSHOT_DIR,
+    LessonPage,
+    browser,
+    chromium_path,
+    jupyter_server,
+    lesson,
+    lesson_notebooks,
+    screenshot_dir,
+    widget_outputs,
+)
+
+pytestmark = pytest.mark.browser
+
+NOTEBOOKS = lesson_notebooks()
+WITH_WIDGETS = [p for p in NOTEBOOKS if widget_outputs(p)]
+WITH_HEADS = [p for p in NOTEBOOKS if "HeadsExplorer" in widget_outputs(p)]
+
+
+def each(paths: list[Path]):
+    """Parametrize the module-scoped ``lesson`` fixture: one page per notebook, shared by its tests."""
+    return pytest.mark.parametrize("lesson", paths, ids=[p.name for p in paths], indirect=True)
+
+
+def test_server_offers_only_this_environments_python(jupyter_server):
+    """With the temporary home, the only kernel is this environment's own ``python3``."""
+    specs = jupyter_server.api("GET", "/api/kernelspecs")
+    assert specs["default"] == "python3"
+    assert set(specs["kernelspecs"]) == {"python3"}, f"unexpected kernelspecs: {sorted(specs['kernelspecs'])}"
+    argv = specs["kernelspecs"]["python3"]["spec"]["argv"]
+    # jupyter_client starts "python" as the server's own interpreter (sys.executable).
+    assert argv[0] in ("python", "python3", sys.executable), argv
+
+
+@each(NOTEBOOKS)
+def test_run_all_shows_every_output(lesson: LessonPage):
+    committed = lesson.committed
+    problems = lesson.problems()
+    assert not problems, f"{lesson.name}: outputs a learner must not see after Run All:\n" + "\n".join(problems)
+
+    figures = lesson.static_images()
+    assert len(figures) == committed.n_static_png, (
+        f"{lesson.name}: {len(figures)} figures drawn in the browser, the committed notebook has "
+        f"{committed.n_static_png} image/png outputs")
+    assert all(f["complete"] and f["w"] > 0 for f in figures), f"{lesson.name}: a figure did not load: {figures}"
+
+    explorers = lesson.explorers()
+    assert len(explorers) == len(committed.explorers), (
+        f"{lesson.name}: {len(explorers)} explorers rendered, the committed notebook shows "
+        f"{len(committed.explorers)} ({', '.join(committed.explorers)})")
+    for explorer in explorers:
+        state = explorer.state()
+        assert state.status.strip(), f"{explorer.label}: empty status line"
+        assert state.valid, f"{explorer.label}: starts in an impossible state: {state.status!r}"
+        assert state.visible and state.natural_width > 0 and (state.src or "").startswith(("blob:", "data:")), (
+            f"{explorer.label}: no picture ({state})")
+
+    # The kernel that ran the notebook is this environment's Python.
+    sessions = lesson.server.sessions_for(lesson.name)
+    assert len(sessions) == 1, sessions
+    commands = lesson.server.kernel_commands()
+    kernel_id = sessions[0]["kernel"]["id"]
+    if commands:  # Linux: read the kernel's command line from /proc
+        assert kernel_id in commands, f"kernel {kernel_id} is not a child of the server: {commands}"
+        interpreter = Path(commands[kernel_id][0])
+        assert interpreter.parent.resolve() == Path(sys.executable).parent.resolve(), (
+            f"the kernel runs {interpreter}, not this environment's {sys.executable}")
+    print(f"{lesson.name}: Run All took {lesson.run_seconds:.1f} s")
+
+
+@each(WITH_WIDGETS)
+def test_every_control_of_every_explorer(lesson: LessonPage, screenshot_dir: Path):
+    stem = Path(lesson.name).stem
+    failures, log = [], []
+    for explorer in lesson.explorers():
+        try:
+            explorer.exercise()
+        except AssertionError as failure:
+            failures.append(str(failure))
+        finally:
+            log += [f"## {explorer.label}", *explorer.steps]
+            log += [f"note: {note}" for note in explorer.notes]
+            explorer.box.screenshot(path=str(screenshot_dir / f"{stem}__explorer{explorer.index}_{explorer.class_name}.png"))
+    (screenshot_dir / f"{stem}__widgets.log").write_text("\n".join(log) + "\n", encoding="utf-8")
+    lesson.screenshot(screenshot_dir / f"{stem}__2_after_widgets.png")
+    problems = lesson.problems()
+    assert not failures, "\n\n".join(failures)
+    assert not problems, f"{lesson.name}: after moving the widgets:\n" + "\n".join(problems)
+
+
+@each(WITH_HEADS)
+def test_heads_explorer_explains_an_impossible_split(lesson: LessonPage, screenshot_dir: Path):
+    heads = [e for e in lesson.explorers() if e.class_name == "HeadsExplorer"]
+    assert heads, f"{lesson.name}: no HeadsExplorer rendered"
+    for explorer in heads:
+        explorer.box.scroll_into_view_if_needed()
+        explorer.set_slider("chan", 64)
+        state = explorer.set_slider("num_heads", 5)
+        assert state.values.get("chan") == "64" and state.values.get("num_heads") == "5", state.status
+        assert "not possible" in state.status, f"{explorer.label}: chan=64, num_heads=5 shows {state.status!r}"
+        assert not state.visible, f"{explorer.label}: the picture is still shown for {state.status!r}"
+        explorer.box.screenshot(path=str(screenshot_dir / f"{Path(lesson.name).stem}__3_heads_not_possible.png"))
+        problems = lesson.problems()
+        assert not problems, f"{lesson.name}: an impossible combination produced:\n" + "\n".join(problems)
+
+        state = explorer.set_slider("num_heads", 4)
+        assert state.valid and "not possible" not in state.status, state.status
+        state = explorer.wait_for_image(None)
+        assert state.visible and state.natural_width > 0, f"{explorer.label}: no picture again for {state.status!r}"
+    assert not lesson.problems()

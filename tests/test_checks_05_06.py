@@ -1,0 +1,175 @@
+"""The checkers of 05 · Multi-head reshaping and 06 · Output projection and skip connection: right
+answers pass, typical mistakes are named with a hint, and odd inputs get words, never a traceback."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attn_helpers import Attention, merge_heads, split_heads
+from attn_helpers import checks
+
+torch.manual_seed(0)
+X = torch.randn(2, 4, 6)  # (B, N, chan), 3 heads of 2
+HEADS = torch.randn(2, 3, 4, 2)  # (B, H, N, head_dim)
+SPLIT_OPTIONS = {
+    "a": "q.view(B, num_heads, N, head_dim)",
+    "b": "q.view(B, N, num_heads, head_dim).transpose(1, 2)",
+    "c": "q.transpose(1, 2).view(B, num_heads, N, head_dim)",
+    "d": "q.transpose(1, 2).reshape(B, num_heads, N, head_dim)",
+}
+
+
+def verdict(check, answer, *args, **kwargs):
+    return check.judge(answer, *args, **kwargs)
+
+
+# ------------------------------------------------------------------------------ 05
+
+
+def test_split_heads_accepts_the_library_result_and_names_the_view_mistake():
+    assert verdict(checks.check_split_heads, split_heads(X, 3), X, 3).ok
+    v = verdict(checks.check_split_heads, X.reshape(2, 3, 4, 2), X, 3)
+    assert not v.ok and "straight to (B, H, N, head_dim)" in v.message
+
+
+def test_split_heads_names_a_missing_transpose_and_swapped_factors():
+    v = verdict(checks.check_split_heads, X.reshape(2, 4, 3, 2), X, 3)
+    assert not v.ok and "did not move the heads axis" in v.message
+    v = verdict(checks.check_split_heads, X.reshape(2, 4, 2, 3).permute(0, 3, 1, 2), X, 3)
+    assert not v.ok and "(head_dim, H)" in v.message
+
+
+def test_split_heads_rejects_a_non_tensor_in_words():
+    v = verdict(checks.check_split_heads, "reshape", X, 3)
+    assert not v.ok
+
+
+def test_merge_heads_accepts_the_library_result_and_names_three_mistakes():
+    assert verdict(checks.check_merge_heads, merge_heads(HEADS), HEADS).ok
+    assert "without moving" in verdict(checks.check_merge_heads, HEADS.reshape(2, 4, 6), HEADS).message
+    assert "did not flatten" in verdict(checks.check_merge_heads, HEADS.transpose(1, 2), HEADS).message
+    strided = HEADS.permute(0, 2, 3, 1).reshape(2, 4, 6)
+    assert "stride" in verdict(checks.check_merge_heads, strided, HEADS).message
+
+
+@pytest.fixture(scope="module")
+def layer_and_x():
+    torch.manual_seed(1)
+    return Attention(dim=10, chan=12, num_heads=3), torch.randn(2, 5, 10)
+
+
+def test_head_shapes_accepts_the_right_dict(layer_and_x):
+    layer, x = layer_and_x
+    right = {"head_dim": 4, "qkv_heads": [3, 2, 3, 5, 4], "scores": (2, 3, 5, 5)}
+    assert verdict(checks.check_head_shapes, right, layer, x).ok
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ({"head_dim": 3, "qkv_heads": [3, 2, 3, 5, 3], "scores": [2, 3, 5, 5]}, "not the input width dim=10"),
+        ({"head_dim": 4, "qkv_heads": [2, 5, 3, 3, 4], "scores": [2, 3, 5, 5]}, "permute(2, 0, 3, 1, 4)"),
+        ({"head_dim": 4, "qkv_heads": [3, 2, 3, 5, 4], "scores": [2, 5, 5]}, "(B, H, N, N)"),
+        ({"head_dim": 4, "qkv_heads": [3, 2, 3, 5, 4], "scores": [2, 3, 5, 4]}, "contracts head_dim away"),
+        ({"head_dim": 4, "qkv_heads": "3x2x3x5x4", "scores": [2, 3, 5, 5]}, "one number per axis"),
+        ({"head_dim": 4.0, "qkv_heads": [3, 2, 3, 5, 4], "scores": [2, 3, 5, 5]}, "chan // num_heads"),
+        ([4, [3, 2, 3, 5, 4], [2, 3, 5, 5]], "fill in the dict"),
+    ],
+)
+def test_head_shapes_explains_each_mistake(layer_and_x, answer, expected):
+    layer, x = layer_and_x
+    v = verdict(checks.check_head_shapes, answer, layer, x)
+    assert not v.ok and expected in f"{v.message} {v.hint}"
+
+
+def test_split_line_runs_every_option_and_explains_the_wrong_ones():
+    q = torch.randn(2, 5, 8)
+    assert verdict(checks.check_split_line, "b", SPLIT_OPTIONS, q, 2).ok
+    assert verdict(checks.check_split_line, " (B) ", SPLIT_OPTIONS, q, 2).ok
+    a = verdict(checks.check_split_line, "a", SPLIT_OPTIONS, q, 2)
+    assert not a.ok and "right shape" in a.message
+    c = verdict(checks.check_split_line, "c", SPLIT_OPTIONS, q, 2)
+    assert not c.ok and "does not even run: RuntimeError: view size is not compatible" in c.message
+    assert "contiguous" in c.hint
+    assert not verdict(checks.check_split_line, "d", SPLIT_OPTIONS, q, 2).ok
+    e = verdict(checks.check_split_line, "e", SPLIT_OPTIONS, q, 2)
+    assert not e.ok and "one of the letters" in e.message
+
+
+def test_split_line_reports_a_wrong_shape():
+    options = dict(SPLIT_OPTIONS, e="q.view(B, N, num_heads, head_dim)")
+    v = verdict(checks.check_split_line, "e", options, torch.randn(2, 5, 8), 2)
+    assert not v.ok and "gives [2, 5, 2, 4]" in v.message
+
+
+# ------------------------------------------------------------------------------ 06
+
+
+@pytest.fixture(scope="module")
+def seed_layer_parts():
+    torch.manual_seed(2)
+    layer = Attention(dim=6, chan=8, num_heads=2)
+    x = torch.randn(2, 5, 6)
+    _, inter = layer(x, return_intermediates=True)
+    return x, {k: t.detach() for k, t in inter.items()}
+
+
+def test_skip_through_v_accepts_the_layers_own_output(seed_layer_parts):
+    _, inter = seed_layer_parts
+    assert verdict(checks.check_skip_through_v, inter["out"], inter["v"], inter["projected"]).ok
+
+
+@pytest.mark.parametrize(
+    ("build", "expected"),
+    [
+        (lambda i: i["projected"] + i["v"].reshape(2, 5, 8), "without moving its heads axis"),
+        (lambda i: merge_heads(i["v"]), "left out the attention output"),
+        (lambda i: i["projected"], "left out the skip"),
+        (lambda i: i["projected"] + merge_heads(i["v"]) + 1.0, "different values"),
+    ],
+)
+def test_skip_through_v_names_the_mistake(seed_layer_parts, build, expected):
+    _, inter = seed_layer_parts
+    v = verdict(checks.check_skip_through_v, build(inter), inter["v"], inter["projected"])
+    assert not v.ok and expected in v.message
+
+
+@pytest.mark.parametrize(
+    ("answer", "ok", "expected"),
+    [
+        ([13, 100, 64], True, "chan=64"),
+        ((13, 100, 64), True, "chan=64"),
+        (torch.Size([13, 100, 64]), True, "chan=64"),
+        ([13, 4, 100, 16], False, "before merging"),
+        ([13, 100, 4, 16], False, "only the transpose"),
+        ([13, 100, 16], False, "one head's width"),
+        ([13, 64, 100], False, "not the merged shape"),
+        ("13, 100, 64", False, "list or tuple of ints"),
+        ([13.0, 100, 64], False, "whole numbers"),
+    ],
+)
+def test_merged_v_shape(answer, ok, expected):
+    v = verdict(checks.check_merged_v_shape, answer, torch.zeros(13, 4, 100, 16))
+    assert v.ok is ok and expected in v.message
+
+
+def test_residual_line_accepts_only_the_line_that_runs_with_the_right_shape(seed_layer_parts):
+    x, inter = seed_layer_parts
+    options = {"a": "x + projected", "b": "projected + v", "c": "projected + to_chan(x)",
+               "d": "projected + x.transpose(1, 2)", "e": "projected[:, None] + v.mean(-1, keepdim=True)"}
+    namespace = dict(x=x, projected=inter["projected"], v=inter["v"], to_chan=torch.nn.Linear(6, 8))
+    assert verdict(checks.check_residual_line, "c", options, namespace, (2, 5, 8)).ok
+    a = verdict(checks.check_residual_line, "a", options, namespace, (2, 5, 8))
+    assert not a.ok and "The size of tensor a (6) must match the size of tensor b (8)" in a.message
+    assert "same shape" in a.hint
+    e = verdict(checks.check_residual_line, "e", options, namespace, (2, 5, 8))
+    assert not e.ok and "runs but gives [2, 2, 5, 8]" in e.message
+    assert not verdict(checks.check_residual_line, 3, options, namespace, (2, 5, 8)).ok
+
+
+def test_unanswered_checkers_say_not_attempted(capsys):
+    checks.check_split_heads(None, X, 3)
+    checks.check_residual_line(None, {"a": "x"}, {"x": X}, (2, 4, 6))
+    printed = capsys.readouterr().out
+    assert printed.count("Not attempted yet") == 2

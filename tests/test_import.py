@@ -1,0 +1,48 @@
+"""``import attn_helpers`` stays cheap: plotting, widgets and checks load on first use."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+HEAVY = ("matplotlib", "ipywidgets")
+
+
+def imported_modules(stderr: str) -> set[str]:
+    """Module names from ``python -X importtime`` output (lines ``import time: self | total | name``)."""
+    return {line.rsplit("|", 1)[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
+def run(code: str, env: dict[str, str], *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *flags, "-c", code], capture_output=True, text=True, env=env,
+                          timeout=300, check=True)
+
+
+def test_importing_the_package_imports_neither_matplotlib_nor_ipywidgets(clean_env):
+    result = run("import attn_helpers", clean_env, "-X", "importtime")
+    modules = imported_modules(result.stderr)
+    assert "attn_helpers" in modules and "torch" in modules  # the measurement saw the import
+    for heavy in HEAVY:
+        loaded = sorted(m for m in modules if m == heavy or m.startswith(heavy + "."))
+        assert not loaded, f"import attn_helpers loaded {loaded}"
+    assert not {"attn_helpers.plotting", "attn_helpers.widgets", "attn_helpers.checks"} & modules
+
+
+def test_submodules_load_lazily_on_first_attribute_access(clean_env):
+    code = "\n".join([
+        "import sys",
+        "import attn_helpers",
+        "assert 'matplotlib' not in sys.modules",
+        "plotting = attn_helpers.plotting",
+        "assert 'matplotlib' in sys.modules and 'ipywidgets' not in sys.modules",
+        "assert callable(plotting.heatmap) and attn_helpers.plotting is plotting",
+        "assert callable(attn_helpers.widgets.HeadsExplorer)",
+        "assert callable(attn_helpers.checks.checker)",
+        "try:",
+        "    attn_helpers.no_such_thing",
+        "except AttributeError as error:",
+        "    print(error)",
+    ])
+    result = run(code, clean_env)
+    assert result.stdout.strip() == "module 'attn_helpers' has no attribute 'no_such_thing'"
+    assert result.stderr == ""

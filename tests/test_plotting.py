@@ -1,0 +1,253 @@
+"""attn_helpers.plotting: heatmaps with token labels, grids of heads and of layers x heads."""
+
+from __future__ import annotations
+
+import warnings
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from attn_helpers import plotting  # noqa: E402
+
+TOKENS = ["the", "cat", "sat", "on", "the", "mat"]
+SENTENCE = ("the cat sat on the mat because it was warm and the dog slept by the door while rain fell "
+            "on the old roof of the quiet house near the river bank").split()
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def weights(*shape: int, seed: int = 0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return (3 * torch.randn(*shape, generator=generator)).softmax(dim=-1)
+
+
+def tick_texts(ax, axis: str) -> list[str]:
+    return [t.get_text() for t in getattr(ax, f"get_{axis}ticklabels")()]
+
+
+def label_boxes(ax, axis: str) -> list:
+    renderer = ax.figure.canvas.get_renderer()
+    return [t.get_window_extent(renderer) for t in getattr(ax, f"get_{axis}ticklabels")() if t.get_text()]
+
+
+def neighbours_overlap(boxes: list) -> bool:
+    return any(a.overlaps(b) for a, b in zip(boxes, boxes[1:]))
+
+
+# -- heatmap ------------------------------------------------------------------------------------
+
+def test_heatmap_labels_keys_and_queries_with_the_tokens_and_adds_a_colour_bar():
+    image = plotting.heatmap(weights(6, 6), TOKENS)
+    ax = image.axes
+    assert tick_texts(ax, "x") == TOKENS
+    assert tick_texts(ax, "y") == TOKENS
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("key", "query")
+    assert image.colorbar is not None
+    assert len(ax.figure.axes) == 2  # the heatmap and its colour bar
+
+
+def test_heatmap_weights_use_viridis_from_0_to_1_and_signed_values_puor_centred_on_zero():
+    assert (plotting.WEIGHTS_CMAP, plotting.SIGNED_CMAP) == ("viridis", "PuOr")  # colour-blind-safe maps
+    weights_image = plotting.heatmap(weights(6, 6), TOKENS)
+    assert weights_image.get_cmap().name == "viridis"
+    assert weights_image.get_clim() == (0.0, 1.0)
+    scores = torch.tensor([[1.5, -3.0], [0.5, 2.0]])
+    scores_image = plotting.heatmap(scores, ["a", "b"])
+    assert scores_image.get_cmap().name == "PuOr"
+    assert scores_image.get_clim() == (-3.0, 3.0)
+
+
+def test_small_matrices_get_their_values_written_in_and_big_ones_do_not():
+    w = weights(6, 6)
+    image = plotting.heatmap(w, TOKENS)
+    texts = [t.get_text() for t in image.axes.texts]
+    assert texts == [f"{v:.2f}" for v in w.flatten().tolist()]
+    big = plotting.heatmap(weights(plotting.ANNOTATE_MAX + 1, plotting.ANNOTATE_MAX + 1))
+    assert len(big.axes.texts) == 0
+
+
+def test_annotations_are_dark_on_light_cells_and_light_on_dark_cells():
+    image = plotting.heatmap(torch.tensor([[0.0, 1.0]]), ["a", "b"], ["q"])
+    colours = [t.get_color() for t in image.axes.texts]
+    assert colours == ["white", "black"]  # viridis: dark purple at 0, light yellow at 1
+
+
+def test_heatmap_draws_into_the_given_axes_without_a_new_figure():
+    fig, (left, right) = plt.subplots(1, 2)
+    figures_before = plt.get_fignums()
+    image = plotting.heatmap(weights(6, 6), TOKENS, ax=right, colorbar=False, title="right")
+    assert image.axes is right
+    assert plt.get_fignums() == figures_before
+    assert right.get_title() == "right" and len(left.images) == 0
+
+
+def test_heatmap_accepts_tensors_with_grad_and_float64_without_warnings():
+    x = torch.rand(4, 4, dtype=torch.float64, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        image = plotting.heatmap(x * 1.0, list("abcd"))
+    np.testing.assert_allclose(image.get_array(), x.detach().numpy())
+    assert plotting.to_numpy(x).dtype == np.float64
+
+
+@pytest.mark.parametrize("bad", [torch.rand(2, 3, 4), torch.rand(5)])
+def test_heatmap_rejects_a_non_matrix_naming_the_argument_and_its_shape(bad):
+    with pytest.raises(ValueError, match=r"values must be a 2-D matrix .* got shape " + str(list(bad.shape)).replace("[", r"\[")):
+        plotting.heatmap(bad)
+
+
+def test_heatmap_rejects_a_wrong_number_of_labels_naming_the_argument_and_the_shape():
+    with pytest.raises(ValueError, match=r"x_labels has 5 labels but the matrix of shape \[6, 6\] needs 6"):
+        plotting.heatmap(weights(6, 6), TOKENS[:5])
+    with pytest.raises(ValueError, match=r"y_labels has 2 labels but the matrix of shape \[3, 4\] needs 3"):
+        plotting.heatmap(weights(3, 4), list("abcd"), ["q1", "q2"])
+
+
+def test_short_column_labels_stay_horizontal_and_long_ones_stand_upright():
+    short = plotting.heatmap(weights(6, 6), TOKENS)
+    assert {t.get_rotation() for t in short.axes.get_xticklabels()} == {0.0}
+    long_words = [f"token_number_{i}" for i in range(6)]
+    long = plotting.heatmap(weights(6, 6), long_words)
+    assert {t.get_rotation() for t in long.axes.get_xticklabels()} == {90.0}
+
+
+def test_many_tokens_get_smaller_labels_that_do_not_overlap():
+    image = plotting.heatmap(weights(32, 32), SENTENCE)
+    image.axes.figure.canvas.draw()
+    assert not neighbours_overlap(label_boxes(image.axes, "y"))
+    assert not neighbours_overlap(sorted(label_boxes(image.axes, "x"), key=lambda b: b.x0))
+
+
+def test_plotting_prints_nothing(capsys):
+    plotting.heatmap(weights(6, 6), TOKENS)
+    plotting.heatmap(torch.randn(6, 6), TOKENS)
+    plotting.head_grid(weights(4, 6, 6), TOKENS)
+    plotting.layer_head_grid(weights(2, 4, 6, 6), TOKENS)
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("", "")
+
+
+# -- head_grid ----------------------------------------------------------------------------------
+
+def test_head_grid_returns_one_image_per_head_on_one_shared_scale_with_one_colour_bar():
+    w = weights(8, 6, 6)
+    images = plotting.head_grid(w, TOKENS)
+    assert len(images) == 8
+    for h, image in enumerate(images):
+        np.testing.assert_allclose(image.get_array(), w[h].numpy())
+        assert image.get_clim() == (0.0, 1.0) and image.get_cmap().name == "viridis"
+        assert image.axes.get_title() == f"head {h}"
+    assert images[0].colorbar is not None
+    assert images[0].colorbar.ax.get_ylabel() == "attention weight"
+    assert sum(image.colorbar is not None for image in images) == 1
+
+
+def test_head_grid_labels_the_outer_panels_only():
+    images = plotting.head_grid(weights(8, 6, 6), TOKENS)  # 2 x 4
+    for h, image in enumerate(images):
+        bottom_row, first_column = h >= 4, h % 4 == 0
+        assert tick_texts(image.axes, "x") == (TOKENS if bottom_row else [])
+        assert tick_texts(image.axes, "y") == (TOKENS if first_column else [])
+        assert image.axes.get_xlabel() == ("key" if bottom_row else "")
+        assert image.axes.get_ylabel() == ("query" if first_column else "")
+
+
+def test_head_grid_8_heads_32_tokens_labels_are_smaller_but_readable_and_inside_the_figure():
+    images = plotting.head_grid(weights(8, 32, 32), SENTENCE)
+    figure = images[0].axes.figure
+    figure.canvas.draw()
+    first, bottom_left = images[0].axes, images[4].axes
+    size = first.get_yticklabels()[0].get_fontsize()
+    assert plotting.MIN_FONTSIZE <= size < plt.rcParams["font.size"]
+    assert size >= 6.0  # 32 tokens still get 6-point labels: panels grow for them
+    for ax, axis in ((first, "y"), (bottom_left, "y"), (bottom_left, "x")):
+        boxes = sorted(label_boxes(ax, axis), key=lambda b: (b.x0, -b.y0))
+        assert len(boxes) == 32
+        assert not neighbours_overlap(boxes)
+        assert all(figure.bbox.contains(b.x0, b.y0) and figure.bbox.contains(b.x1, b.y1) for b in boxes)
+    # the top row's titles do not collide with anything of the bottom row
+    assert not images[4].axes.title.get_window_extent().overlaps(images[0].axes.get_window_extent())
+
+
+def test_head_grid_hides_unused_panels_and_puts_key_labels_under_the_lowest_panel_of_each_column():
+    images = plotting.head_grid(weights(6, 5, 5), list("abcde"))  # 2 rows of 4, two slots empty
+    figure = images[0].axes.figure
+    visible = [ax for ax in figure.axes if ax.get_visible() and ax.images]
+    assert len(visible) == 6
+    assert tick_texts(images[2].axes, "x") == list("abcde")  # nothing below heads 2 and 3
+    assert tick_texts(images[1].axes, "x") == []
+
+
+def test_head_grid_draws_into_a_given_figure_keeping_or_fitting_its_size():
+    figure = Figure(figsize=(5.0, 3.0))
+    images = plotting.head_grid(weights(2, 4, 4), list("abcd"), figure=figure)
+    assert all(image.axes.figure is figure for image in images)
+    assert tuple(figure.get_size_inches()) == (5.0, 3.0)
+    plotting.head_grid(weights(2, 4, 4), list("abcd"), figure=figure, resize_figure=True)
+    assert tuple(figure.get_size_inches()) != (5.0, 3.0)
+    assert len([ax for ax in figure.axes if ax.images]) == 2  # cleared first, not drawn twice
+
+
+def test_head_grid_cross_attention_labels_the_keys_only():
+    images = plotting.head_grid(weights(2, 3, 5), list("abcde"))
+    assert tick_texts(images[0].axes, "x") == list("abcde")
+    assert tick_texts(images[0].axes, "y") == ["0", "1", "2"]
+
+
+@pytest.mark.parametrize(("bad", "pattern"), [
+    (torch.rand(6, 6), r"weights must have shape \(heads, N_q, N_k\), got \[6, 6\]"),
+    (torch.rand(1, 2, 6, 6), r"got \[1, 2, 6, 6\]; select one batch element first"),
+    (torch.rand(0, 6, 6), r"at least one head, got shape \[0, 6, 6\]"),
+])
+def test_head_grid_rejects_wrong_shapes_naming_the_argument(bad, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        plotting.head_grid(bad)
+
+
+def test_head_grid_rejects_wrong_label_and_title_counts():
+    with pytest.raises(ValueError, match=r"labels has 5 labels but the matrix of shape \[6, 6\] needs 6"):
+        plotting.head_grid(weights(2, 6, 6), TOKENS[:5])
+    with pytest.raises(ValueError, match="titles has 1 entries for 2 heads"):
+        plotting.head_grid(weights(2, 6, 6), TOKENS, titles=["only one"])
+
+
+# -- layer_head_grid ----------------------------------------------------------------------------
+
+def test_layer_head_grid_is_layers_by_heads_with_heads_on_top_and_layers_on_the_left():
+    w = weights(2, 4, 6, 6)
+    images = plotting.layer_head_grid(w, TOKENS)
+    assert [len(row) for row in images] == [4, 4]
+    for layer in range(2):
+        for h in range(4):
+            ax = images[layer][h].axes
+            np.testing.assert_allclose(images[layer][h].get_array(), w[layer, h].numpy())
+            assert ax.get_title() == (f"head {h}" if layer == 0 else "")
+            assert ax.get_ylabel() == (f"layer {layer}\nquery" if h == 0 else "")
+            assert tick_texts(ax, "x") == (TOKENS if layer == 1 else [])
+    assert images[0][0].colorbar is not None
+
+
+def test_layer_head_grid_rejects_a_wrong_shape():
+    with pytest.raises(ValueError, match=r"weights must have shape \(layers, heads, N_q, N_k\), got \[4, 6, 6\]"):
+        plotting.layer_head_grid(weights(4, 6, 6))
+
+
+def test_head_grid_keeps_long_titles_of_neighbouring_panels_apart():
+    titles = ["softmax(dim=-1): each row sums to 1", "softmax(dim=-2): each column sums to 1", "a third title"]
+    images = plotting.head_grid(weights(3, 4, 4), list("abcd"), titles=titles, panel_size=2.0)
+    figure = images[0].axes.figure
+    figure.canvas.draw()
+    boxes = [image.axes.title.get_window_extent() for image in images]
+    assert [image.axes.get_title() for image in images] == titles
+    assert not neighbours_overlap(boxes)

@@ -1,0 +1,215 @@
+"""HeadsExplorer driven without a browser: sliders, pictures, shapes, impossible combinations."""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from attn_helpers import widgets  # noqa: E402
+from attn_helpers.widgets import HeadsExplorer  # noqa: E402
+from attn_helpers.widgets import heads as heads_module  # noqa: E402
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def explorer() -> HeadsExplorer:
+    return HeadsExplorer()
+
+
+def pixels(png: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+
+
+def test_is_exported_by_the_widgets_package():
+    assert "HeadsExplorer" in widgets.__all__
+    assert widgets.HeadsExplorer is HeadsExplorer
+
+
+def test_default_explorer_shows_a_picture_and_its_values(explorer):
+    assert explorer.valid
+    assert bytes(explorer.image.value).startswith(PNG_SIGNATURE)
+    assert explorer.last_status == "num_heads=4 chan=64 tokens=8 | head_dim = 64/4 = 16; weights [1, 4, 8, 8]"
+    assert len(explorer.images) == 4
+
+
+def test_repr_is_one_stable_line_and_is_the_text_nbval_compares(explorer):
+    expected = "HeadsExplorer(num_heads=4 chan=64 tokens=8 | head_dim = 64/4 = 16; weights [1, 4, 8, 8])"
+    assert repr(explorer) == expected
+    assert repr(HeadsExplorer()) == expected  # a second one prints the same
+    assert explorer._repr_mimebundle_()["text/plain"] == expected
+
+
+@pytest.mark.parametrize(("name", "value"), [("num_heads", 2), ("chan", 32), ("tokens", 12)])
+def test_moving_each_slider_changes_the_picture_and_the_status_line(explorer, name, value):
+    before = explorer.image.value
+    explorer.set(**{name: value})
+    assert explorer.valid
+    assert explorer.image.value != before
+    assert f"{name}={value}" in explorer.last_status
+    assert explorer.image.layout.visibility == "visible"
+
+
+def test_moving_a_control_directly_as_the_browser_does_refreshes(explorer):
+    before = explorer.image.value
+    explorer.controls["chan"].value = 96
+    assert explorer.last_status.startswith("num_heads=4 chan=96 tokens=8 | head_dim = 96/4 = 24")
+    assert explorer.image.value != before
+
+
+def test_the_status_names_the_new_values_after_several_moves(explorer):
+    explorer.set(num_heads=8, chan=128, tokens=16)
+    assert explorer.last_status == "num_heads=8 chan=128 tokens=16 | head_dim = 128/8 = 16; weights [1, 8, 16, 16]"
+    assert len(explorer.images) == 8
+
+
+def test_chan_not_divisible_by_num_heads_is_explained_with_values_that_work(explorer):
+    explorer.set(chan=64, num_heads=5)  # no exception escapes
+    assert not explorer.valid
+    status = explorer.last_status
+    assert status.startswith("num_heads=5 chan=64 tokens=8 | not possible: ")
+    assert "64/5 = 12.8 is not a whole number" in status
+    assert "try num_heads in [1, 2, 4, 8]" in status
+    assert "try chan in [40, 80, 120]" in status
+    assert "Traceback" not in status and "\n" not in status
+    assert explorer.image.layout.visibility == "hidden"
+    assert repr(explorer) == f"HeadsExplorer({status})"
+
+
+def test_returning_to_a_valid_combination_recovers(explorer):
+    explorer.set(num_heads=3)  # 64 / 3
+    assert not explorer.valid
+    explorer.set(num_heads=2)
+    assert explorer.valid
+    assert explorer.last_status.startswith("num_heads=2 chan=64 tokens=8 | head_dim = 64/2 = 32")
+    assert explorer.image.layout.visibility == "visible"
+    assert len(explorer.images) == 2
+
+
+def test_head_dim_of_one_is_a_valid_combination(explorer):
+    explorer.set(chan=8, num_heads=8)
+    assert explorer.valid
+    assert "head_dim = 8/8 = 1;" in explorer.last_status
+
+
+def test_an_impossible_first_combination_shows_the_message_not_an_exception():
+    explorer = HeadsExplorer(num_heads=7, chan=64)
+    assert not explorer.valid
+    assert "try num_heads in [1, 2, 4, 8]; with 7 heads try chan in [56, 112]" in explorer.last_status
+
+
+@pytest.mark.parametrize(("kwargs", "pattern"), [
+    (dict(num_heads=9), r"num_heads must be an int in \[1, 8\], got 9"),
+    (dict(chan=136), r"chan must be an int in \[8, 128\], got 136"),
+    (dict(chan=60), r"chan must be a multiple of 8"),
+    (dict(tokens=3), r"tokens must be an int in \[4, 32\], got 3"),
+    (dict(tokens=8.0), r"tokens must be an int"),
+])
+def test_constructor_rejects_values_outside_the_sliders(kwargs, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        HeadsExplorer(**kwargs)
+
+
+def test_the_same_values_always_give_the_same_picture(explorer):
+    first = explorer.image.value
+    explorer.set(chan=32)
+    explorer.set(chan=64)
+    assert explorer.image.value == first
+    assert HeadsExplorer().image.value == first
+
+
+def test_the_notebooks_random_state_and_thread_count_are_left_alone():
+    threads = torch.get_num_threads()
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    explorer = HeadsExplorer()
+    explorer.set(chan=32, tokens=10)
+    assert torch.equal(torch.rand(3), expected)
+    assert torch.get_num_threads() == threads
+
+
+def test_the_picture_shows_the_layers_weights_head_by_head(explorer):
+    explorer.set(num_heads=2, chan=48, tokens=6)
+    weights = explorer.intermediates(2, 48, 6)["weights"]  # (1, H, N, N)
+    assert weights.shape == (1, 2, 6, 6)
+    for h, image in enumerate(explorer.images):
+        np.testing.assert_allclose(image.get_array(), weights[0, h].numpy(), rtol=0, atol=1e-7)
+
+
+def test_moving_num_heads_recuts_the_same_projection(explorer):
+    one, four = explorer.intermediates(1, 64, 8), explorer.intermediates(4, 64, 8)
+    torch.testing.assert_close(one["qkv"], four["qkv"])
+    assert not torch.allclose(one["weights"][0, 0], four["weights"][0, 0])
+
+
+def test_equal_words_get_equal_rows(explorer):
+    weights = explorer.intermediates(4, 64, 8)["weights"][0]  # (H, N, N); words 0 and 4 are both "the"
+    assert HeadsExplorer.SENTENCE[0] == HeadsExplorer.SENTENCE[4] == "the"
+    torch.testing.assert_close(weights[:, 0], weights[:, 4])
+
+
+def test_the_sentence_has_32_words_and_the_panels_are_labelled_with_the_first_tokens(explorer):
+    assert len(HeadsExplorer.SENTENCE) == 32
+    explorer.set(tokens=11)
+    first = explorer.images[0].axes
+    assert [t.get_text() for t in first.get_yticklabels()] == list(HeadsExplorer.SENTENCE[:11])
+    assert [t.get_text() for t in explorer.images[-1].axes.get_xticklabels()] == list(HeadsExplorer.SENTENCE[:11])
+
+
+def test_layout_is_redrawn_only_when_num_heads_or_tokens_change(explorer, monkeypatch):
+    draws = []
+    original = HeadsExplorer.draw
+    monkeypatch.setattr(HeadsExplorer, "draw", lambda self, figure: (draws.append(1), original(self, figure))[1])
+    images = list(explorer.images)
+    explorer.set(chan=32)
+    assert draws == [] and explorer.images == images  # the same artists, new data
+    explorer.set(num_heads=5)  # impossible with chan=32: no picture, no redraw
+    assert draws == []
+    explorer.set(num_heads=2)
+    assert len(draws) == 1
+    explorer.set(tokens=9)
+    assert len(draws) == 2
+    explorer.set(chan=16)
+    assert len(draws) == 2
+
+
+def test_the_fast_update_paints_exactly_what_a_full_redraw_shows(explorer):
+    explorer.set(num_heads=8, tokens=32)
+    explorer.set(chan=24)  # a move that only repaints the heatmaps
+    ours = pixels(explorer.image.value)
+    explorer.canvas.draw()  # matplotlib draws everything, heatmaps included
+    full = np.asarray(explorer.canvas.buffer_rgba())[..., :3]
+    assert ours.shape == full.shape
+    for rows, cols, _, _ in explorer._panels:  # inside every panel: identical pixels
+        np.testing.assert_array_equal(ours[rows, cols], full[rows, cols])
+    differing = np.any(ours != full, axis=-1).mean()
+    assert differing < 0.01  # elsewhere only the frames' antialiased edges may differ
+
+
+def test_shape_table_lists_every_step_with_named_shapes(explorer):
+    table = explorer.table_html.value
+    for step in ("x", "qkv", "q, k, v", "scores", "weights", "heads", "merged", "out"):
+        assert f"<b>{step}</b>" in table
+    assert "<code>[1, 8, 49]</code>" in table
+    assert "<code>[1, 4, 8, 16]</code>" in table and "head_dim=16" in table
+    explorer.set(num_heads=8, chan=128, tokens=12)
+    table = explorer.table_html.value
+    assert "<code>[1, 8, 12, 16]</code>" in table and "<code>[1, 12, 384]</code>" in table
+    explorer.set(num_heads=3)  # 128 / 3: no shapes at all rather than the last ones
+    assert explorer.table_html.value == ""
+
+
+def test_png_writer_is_lossless():
+    rgb = np.random.default_rng(0).integers(0, 256, size=(7, 5, 3), dtype=np.uint8)
+    png = heads_module._png(rgb)
+    assert png.startswith(PNG_SIGNATURE)
+    np.testing.assert_array_equal(pixels(png), rgb)

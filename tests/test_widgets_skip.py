@@ -1,0 +1,96 @@
+"""SkipExplorer (lesson 06) driven without a browser: each control changes the picture and the status
+line, the impossible combination is explained in words, and the numbers match the helpers'."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from attn_helpers import signal_through_stack  # noqa: E402
+from attn_helpers.widgets import SkipExplorer  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def explorer() -> SkipExplorer:
+    return SkipExplorer(depth=4)
+
+
+def test_starts_valid_with_a_stable_one_line_repr(explorer):
+    explorer.set(skip="identity", depth=4, dim=64)
+    assert explorer.valid
+    text = repr(explorer)
+    assert text.startswith("SkipExplorer(skip=identity depth=4 dim=64 | output RMS ")
+    assert "\n" not in text and "0x" not in text
+    assert explorer._repr_mimebundle_()["text/plain"] == text
+
+
+@pytest.mark.parametrize("change", [dict(skip="none"), dict(skip="values"), dict(depth=9), dict(depth=1)])
+def test_each_control_changes_the_picture_and_the_status(explorer, change):
+    explorer.set(skip="identity", depth=4, dim=64)
+    before_png, before_status = explorer.image.value, explorer.last_status
+    explorer.set(**change)
+    assert explorer.valid
+    assert explorer.image.value != before_png
+    assert explorer.last_status != before_status
+    for name, value in change.items():
+        assert f"{name}={value}" in explorer.last_status
+
+
+def test_lines_are_updated_in_place_not_redrawn(explorer):
+    explorer.set(skip="identity", depth=4, dim=64)
+    line = explorer.rms_line
+    explorer.set(depth=12)
+    assert explorer.rms_line is line
+    assert len(line.get_xdata()) == 13  # the input and 12 layers
+    assert len(explorer.grad_line.get_xdata()) == 12
+
+
+def test_identity_skip_with_a_different_width_is_explained_in_words(explorer):
+    explorer.set(skip="identity", depth=4, dim=49)
+    assert not explorer.valid
+    assert "not possible" in explorer.last_status
+    assert "widths must match" in explorer.last_status
+    assert "Traceback" not in explorer.last_status
+    explorer.set(skip="values")  # the skip through V changes the width in layer 1: fine
+    assert explorer.valid and "dim=49" in explorer.last_status
+    explorer.set(dim=64, skip="identity")
+    assert explorer.valid
+
+
+def test_numbers_are_the_helpers_numbers(explorer):
+    explorer.set(skip="none", depth=6, dim=64)
+    stack = explorer._stack(64)
+    stack.skip = "none"
+    expected = signal_through_stack(stack, explorer.inputs[64], depth=6)
+    shown = explorer.measure("none", 6, 64)
+    for name, values in expected.items():
+        assert torch.allclose(torch.as_tensor(shown[name]), values)
+    assert f"gradient at layer 1 {expected['grad_norm'][0].item():.2g}" in explorer.last_status
+
+
+def test_without_skip_the_tokens_collapse_and_with_it_they_do_not(explorer):
+    collapsed = explorer.measure("none", 16, 64)
+    kept = explorer.measure("identity", 16, 64)
+    assert collapsed["spread"][-1] == 0.0
+    assert kept["spread"][-1] > 0.5
+    assert kept["grad_norm"][0] > 1e6 * collapsed["grad_norm"][0]
+
+
+@pytest.mark.parametrize("kwargs", [dict(skip="sideways"), dict(depth=0), dict(depth=33), dict(dim=50)])
+def test_bad_constructor_arguments_are_refused_with_their_name(kwargs):
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        SkipExplorer(**kwargs)
+
+
+def test_layers_after_the_first_are_shared_between_widths_and_the_global_rng_is_untouched():
+    state = torch.random.get_rng_state()
+    e = SkipExplorer(skip="values", depth=3, dim=49)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    wide, narrow = e._stack(64), e._stack(49)
+    assert narrow.layers[0].dim == 49 and wide.layers[0].dim == 64
+    for a, b in zip(wide.layers[1:], narrow.layers[1:]):
+        assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
