@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 __all__ = [
+    "broadcast_shape",
     "scaled_dot_product_attention",
     "attention_scores",
     "causal_mask",
@@ -92,6 +93,22 @@ def _check_heads(chan: int, num_heads: int, chan_name: str = "chan", where: str 
     return chan // num_heads
 
 
+def broadcast_shape(*shapes: tuple[int, ...] | torch.Size) -> tuple[int, ...] | None:
+    """The shape that ``shapes`` broadcast to under PyTorch's rules, or ``None`` if they do not.
+
+    Plain Python on purpose: ``torch.broadcast_shapes`` imports sympy on its first call, which
+    costs seconds at the start of every notebook.
+    """
+    ndim = max((len(s) for s in shapes), default=0)
+    result = []
+    for axis in range(-ndim, 0):
+        sizes = {s[axis] for s in shapes if len(s) >= -axis} - {1}
+        if len(sizes) > 1:
+            return None
+        result.append(sizes.pop() if sizes else 1)
+    return tuple(result)
+
+
 def _check_mask(mask: object, scores_shape: torch.Size) -> Tensor:
     if not isinstance(mask, Tensor):
         raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
@@ -100,11 +117,7 @@ def _check_mask(mask: object, scores_shape: torch.Size) -> Tensor:
             f"mask must be boolean (True = may attend) or floating (added to the scores), got dtype "
             f"{mask.dtype} with shape {_shape(mask)}; for 0/1 integers use mask.bool()"
         )
-    try:
-        broadcast = torch.broadcast_shapes(mask.shape, scores_shape)
-    except RuntimeError:
-        broadcast = None
-    if broadcast != scores_shape:
+    if broadcast_shape(mask.shape, scores_shape) != tuple(scores_shape):
         raise ValueError(
             f"mask of shape {_shape(mask)} cannot broadcast to the scores' shape {list(scores_shape)} "
             f"(..., N_q, N_k); a key-padding mask for (B, H, N_q, N_k) scores has shape (B, 1, 1, N_k)"
@@ -188,13 +201,11 @@ def _check_qkv(q: object, k: object, v: object) -> tuple[Tensor, Tensor, Tensor]
             f"k and v must have the same number of tokens N_k (second-to-last dimension), one value per key: "
             f"k has shape {_shape(k)} (N_k={k.shape[-2]}), v has shape {_shape(v)} (N_k={v.shape[-2]})"
         )
-    try:
-        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    except RuntimeError:
+    if broadcast_shape(q.shape[:-2], k.shape[:-2], v.shape[:-2]) is None:
         raise ValueError(
             f"the batch dimensions of q {_shape(q)}, k {_shape(k)} and v {_shape(v)} do not broadcast "
             "(everything before the last two dimensions must match or be 1)"
-        ) from None
+        )
     return q, k, v
 
 

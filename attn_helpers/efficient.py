@@ -46,6 +46,7 @@ __all__ = [
     "MatmulFlopCounter",
     "count_matmul_flops",
     "median_seconds",
+    "fastest_seconds",
     "growth_exponent",
 ]
 
@@ -475,11 +476,7 @@ def count_matmul_flops(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int
     return counter.flops
 
 
-def median_seconds(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1) -> float:
-    """Median wall-clock seconds of ``fn()`` over ``repeats`` runs, after ``warmup`` unmeasured runs.
-
-    Synchronises CUDA around each run when a GPU is in use, so the time covers the work, not its launch.
-    """
+def _run_times(fn: Callable[[], Any], repeats: int, warmup: int) -> list[float]:
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     _check_positive_int("repeats", repeats)
@@ -496,9 +493,26 @@ def median_seconds(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1) 
             fn()
             sync()
             times.append(time.perf_counter() - start)
-    times.sort()
+    return sorted(times)
+
+
+def median_seconds(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1) -> float:
+    """Median wall-clock seconds of ``fn()`` over ``repeats`` runs, after ``warmup`` unmeasured runs.
+
+    Synchronises CUDA around each run when a GPU is in use, so the time covers the work, not its launch.
+    """
+    times = _run_times(fn, repeats, warmup)
     middle = len(times) // 2
     return times[middle] if len(times) % 2 else (times[middle - 1] + times[middle]) / 2
+
+
+def fastest_seconds(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1) -> float:
+    """The shortest wall-clock seconds of ``fn()`` over ``repeats`` runs, after ``warmup`` unmeasured runs.
+
+    Other programs on the machine can only slow a run down, never speed it up, so on a busy machine
+    the fastest run is the one closest to the work itself (a median still counts the disturbances).
+    """
+    return _run_times(fn, repeats, warmup)[0]
 
 
 def growth_exponent(sizes: Sequence[float], values: Sequence[float]) -> float:

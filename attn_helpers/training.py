@@ -39,8 +39,10 @@ __all__ = [
     "LookupTask",
     "TinyAttentionModel",
     "TrainConfig",
+    "Adam",
     "TrainingRun",
     "pattern_match",
+    "initial_model",
     "train",
     "train_many",
     "results_table",
@@ -210,6 +212,12 @@ class LookupTask(Task):
         ideal[:, P:, :P] = match
         return ideal
 
+    def question_letters(self, tokens: Tensor) -> Tensor:
+        """``tokens (B, N) -> (B, N)``: the letter (``0 .. num_letters-1``) each question asks for, ``-1`` at pairs."""
+        tokens = _check_tokens(tokens, self)
+        letters = tokens - self.num_letters * self.num_digits  # (B, N): questions' letters, negative at pairs
+        return letters.masked_fill(letters < 0, -1)
+
     def token_labels(self, tokens: Tensor) -> list[str]:
         tokens = _check_tokens(tokens.reshape(1, -1), self)[0]
         P, D = self.num_pairs, self.num_digits
@@ -255,9 +263,14 @@ class TinyAttentionModel(nn.Module):
         return cls(task.vocab_size, task.n_classes, task.seq_len, dim=config.dim, num_heads=config.num_heads,
                    num_layers=config.num_layers, skip=config.skip, scaled=config.scaled)
 
-    def forward(self, tokens: Tensor, *, return_weights: bool = False):
-        """``tokens (B, N) -> logits (B, N, n_classes)``; with ``return_weights`` also every layer's
-        attention weights, ``(B, L, H, N, N)``."""
+    def forward(self, tokens: Tensor, *, return_weights: bool = False, return_intermediates: bool = False):
+        """``tokens (B, N) -> logits (B, N, n_classes)``.
+
+        With ``return_weights`` also every layer's attention weights, ``(B, L, H, N, N)``; with
+        ``return_intermediates`` instead a list with one dict per layer: that layer's
+        :class:`Attention` intermediates (names and shapes in ``Attention.AXES``) plus ``"hidden"``,
+        the hidden state ``(B, N, dim)`` after the layer and its skip connection.
+        """
         if not isinstance(tokens, Tensor) or tokens.is_floating_point() or tokens.ndim != 2:
             raise TypeError(f"tokens must be an integer tensor (B, N), got "
                             f"{getattr(tokens, 'dtype', type(tokens).__name__)} {list(getattr(tokens, 'shape', []))}")
@@ -265,7 +278,7 @@ class TinyAttentionModel(nn.Module):
             raise ValueError(f"tokens has N={tokens.shape[1]} positions but the model has {self.seq_len} "
                              f"position embeddings (shape {list(tokens.shape)})")
         h = self.embed(tokens) + self.position.weight[: tokens.shape[1]]  # (B, N, dim)
-        weights = []
+        layers = []
         for layer in self.layers:
             out, inter = layer(h, return_intermediates=True)  # (B, N, dim)
             if self.skip == "identity":
@@ -274,9 +287,13 @@ class TinyAttentionModel(nn.Module):
                 h = out  # projected + merged v, (B, N, dim)
             else:
                 h = inter["projected"]  # (B, N, dim)
-            weights.append(inter["weights"])  # (B, H, N, N)
+            layers.append({**inter, "hidden": h})
         logits = self.readout(h)  # (B, N, n_classes)
-        return (logits, torch.stack(weights, dim=1)) if return_weights else logits  # weights (B, L, H, N, N)
+        if return_intermediates:
+            return logits, layers
+        if return_weights:
+            return logits, torch.stack([inter["weights"] for inter in layers], dim=1)  # (B, L, H, N, N)
+        return logits
 
 
 # --------------------------------------------------------------------------------------------
@@ -361,6 +378,8 @@ class TrainingRun:
     - ``pattern_match (S, L, H)``: :func:`pattern_match` of every head on the held-out sequences;
     - ``probe_tokens (N,)``, ``probe_labels``, ``probe_ideal (N, N)``, ``probe_weights (S, L, H, N, N)``:
       one held-out sequence and every head's attention on it at each snapshot;
+    - ``held_out_tokens (held_out, N)``, ``held_out_targets (held_out, N)``: the held-out sequences
+      (the same for every run of the task; the probe is the first);
     - ``held_out_seen_in_training``: held-out sequences that also came up as training batches;
     - ``seconds``: wall-clock time of the training loop (differs between runs; print it apart).
     """
@@ -376,6 +395,8 @@ class TrainingRun:
     probe_labels: list[str]
     probe_ideal: Tensor
     probe_weights: Tensor
+    held_out_tokens: Tensor
+    held_out_targets: Tensor
     held_out_seen_in_training: int
     seconds: float
     model: TinyAttentionModel = field(repr=False)
@@ -404,6 +425,43 @@ class TrainingRun:
         """``(layer, head)`` whose final pattern match is highest."""
         flat = int(self.pattern_match[-1].argmax())
         return divmod(flat, self.pattern_match.shape[-1])
+
+
+class Adam:
+    """Adam with PyTorch's defaults, written out: the update of ``torch.optim.Adam(params, lr)``.
+
+    For each parameter ``p`` with gradient ``g``, at step ``t``: ``m = b1 m + (1 - b1) g``,
+    ``v = b2 v + (1 - b2) g^2``, ``p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)``.
+    Written here because ``torch.optim`` loads PyTorch's compiler on first use, about two seconds
+    of CPU that a seconds-long training run should not pay. ``zero_grad`` sets gradients to None.
+    """
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+        self.params = [p for p in params if p.requires_grad]
+        if not self.params:
+            raise ValueError("params must contain at least one tensor that requires grad")
+        if not lr > 0:
+            raise ValueError(f"lr must be positive, got {lr}")
+        self.lr, self.betas, self.eps, self.t = float(lr), betas, float(eps), 0
+        self.m = [torch.zeros_like(p) for p in self.params]  # running mean of the gradients
+        self.v = [torch.zeros_like(p) for p in self.params]  # running mean of the squared gradients
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        self.t += 1
+        b1, b2 = self.betas
+        step_size = self.lr / (1 - b1 ** self.t)
+        root_correction = math.sqrt(1 - b2 ** self.t)
+        for p, m, v in zip(self.params, self.m, self.v):
+            if p.grad is None:
+                continue
+            m.mul_(b1).add_(p.grad, alpha=1 - b1)
+            v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+            p.addcdiv_(m, (v.sqrt() / root_correction).add_(self.eps), value=-step_size)
 
 
 def _snapshot_steps(steps: int, every: int) -> list[int]:
@@ -437,12 +495,19 @@ def train(task: Task, config: TrainConfig = TrainConfig(), *,
         torch.set_num_threads(threads)
 
 
-def _train(task: Task, config: TrainConfig, progress: Callable[[int, int], None] | None) -> TrainingRun:
-    dtype = torch.float64
+def initial_model(task: Task, config: TrainConfig) -> TinyAttentionModel:
+    """The model :func:`train` starts from: seeded with ``config.seed`` (the global random state is
+    left alone), in float64. Two configs that differ only in ``num_heads``, ``scaled`` or ``skip``
+    start from exactly the same weights."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
-        model = TinyAttentionModel.for_task(task, config).to(dtype)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+        return TinyAttentionModel.for_task(task, config).to(torch.float64)
+
+
+def _train(task: Task, config: TrainConfig, progress: Callable[[int, int], None] | None) -> TrainingRun:
+    dtype = torch.float64
+    model = initial_model(task, config)
+    optimizer = Adam(model.parameters(), lr=config.lr)
     batches = torch.Generator().manual_seed(10_000 + config.seed)
     held_tokens, held_targets = task.sample(config.held_out, torch.Generator().manual_seed(HELD_OUT_SEED))
     held_ideal = task.ideal_attention(held_tokens).to(dtype)  # (held_out, N, N)
@@ -471,7 +536,7 @@ def _train(task: Task, config: TrainConfig, progress: Callable[[int, int], None]
         seen.update(tuple(row) for row in tokens.tolist())
         logits = model(tokens)  # (batch, N, C)
         loss = F.cross_entropy(logits.reshape(-1, task.n_classes), targets.reshape(-1), ignore_index=IGNORE)
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         train_loss.append(loss.item())
@@ -485,6 +550,7 @@ def _train(task: Task, config: TrainConfig, progress: Callable[[int, int], None]
         pattern_match=torch.stack(matches),  # (S, L, H)
         probe_tokens=held_tokens[0], probe_labels=task.token_labels(held_tokens[0]),
         probe_ideal=held_ideal[0], probe_weights=torch.stack(probe),  # (N, N), (S, L, H, N, N)
+        held_out_tokens=held_tokens, held_out_targets=held_targets,
         held_out_seen_in_training=len(held_set & seen), seconds=seconds, model=model,
     )
 
@@ -503,23 +569,23 @@ def train_many(jobs: Mapping[str, tuple[Task, TrainConfig]], *,
 # Printing (strings; the numbers are rounded so that every run prints the same)
 # --------------------------------------------------------------------------------------------
 
-def _steps_text(step: int | None, total: int) -> str:
-    return f"{step}" if step is not None else f"not in {total}"
+def _steps_text(step: int | None) -> str:
+    return "never" if step is None else str(step)
 
 
-def results_table(runs: Mapping[str, TrainingRun], *, accuracy: float = 0.99) -> str:
-    """One line per run: held-out accuracy and loss at the end, the first step with at least
-    ``accuracy`` held-out accuracy, and the final pattern match of every head (layer.head)."""
+def results_table(runs: Mapping[str, TrainingRun], *, accuracies: Sequence[float] = (0.9, 0.99)) -> str:
+    """One line per run: held-out accuracy and loss at the end, the first snapshot step with at
+    least each of ``accuracies`` held-out accuracy (``never`` if not within the run), and the final
+    pattern match of every head (``layer.head`` when there are several layers)."""
     width = max([len(name) for name in runs] + [3])
-    header = (f"{'run':<{width}}  {'accuracy':>8}  {'loss':>6}  {f'steps to {accuracy:.0%}':>13}  "
-              f"pattern match per head (end)")
-    lines = [header]
+    reach = "".join(f"  {f'to {a:.0%}':>7}" for a in accuracies)
+    lines = [f"{'run':<{width}}  {'accuracy':>8}  {'loss':>6}{reach}  pattern match per head (end)"]
     for name, run in runs.items():
         L, H = run.pattern_match.shape[1:]
         heads = ", ".join(f"{f'{l}.' if L > 1 else ''}{h}: {run.pattern_match[-1, l, h].item():.2f}"
                           for l in range(L) for h in range(H))
-        lines.append(f"{name:<{width}}  {run.final_accuracy:>8.3f}  {run.final_loss:>6.3f}  "
-                     f"{_steps_text(run.steps_to(accuracy), run.config.steps):>13}  {heads}")
+        steps = "".join(f"  {_steps_text(run.steps_to(a)):>7}" for a in accuracies)
+        lines.append(f"{name:<{width}}  {run.final_accuracy:>8.3f}  {run.final_loss:>6.3f}{steps}  {heads}")
     return "\n".join(lines)
 
 

@@ -202,6 +202,7 @@ class JupyterServer:
         self.token = secrets.token_hex(24)
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
+        self.news_answered = False  # the "Jupyter news" question, answered once per server
 
     # paths and environment
     @property
@@ -365,6 +366,7 @@ class LessonPage:
         self.page.on("console", lambda msg: self.console_errors.append(f"console.{msg.type}: {msg.text}")
                      if msg.type == "error" else None)
         self.run_seconds = 0.0
+        self.timings: dict[str, float] = {}
 
     @property
     def notebook(self):  # the visible notebook panel's cells
@@ -401,13 +403,20 @@ class LessonPage:
                                  f"(status bar: {self.kernel_status_text()!r}{extra})\n{problem}") from None
 
     def dismiss_news(self) -> None:
-        """Answer the fresh profile's "Jupyter news" question with No, if it is there."""
+        """Answer the fresh profile's "Jupyter news" question with No, if it is there.
+
+        The answer is kept in the server's (temporary) settings, so only the first page waits for it.
+        """
+        if self.server.news_answered:
+            return
         toast = self.page.locator(".jp-Notification-Toast-Body, .Toastify__toast").filter(has_text="news")
         try:
-            toast.first.wait_for(state="visible", timeout=1500)
+            toast.first.wait_for(state="visible", timeout=3000)
         except Exception:  # noqa: BLE001 - the prompt is optional
             return
         toast.first.get_by_role("button", name=re.compile(r"^No$")).click()
+        toast.first.wait_for(state="hidden", timeout=5000)
+        self.server.news_answered = True
 
     def run_all(self, timeout: float = RUN_ALL_TIMEOUT) -> float:
         """Run → Run All Cells; wait until the kernel is idle and every code cell shows its count."""
@@ -437,7 +446,7 @@ class LessonPage:
 
     def run_state(self) -> dict[str, Any]:
         """Diagnostics: did the run start, the prompts, the kernel status."""
-        return self.page.evaluate("""() => {
+        return self.page.evaluate(r"""() => {
             const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
             const ind = document.querySelector('.jp-Notebook-ExecutionIndicator');
             const bar = [...document.querySelectorAll('#jp-main-statusbar *')].map(e => e.textContent)
@@ -473,9 +482,12 @@ class LessonPage:
             pass
 
     def open_and_run_all(self) -> None:
+        t0 = time.perf_counter()
         self.open()
+        t1 = time.perf_counter()
         self.run_all()
         self.wait_rendered()
+        self.timings.update(open=t1 - t0, run_all=time.perf_counter() - t1)
 
     # what the page shows
     def problems(self) -> list[str]:
@@ -539,6 +551,10 @@ def parse_status(text: str) -> tuple[dict[str, str], str]:
     return pairs, rest
 
 
+CHOICE_KINDS = ("dropdown", "togglebuttons", "radio")
+DISCRETE_KINDS = CHOICE_KINDS + ("checkbox", "toggle")
+
+
 @dataclass
 class Control:
     """One control of an explorer: its status-line name, its kind and its DOM element."""
@@ -573,6 +589,7 @@ class ExplorerView:
         self.index = index
         self.slider_step: dict[str, float] = {}
         self.last_valid: State | None = None
+        self._controls: list[Control] | None = None
 
     @property
     def class_name(self) -> str:
@@ -596,29 +613,26 @@ class ExplorerView:
         return State(raw["status"], values, raw["src"], raw["visible"], raw["naturalWidth"])
 
     def controls(self) -> list[Control]:
-        """The controls in the explorer's first row, named by the status line's pairs (same order)."""
+        """The controls in the explorer's first row, named by the status line's pairs (same order).
+
+        Found once per explorer (ipywidgets keeps a control's element while its value changes).
+        """
+        if self._controls is not None:
+            return self._controls
         names = list(self.state().values)
         row = self.box.locator(":scope > .widget-hbox").first
-        children = row.locator(":scope > *")
+        classes = row.evaluate("""row => [...row.children].map(c =>
+            c.className + (c.querySelector('.noUi-handle') ? ' widget-slider' : ''))""")
+        kinds = (("widget-slider", "slider"), ("widget-dropdown", "dropdown"), ("widget-checkbox", "checkbox"),
+                 ("widget-toggle-buttons", "togglebuttons"), ("widget-toggle-button", "toggle"),
+                 ("widget-radio", "radio"))
         found = []
-        for i in range(children.count()):
-            child = children.nth(i)
-            classes = child.get_attribute("class") or ""
-            if "widget-slider" in classes or child.locator(".noUi-handle").count():
-                kind = "slider"
-            elif "widget-dropdown" in classes:
-                kind = "dropdown"
-            elif "widget-checkbox" in classes:
-                kind = "checkbox"
-            elif "widget-toggle-buttons" in classes:
-                kind = "togglebuttons"
-            elif "widget-toggle-button" in classes:
-                kind = "toggle"
-            elif "widget-radio" in classes:
-                kind = "radio"
-            else:
-                kind = "other"
-            found.append(Control(names[i] if i < len(names) else f"control{i}", kind, child))
+        for i, cls in enumerate(classes):
+            words = cls.split()
+            kind = next((k for marker, k in kinds if marker in words), "other")
+            name = names[i] if i < len(names) else f"control{i}"
+            found.append(Control(name, kind, row.locator(f":scope > :nth-child({i + 1})")))
+        self._controls = found
         return found
 
     def control(self, name: str) -> Control:
@@ -630,18 +644,17 @@ class ExplorerView:
     # waiting
     def wait_for_value(self, name: str, before: State, expected: str | None = None,
                        timeout: float = WIDGET_TIMEOUT) -> State:
-        """Wait until the status line's ``name=`` pair differs from ``before`` (and matches ``expected``)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            now = self.state()
-            value = now.values.get(name)
-            changed = value is not None and value != before.values.get(name)
-            if changed and (expected is None or values_match(value, expected)):
-                return now
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{self.label}: after changing {name!r} the status line still shows "
-                                     f"{now.status!r} (before: {before.status!r}; expected {name}={expected})")
-            self.page.wait_for_timeout(25)
+        """Wait until the status line's ``name=`` pair differs from ``before`` (and matches ``expected``).
+
+        The waiting happens in the page (one round trip), checking at every change of the status.
+        """
+        result = self.box.evaluate(WAIT_FOR_VALUE_JS, {"name": name, "old": before.values.get(name),
+                                                       "expected": expected, "timeout": timeout * 1000})
+        now = self.state()
+        if not result["ok"]:
+            raise AssertionError(f"{self.label}: after changing {name!r} the status line still shows "
+                                 f"{now.status!r} (before: {before.status!r}; expected {name}={expected})")
+        return now
 
     def wait_for_image(self, old_src: str | None, timeout: float = 5.0) -> State:
         """Wait until the image's src differs from ``old_src`` and the new picture has loaded."""
@@ -710,11 +723,11 @@ class ExplorerView:
     def slider_info(self, control: Control) -> dict[str, Any]:
         """Position of a slider: ``now`` from its readout when numeric (``aria-valuenow`` is rounded
         to one decimal), else from ``aria-valuenow`` (e.g. a selection slider's index)."""
-        info = self.handle(control).evaluate("""h => ({now: parseFloat(h.getAttribute('aria-valuenow')),
-                                                     min: parseFloat(h.getAttribute('aria-valuemin')),
-                                                     max: parseFloat(h.getAttribute('aria-valuemax'))})""")
-        readout = control.locator.locator(".widget-readout")
-        info["readout"] = readout.first.inner_text().strip() if readout.count() else ""
+        info = control.locator.evaluate("""c => {
+            const h = c.querySelector('.noUi-handle'), r = c.querySelector('.widget-readout');
+            return {now: parseFloat(h.getAttribute('aria-valuenow')), min: parseFloat(h.getAttribute('aria-valuemin')),
+                    max: parseFloat(h.getAttribute('aria-valuemax')), readout: r ? r.textContent.trim() : ''};
+        }""")
         try:
             info["now"] = float(info["readout"])
         except ValueError:
@@ -735,9 +748,7 @@ class ExplorerView:
     def press(self, control: Control, key: str) -> dict[str, Any]:
         """Focus the slider's handle and press ``key``; return the slider's new position."""
         old = self.slider_info(control)
-        handle = self.handle(control)
-        handle.focus()
-        handle.press(key)
+        self.handle(control).press(key)  # focuses the handle first
         info = self.wait_slider_moved(control, old, f"{key} on {control.name}")
         if control.name not in self.slider_step:
             self.slider_step[control.name] = abs(info["now"] - old["now"]) or 1.0
@@ -801,36 +812,47 @@ class ExplorerView:
             return before
         return self.wait_for_value(name, before, info["readout"], timeout)
 
-    # other controls
-    def dropdown_moves(self, control: Control) -> None:
-        """Pick every other option once, then the first one again; each change checked."""
-        select = control.locator.locator("select").first
-        labels = [label.replace("\xa0", " ") for label in select.locator("option").all_inner_texts()]
-        start = select.evaluate("s => s.selectedIndex")
-        order = [i for i in range(len(labels)) if i != start] + [start]
-        for i in order:
-            before = self.state()
-            select.select_option(index=i)
-            self.check_change(control.name, before, None, f"{control.name} -> {labels[i]!r}", strict=False)
+    # discrete controls
+    def options(self, control: Control) -> tuple[list[Any], list[str], int]:
+        """A dropdown's, toggle-buttons' or radio buttons' options: (elements, labels, selected index)."""
+        if control.kind == "dropdown":
+            select = control.locator.locator("select").first
+            labels = select.locator("option").all_inner_texts()
+            return [select] * len(labels), labels, select.evaluate("s => s.selectedIndex")
+        items = control.locator.locator("button" if control.kind == "togglebuttons" else "input[type=radio]")
+        elements = [items.nth(i) for i in range(items.count())]
+        labels = [e.inner_text() if control.kind == "togglebuttons" else (e.get_attribute("value") or "")
+                  for e in elements]
+        if control.kind == "togglebuttons":
+            selected = [i for i, e in enumerate(elements) if "mod-active" in (e.get_attribute("class") or "")]
+        else:
+            selected = [i for i, e in enumerate(elements) if e.is_checked()]
+        return elements, labels, selected[0] if selected else -1
 
-    def click_moves(self, control: Control) -> None:
-        """Checkbox / toggle button: click, then click back; ToggleButtons / radio: each option."""
-        if control.kind == "checkbox":
-            targets = [control.locator.locator("input[type=checkbox]").first] * 2
-        elif control.kind == "toggle":
-            targets = [control.locator] * 2
-        elif control.kind == "togglebuttons":
-            buttons = control.locator.locator("button")
-            targets = [buttons.nth(i) for i in range(buttons.count())]
-        else:  # radio
-            inputs = control.locator.locator("input[type=radio]")
-            targets = [inputs.nth(i) for i in range(inputs.count())]
-        for i, target in enumerate(targets):
-            before = self.state()
-            if control.kind in ("togglebuttons", "radio") and (target.get_attribute("class") or "").count("mod-active"):
-                continue
-            target.click()
-            self.check_change(control.name, before, None, f"click {control.name} ({i + 1})", strict=False)
+    def choose(self, control: Control, index: int, *, strict: bool = False) -> State:
+        """Select option ``index`` of a dropdown / toggle buttons / radio buttons; check the change."""
+        elements, labels, _ = self.options(control)
+        before = self.state()
+        if control.kind == "dropdown":
+            elements[index].select_option(index=index)
+        else:
+            elements[index].click()
+        return self.check_change(control.name, before, None,
+                                 f"{control.name} -> {labels[index].replace(chr(160), ' ')!r}", strict=strict)
+
+    def discrete_moves(self, control: Control) -> None:
+        """Every other option once, then the first one again (checkbox / toggle: click, click back)."""
+        if control.kind in ("checkbox", "toggle"):
+            target = control.locator.locator("input[type=checkbox]").first if control.kind == "checkbox" \
+                else control.locator
+            for i in (1, 2):
+                before = self.state()
+                target.click()
+                self.check_change(control.name, before, None, f"click {control.name} ({i})", strict=False)
+            return
+        _, labels, start = self.options(control)
+        for i in [i for i in range(len(labels)) if i != start] + [start]:
+            self.choose(control, i)
 
     def exercise(self) -> list[str]:
         """Every control moved the ways a learner moves it, each from the explorer's first values.
@@ -850,17 +872,14 @@ class ExplorerView:
                 self.drag_move(control)
                 self.steps.append(f"back to {control.name}={initial['readout']} with arrow keys")
                 self.set_slider(control.name, initial["now"])
-            elif control.kind == "dropdown":
-                self.dropdown_moves(control)
-            elif control.kind in ("checkbox", "toggle", "togglebuttons", "radio"):
-                self.click_moves(control)
+            elif control.kind in DISCRETE_KINDS:
+                self.discrete_moves(control)
             else:
                 self.steps.append(f"(not driven: {control.name}, a {control.locator.get_attribute('class')})")
                 continue
             self.wait_back_to(start)
         for control in self.controls():
-            if control.kind in ("dropdown", "checkbox", "toggle", "togglebuttons", "radio") \
-                    and not self.picture_changes.get(control.name):
+            if control.kind in DISCRETE_KINDS and not self.picture_changes.get(control.name):
                 self.with_other_choices(control, start)
             assert control.kind == "other" or self.picture_changes.get(control.name, 0) > 0, (
                 f"{self.label}: no change of {control.name!r} changed the picture:\n  " + "\n  ".join(self.steps))
@@ -868,29 +887,19 @@ class ExplorerView:
 
     def with_other_choices(self, control: Control, start: State) -> None:
         """A discrete control that changed nothing from the first values (e.g. a mask convention
-        when no row is fully masked): try it again under each option of the other dropdowns."""
+        when no row is fully masked): try it again under each option of the other choice controls."""
         for other in self.controls():
-            if other.name == control.name or other.kind != "dropdown":
+            if other.name == control.name or other.kind not in CHOICE_KINDS:
                 continue
-            select = other.locator.locator("select").first
-            first = select.evaluate("s => s.selectedIndex")
-            for i in range(select.locator("option").count()):
+            _, labels, first = self.options(other)
+            for i in range(len(labels)):
                 if i == first:
                     continue
-                before = self.state()
-                select.select_option(index=i)
-                self.check_change(other.name, before, None, f"{other.name} -> option {i}", strict=False)
-                if self.state().valid:
-                    self.last_valid = self.state()
-                    if control.kind == "dropdown":
-                        self.dropdown_moves(control)
-                    else:
-                        self.click_moves(control)
+                if self.choose(other, i).valid:
+                    self.discrete_moves(control)
                 if self.picture_changes.get(control.name):
                     break
-            before = self.state()
-            select.select_option(index=first)
-            self.check_change(other.name, before, None, f"{other.name} back to option {first}", strict=False)
+            self.choose(other, first)
             self.wait_back_to(start)
             if self.picture_changes.get(control.name):
                 return
@@ -907,6 +916,36 @@ class ExplorerView:
                 raise AssertionError(f"{self.label}: after restoring, the status shows {now.status!r} "
                                      f"(expected the first values {start.status!r}; picture shown: {now.visible})")
             self.page.wait_for_timeout(25)
+
+
+# In the page: resolve when the explorer's status line shows a new value for `name` (matching
+# `expected` like values_match below), or after `timeout` ms. Mirrors parse_status.
+WAIT_FOR_VALUE_JS = r"""(box, {name, old, expected, timeout}) => new Promise(resolve => {
+    const status = () => box.querySelector(':scope > .widget-html code.explorer-status');
+    const value = () => {
+        const el = status();
+        if (!el) return null;
+        const part = el.textContent.split(' | ')[0].trim();
+        const re = /(\w+)=(.*?)(?= \w+=|$)/g;
+        let m;
+        while ((m = re.exec(part)) !== null) if (m[1] === name) return m[2];
+        return null;
+    };
+    const matches = v => {
+        if (expected === null || v === expected) return true;
+        const a = parseFloat(v), b = parseFloat(expected);
+        if (isNaN(a) || isNaN(b) || !/^[-+0-9.eE]+$/.test(v) || !/^[-+0-9.eE]+$/.test(expected)) return false;
+        const decimals = expected.includes('.') ? expected.split('.')[1].length : 0;
+        return Math.abs(a - b) <= 0.5 * Math.pow(10, -decimals) + 1e-9;
+    };
+    const done = () => { const v = value(); return v !== null && v !== old && matches(v); };
+    if (done()) { resolve({ok: true}); return; }
+    const observer = new MutationObserver(() => {
+        if (done()) { observer.disconnect(); clearTimeout(timer); resolve({ok: true}); }
+    });
+    observer.observe(box, {subtree: true, childList: true, characterData: true});
+    const timer = setTimeout(() => { observer.disconnect(); resolve({ok: done()}); }, timeout);
+})"""
 
 
 def values_match(shown: str, expected: str) -> bool:

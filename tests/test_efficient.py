@@ -349,3 +349,58 @@ def test_growth_plot_labels_each_line_with_its_slope():
     with pytest.raises(ValueError, match=r"series\['x'\] must hold 3 positive values"):
         growth_plot([1, 2, 3], {"x": [1, 2]})
     plt.close("all")
+
+
+def test_matmul_flop_counter_agrees_with_pytorchs_flop_counter():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from attn_helpers import count_matmul_flops
+
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(16, 4).eval()
+    x = torch.randn(2, 9, 16)
+    lin = torch.nn.Linear(7, 5)
+    a, b = torch.randn(3, 4, 7), torch.randn(3, 7, 2)
+
+    def work():
+        layer(x, mask=causal_mask(9))
+        lin(a)
+        torch.baddbmm(torch.zeros(3, 4, 2), a, b)
+        torch.addmm(torch.zeros(4, 2), a[0], b[0])
+
+    with torch.no_grad(), FlopCounterMode(display=False) as reference:
+        work()
+    assert count_matmul_flops(work) == reference.get_total_flops() > 0
+
+
+def test_a_cached_step_does_one_row_of_the_work_of_rerunning_the_layer():
+    from attn_helpers import count_matmul_flops
+
+    layer = MultiHeadAttention(16, 4).eval()
+    t = 20
+    x = torch.randn(1, t, 16)
+    cache = KVCache(t)
+    with torch.no_grad():
+        cached_attention_step(layer, x[:, :-1], cache)
+    step = count_matmul_flops(cached_attention_step, layer, x[:, -1:], cache)
+    assert count_matmul_flops(layer, x, mask=causal_mask(t)) == t * step
+    cache.truncate(t - 1)
+    assert cache.length == t - 1
+    with pytest.raises(ValueError, match=r"length must be an int in \[0, 19\]"):
+        cache.truncate(25)
+
+
+def test_fastest_seconds_is_at_most_the_median():
+    import time as _time
+
+    from attn_helpers import fastest_seconds
+
+    def sleepy():
+        _time.sleep(0.001)
+
+    fastest = fastest_seconds(sleepy, repeats=3, warmup=0)
+    assert 0.001 <= fastest <= median_seconds(sleepy, repeats=3, warmup=0)
+    with pytest.raises(ValueError, match="warmup must be an int >= 0"):
+        fastest_seconds(sleepy, warmup=-1)
+    with pytest.raises(TypeError, match="fn must be callable"):
+        fastest_seconds(3)

@@ -1,0 +1,232 @@
+"""Plain, tiled, PyTorch's fused and torch.nn.MultiheadAttention, side by side, as N grows.
+
+    python benchmarks/attention.py                      # N = 128 ... 4096 on the CPU (and CUDA if present)
+    python benchmarks/attention.py --sizes 256 1024 --repeats 3 --threads 1
+
+A script, not a test: timings depend on the machine and on what else runs on it, so it prints them
+(with the machine's load) instead of asserting them. Four implementations of the same attention,
+``softmax(q k^T / sqrt(head_dim)) v`` on ``q, k, v`` of shape ``(B, H, N, head_dim)``:
+
+* plain:  ``attn_helpers.scaled_dot_product_attention`` (lessons 02-07), builds the N x N matrices;
+* tiled:  ``attn_helpers.tiled_attention`` (lesson 09), FlashAttention's loop in Python, never does;
+* sdpa:   ``torch.nn.functional.scaled_dot_product_attention``, PyTorch's fused kernel;
+* nn.MHA: ``torch.nn.MultiheadAttention(H * head_dim, H, batch_first=True)`` in eval mode on
+  ``x (B, N, H * head_dim)``; it also runs its four projections (8 N (H head_dim)^2 extra FLOPs), so
+  it does more work than the other three.
+
+Time: the median over ``--repeats`` runs after one warm-up run; the implementations take turns in
+every round, so a burst of load from elsewhere hits all of them alike. Ratios are to plain.
+
+Peak memory, each way honest about what it sees:
+
+* CPU, tensor accounting: the peak bytes held by the tensors PyTorch operations return
+  (``attn_helpers.measure_peak_memory``), exact and repeatable; blind to scratch memory that a fused
+  kernel (sdpa, nn.MHA's fast path) allocates and frees inside one operation.
+* CPU, resident memory (Linux): what the operating system sees. Each call runs once to warm up,
+  then the process's peak resident memory is reset to what is resident (``/proc/self/clear_refs``)
+  and the call runs again; its new peak (``VmHWM``) minus the resident memory before the call is
+  reported. Sees kernel scratch too, but not small blocks the allocator reuses: a lower bound, exact
+  for the large N x N blocks. Skipped with ``--no-rss`` or where ``/proc`` cannot do this.
+* CUDA: ``torch.cuda.max_memory_allocated()`` above the memory in use before the call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from attn_helpers import measure_peak_memory, scaled_dot_product_attention, tiled_attention
+
+IMPLS = ("plain", "tiled", "sdpa", "nn.MHA")
+MiB = 2 ** 20
+
+
+def make_calls(N: int, *, batch: int, heads: int, head_dim: int, block_size: int,
+               device: str) -> dict[str, Callable[[], torch.Tensor]]:
+    """One zero-argument call per implementation, on fresh seeded inputs of length ``N``."""
+    g = torch.Generator(device="cpu").manual_seed(N)
+    q, k, v = (torch.randn(batch, heads, N, head_dim, generator=g).to(device) for _ in range(3))  # (B, H, N, hd)
+    x = torch.randn(batch, N, heads * head_dim, generator=g).to(device)  # (B, N, H * hd)
+    mha = torch.nn.MultiheadAttention(heads * head_dim, heads, batch_first=True).to(device).eval()
+    return {
+        "plain": lambda: scaled_dot_product_attention(q, k, v),
+        "tiled": lambda: tiled_attention(q, k, v, block_size=block_size),
+        "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
+        "nn.MHA": lambda: mha(x, x, x, need_weights=False)[0],
+    }
+
+
+def time_side_by_side(calls: dict[str, Callable[[], torch.Tensor]], repeats: int, device: str) -> dict[str, float]:
+    """Median seconds per implementation; every round runs each once, starting with a different one."""
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    names = list(calls)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    with torch.no_grad():
+        for name in names:  # warm-up
+            calls[name]()
+        sync()
+        for r in range(repeats):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                sync()
+                start = time.perf_counter()
+                calls[name]()
+                sync()
+                times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def peak_bytes(call: Callable[[], torch.Tensor], device: str) -> int:
+    """Peak memory of one call: tensor accounting on the CPU, the allocator's own peak on CUDA."""
+    if device == "cuda":
+        with torch.no_grad():
+            torch.cuda.synchronize()
+            before = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            call()
+            torch.cuda.synchronize()
+            return torch.cuda.max_memory_allocated() - before
+    return measure_peak_memory(call)
+
+
+# ------------------------------------------------------------------------------------ RSS check
+
+
+def _status_kib(field: str) -> int | None:
+    """A ``kB`` field of ``/proc/self/status`` (``VmRSS``: resident now, ``VmHWM``: its peak), in bytes."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _reset_peak_rss() -> bool:
+    """Set the process's peak resident memory back to what is resident now (Linux 4.0 and later)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def rss_peak(call: Callable[[], torch.Tensor]) -> int | None:
+    """Peak resident memory one call adds (bytes), as the operating system sees it; None if it cannot tell.
+
+    A warm-up call first (libraries, kernels and thread pools set themselves up and stay resident;
+    its temporaries are freed), then the peak is reset to what is resident now and the call runs again.
+    Sees everything, kernel scratch included, but not memory the allocator reuses from blocks freed
+    earlier, so small temporaries may not show: it is a lower bound, exact for large blocks.
+    """
+    with torch.no_grad():
+        call()
+        before = _status_kib("VmRSS")
+        if before is None or not _reset_peak_rss():
+            return None
+        call()
+        after = _status_kib("VmHWM")
+    return None if after is None else max(after - before, 0)
+
+
+# ------------------------------------------------------------------------------------ report
+
+
+def run_device(device: str, args: argparse.Namespace) -> None:
+    sizes = args.sizes
+    print(f"\n== {device}: float32, B={args.batch}, H={args.heads}, head_dim={args.head_dim}, "
+          f"tiled block_size={args.block_size}, median of {args.repeats} runs ==")
+    times: dict[int, dict[str, float]] = {}
+    peaks: dict[int, dict[str, int]] = {}
+    rss: dict[int, dict[str, int | None]] = {}
+    for N in sizes:
+        calls = make_calls(N, batch=args.batch, heads=args.heads, head_dim=args.head_dim,
+                           block_size=args.block_size, device=device)
+        times[N] = time_side_by_side(calls, args.repeats, device)
+        peaks[N] = {name: peak_bytes(call, device) for name, call in calls.items()}
+        if device == "cpu" and not args.no_rss:
+            rss[N] = {name: rss_peak(call) for name, call in calls.items()}
+        del calls
+        if device == "cuda":
+            torch.cuda.empty_cache()
+
+    print("\ntime (ms), and each as a multiple of plain's")
+    header = f"{'N':>6} | " + " ".join(f"{name:>9}" for name in IMPLS) + " | " + " ".join(f"{name + '/plain':>12}" for name in IMPLS[1:])
+    print(header)
+    print("-" * len(header))
+    for N in sizes:
+        t = times[N]
+        print(f"{N:>6} | " + " ".join(f"{1000 * t[name]:>9.2f}" for name in IMPLS) + " | "
+              + " ".join(f"{t[name] / t['plain']:>12.2f}" for name in IMPLS[1:]))
+
+    what = "tensors the operations return" if device == "cpu" else "torch.cuda.max_memory_allocated"
+    print(f"\npeak memory (MiB; {what}), and each as a fraction of plain's")
+    print(header)
+    print("-" * len(header))
+    for N in sizes:
+        p = peaks[N]
+        print(f"{N:>6} | " + " ".join(f"{p[name] / MiB:>9.2f}" for name in IMPLS) + " | "
+              + " ".join(f"{p[name] / p['plain']:>12.3f}" for name in IMPLS[1:]))
+
+    rss_known = bool(rss) and all(v is not None for r in rss.values() for v in r.values())
+    if rss_known:
+        print("\npeak resident memory added by one call (MiB; the operating system's count, fused kernels' "
+              "scratch included), and each as a fraction of plain's")
+        print(header)
+        print("-" * len(header))
+        for N in sizes:
+            r = rss[N]
+            print(f"{N:>6} | " + " ".join(f"{r[name] / MiB:>9.2f}" for name in IMPLS) + " | "
+                  + " ".join(f"{r[name] / r['plain']:>12.3f}" for name in IMPLS[1:]))
+    elif device == "cpu" and not args.no_rss:
+        print("\n(peak resident memory not measured: needs Linux's /proc/self/clear_refs)")
+
+    top = sizes[-1]
+    ratio = peaks[top]["tiled"] / peaks[top]["plain"]
+    print(f"\nN={top}: tiled peak memory {peaks[top]['tiled'] / MiB:.2f} MiB = {ratio:.1%} of plain's "
+          f"{peaks[top]['plain'] / MiB:.2f} MiB (below a tenth: {ratio < 0.1})"
+          + (f"; resident memory: {rss[top]['tiled'] / rss[top]['plain']:.1%} of plain's" if rss_known else ""))
+    print(f"N={top}: time tiled/plain = {times[top]['tiled'] / times[top]['plain']:.2f}, "
+          f"sdpa/plain = {times[top]['sdpa'] / times[top]['plain']:.2f}, "
+          f"nn.MHA/plain = {times[top]['nn.MHA'] / times[top]['plain']:.2f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[128, 256, 512, 1024, 2048, 4096])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--head-dim", type=int, default=64)
+    parser.add_argument("--block-size", type=int, default=128)
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads (default: PyTorch's choice)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="auto: the CPU, then CUDA when a GPU is present")
+    parser.add_argument("--no-rss", action="store_true", help="skip the peak resident memory measurement")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+          f"{torch.get_num_threads()} torch threads, load average {load:.1f} before the run")
+    devices = ["cpu", "cuda"] if args.device == "auto" else [args.device]
+    for device in devices:
+        if device == "cuda" and not torch.cuda.is_available():
+            print("\n(no CUDA GPU here: CPU only)" if args.device == "auto" else "\nCUDA requested but not available")
+            continue
+        run_device(device, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""Regenerate the README's pictures of the series in JupyterLab: docs/images/*.png.
+
+Opens the notebooks in real JupyterLab in headless Chromium (the browser tests' machinery,
+``tests/browser_support.py``), runs them, and saves three crops:
+
+* ``docs/images/heads_explorer.png`` — the multi-head explorer: its sliders, status line and the
+  heads' attention heatmaps (the shape table under it is left out);
+* ``docs/images/heads_not_possible.png`` — the same explorer at chan=64, num_heads=5: the picture
+  gives way to an explanation in words;
+* ``docs/images/heatmap_cell.png`` — a lesson cell and its heatmap, as a learner sees it.
+
+Each is kept under 150 KB (colours reduced if needed).
+
+    .venv/bin/python scripts/readme_screenshots.py
+
+Needs Chromium (env CHROMIUM, /usr/bin/chromium or chromium on PATH).
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from browser_support import (  # noqa: E402 - after the path set-up
+    NOTEBOOKS_DIR,
+    Browser,
+    ExplorerView,
+    JupyterServer,
+    LessonPage,
+    find_chromium,
+    with_tempdir,
+)
+
+OUT = REPO / "docs" / "images"
+MAX_BYTES = 150_000
+EXPLORER_NOTEBOOK = "05_multi_head.ipynb"
+HEATMAP_NOTEBOOK = "00_orientation.ipynb"
+HEATMAP_CELL_MARKER = "plotting.heatmap("  # the first code cell containing this, with its picture
+
+
+def save_small(png: bytes, path: Path) -> None:
+    """Write ``png``; if it is over the budget, with fewer colours (a screenshot has few anyway)."""
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if len(png) > MAX_BYTES:
+        image = Image.open(io.BytesIO(png)).convert("RGB")
+        for colours in (256, 128, 64):
+            buffer = io.BytesIO()
+            image.quantize(colors=colours, method=Image.Quantize.MEDIANCUT).save(buffer, "PNG", optimize=True)
+            png = buffer.getvalue()
+            if len(png) <= MAX_BYTES:
+                break
+    path.write_bytes(png)
+    print(f"{path.relative_to(REPO)}: {len(png) / 1000:.0f} KB")
+
+
+def explorer_crop(explorer: ExplorerView, with_image: bool = True) -> dict[str, float]:
+    """The box around the explorer's controls, status line and (optionally) picture, not its table."""
+    return explorer.box.evaluate("""(box, withImage) => {
+        const parts = [...box.children].filter(c => !c.classList.contains('widget-html') || c.querySelector('code.explorer-status'))
+            .filter(c => withImage || !c.matches('img'));
+        const rects = parts.map(p => p.getBoundingClientRect()).filter(r => r.width > 0 && r.height > 0);
+        const x = Math.min(...rects.map(r => r.left)) - 6, y = Math.min(...rects.map(r => r.top)) - 6;
+        const right = Math.max(...rects.map(r => r.right)) + 6, bottom = Math.max(...rects.map(r => r.bottom)) + 6;
+        return {x: Math.max(x, 0), y: Math.max(y, 0), width: right - Math.max(x, 0), height: bottom - Math.max(y, 0)};
+    }""", with_image)
+
+
+def shoot(lesson: LessonPage, clip: dict[str, float]) -> bytes:
+    """A screenshot of ``clip`` (page coordinates of the moment) with the viewport tall enough for it."""
+    page = lesson.page
+    return page.screenshot(clip=clip)
+
+
+def heads_pictures(server: JupyterServer, browser: Browser) -> None:
+    lesson = LessonPage(server, browser, NOTEBOOKS_DIR / EXPLORER_NOTEBOOK)
+    try:
+        lesson.open_and_run_all()
+        explorer = next(e for e in lesson.explorers() if e.class_name == "HeadsExplorer")
+        explorer.box.scroll_into_view_if_needed()
+        lesson.page.evaluate("() => document.activeElement && document.activeElement.blur()")
+        explorer.box.evaluate("b => b.scrollIntoView({block: 'start'})")
+        lesson.page.wait_for_timeout(300)
+        save_small(shoot(lesson, explorer_crop(explorer)), OUT / "heads_explorer.png")
+
+        explorer.set_slider("chan", 64)
+        state = explorer.set_slider("num_heads", 5)
+        assert "not possible" in state.status, state.status
+        lesson.page.evaluate("() => document.activeElement && document.activeElement.blur()")
+        lesson.page.wait_for_timeout(300)
+        save_small(shoot(lesson, explorer_crop(explorer, with_image=False)), OUT / "heads_not_possible.png")
+    finally:
+        lesson.close()
+
+
+def heatmap_picture(server: JupyterServer, browser: Browser) -> None:
+    import nbformat
+
+    path = NOTEBOOKS_DIR / HEATMAP_NOTEBOOK
+    cells = nbformat.read(path, as_version=4).cells
+    index = next(i for i, c in enumerate(cells) if c.cell_type == "code" and HEATMAP_CELL_MARKER in c.source
+                 and any("image/png" in o.get("data", {}) for o in c.get("outputs", [])))
+    lesson = LessonPage(server, browser, path)
+    try:
+        lesson.open_and_run_all()
+        cell = lesson.notebook.locator(".jp-Cell").nth(index)
+        cell.evaluate("c => c.scrollIntoView({block: 'start'})")
+        # Click outside the notebook so no cell shows the blue "active" bar.
+        lesson.page.evaluate("() => document.activeElement && document.activeElement.blur()")
+        lesson.page.wait_for_timeout(300)
+        save_small(cell.screenshot(), OUT / "heatmap_cell.png")
+    finally:
+        lesson.close()
+
+
+def main() -> int:
+    chromium = find_chromium()
+    if chromium is None:
+        print("no Chromium found: set CHROMIUM or install Debian's chromium", file=sys.stderr)
+        return 2
+    with with_tempdir() as tmp, JupyterServer(Path(tmp)) as server:
+        browser = Browser(chromium, width=1100, height=1400)
+        try:
+            heads_pictures(server, browser)
+            heatmap_picture(server, browser)
+        finally:
+            browser.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

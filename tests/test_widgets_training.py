@@ -1,0 +1,128 @@
+"""Lesson 08's widgets driven without a browser: the snapshot explorer's slider and dropdown change the
+picture and the status line, a step a run did not record is explained in words, the progress bar
+counts every step of every run, and the static pictures draw."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from attn_helpers import widgets  # noqa: E402
+from attn_helpers.training import LookupTask, PreviousTokenTask, TrainConfig, train_many  # noqa: E402
+
+CONFIG = TrainConfig(steps=20, snapshot_every=5, held_out=32)
+JOBS = {
+    "previous token": (PreviousTokenTask(), CONFIG.replace(steps=10)),
+    "lookup": (LookupTask(), CONFIG),
+    "lookup, 2 layers": (LookupTask(), CONFIG.replace(num_layers=2)),
+}
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return train_many(JOBS)
+
+
+@pytest.fixture
+def explorer(runs):
+    return widgets.AttentionSnapshotExplorer(runs, run="lookup", step=10)
+
+
+def test_starts_valid_with_a_stable_one_line_repr(explorer, runs):
+    assert explorer.valid
+    run = runs["lookup"]
+    i = run.snapshot(10)
+    expected = (f"run=lookup step=10 | held-out accuracy {run.held_out_accuracy[i].item():.3f}, pattern match: "
+                f"head 0 {run.pattern_match[i, 0, 0].item():.2f}, head 1 {run.pattern_match[i, 0, 1].item():.2f}")
+    assert explorer.last_status == expected
+    assert repr(explorer) == f"AttentionSnapshotExplorer({expected})"
+    assert "\n" not in repr(explorer)
+
+
+def test_default_step_is_the_last(runs):
+    assert widgets.AttentionSnapshotExplorer(runs).last_status.startswith("run=previous token step=10 |")
+
+
+def test_step_slider_changes_picture_status_and_marker(explorer):
+    before, status = explorer.image.value, explorer.last_status
+    explorer.set(step=15)
+    assert explorer.valid and explorer.image.value != before
+    assert explorer.last_status.startswith("run=lookup step=15 |") and explorer.last_status != status
+    assert list(explorer.marker.get_xdata()) == [15, 15]
+    assert explorer.titles[0].get_text().startswith("head 0: match ")
+
+
+def test_run_dropdown_redraws_for_the_runs_heads(explorer, runs):
+    before = explorer.image.value
+    explorer.set(run="lookup, 2 layers")
+    assert explorer.valid and explorer.image.value != before
+    assert len(explorer.images) == 4 and "layer 1 head 1" in explorer.last_status
+    explorer.set(run="previous token")
+    assert explorer.valid and len(explorer.images) == 2
+    assert explorer.last_status.startswith("run=previous token step=10 |")
+
+
+def test_a_step_the_run_did_not_reach_is_explained(explorer):
+    explorer.set(run="previous token", step=20)
+    assert not explorer.valid
+    assert "not possible: the run 'previous token' trained for 10 steps" in explorer.last_status
+    assert "Traceback" not in explorer.last_status and explorer.image.layout.visibility == "hidden"
+    explorer.set(step=5)
+    assert explorer.valid and explorer.image.layout.visibility == "visible"
+
+
+def test_a_step_between_snapshots_is_explained(runs):
+    explorer = widgets.AttentionSnapshotExplorer(
+        {"every 5": runs["lookup"], "every 10": train_many({"x": (LookupTask(), CONFIG.replace(snapshot_every=10))})["x"]},
+        run="every 10", step=10)
+    assert explorer.controls["step"].step == 5
+    explorer.set(step=15)
+    assert not explorer.valid and "kept a snapshot every 10 steps" in explorer.last_status
+
+
+def test_fast_redraw_shows_the_same_picture_as_a_full_render(explorer):
+    from test_widgets_masking import full_render_differs
+
+    explorer.set(step=20)
+    assert full_render_differs(explorer) < 0.005
+
+
+def test_bad_arguments(runs):
+    with pytest.raises(ValueError, match="run must be one of"):
+        widgets.AttentionSnapshotExplorer(runs, run="nope")
+    with pytest.raises(ValueError, match=r"step must be a multiple of 5 in \[0, 20\]"):
+        widgets.AttentionSnapshotExplorer(runs, step=7)
+    with pytest.raises(TypeError, match="TrainingRun"):
+        widgets.AttentionSnapshotExplorer({"x": 1})
+
+
+def test_progress_bar_counts_every_step_of_every_run():
+    bar = widgets.TrainingProgress(JOBS)
+    assert bar.total == 50 and bar.bar.max == 50 and repr(bar) == "TrainingProgress(0 of 50 steps)"
+    bar("lookup", 5, 20)
+    assert bar.bar.value == 15 and bar.label.value == "lookup: step 5 of 20"
+    bar("lookup, 2 layers", 20, 20)
+    assert bar.bar.value == 50 and bar.bar.bar_style == "success" and bar.label.value == "done: 50 steps"
+    assert "text/plain" in bar._repr_mimebundle_()
+    with pytest.raises(ValueError, match="unknown run"):
+        bar("other", 1, 2)
+
+
+def test_progress_bar_follows_a_real_training_run():
+    bar = widgets.TrainingProgress({"a": JOBS["previous token"]})
+    train_many({"a": JOBS["previous token"]}, progress=bar)
+    assert bar.bar.value == bar.total == 10
+
+
+def test_static_pictures(runs):
+    figure = widgets.plot_learning_curves(runs)
+    assert len(figure.axes) == 3 and len(figure.axes[1].lines) == 3 + 1  # one per run + the 99% line
+    plt.close(figure)
+    figure = widgets.plot_snapshots(runs["lookup, 2 layers"], [0, 10, 20])
+    assert len(figure.axes) == 4 * 3 + 1 + 1  # 4 heads x 3 steps, the ideal, the colour bar
+    assert figure.axes[0].get_title() == f"step 0: match {runs['lookup, 2 layers'].pattern_match[0, 0, 0].item():.2f}"
+    plt.close(figure)
+    with pytest.raises(ValueError, match="no snapshot at step 3"):
+        widgets.plot_snapshots(runs["lookup"], [3])
