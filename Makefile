@@ -2,6 +2,7 @@
 #   make lab        set up .venv if needed, then open the series in JupyterLab (localhost only)
 #   make test       set up .venv if needed, then run every test (unit, notebooks, browser)
 #   make notebooks  re-execute every notebook from a clean kernel and save its outputs
+#   make bench / make bench-attention   explorer redraw times / plain vs tiled vs PyTorch attention
 # Only Python 3.10+ is needed beforehand; everything else comes from PyPI.
 
 PYTHON ?= python3
@@ -16,7 +17,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 # Variables that leak from the shell into a kernel and change what a notebook prints.
 CLEAN_ENV := env -u MPLBACKEND -u PYTHONWARNINGS
 
-.PHONY: setup lab test notebooks bench clean
+.PHONY: setup lab test notebooks bench bench-attention clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,10 +36,13 @@ test: setup
 	@echo "Screenshots of the browser run (if any): $(CURDIR)/build/screenshots"
 
 notebooks: setup
-	$(CLEAN_ENV) $(BIN)/python scripts/run_notebooks.py $(NB)
+	$(CLEAN_ENV) $(BIN)/python scripts/run_notebooks.py --update-readme README.md $(NB)
 
 bench: setup
 	$(BIN)/python benchmarks/widgets.py
+
+bench-attention: setup
+	$(BIN)/python benchmarks/attention.py --threads 1
 
 clean:
 	rm -rf build .pytest_cache

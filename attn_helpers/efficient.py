@@ -27,6 +27,7 @@ from .attention import (
     _check_qkv,
     _check_tensor,
     _shape,
+    broadcast_shape,
     merge_heads,
     scaled_dot_product_attention,
     split_heads,
@@ -142,11 +143,11 @@ def tiled_attention(
     if not isinstance(is_causal, bool):
         raise TypeError(f"is_causal must be True or False, got {is_causal!r}")
     n_q, n_k = q.shape[-2], k.shape[-2]
-    scores_shape = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (n_q, n_k)
+    scores_shape = broadcast_shape(q.shape[:-2], k.shape[:-2]) + (n_q, n_k)
     if mask is not None:
         mask = _check_mask(mask, torch.Size(scores_shape)).expand(scores_shape)  # (..., N_q, N_k), a view
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
-    out_batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    out_batch = broadcast_shape(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     out = q.new_empty(*out_batch, n_q, v.shape[-1])  # (..., N_q, d_v), filled block by block
     for i0 in range(0, n_q, block_size):
         i1 = min(i0 + block_size, n_q)
@@ -348,7 +349,7 @@ def grouped_query_attention(
     k_groups = k.unsqueeze(-3)  # (..., G, 1, N_k, d_k)
     v_groups = v.unsqueeze(-3)  # (..., G, 1, N_k, d_v)
     if mask is not None:
-        scores_shape = torch.broadcast_shapes(q.shape[:-2], k.shape[:-3] + (H,)) + (q.shape[-2], k.shape[-2])
+        scores_shape = broadcast_shape(q.shape[:-2], k.shape[:-3] + (H,)) + (q.shape[-2], k.shape[-2])
         mask = _check_mask(mask, torch.Size(scores_shape)).expand(scores_shape)  # (..., H, N_q, N_k)
         mask = mask.unflatten(-3, (G, per_group))  # (..., G, H/G, N_q, N_k)
     out = scaled_dot_product_attention(q_groups, k_groups, v_groups, mask, scale=scale)  # (..., G, H/G, N_q, d_v)

@@ -138,7 +138,8 @@ class _LetterSequenceTask(Task):
         return one.expand(tokens.shape[0], -1, -1).clone()  # (B, N, N)
 
     def token_labels(self, tokens: Tensor) -> list[str]:
-        return [LETTERS[t] for t in _check_tokens(tokens.reshape(1, -1), self)[0].tolist()]
+        tokens = _check_tokens(tokens.reshape(1, -1), self)[0]  # (1, N) checked, then (N,)
+        return [LETTERS[t] for t in tokens.tolist()]
 
 
 class PreviousTokenTask(_LetterSequenceTask):
@@ -219,7 +220,7 @@ class LookupTask(Task):
         return letters.masked_fill(letters < 0, -1)
 
     def token_labels(self, tokens: Tensor) -> list[str]:
-        tokens = _check_tokens(tokens.reshape(1, -1), self)[0]
+        tokens = _check_tokens(tokens.reshape(1, -1), self)[0]  # (1, N) checked, then (N,)
         P, D = self.num_pairs, self.num_digits
         pairs = [f"{LETTERS[t // D].upper()}{t % D}" for t in tokens[:P].tolist()]
         questions = [f"{LETTERS[t - self.num_letters * D].upper()}?" for t in tokens[P:].tolist()]
@@ -521,8 +522,8 @@ def _train(task: Task, config: TrainConfig, progress: Callable[[int, int], None]
             model.eval()
             with torch.no_grad():
                 logits, weights = model(held_tokens, return_weights=True)  # (B, N, C), (B, L, H, N, N)
-                held_loss.append(F.cross_entropy(logits.reshape(-1, task.n_classes), held_targets.reshape(-1),
-                                                 ignore_index=IGNORE).item())
+                held_loss.append(F.cross_entropy(logits.reshape(-1, task.n_classes),  # (B*N, C)
+                                                 held_targets.reshape(-1), ignore_index=IGNORE).item())  # (B*N,)
                 scored = held_targets != IGNORE  # (B, N)
                 held_acc.append((logits.argmax(dim=-1) == held_targets)[scored].to(dtype).mean().item())
                 matches.append(pattern_match(weights, held_ideal))  # (L, H)
@@ -535,7 +536,8 @@ def _train(task: Task, config: TrainConfig, progress: Callable[[int, int], None]
         tokens, targets = task.sample(config.batch_size, batches)  # (batch, N) each
         seen.update(tuple(row) for row in tokens.tolist())
         logits = model(tokens)  # (batch, N, C)
-        loss = F.cross_entropy(logits.reshape(-1, task.n_classes), targets.reshape(-1), ignore_index=IGNORE)
+        loss = F.cross_entropy(logits.reshape(-1, task.n_classes),  # (batch*N, C)
+                               targets.reshape(-1), ignore_index=IGNORE)  # (batch*N,)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -608,6 +610,6 @@ def pattern_match_table(run: TrainingRun, *, every: int | None = None) -> str:
     for i, step in enumerate(run.steps):
         if every is not None and step % every and step != run.steps[-1]:
             continue
-        values = "  ".join(f"{v:>7.2f}" for v in run.pattern_match[i].reshape(-1).tolist())
+        values = "  ".join(f"{v:>7.2f}" for v in run.pattern_match[i].reshape(-1).tolist())  # (L*H,)
         lines.append(f"{step:>5}  {run.held_out_accuracy[i].item():>8.3f}  {values}")
     return "\n".join(lines)

@@ -22,17 +22,20 @@ Peak memory, each way honest about what it sees:
 * CPU, tensor accounting: the peak bytes held by the tensors PyTorch operations return
   (``attn_helpers.measure_peak_memory``), exact and repeatable; blind to scratch memory that a fused
   kernel (sdpa, nn.MHA's fast path) allocates and frees inside one operation.
-* CPU, resident memory (Linux): what the operating system sees. Each call runs once to warm up,
-  then the process's peak resident memory is reset to what is resident (``/proc/self/clear_refs``)
-  and the call runs again; its new peak (``VmHWM``) minus the resident memory before the call is
-  reported. Sees kernel scratch too, but not small blocks the allocator reuses: a lower bound, exact
-  for the large N x N blocks. Skipped with ``--no-rss`` or where ``/proc`` cannot do this.
+* CPU, resident memory (Linux, glibc): what the operating system sees, kernel scratch included.
+  After all timings, glibc is told to give every block of 64 KiB or more its own pages (returned
+  when freed); then each call runs once to warm up, glibc hands the pages of its free blocks back
+  (``malloc_trim``), the process's peak resident memory is reset to what is resident
+  (``/proc/self/clear_refs``), and the call runs again: its new peak (``VmHWM``) minus the resident
+  memory before it is reported. Counted in whole pages; blocks that reuse pages still resident are
+  missed, so it is a lower bound. Skipped with ``--no-rss`` or where this is not possible.
 * CUDA: ``torch.cuda.max_memory_allocated()`` above the memory in use before the call.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import platform
 import statistics
@@ -121,16 +124,43 @@ def _reset_peak_rss() -> bool:
         return False
 
 
+def _libc() -> ctypes.CDLL | None:
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None
+
+
+def _mmap_large_blocks() -> bool:
+    """Make glibc give every new block of 64 KiB or more its own pages, returned to the system when freed.
+
+    By default glibc raises that threshold as large blocks are freed (up to 32 MiB), then serves
+    blocks below it from memory it keeps, which the resident count cannot see being reused. Called
+    only after every timing, because it changes how fast large allocations are.
+    """
+    libc = _libc()
+    return bool(libc and libc.mallopt(-3, 64 * 1024))  # M_MMAP_THRESHOLD
+
+
+def _release_free_memory() -> None:
+    """Hand the pages of every free block glibc keeps back to the system, so reusing them shows."""
+    libc = _libc()
+    if libc:
+        libc.malloc_trim(0)
+
+
 def rss_peak(call: Callable[[], torch.Tensor]) -> int | None:
     """Peak resident memory one call adds (bytes), as the operating system sees it; None if it cannot tell.
 
     A warm-up call first (libraries, kernels and thread pools set themselves up and stay resident;
     its temporaries are freed), then the peak is reset to what is resident now and the call runs again.
-    Sees everything, kernel scratch included, but not memory the allocator reuses from blocks freed
-    earlier, so small temporaries may not show: it is a lower bound, exact for large blocks.
+    Sees everything, kernel scratch included, in whole pages: with :func:`_mmap_large_blocks` and
+    :func:`_release_free_memory`, every block that needs fresh pages, which is nearly all of them.
     """
     with torch.no_grad():
         call()
+        _release_free_memory()
         before = _status_kib("VmRSS")
         if before is None or not _reset_peak_rss():
             return None
@@ -140,6 +170,10 @@ def rss_peak(call: Callable[[], torch.Tensor]) -> int | None:
 
 
 # ------------------------------------------------------------------------------------ report
+
+
+def _fraction(part: float, whole: float, spec: str = ".3f") -> str:
+    return format(part / whole, spec) if whole else "n/a"
 
 
 def run_device(device: str, args: argparse.Namespace) -> None:
@@ -154,8 +188,6 @@ def run_device(device: str, args: argparse.Namespace) -> None:
                            block_size=args.block_size, device=device)
         times[N] = time_side_by_side(calls, args.repeats, device)
         peaks[N] = {name: peak_bytes(call, device) for name, call in calls.items()}
-        if device == "cpu" and not args.no_rss:
-            rss[N] = {name: rss_peak(call) for name, call in calls.items()}
         del calls
         if device == "cuda":
             torch.cuda.empty_cache()
@@ -178,6 +210,12 @@ def run_device(device: str, args: argparse.Namespace) -> None:
         print(f"{N:>6} | " + " ".join(f"{p[name] / MiB:>9.2f}" for name in IMPLS) + " | "
               + " ".join(f"{p[name] / p['plain']:>12.3f}" for name in IMPLS[1:]))
 
+    if device == "cpu" and not args.no_rss and _mmap_large_blocks():  # after every timing: see its docstring
+        for N in sizes:
+            calls = make_calls(N, batch=args.batch, heads=args.heads, head_dim=args.head_dim,
+                               block_size=args.block_size, device=device)
+            rss[N] = {name: rss_peak(call) for name, call in calls.items()}
+            del calls
     rss_known = bool(rss) and all(v is not None for r in rss.values() for v in r.values())
     if rss_known:
         print("\npeak resident memory added by one call (MiB; the operating system's count, fused kernels' "
@@ -187,15 +225,15 @@ def run_device(device: str, args: argparse.Namespace) -> None:
         for N in sizes:
             r = rss[N]
             print(f"{N:>6} | " + " ".join(f"{r[name] / MiB:>9.2f}" for name in IMPLS) + " | "
-                  + " ".join(f"{r[name] / r['plain']:>12.3f}" for name in IMPLS[1:]))
+                  + " ".join(f"{_fraction(r[name], r['plain']):>12}" for name in IMPLS[1:]))
     elif device == "cpu" and not args.no_rss:
-        print("\n(peak resident memory not measured: needs Linux's /proc/self/clear_refs)")
+        print("\n(peak resident memory not measured: needs Linux's glibc and /proc/self/clear_refs)")
 
     top = sizes[-1]
     ratio = peaks[top]["tiled"] / peaks[top]["plain"]
     print(f"\nN={top}: tiled peak memory {peaks[top]['tiled'] / MiB:.2f} MiB = {ratio:.1%} of plain's "
           f"{peaks[top]['plain'] / MiB:.2f} MiB (below a tenth: {ratio < 0.1})"
-          + (f"; resident memory: {rss[top]['tiled'] / rss[top]['plain']:.1%} of plain's" if rss_known else ""))
+          + (f"; resident memory: {_fraction(rss[top]['tiled'], rss[top]['plain'], '.1%')} of plain's" if rss_known else ""))
     print(f"N={top}: time tiled/plain = {times[top]['tiled'] / times[top]['plain']:.2f}, "
           f"sdpa/plain = {times[top]['sdpa'] / times[top]['plain']:.2f}, "
           f"nn.MHA/plain = {times[top]['nn.MHA'] / times[top]['plain']:.2f}")

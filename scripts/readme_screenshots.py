@@ -72,9 +72,8 @@ def explorer_crop(explorer: ExplorerView, with_image: bool = True) -> dict[str, 
 
 
 def shoot(lesson: LessonPage, clip: dict[str, float]) -> bytes:
-    """A screenshot of ``clip`` (page coordinates of the moment) with the viewport tall enough for it."""
-    page = lesson.page
-    return page.screenshot(clip=clip)
+    """A screenshot of ``clip`` (JupyterLab never scrolls the page itself: viewport coordinates)."""
+    return lesson.page.screenshot(clip=clip)
 
 
 def heads_pictures(server: JupyterServer, browser: Browser) -> None:

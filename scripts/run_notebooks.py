@@ -75,14 +75,29 @@ def execute(path: Path) -> float:
     return seconds
 
 
+def update_readme_times(readme: Path, seconds: dict[str, float]) -> None:
+    """Write each notebook's measured time into its row of the README index ("runs in" column)."""
+    lines = readme.read_text(encoding="utf-8").splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        for name, value in seconds.items():
+            if line.startswith("|") and f"](notebooks/{name})" in line:
+                cells = line.split("|")
+                cells[4] = f" {value:.0f} s "  # | # | notebook | what you learn | runs in | Colab |
+                lines[i] = "|".join(cells)
+    readme.write_text("".join(lines), encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="+", type=Path)
+    parser.add_argument("--update-readme", type=Path, metavar="README",
+                        help="write the measured times into this README's notebook index")
     args = parser.parse_args(argv)
     over = []
+    times: dict[str, float] = {}
     print(f"{'notebook':<40} seconds")
     for path in sorted(args.notebooks):
-        seconds = execute(path)
+        seconds = times[path.name] = execute(path)
         found = problems(nbformat.read(path, as_version=4))
         if found:
             print(f"{path.name}: saved, but it has errors or stderr output:", *found, sep="\n  ")
@@ -91,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{path.name:<40} {seconds:7.1f}{flag}", flush=True)
         if seconds >= BUDGET_SECONDS:
             over.append(path.name)
+    if args.update_readme:
+        update_readme_times(args.update_readme, times)
     return 1 if over else 0  # over budget or with errors: make notebooks fails
 
 

@@ -74,6 +74,10 @@ WIDGET_FAILURES = ("Error displaying widget", "Model not found", "Failed to load
 STATIC_PNG = '.jp-OutputArea-output[data-mime-type="image/png"] img'
 
 
+# Resolves after the browser has laid out and painted twice (e.g. after a viewport resize).
+NEXT_FRAMES_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(r, 50))))"
+
+
 # -- what is being tested ------------------------------------------------------------------------
 def lesson_notebooks() -> list[Path]:
     """The series' notebooks, in order; scratch files (``99_*``) are not part of it."""
@@ -456,13 +460,25 @@ class LessonPage:
         }""")
 
     def _wait_run_finished(self, timeout: float) -> None:
+        # Finished: the run started, no cell is queued or running ([*]) any more, the kernel is idle.
+        # (A cell that raises stops Run All: the cells after it keep no count, see unexecuted_cells.)
         self.page.wait_for_function("""() => {
             if (!window.__sawBusy) return false;
             const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
             const prompts = [...nb.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')];
-            const done = prompts.every(p => /^\\[\\d+\\]:$/.test(p.textContent.trim()));
-            return done && document.querySelector(".jp-Notebook-ExecutionIndicator[data-status='idle']") !== null;
+            const running = prompts.some(p => p.textContent.includes('*'));
+            return !running && document.querySelector(".jp-Notebook-ExecutionIndicator[data-status='idle']") !== null;
         }""", timeout=timeout * 1000, polling=100)
+
+    def unexecuted_cells(self) -> list[str]:
+        """Code cells without an execution count after Run All, as "cell N: first line"."""
+        return self.notebook.evaluate(r"""nb => [...nb.querySelectorAll('.jp-Cell')].map((c, i) => {
+            if (!c.classList.contains('jp-CodeCell')) return null;
+            const prompt = c.querySelector('.jp-InputArea-prompt').textContent.trim();
+            if (/^\[\d+\]:$/.test(prompt)) return null;
+            const line = (c.querySelector('.cm-line') || {textContent: ''}).textContent;
+            return `cell ${i} ${prompt} ${line.slice(0, 80)}`;
+        }).filter(x => x)""")
 
     def wait_rendered(self, timeout: float = 30.0) -> None:
         """Wait until the committed number of explorers and figures are there and loaded (or time out)."""
@@ -520,11 +536,11 @@ class LessonPage:
         }""")
         page.set_viewport_size({"width": size["width"], "height": max(size["height"], min(int(height), 16000))})
         try:
-            page.wait_for_timeout(400)  # JupyterLab re-lays out on resize
+            page.evaluate(NEXT_FRAMES_JS)  # JupyterLab re-lays out on resize
             page.screenshot(path=str(path))
         finally:
             page.set_viewport_size(size)
-            page.wait_for_timeout(200)
+            page.evaluate(NEXT_FRAMES_JS)
         return path
 
     def wait_kernel_gone(self, timeout: float = 15.0) -> None:
@@ -887,22 +903,32 @@ class ExplorerView:
 
     def with_other_choices(self, control: Control, start: State) -> None:
         """A discrete control that changed nothing from the first values (e.g. a mask convention
-        when no row is fully masked): try it again under each option of the other choice controls."""
+        when no row is fully masked): try one other value of it under each option of the other
+        choice controls (last options first: the special cases tend to come last), until the
+        picture changes."""
         for other in self.controls():
             if other.name == control.name or other.kind not in CHOICE_KINDS:
                 continue
             _, labels, first = self.options(other)
-            for i in range(len(labels)):
-                if i == first:
+            for i in reversed(range(len(labels))):
+                if i == first or not self.choose(other, i).valid:
                     continue
-                if self.choose(other, i).valid:
-                    self.discrete_moves(control)
+                self.one_other_value(control)
                 if self.picture_changes.get(control.name):
                     break
             self.choose(other, first)
             self.wait_back_to(start)
             if self.picture_changes.get(control.name):
                 return
+
+    def one_other_value(self, control: Control) -> None:
+        """Change a discrete control to one other value and back, each change checked."""
+        if control.kind in ("checkbox", "toggle"):
+            self.discrete_moves(control)
+            return
+        _, labels, current = self.options(control)
+        self.choose(control, (current + 1) % len(labels))
+        self.choose(control, current)
 
     def wait_back_to(self, start: State, timeout: float = WIDGET_TIMEOUT) -> None:
         """After a control is restored: the status shows the first values and the picture is back."""
@@ -933,9 +959,10 @@ WAIT_FOR_VALUE_JS = r"""(box, {name, old, expected, timeout}) => new Promise(res
     };
     const matches = v => {
         if (expected === null || v === expected) return true;
-        const a = parseFloat(v), b = parseFloat(expected);
-        if (isNaN(a) || isNaN(b) || !/^[-+0-9.eE]+$/.test(v) || !/^[-+0-9.eE]+$/.test(expected)) return false;
-        const decimals = expected.includes('.') ? expected.split('.')[1].length : 0;
+        v = v.replaceAll(',', ''); const e = expected.replaceAll(',', '');  // readouts may group digits
+        const a = parseFloat(v), b = parseFloat(e);
+        if (isNaN(a) || isNaN(b) || !/^[-+0-9.eE]+$/.test(v) || !/^[-+0-9.eE]+$/.test(e)) return false;
+        const decimals = e.includes('.') ? e.split('.')[1].length : 0;
         return Math.abs(a - b) <= 0.5 * Math.pow(10, -decimals) + 1e-9;
     };
     const done = () => { const v = value(); return v !== null && v !== old && matches(v); };
@@ -952,6 +979,7 @@ def values_match(shown: str, expected: str) -> bool:
     """Does the status line's value agree with what the control displays (readout, label)?"""
     if shown == expected:
         return True
+    shown, expected = shown.replace(",", ""), expected.replace(",", "")  # readouts may group digits: 8,192
     try:
         a, b = float(shown), float(expected)
     except ValueError:
@@ -968,9 +996,8 @@ def chromium_path() -> str:
 
 @pytest.fixture(scope="session")
 def screenshot_dir() -> Path:
+    """``build/screenshots``; each notebook's old pictures are removed when its page opens."""
     SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
-    for old in SCREENSHOT_DIR.glob("*.png"):
-        old.unlink()
     return SCREENSHOT_DIR
 
 
@@ -1003,6 +1030,8 @@ def lesson(request: pytest.FixtureRequest, jupyter_server: JupyterServer, browse
     """One notebook (``request.param``, a path) opened and Run All done; closed with its kernel after."""
     page = LessonPage(jupyter_server, browser, request.param)
     stem = Path(page.name).stem
+    for old in screenshot_dir.glob(f"{stem}__*"):
+        old.unlink(missing_ok=True)
     try:
         try:
             page.open_and_run_all()

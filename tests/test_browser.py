@@ -60,6 +60,8 @@ def test_run_all_shows_every_output(lesson: LessonPage):
     committed = lesson.committed
     problems = lesson.problems()
     assert not problems, f"{lesson.name}: outputs a learner must not see after Run All:\n" + "\n".join(problems)
+    unexecuted = lesson.unexecuted_cells()
+    assert not unexecuted, f"{lesson.name}: code cells Run All did not execute:\n" + "\n".join(unexecuted)
 
     figures = lesson.static_images()
     assert len(figures) == committed.n_static_png, (

@@ -390,17 +390,23 @@ def test_a_cached_step_does_one_row_of_the_work_of_rerunning_the_layer():
         cache.truncate(25)
 
 
-def test_fastest_seconds_is_at_most_the_median():
-    import time as _time
-
+def test_fastest_and_median_seconds_pick_from_the_same_runs(monkeypatch):
+    import attn_helpers.efficient as efficient
     from attn_helpers import fastest_seconds
 
-    def sleepy():
-        _time.sleep(0.001)
+    durations = iter([0.5, 3.0, 1.0, 2.0] * 2)  # warm-up run untimed; then runs of 3, 1 and 2 seconds
+    clock = {"now": 0.0}
 
-    fastest = fastest_seconds(sleepy, repeats=3, warmup=0)
-    assert 0.001 <= fastest <= median_seconds(sleepy, repeats=3, warmup=0)
+    def fake_perf_counter():
+        return clock["now"]
+
+    def work():
+        clock["now"] += next(durations)
+
+    monkeypatch.setattr(efficient.time, "perf_counter", fake_perf_counter)
+    assert fastest_seconds(work, repeats=3, warmup=1) == 1.0
+    assert median_seconds(work, repeats=3, warmup=1) == 2.0
     with pytest.raises(ValueError, match="warmup must be an int >= 0"):
-        fastest_seconds(sleepy, warmup=-1)
+        fastest_seconds(work, warmup=-1)
     with pytest.raises(TypeError, match="fn must be callable"):
         fastest_seconds(3)
