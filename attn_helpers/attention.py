@@ -326,6 +326,14 @@ class _Traceable(nn.Module):
         super().__init__()
         self._observers: list[Callable[[nn.Module, Intermediates], None]] = []
 
+    def _set_sizes(self, dim: int, chan: int, num_heads: int, qk_scale: float | None) -> None:
+        """Check and store ``dim``, ``chan``, ``num_heads``, ``head_dim`` and ``scale`` (seed 000's sizes)."""
+        self.dim = _check_positive_int("dim", dim)
+        self.chan = _check_positive_int("chan", chan)
+        self.num_heads = num_heads
+        self.head_dim = _check_heads(chan, num_heads)
+        self.scale = self.head_dim ** -0.5 if qk_scale is None else float(qk_scale)
+
     def _report(self, inter: Intermediates, return_intermediates: bool):
         for observer in list(self._observers):
             observer(self, inter)
@@ -371,11 +379,7 @@ class Attention(_Traceable):
         self, dim: int, chan: int, num_heads: int = 1, qkv_bias: bool = False, qk_scale: float | None = None
     ) -> None:
         super().__init__()
-        self.dim = _check_positive_int("dim", dim)
-        self.chan = _check_positive_int("chan", chan)
-        self.num_heads = num_heads
-        self.head_dim = _check_heads(chan, num_heads)
-        self.scale = self.head_dim ** -0.5 if qk_scale is None else float(qk_scale)
+        self._set_sizes(dim, chan, num_heads, qk_scale)
         self.qkv = nn.Linear(dim, 3 * chan, bias=qkv_bias)
         self.proj = nn.Linear(chan, chan)
 
@@ -444,13 +448,9 @@ class ConcatHeadsAttention(_Traceable):
         self, dim: int, chan: int, num_heads: int = 1, qkv_bias: bool = False, qk_scale: float | None = None
     ) -> None:
         super().__init__()
-        self.dim = _check_positive_int("dim", dim)
-        self.chan = _check_positive_int("chan", chan)
-        self.num_heads = num_heads
-        self.head_dim = _check_heads(chan, num_heads)
-        scale = self.head_dim ** -0.5 if qk_scale is None else float(qk_scale)
+        self._set_sizes(dim, chan, num_heads, qk_scale)
         self.heads = nn.ModuleList(
-            AttentionHead(dim, self.head_dim, bias=qkv_bias, scale=scale) for _ in range(num_heads)
+            AttentionHead(dim, self.head_dim, bias=qkv_bias, scale=self.scale) for _ in range(num_heads)
         )
         self.proj = nn.Linear(chan, chan)
 

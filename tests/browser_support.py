@@ -148,12 +148,16 @@ def find_chromium() -> str | None:
     return shutil.which("chromium")
 
 
+def chromium_missing_reason() -> str:
+    return ("no Chromium found (set CHROMIUM or install Debian's chromium: apt-get install chromium)"
+            + (f"; CHROMIUM={os.environ['CHROMIUM']!r} does not exist" if os.environ.get("CHROMIUM", "").strip() else ""))
+
+
 def require_chromium() -> str:
     """The Chromium path, or skip the test (fail instead on CI, where a missing browser is a bug)."""
     path = find_chromium()
     if path is None:
-        reason = ("no Chromium found (set CHROMIUM or install Debian's chromium: apt-get install chromium)"
-                  + (f"; CHROMIUM={os.environ['CHROMIUM']!r} does not exist" if os.environ.get("CHROMIUM") else ""))
+        reason = chromium_missing_reason()
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"browser tests need Chromium on CI: {reason}", pytrace=False)
         pytest.skip(reason)

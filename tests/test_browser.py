@@ -16,6 +16,7 @@ Without Chromium these tests skip (they fail on CI, ``CI=true``). The machinery 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -25,7 +26,9 @@ from browser_support import (  # noqa: F401 - fixtures are used by name
     SCREENSHOT_DIR,
     LessonPage,
     browser,
+    chromium_missing_reason,
     chromium_path,
+    find_chromium,
     jupyter_server,
     lesson,
     lesson_notebooks,
@@ -34,6 +37,10 @@ from browser_support import (  # noqa: F401 - fixtures are used by name
 )
 
 pytestmark = pytest.mark.browser
+
+if find_chromium() is None and os.environ.get("CI", "").lower() != "true":
+    # One skip line for the whole module (on CI the fixtures fail every test instead).
+    pytest.skip(chromium_missing_reason(), allow_module_level=True)
 
 NOTEBOOKS = lesson_notebooks()
 WITH_WIDGETS = [p for p in NOTEBOOKS if widget_outputs(p)]
