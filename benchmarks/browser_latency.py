@@ -13,6 +13,7 @@ Needs Chromium (env CHROMIUM, /usr/bin/chromium or chromium on PATH). Not a test
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -53,11 +54,11 @@ def pick_slider(explorer: ExplorerView):
         if control.kind != "slider":
             continue
         info = explorer.slider_info(control)
-        there, back = ("ArrowRight", "ArrowLeft") if info["now"] < info["max"] else ("ArrowLeft", "ArrowRight")
+        there, back = ("ArrowRight", "ArrowLeft") if info["pos"] < info["max"] else ("ArrowLeft", "ArrowRight")
         before = explorer.state()
         moved = explorer.press(control, there)
         now = explorer.wait_for_value(control.name, before, moved["readout"])
-        explorer.set_slider(control.name, info["now"])
+        explorer.set_slider(control.name, info)
         if now.valid:
             explorer.wait_back_to(before)
             return control, (there, back)
@@ -94,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     paths = [p.resolve() for p in args.notebooks] or [p for p in lesson_notebooks() if widget_outputs(p)]
     print(f"key press -> new picture loaded, {MOVES} arrow-key moves per explorer (ms)")
-    print(f"{'notebook':<32} {'explorer':<20} {'slider':<12} {'median':>7} {'worst':>7}")
+    print(f"(load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
+    print(f"{'notebook':<32} {'explorer':<26} {'slider':<12} {'median':>7} {'worst':>7}")
     with with_tempdir() as tmp, JupyterServer(Path(tmp), source=paths[0].parent) as server:
         browser = Browser(chromium)
         try:
@@ -106,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                         explorer.box.scroll_into_view_if_needed()
                         slider, times = measure(explorer)
                         stats = (f"{statistics.median(times):7.0f} {max(times):7.0f}" if times else f"{'-':>7} {'-':>7}")
-                        print(f"{path.name:<32} {explorer.class_name:<20} {slider:<12} {stats}", flush=True)
+                        print(f"{path.name:<32} {explorer.class_name:<26} {slider:<12} {stats}", flush=True)
                 finally:
                     lesson.close()
         finally:

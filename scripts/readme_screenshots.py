@@ -59,21 +59,25 @@ def save_small(png: bytes, path: Path) -> None:
     print(f"{path.relative_to(REPO)}: {len(png) / 1000:.0f} KB")
 
 
-def explorer_crop(explorer: ExplorerView, with_image: bool = True) -> dict[str, float]:
-    """The box around the explorer's controls, status line and (optionally) picture, not its table."""
-    return explorer.box.evaluate("""(box, withImage) => {
-        const parts = [...box.children].filter(c => !c.classList.contains('widget-html') || c.querySelector('code.explorer-status'))
-            .filter(c => withImage || !c.matches('img'));
-        const rects = parts.map(p => p.getBoundingClientRect()).filter(r => r.width > 0 && r.height > 0);
-        const x = Math.min(...rects.map(r => r.left)) - 6, y = Math.min(...rects.map(r => r.top)) - 6;
-        const right = Math.max(...rects.map(r => r.right)) + 6, bottom = Math.max(...rects.map(r => r.bottom)) + 6;
-        return {x: Math.max(x, 0), y: Math.max(y, 0), width: right - Math.max(x, 0), height: bottom - Math.max(y, 0)};
+def explorer_picture(explorer: ExplorerView, with_image: bool = True) -> bytes:
+    """The explorer's own box (controls, status line, optionally its picture) without its shape
+    table: the table (and the picture) are hidden for the moment of the screenshot."""
+    explorer.box.evaluate("""(box, withImage) => {
+        for (const c of box.children) {
+            const table = c.classList.contains('widget-html') && !c.querySelector('code.explorer-status');
+            if (table || (!withImage && c.matches('img'))) { c.dataset.hiddenForShot = c.style.display; c.style.display = 'none'; }
+        }
+        box.dataset.paddingBefore = box.style.padding;
+        box.style.padding = '6px';
     }""", with_image)
-
-
-def shoot(lesson: LessonPage, clip: dict[str, float]) -> bytes:
-    """A screenshot of ``clip`` (JupyterLab never scrolls the page itself: viewport coordinates)."""
-    return lesson.page.screenshot(clip=clip)
+    try:
+        return explorer.box.screenshot()
+    finally:
+        explorer.box.evaluate("""box => {
+            for (const c of box.children) if ('hiddenForShot' in c.dataset) {
+                c.style.display = c.dataset.hiddenForShot; delete c.dataset.hiddenForShot; }
+            box.style.padding = box.dataset.paddingBefore;
+        }""")
 
 
 def heads_pictures(server: JupyterServer, browser: Browser) -> None:
@@ -81,18 +85,14 @@ def heads_pictures(server: JupyterServer, browser: Browser) -> None:
     try:
         lesson.open_and_run_all()
         explorer = next(e for e in lesson.explorers() if e.class_name == "HeadsExplorer")
-        explorer.box.scroll_into_view_if_needed()
         lesson.page.evaluate("() => document.activeElement && document.activeElement.blur()")
-        explorer.box.evaluate("b => b.scrollIntoView({block: 'start'})")
-        lesson.page.wait_for_timeout(300)
-        save_small(shoot(lesson, explorer_crop(explorer)), OUT / "heads_explorer.png")
+        save_small(explorer_picture(explorer), OUT / "heads_explorer.png")
 
         explorer.set_slider("chan", 64)
         state = explorer.set_slider("num_heads", 5)
         assert "not possible" in state.status, state.status
         lesson.page.evaluate("() => document.activeElement && document.activeElement.blur()")
-        lesson.page.wait_for_timeout(300)
-        save_small(shoot(lesson, explorer_crop(explorer, with_image=False)), OUT / "heads_not_possible.png")
+        save_small(explorer_picture(explorer, with_image=False), OUT / "heads_not_possible.png")
     finally:
         lesson.close()
 

@@ -1,8 +1,7 @@
 """Real JupyterLab in headless Chromium, driven like a learner would: the browser tests' machinery.
 
 Used by ``tests/test_browser.py`` (fixtures, imported there), ``scripts/readme_screenshots.py`` and
-``benchmarks/browser_latency.py`` (the plain classes). Nothing here runs at import time except
-reading which notebooks exist.
+``benchmarks/browser_latency.py`` (the plain classes). Nothing here starts at import time.
 
 * :func:`find_chromium` — the browser: env ``CHROMIUM`` (may be empty), else ``/usr/bin/chromium``,
   else ``chromium`` on ``PATH``. Never downloads one.
@@ -118,14 +117,16 @@ class CommittedNotebook:
     n_code_cells: int
     n_static_png: int
     explorers: list[str] = field(default_factory=list)  # class names, in order of appearance
+    n_outputs: int = 0  # 0: committed without outputs, nothing to compare with
 
     @classmethod
     def read(cls, path: Path) -> CommittedNotebook:
         nb = nbformat.read(path, as_version=4)
         known = explorer_class_names()
-        pngs, explorers = 0, []
+        pngs, explorers, outputs = 0, [], 0
         for cell in nb.cells:
             for output in cell.get("outputs", []):
+                outputs += 1
                 data = output.get("data", {})
                 if "image/png" in data:
                     pngs += 1
@@ -134,7 +135,7 @@ class CommittedNotebook:
                 match = re.match(r"([A-Za-z_]\w*)\(", text)
                 if "application/vnd.jupyter.widget-view+json" in data and match and match.group(1) in known:
                     explorers.append(match.group(1))
-        return cls(path, len(nb.cells), sum(c.cell_type == "code" for c in nb.cells), pngs, explorers)
+        return cls(path, len(nb.cells), sum(c.cell_type == "code" for c in nb.cells), pngs, explorers, outputs)
 
 
 # -- the browser ---------------------------------------------------------------------------------
@@ -380,8 +381,20 @@ class LessonPage:
     def notebook(self):  # the visible notebook panel's cells
         return self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook")
 
+    def start_loading(self) -> LessonPage:
+        """Navigate without waiting: JupyterLab boots (and starts the kernel) while Python goes on."""
+        self.page.goto(self.server.lab_url(self.name), wait_until="commit")
+        self.loading = True
+        return self
+
+    loading = False
+
     def open(self) -> None:
-        self.page.goto(self.server.lab_url(self.name), wait_until="domcontentloaded")
+        # Only the front page answers quickly: keys and clicks on a page behind another one are
+        # several times slower, even though it reports itself visible.
+        self.page.bring_to_front()
+        if not self.loading:
+            self.page.goto(self.server.lab_url(self.name), wait_until="domcontentloaded")
         cells = self.notebook.locator(".jp-Cell")
         self.page.wait_for_function(
             "n => document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell').length >= n",
@@ -427,7 +440,7 @@ class LessonPage:
         self.server.news_answered = True
 
     def run_all(self, timeout: float = RUN_ALL_TIMEOUT) -> float:
-        """Run → Run All Cells; wait until the kernel is idle and every code cell shows its count."""
+        """Run → Run All Cells; wait until no cell is queued or running and the kernel is idle."""
         page = self.page
         # The committed outputs already show [1], [2] ...: watch for the run to really start ([*]).
         page.evaluate("""() => {
@@ -447,7 +460,7 @@ class LessonPage:
             self._wait_run_finished(timeout)
         except Exception as problem:  # noqa: BLE001 - report what the page shows
             raise AssertionError(f"{self.name}: Run All did not finish within {timeout:.0f} s: {self.run_state()}"
-                                 f"\n{problem}") from None
+                                 f"\nbrowser console errors: {self.console_errors[-5:]}\n{problem}") from None
         self.run_seconds = time.perf_counter() - start
         page.evaluate("() => window.__busyObserver.disconnect()")
         return self.run_seconds
@@ -536,11 +549,14 @@ class LessonPage:
         size = page.viewport_size or {"width": 1280, "height": 900}
         height = page.evaluate("""() => {
             const outer = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer');
+            outer.scrollTop = 0;  // Run All leaves the notebook scrolled to its end
             return window.innerHeight - outer.clientHeight + outer.scrollHeight;
         }""")
         page.set_viewport_size({"width": size["width"], "height": max(size["height"], min(int(height), 16000))})
         try:
             page.evaluate(NEXT_FRAMES_JS)  # JupyterLab re-lays out on resize
+            page.evaluate("""() => { document.querySelector(
+                '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer').scrollTop = 0; }""")
             page.screenshot(path=str(path))
         finally:
             page.set_viewport_size(size)
@@ -608,6 +624,7 @@ class ExplorerView:
         self.box = box
         self.index = index
         self.slider_step: dict[str, float] = {}
+        self.aria_step: dict[str, float | None] = {}
         self.last_valid: State | None = None
         self._controls: list[Control] | None = None
 
@@ -745,11 +762,12 @@ class ExplorerView:
         to one decimal), else from ``aria-valuenow`` (e.g. a selection slider's index)."""
         info = control.locator.evaluate("""c => {
             const h = c.querySelector('.noUi-handle'), r = c.querySelector('.widget-readout');
-            return {now: parseFloat(h.getAttribute('aria-valuenow')), min: parseFloat(h.getAttribute('aria-valuemin')),
+            const pos = parseFloat(h.getAttribute('aria-valuenow'));
+            return {pos: pos, now: pos, min: parseFloat(h.getAttribute('aria-valuemin')),
                     max: parseFloat(h.getAttribute('aria-valuemax')), readout: r ? r.textContent.trim() : ''};
         }""")
         try:
-            info["now"] = float(info["readout"])
+            info["now"] = float(info["readout"].replace(",", ""))
         except ValueError:
             pass
         return info
@@ -771,18 +789,21 @@ class ExplorerView:
         self.handle(control).press(key)  # focuses the handle first
         info = self.wait_slider_moved(control, old, f"{key} on {control.name}")
         if control.name not in self.slider_step:
+            # In the readout's units (for reaching a value) and in the handle's aria units (for
+            # dragging: a selection slider's aria values are indices; a float's are rounded).
             self.slider_step[control.name] = abs(info["now"] - old["now"]) or 1.0
+            self.aria_step[control.name] = abs(info["pos"] - old["pos"]) or None
         return info
 
     def key_move(self, control: Control, max_presses: int = 12) -> None:
         """Arrow keys, checked after each press: right (left at the maximum) until the explorer shows
         a picture for a new value — an impossible combination on the way is checked too —, then back."""
         first = self.slider_info(control)
-        directions = ("ArrowRight", "ArrowLeft") if first["now"] < first["max"] else ("ArrowLeft", "ArrowRight")
+        directions = ("ArrowRight", "ArrowLeft") if first["pos"] < first["max"] else ("ArrowLeft", "ArrowRight")
         for key in directions:
             for _ in range(max_presses):
                 info = self.slider_info(control)
-                if (key == "ArrowRight" and info["now"] >= info["max"]) or (key == "ArrowLeft" and info["now"] <= info["min"]):
+                if (key == "ArrowRight" and info["pos"] >= info["max"]) or (key == "ArrowLeft" and info["pos"] <= info["min"]):
                     break
                 before = self.state()
                 info = self.press(control, key)
@@ -791,9 +812,9 @@ class ExplorerView:
                     break
             if self.picture_changes.get(control.name):
                 break
-            self.set_slider(control.name, first["now"])
+            self.set_slider(control.name, first)
         self.steps.append(f"back to {control.name}={first['readout']} with arrow keys")
-        self.set_slider(control.name, first["now"])
+        self.set_slider(control.name, first)
 
     def drag_move(self, control: Control, steps: float = 1.6) -> None:
         """Drag the handle with the mouse by about ``steps`` steps (towards the far end), then check."""
@@ -803,10 +824,10 @@ class ExplorerView:
         track = control.locator.locator(".noUi-target").first.bounding_box()
         box = handle.bounding_box()
         assert track and box, f"{self.label}: slider {control.name!r} is not visible"
-        step = self.slider_step.get(control.name, 1.0)
+        step = self.aria_step.get(control.name) or self.slider_step.get(control.name, 1.0)
         span = max(info["max"] - info["min"], step)
         dx = max(track["width"] * step * steps / span, 6.0)
-        if info["now"] - info["min"] > info["max"] - info["now"]:
+        if info["pos"] - info["min"] > info["max"] - info["pos"]:
             dx = -dx  # nearer the maximum: drag left
         before = self.state()
         x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
@@ -817,15 +838,29 @@ class ExplorerView:
         moved = self.wait_slider_moved(control, info, f"dragging {control.name} by {dx:+.0f} px")
         self.check_change(control.name, before, moved["readout"], f"drag {control.name} {dx:+.0f} px")
 
-    def set_slider(self, name: str, target: float, timeout: float = WIDGET_TIMEOUT) -> State:
-        """Move slider ``name`` to ``target`` with arrow keys, as a learner would; wait for the status."""
+    def set_slider(self, name: str, target: float | dict[str, Any], timeout: float = WIDGET_TIMEOUT) -> State:
+        """Move slider ``name`` with arrow keys, as a learner would, to ``target``: a number (the
+        readout's value) or an earlier :meth:`slider_info` (its exact position, e.g. to go back to
+        where a slider started); then wait for the status line to show it."""
         control = self.control(name)
         info = self.slider_info(control)
         before = self.state()
+
+        def reached(i: dict[str, Any]) -> bool:
+            if isinstance(target, dict):
+                return i["pos"] == target["pos"] and i["readout"] == target["readout"]
+            return abs(i["now"] - target) <= self.slider_step.get(name, 1e-9) / 2
+
+        def key_for(i: dict[str, Any]) -> str:
+            if isinstance(target, dict):  # by position; aria rounds a float slider's, then by value
+                ahead = target["pos"] > i["pos"] if target["pos"] != i["pos"] else target["now"] > i["now"]
+            else:
+                ahead = target > i["now"]
+            return "ArrowRight" if ahead else "ArrowLeft"
+
         presses = 0
-        while abs(info["now"] - target) > self.slider_step.get(name, 1e-9) / 2:
-            key = "ArrowRight" if info["now"] < target else "ArrowLeft"
-            info = self.press(control, key)
+        while not reached(info):
+            info = self.press(control, key_for(info))
             presses += 1
             assert presses <= 300, f"{self.label}: could not reach {name}={target} with arrow keys"
         if presses == 0 or before.values.get(name) is not None and values_match(before.values[name], info["readout"]):
@@ -891,7 +926,7 @@ class ExplorerView:
                 self.key_move(control)
                 self.drag_move(control)
                 self.steps.append(f"back to {control.name}={initial['readout']} with arrow keys")
-                self.set_slider(control.name, initial["now"])
+                self.set_slider(control.name, initial)
             elif control.kind in DISCRETE_KINDS:
                 self.discrete_moves(control)
             else:
@@ -1028,12 +1063,39 @@ def browser(chromium_path: str) -> Iterator[Browser]:
         b.close()
 
 
+@pytest.fixture(scope="session")
+def preloaded(jupyter_server: JupyterServer) -> Iterator[dict[str, LessonPage]]:
+    """Pages already loading the next notebook (see ``lesson``); any left over are closed at the end."""
+    pages: dict[str, LessonPage] = {}
+    try:
+        yield pages
+    finally:
+        for page in pages.values():
+            page.close()
+
+
+def lesson_order(session: pytest.Session) -> list[Path]:
+    """The notebooks in the order the selected tests will open them."""
+    order: list[Path] = []
+    for item in session.items:
+        path = getattr(item, "callspec", None) and item.callspec.params.get("lesson")
+        if path is not None and path not in order:
+            order.append(path)
+    return order
+
+
 @pytest.fixture(scope="module")
 def lesson(request: pytest.FixtureRequest, jupyter_server: JupyterServer, browser: Browser,
-           screenshot_dir: Path) -> Iterator[LessonPage]:
-    """One notebook (``request.param``, a path) opened and Run All done; closed with its kernel after."""
-    page = LessonPage(jupyter_server, browser, request.param)
-    stem = Path(page.name).stem
+           screenshot_dir: Path, preloaded: dict[str, LessonPage]) -> Iterator[LessonPage]:
+    """One notebook (``request.param``, a path) opened and Run All done; closed with its kernel after.
+
+    Once its Run All is done, the page of the notebook tested next starts loading in the
+    background (JupyterLab's start-up is the slowest part of opening a notebook), so at most two
+    notebooks, and two kernels, are open at a time.
+    """
+    path: Path = request.param
+    page = preloaded.pop(path.name, None) or LessonPage(jupyter_server, browser, path)
+    stem = path.stem
     for old in screenshot_dir.glob(f"{stem}__*"):
         old.unlink(missing_ok=True)
     try:
@@ -1042,6 +1104,12 @@ def lesson(request: pytest.FixtureRequest, jupyter_server: JupyterServer, browse
         except BaseException:
             page.page.screenshot(path=str(screenshot_dir / f"{stem}__0_run_all_failed.png"))
             raise
+        finally:
+            order = lesson_order(request.session)
+            following = order[order.index(path) + 1:] if path in order else []
+            if following and following[0].name not in preloaded:
+                preloaded[following[0].name] = LessonPage(jupyter_server, browser, following[0]).start_loading()
+                page.page.bring_to_front()  # the new page came to the front: put this one back
         page.screenshot(screenshot_dir / f"{stem}__1_after_run_all.png")
         yield page
     finally:

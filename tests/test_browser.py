@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from browser_support import (  # noqa: F401 - fixtures are used by name
-    SCREENSHOT_DIR,
+    STATUS,
     LessonPage,
     browser,
     chromium_missing_reason,
@@ -32,6 +32,7 @@ from browser_support import (  # noqa: F401 - fixtures are used by name
     jupyter_server,
     lesson,
     lesson_notebooks,
+    preloaded,
     screenshot_dir,
     widget_outputs,
 )
@@ -65,6 +66,8 @@ def test_server_offers_only_this_environments_python(jupyter_server):
 @each(NOTEBOOKS)
 def test_run_all_shows_every_output(lesson: LessonPage):
     committed = lesson.committed
+    assert committed.n_outputs, (f"{lesson.name} is committed without outputs: nothing to compare the browser "
+                                 f"with (produce them with `make notebooks NB=notebooks/{lesson.name}`)")
     problems = lesson.problems()
     assert not problems, f"{lesson.name}: outputs a learner must not see after Run All:\n" + "\n".join(problems)
     unexecuted = lesson.unexecuted_cells()
@@ -77,6 +80,7 @@ def test_run_all_shows_every_output(lesson: LessonPage):
     assert all(f["complete"] and f["w"] > 0 for f in figures), f"{lesson.name}: a figure did not load: {figures}"
 
     explorers = lesson.explorers()
+    assert lesson.notebook.locator(STATUS).count() == len(explorers), "a status line outside an explorer's box"
     assert len(explorers) == len(committed.explorers), (
         f"{lesson.name}: {len(explorers)} explorers rendered, the committed notebook shows "
         f"{len(committed.explorers)} ({', '.join(committed.explorers)})")
@@ -113,6 +117,7 @@ def test_every_control_of_every_explorer(lesson: LessonPage, screenshot_dir: Pat
             log += [f"## {explorer.label}", *explorer.steps]
             log += [f"note: {note}" for note in explorer.notes]
             explorer.box.screenshot(path=str(screenshot_dir / f"{stem}__explorer{explorer.index}_{explorer.class_name}.png"))
+    log += [f"browser console: {line}" for line in lesson.console_errors]
     (screenshot_dir / f"{stem}__widgets.log").write_text("\n".join(log) + "\n", encoding="utf-8")
     lesson.screenshot(screenshot_dir / f"{stem}__2_after_widgets.png")
     problems = lesson.problems()
