@@ -135,5 +135,7 @@ class ScalingExplorer(Explorer):
         self.row_box.set_y(query - 0.5)
         stats = softmax_statistics(logits)
         scale = (d_k ** -0.5 if scaled else 1.0) / temperature
-        return (f"scores × {scale:.3g} | variance {stats['variance']:.2f} | max weight {stats['max_weight']:.2f} | "
-                f"entropy {stats['entropy']:.2f} nats (uniform: {math.log(len(self.tokens)):.2f})")
+        # The numbers summarise every row (the heatmap), not only the selected query (the bars).
+        return (f"scores × {scale:.3g} | all rows: variance {stats['variance']:.2f}, mean max weight "
+                f"{stats['max_weight']:.2f}, mean entropy {stats['entropy']:.2f} nats "
+                f"(uniform: {math.log(len(self.tokens)):.2f})")
