@@ -192,23 +192,9 @@ def run_device(device: str, args: argparse.Namespace) -> None:
         if device == "cuda":
             torch.cuda.empty_cache()
 
-    print("\ntime (ms), and each as a multiple of plain's")
-    header = f"{'N':>6} | " + " ".join(f"{name:>9}" for name in IMPLS) + " | " + " ".join(f"{name + '/plain':>12}" for name in IMPLS[1:])
-    print(header)
-    print("-" * len(header))
-    for N in sizes:
-        t = times[N]
-        print(f"{N:>6} | " + " ".join(f"{1000 * t[name]:>9.2f}" for name in IMPLS) + " | "
-              + " ".join(f"{t[name] / t['plain']:>12.2f}" for name in IMPLS[1:]))
-
+    print_table("time (ms), and each as a multiple of plain's", times, sizes, unit=1e-3, ratio_format=".2f")
     what = "tensors the operations return" if device == "cpu" else "torch.cuda.max_memory_allocated"
-    print(f"\npeak memory (MiB; {what}), and each as a fraction of plain's")
-    print(header)
-    print("-" * len(header))
-    for N in sizes:
-        p = peaks[N]
-        print(f"{N:>6} | " + " ".join(f"{p[name] / MiB:>9.2f}" for name in IMPLS) + " | "
-              + " ".join(f"{p[name] / p['plain']:>12.3f}" for name in IMPLS[1:]))
+    print_table(f"peak memory (MiB; {what}), and each as a fraction of plain's", peaks, sizes, unit=MiB)
 
     if device == "cpu" and not args.no_rss and _mmap_large_blocks():  # after every timing: see its docstring
         for N in sizes:
@@ -218,14 +204,8 @@ def run_device(device: str, args: argparse.Namespace) -> None:
             del calls
     rss_known = bool(rss) and all(v is not None for r in rss.values() for v in r.values())
     if rss_known:
-        print("\npeak resident memory added by one call (MiB; the operating system's count, fused kernels' "
-              "scratch included), and each as a fraction of plain's")
-        print(header)
-        print("-" * len(header))
-        for N in sizes:
-            r = rss[N]
-            print(f"{N:>6} | " + " ".join(f"{r[name] / MiB:>9.2f}" for name in IMPLS) + " | "
-                  + " ".join(f"{_fraction(r[name], r['plain']):>12}" for name in IMPLS[1:]))
+        print_table("peak resident memory added by one call (MiB; the operating system's count, fused kernels' "
+                    "scratch included), and each as a fraction of plain's", rss, sizes, unit=MiB)
     elif device == "cpu" and not args.no_rss:
         print("\n(peak resident memory not measured: needs Linux's glibc and /proc/self/clear_refs)")
 
@@ -237,6 +217,19 @@ def run_device(device: str, args: argparse.Namespace) -> None:
     print(f"N={top}: time tiled/plain = {times[top]['tiled'] / times[top]['plain']:.2f}, "
           f"sdpa/plain = {times[top]['sdpa'] / times[top]['plain']:.2f}, "
           f"nn.MHA/plain = {times[top]['nn.MHA'] / times[top]['plain']:.2f}")
+
+
+def print_table(title: str, values: dict, sizes: list[int], *, unit: float, ratio_format: str = ".3f") -> None:
+    """One table: a row per N, each implementation's value in ``unit``, then each as a ratio of plain's."""
+    header = (f"{'N':>6} | " + " ".join(f"{name:>9}" for name in IMPLS) + " | "
+              + " ".join(f"{name + '/plain':>12}" for name in IMPLS[1:]))
+    print(f"\n{title}")
+    print(header)
+    print("-" * len(header))
+    for N in sizes:
+        row = values[N]
+        print(f"{N:>6} | " + " ".join(f"{row[name] / unit:>9.2f}" for name in IMPLS) + " | "
+              + " ".join(f"{_fraction(row[name], row['plain'], ratio_format):>12}" for name in IMPLS[1:]))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["Verdict", "checker", "compare_tensors", "correct", "wrong", "NOT_ATTEMPTED"]
+__all__ = ["Verdict", "as_number", "checker", "compare_tensors", "correct", "wrong", "NOT_ATTEMPTED"]
 
 NOT_ATTEMPTED = "⏳ Not attempted yet: replace None with your answer and run the cell again."
 
@@ -63,6 +63,20 @@ def checker(judge: Callable[..., Verdict]) -> Callable[..., None]:
 
     check.judge = judgement  # type: ignore[attr-defined]
     return check
+
+
+def as_number(answer: Any, what: str, *, hint: str) -> float | Verdict:
+    """``answer`` as a float (a Python number or a one-element tensor), or a Verdict saying why not.
+
+    ``what`` names the quantity in the message; ``hint`` says how to get one number (a lesson's words).
+    """
+    if isinstance(answer, Tensor):
+        if answer.numel() != 1:
+            return wrong(f"{what} should be one number, got a tensor of shape {list(answer.shape)}.", hint)
+        answer = answer.item()
+    if isinstance(answer, bool) or not isinstance(answer, (int, float)):
+        return wrong(f"{what} should be a number, got {answer!r}.", "write a number or an expression that gives one.")
+    return float(answer)
 
 
 def _as_tensor(answer: Any, name: str) -> Tensor | Verdict:

@@ -15,20 +15,9 @@ import torch
 from torch import Tensor
 
 from ..efficient import kv_cache_bytes, online_softmax_update, repeat_kv_heads
-from ._core import Verdict, checker, compare_tensors, correct, wrong
+from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
 
 __all__ = ["check_online_softmax_step", "check_kv_cache_size", "check_repeat_kv"]
-
-
-def _as_number(value: Any, what: str) -> float | Verdict:
-    if isinstance(value, Tensor):
-        if value.numel() != 1:
-            return wrong(f"{what} should be one number, got a tensor of shape {list(value.shape)}.",
-                         "the running max and the running sum are one number each for one row of scores.")
-        value = value.item()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return wrong(f"{what} should be a number, got {value!r}.", "compute it with torch or math and pass the result.")
-    return float(value)
 
 
 # ------------------------------------------------------------------------------ online softmax
@@ -40,7 +29,8 @@ def check_online_softmax_step(answer: Any, running_max: Tensor, running_sum: Ten
     if not isinstance(answer, (tuple, list)) or len(answer) != 2:
         return wrong(f"the answer should be a pair (new_max, new_sum), got {answer!r}.",
                      "write answer = (new_max, new_sum).")
-    got = [_as_number(a, name) for a, name in zip(answer, ("new_max", "new_sum"))]
+    got = [as_number(a, name, hint="the running max and the running sum are one number each for one row of scores.")
+           for a, name in zip(answer, ("new_max", "new_sum"))]
     for g in got:
         if isinstance(g, Verdict):
             return g

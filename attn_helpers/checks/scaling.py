@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from ..attention import attention_entropy
-from ._core import Verdict, checker, compare_tensors, correct, wrong
+from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
 
 __all__ = ["check_scaled_scores", "check_score_variance", "check_row_entropy"]
 
@@ -40,14 +40,7 @@ def check_scaled_scores(answer: Any, q: Tensor, k: Tensor) -> Verdict:
 
 
 def _as_number(answer: Any, what: str) -> float | Verdict:
-    if isinstance(answer, Tensor):
-        if answer.numel() != 1:
-            return wrong(f"{what} should be one number, got a tensor of shape {list(answer.shape)}.",
-                         "reduce it to a single number (e.g. .sum() over the row), or use .item().")
-        answer = answer.item()
-    if isinstance(answer, bool) or not isinstance(answer, (int, float)):
-        return wrong(f"{what} should be a number, got {answer!r}.", "write a number or an expression that gives one.")
-    return float(answer)
+    return as_number(answer, what, hint="reduce it to a single number (e.g. .sum() over the row), or use .item().")
 
 
 @checker
