@@ -2,6 +2,7 @@
 #   make lab        set up .venv if needed, then open the series in JupyterLab (localhost only)
 #   make test       set up .venv if needed, then run every test (unit, notebooks, browser)
 #   make notebooks  re-execute every notebook from a clean kernel and save its outputs
+#   make check-threads  strict notebook validation at 1, 2, 3, 4 and 8 math threads
 #   make bench / make bench-attention   explorer redraw times / plain vs tiled vs PyTorch attention
 # Only Python 3.10+ is needed beforehand; everything else comes from PyPI.
 
@@ -17,7 +18,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 # Variables that leak from the shell into a kernel and change what a notebook prints.
 CLEAN_ENV := env -u MPLBACKEND -u PYTHONWARNINGS
 
-.PHONY: setup lab test notebooks bench bench-attention clean
+.PHONY: setup colab-standin lab test check-threads notebooks bench bench-attention clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,14 +27,30 @@ $(STAMP): requirements.txt pyproject.toml
 
 setup: $(STAMP)
 
-lab: setup
-	@echo "Opening JupyterLab on notebooks/ (bound to 127.0.0.1); the URL with its token follows."
-	cd notebooks && $(CLEAN_ENV) ../$(BIN)/jupyter lab --ip 127.0.0.1 --port $(PORT) $(ROOT_FLAG) 00_orientation.ipynb
+# The Colab stand-in (tests/colab_versions.txt: Colab's own package versions) in .venv-colab;
+# rebuilt only when that file changes. Built by the plain python so it can go alongside setup.
+colab-standin:
+	@$(PYTHON) tests/colab_standin.py
 
-test: setup
+# The printed URL opens the orientation notebook itself (default_url), and a new learner is not asked
+# about Jupyter news (the override below sets "Never"; it stays changeable in Settings).
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
+
+lab: setup
+	@mkdir -p $(dir $(LAB_OVERRIDES))
+	@test -f $(LAB_OVERRIDES) || echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}' > $(LAB_OVERRIDES)
+	@echo "Opening JupyterLab on notebooks/ (bound to 127.0.0.1); open the URL with its token below."
+	cd notebooks && $(CLEAN_ENV) ../$(BIN)/jupyter lab --ip 127.0.0.1 --port $(PORT) $(ROOT_FLAG) \
+		--LabApp.default_url=/lab/tree/00_orientation.ipynb --LabApp.news_url=None
+
+test:
+	@$(MAKE) --no-print-directory -j2 setup colab-standin
 	@if [ -z "$(CHROMIUM)" ]; then echo "browser tests skipped: install Chromium (Debian/Ubuntu: sudo apt-get install chromium) to run them"; fi
 	$(CLEAN_ENV) CHROMIUM="$(CHROMIUM)" $(BIN)/python -m pytest
 	@echo "Screenshots of the browser run (if any): $(CURDIR)/build/screenshots"
+
+check-threads: setup
+	$(CLEAN_ENV) $(BIN)/python scripts/check_threads.py
 
 notebooks: setup
 	$(CLEAN_ENV) $(BIN)/python scripts/run_notebooks.py --update-readme README.md $(NB)

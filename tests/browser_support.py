@@ -31,7 +31,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,9 +202,13 @@ class JupyterServer:
     Use as a context manager, or call :meth:`start` and (always) :meth:`stop`.
     """
 
-    def __init__(self, base: Path, source: Path = NOTEBOOKS_DIR) -> None:
+    def __init__(self, base: Path, source: Path = NOTEBOOKS_DIR,
+                 kernels: Callable[[Path], Any] | None = None) -> None:
         self.base = Path(base)
         self.source = Path(source)
+        # Called with the server's Jupyter data folder before it starts: a kernelspec written to
+        # ``<folder>/kernels/python3`` replaces this environment's own kernel (the Colab stand-in's).
+        self.kernels = kernels
         self.root = self.base / "notebooks"
         self.home = self.base / "home"
         self.log_path = self.base / "jupyter-server.log"
@@ -224,6 +228,10 @@ class JupyterServer:
         env.update(HOME=str(h), JUPYTER_CONFIG_DIR=str(h / ".jupyter"), JUPYTER_DATA_DIR=str(h / ".local/share/jupyter"),
                    JUPYTER_RUNTIME_DIR=str(h / ".local/share/jupyter/runtime"), IPYTHONDIR=str(h / ".ipython"),
                    MPLCONFIGDIR=str(h / ".config/matplotlib"))
+        if self.kernels is not None:
+            # Kernelspecs in the temporary data folder must win over the ones this environment
+            # installs (in a virtual environment jupyter_core otherwise looks there first).
+            env["JUPYTER_PREFER_ENV_PATH"] = "0"
         return env
 
     def command(self) -> list[str]:
@@ -251,6 +259,8 @@ class JupyterServer:
         env = self.env()
         for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR", "MPLCONFIGDIR"):
             Path(env[name]).mkdir(parents=True, exist_ok=True)
+        if self.kernels is not None:
+            self.kernels(Path(env["JUPYTER_DATA_DIR"]))
         settings = Path(env["JUPYTER_CONFIG_DIR"]) / "lab" / "user-settings"
         for name, value in LAB_USER_SETTINGS.items():
             target = settings / name

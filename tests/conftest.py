@@ -6,6 +6,8 @@ Kept small on purpose. Fixtures that only one area needs belong in that area's o
 * ``clean_env``: ``os.environ`` without the variables that leak into a kernel and change what a
   notebook prints (``MPLBACKEND`` removes figures, ``PYTHONWARNINGS`` can add stderr), and without
   ``PYTEST_ADDOPTS``, for tests that start Python or pytest in a subprocess.
+* ``colab_runtime``: the Colab stand-in (``tests/colab_standin.py``) with the helpers installed by
+  the set-up cell, built once per session for ``tests/test_colab.py`` and the browser tests.
 * Any test that takes a ``notebook_path`` argument runs once per ``notebooks/*.ipynb``, with the
   file name as the test id. With no notebook at all pytest reports one skipped test
   ("got empty parameter set"), so an empty series is visible rather than silently green.
@@ -60,3 +62,22 @@ def clean_env() -> dict[str, str]:
     for name in LEAKY_ENV_VARS:
         env.pop(name, None)
     return env
+
+
+@pytest.fixture(scope="session")
+def colab_runtime(tmp_path_factory: pytest.TempPathFactory):
+    """The Colab stand-in's runtime, the helpers installed into it by the unchanged set-up cell."""
+    import shutil
+    import subprocess
+
+    from colab_standin import ColabRuntime, child_env
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    inside = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=REPO_ROOT, env=child_env(),
+                            capture_output=True, text=True)
+    if inside.stdout.strip() != "true":
+        pytest.skip("the project is not a git checkout")
+    runtime = ColabRuntime(tmp_path_factory.mktemp("colab")).prepare()
+    print(f"Colab stand-in: {runtime.timings}")
+    return runtime

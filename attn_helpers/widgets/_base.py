@@ -19,6 +19,8 @@ import ipywidgets as W
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from ._display import widget_bundle
+
 __all__ = ["Explorer", "InvalidCombination"]
 
 
@@ -154,6 +156,5 @@ class Explorer:
         return f"{type(self).__name__}({self.last_status})"
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        bundle = self.widget._repr_mimebundle_(**kwargs) or {}
-        bundle["text/plain"] = repr(self)  # stable, readable, and what nbval compares
-        return bundle
+        # The widget view, and as text a stable, readable line: what nbval compares.
+        return widget_bundle(self.widget, repr(self), **kwargs)

@@ -26,6 +26,7 @@ from ..plotting import HEAD_COLOURS, WEIGHTS_CMAP, to_numpy
 from ..plotting import _heatmap  # heatmap() plus "no ticks" for inner panels: ticks cost most of the drawing time
 from ..training import Task, TrainConfig, TrainingRun
 from ._base import InvalidCombination
+from ._display import widget_bundle
 from ._blit import BlitExplorer
 
 __all__ = ["TrainingProgress", "AttentionSnapshotExplorer", "plot_learning_curves", "plot_snapshots"]
@@ -95,9 +96,7 @@ class TrainingProgress:
         return f"TrainingProgress({self.bar.value} of {self.total} steps)"
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        bundle = self.widget._repr_mimebundle_(**kwargs) or {}
-        bundle["text/plain"] = repr(self)
-        return bundle
+        return widget_bundle(self.widget, repr(self), **kwargs)
 
 
 # --------------------------------------------------------------------------------------------
