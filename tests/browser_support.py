@@ -68,7 +68,8 @@ PROBLEM_OUTPUTS = ('.jp-OutputArea-output[data-mime-type="application/vnd.jupyte
                    '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.error"], '
                    '.jp-OutputArea-output.jp-mod-error')
 WIDGET_FAILURES = ("Error displaying widget", "Model not found", "Failed to load model class",
-                   "Error creating view", "Error rendering widget")
+                   "Error creating view", "Error rendering widget",
+                   "Click to show javascript error")  # JupyterLab's placeholder when a renderer threw
 # Static figures (image/png outputs), as opposed to the explorers' ipywidgets Images.
 STATIC_PNG = '.jp-OutputArea-output[data-mime-type="image/png"] img'
 
@@ -1130,3 +1131,152 @@ def lesson(request: pytest.FixtureRequest, jupyter_server: JupyterServer, browse
 def with_tempdir() -> tempfile.TemporaryDirectory[str]:
     """A temporary folder for scripts that use :class:`JupyterServer` outside pytest."""
     return tempfile.TemporaryDirectory(prefix="attn-browser-")
+
+
+# -- the classic Notebook: the front end of ipywidgets 7 ------------------------------------------
+# JupyterLab 4's widget manager (jupyterlab_widgets 3) draws only ipywidgets 8 models: an ipywidgets
+# 7 kernel's widgets fail there with "Module @jupyter-widgets/controls, version ^1.5.0 is not
+# registered, however, 2.0.0 is" (measured). The front end that speaks ipywidgets 7 and that Colab's
+# own package list ships (notebook 6.5.7 with widgetsnbextension 3.6.10) is the classic Notebook, so
+# the Colab stand-in's kernel is driven there, from the stand-in's own environment.
+
+# The notebooks are saved with the widget state of the ipywidgets 8 kernel that ran them (models of
+# @jupyter-widgets/controls 2.x). This front end tries to restore it on opening, cannot (it knows the
+# 1.x models of ipywidgets 7), and logs one error per saved model; nothing shows on the page, and Run
+# All replaces every widget with a live one of the kernel's own version. Only those errors are let pass.
+SAVED_STATE_ERROR = re.compile(r"Cannot find model module @jupyter-widgets/\w+@2\.\d+\.\d+")
+
+
+class ClassicNotebookServer(JupyterServer):
+    """``python -m notebook`` (classic Notebook 6) of another environment, on a temporary copy of ``source``.
+
+    ``prefix`` is the environment whose ``share/jupyter`` and ``etc/jupyter`` hold the widget
+    extension (the stand-in's base environment: the runtime sees its packages through a ``.pth``).
+    """
+
+    def __init__(self, base: Path, python: Path, prefix: Path, source: Path = NOTEBOOKS_DIR,
+                 kernels: Callable[[Path], Any] | None = None) -> None:
+        super().__init__(base, source, kernels=kernels)
+        self.python = Path(python)
+        self.prefix = Path(prefix)
+
+    def env(self) -> dict[str, str]:
+        env = super().env()
+        env.update(JUPYTER_PATH=str(self.prefix / "share" / "jupyter"),
+                   JUPYTER_CONFIG_PATH=str(self.prefix / "etc" / "jupyter"))
+        return env
+
+    def command(self) -> list[str]:
+        cmd = [str(self.python), "-m", "notebook", "--no-browser", "--ip", "127.0.0.1", "--port", str(self.port),
+               "--NotebookApp.port_retries=0", f"--NotebookApp.token={self.token}",
+               f"--NotebookApp.notebook_dir={self.root}"]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            cmd.append("--allow-root")
+        return cmd
+
+    def notebook_url(self, name: str) -> str:
+        return f"{self.url}/notebooks/{name}?token={self.token}"
+
+
+class ClassicLessonPage:
+    """One notebook open in the classic Notebook: Cell → Run All, then one control moved."""
+
+    def __init__(self, server: ClassicNotebookServer, browser: Browser, path: Path) -> None:
+        self.server = server
+        self.name = path.name
+        self.committed = CommittedNotebook.read(path)
+        self.page = browser.context.new_page()
+        self.page.set_default_timeout(30_000)
+        self.console_errors: list[str] = []
+        self.page.on("pageerror", lambda error: self.console_errors.append(f"pageerror: {error}"))
+        self.page.on("console", lambda msg: self.console_errors.append(f"console.{msg.type}: {msg.text}")
+                     if msg.type == "error" else None)
+        self.run_seconds = 0.0
+
+    def open_and_run_all(self, timeout: float = RUN_ALL_TIMEOUT) -> float:
+        page = self.page
+        page.goto(self.server.notebook_url(self.name), wait_until="domcontentloaded")
+        page.wait_for_function("""() => window.Jupyter && Jupyter.notebook && Jupyter.notebook.kernel
+            && Jupyter.notebook.kernel.is_connected()
+            && document.querySelector('#kernel_indicator_icon.kernel_idle_icon') !== null""", timeout=60_000)
+        # Count finished executions: the saved notebook already shows prompt numbers.
+        page.evaluate("""() => { window.__finished = 0;
+            Jupyter.notebook.events.on('finished_execute.CodeCell', () => { window.__finished += 1; }); }""")
+        start = time.perf_counter()
+        page.click("#celllink")
+        page.click("#run_all_cells")
+        try:
+            page.wait_for_function("""n => window.__finished >= n
+                && document.querySelector('#kernel_indicator_icon.kernel_idle_icon') !== null""",
+                                   arg=self.committed.n_code_cells, timeout=timeout * 1000, polling=100)
+        except Exception as problem:  # noqa: BLE001 - report what the page shows
+            done = page.evaluate("() => window.__finished")
+            raise AssertionError(f"{self.name}: Run All did not finish within {timeout:.0f} s ({done} of "
+                                 f"{self.committed.n_code_cells} cells)\nconsole: {self.console_errors[-5:]}\n{problem}") from None
+        self.run_seconds = time.perf_counter() - start
+        return self.run_seconds
+
+    def problems(self) -> list[str]:
+        """Errors, stderr and widgets that failed to render, as a learner would see them."""
+        found = [f"[{el.get_attribute('class')}] {el.inner_text()[:800]}"
+                 for el in self.page.locator(".output_area .output_error, .output_area .output_stderr").all()]
+        for text in self.page.locator(".output_area").all_inner_texts():
+            for marker in WIDGET_FAILURES + ("Traceback (most recent call last)",):
+                if marker in text:
+                    found.append(f"output contains {marker!r}: {text[:800]}")
+        found += [line for line in self.console_errors
+                  if ("widget" in line.lower() or "model" in line.lower()) and not SAVED_STATE_ERROR.search(line)]
+        return found
+
+    def explorer_boxes(self):
+        return self.page.locator(".widget-vbox:has(> .widget-html code.explorer-status)")
+
+    def state(self, box) -> dict[str, Any]:
+        return box.evaluate("""box => {
+            const status = box.querySelector(':scope > .widget-html code.explorer-status');
+            const img = box.querySelector(':scope > img');
+            return {status: status ? status.textContent : '', src: img ? img.getAttribute('src') : null,
+                    width: img ? img.naturalWidth : 0,
+                    visible: !!img && getComputedStyle(img).visibility !== 'hidden'};
+        }""")
+
+    def move_first_slider(self, box, max_presses: int = 12) -> list[str]:
+        """Arrow keys on the explorer's first slider until it shows a new valid picture; the log of states."""
+        handle = box.locator(".widget-slider .ui-slider-handle").first
+        handle.scroll_into_view_if_needed()
+        log = []
+        start = self.state(box)
+        key = "ArrowRight"
+        for _ in range(max_presses):
+            before = self.state(box)
+            handle.focus()
+            handle.press(key)
+            deadline = time.monotonic() + WIDGET_TIMEOUT
+            now = self.state(box)
+            while now["status"] == before["status"] and time.monotonic() < deadline:
+                self.page.wait_for_timeout(25)
+                now = self.state(box)
+            log.append(now["status"])
+            if now["status"] == before["status"]:  # at the end of the slider: go the other way
+                key = "ArrowLeft"
+                continue
+            if "not possible:" in now["status"] or "could not draw this:" in now["status"]:
+                continue
+            deadline = time.monotonic() + 5
+            while (now["src"] == start["src"] or now["width"] == 0) and time.monotonic() < deadline:
+                self.page.wait_for_timeout(25)
+                now = self.state(box)
+            log.append(f"picture {'changed' if now['src'] != start['src'] and now['width'] > 0 else 'unchanged'}")
+            return log
+        return log
+
+    def screenshot(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+    def close(self) -> None:
+        try:
+            self.page.close()
+        finally:
+            self.server.shut_down_notebook(self.name)

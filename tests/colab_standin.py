@@ -164,6 +164,7 @@ class ColabRuntime:
             clock = now
 
         base_python, _ = base_environment()
+        self.base_prefix = base_python.parent.parent
         step("base environment")
         snapshot_checkout(self.github)
         step("snapshot")
@@ -216,6 +217,90 @@ class ColabRuntime:
         }
         (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1), encoding="utf-8")
         return spec_dir
+
+
+SANITIZE = REPO_ROOT / "tests" / "nbval_sanitize.cfg"
+RESULT_LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED)\S* (\S+\.ipynb)::Cell (\d+)", re.MULTILINE)
+PROBE_CELL = """\
+# NBVAL_IGNORE_OUTPUT
+# why: not part of the lesson; appended by tests/test_colab.py to move every control in this kernel
+import sys
+sys.path.insert(0, {tests!r})
+import colab_probe
+colab_probe.probe({output!r});
+"""
+
+
+class StandinRun:
+    """Strict nbval over copies of every notebook in a kernel of the Colab runtime, probe cell appended."""
+
+    def __init__(self, runtime: ColabRuntime, folder: Path, threads: int) -> None:
+        import nbformat  # only the tests' environment has it (this module also runs under a bare Python)
+
+        self.threads = threads
+        self.folder = folder / "notebooks"
+        shutil.copytree(REPO_ROOT / "notebooks", self.folder,
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "99_*"))
+        self.probes = folder / "probes"
+        self.probes.mkdir()
+        self.names = sorted(p.name for p in self.folder.glob("*.ipynb"))
+        for name in self.names:
+            path = self.folder / name
+            nb = nbformat.read(path, as_version=4)
+            output = self.probes / f"{Path(name).stem}.json"
+            nb.cells.append(nbformat.v4.new_code_cell(
+                PROBE_CELL.format(tests=str(REPO_ROOT / "tests"), output=str(output))))
+            nbformat.write(nb, path)
+        jupyter = folder / "jupyter"
+        runtime.kernelspec(jupyter, name="colab", threads=threads)
+        (self.folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-c", "pytest.ini", "--rootdir", ".",
+               "-rA", "-q", "--nbval", "--nbval-kernel-name", "colab", "--nbval-sanitize-with", str(SANITIZE),
+               "--nbval-cell-timeout=120", *self.names]
+        env = child_env(JUPYTER_PATH=str(jupyter), JUPYTER_DATA_DIR=str(folder / "jupyter-data"),
+                        IPYTHONDIR=str(folder / "ipython"), MPLCONFIGDIR=str(folder / "mpl"))
+        started = time.perf_counter()
+        result = subprocess.run(cmd, cwd=self.folder, env=env, capture_output=True, text=True, timeout=1200)
+        self.seconds = time.perf_counter() - started
+        self.output = result.stdout + result.stderr
+        self.outcomes: dict[str, dict[int, str]] = {name: {} for name in self.names}
+        for outcome, name, cell in RESULT_LINE.findall(self.output):
+            self.outcomes.setdefault(name, {})[int(cell)] = outcome
+
+    def failures(self, name: str) -> str:
+        """nbval's report of the failed cells of one notebook."""
+        blocks = re.split(r"\n(?=_{5,} )", self.output)
+        return "\n".join(b for b in blocks if f"{name}::Cell" in b.splitlines()[0])[-6000:]
+
+    def probe(self, name: str) -> list[dict]:
+        path = self.probes / f"{Path(name).stem}.json"
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+
+
+class ColabSession:
+    """The runtime and the run over every notebook, started in a background thread.
+
+    Both are slow and mostly wait on other processes (pip, a kernel), so ``conftest.py`` starts them
+    when a test session that needs them begins; the tests then wait for what they need.
+    """
+
+    def __init__(self, folder: Path, threads: int) -> None:
+        import concurrent.futures
+
+        self.folder = folder
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="colab-standin")
+        self._runtime = self._pool.submit(lambda: ColabRuntime(folder / "runtime").prepare())
+        self._notebooks = self._pool.submit(lambda: StandinRun(self._runtime.result(), folder / "run", threads))
+
+    def runtime(self) -> ColabRuntime:
+        return self._runtime.result()
+
+    def notebooks(self) -> StandinRun:
+        return self._notebooks.result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 # What runs in the runtime's Python, in one process as in a Colab kernel: ipywidgets imported first

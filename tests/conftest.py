@@ -64,20 +64,63 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="session")
-def colab_runtime(tmp_path_factory: pytest.TempPathFactory):
-    """The Colab stand-in's runtime, the helpers installed into it by the unchanged set-up cell."""
+
+# -- the Colab stand-in --------------------------------------------------------------------------
+_colab: dict[str, object] = {}
+
+
+def _start_colab() -> None:
+    """Start the stand-in (runtime, then every notebook in its kernel) in a background thread."""
     import shutil
     import subprocess
+    import tempfile
 
-    from colab_standin import ColabRuntime, child_env
+    import torch
+    from colab_standin import ColabSession, child_env
 
     if shutil.which("git") is None:
-        pytest.skip("git is not installed")
+        _colab["skip"] = "git is not installed"
+        return
     inside = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=REPO_ROOT, env=child_env(),
                             capture_output=True, text=True)
     if inside.stdout.strip() != "true":
-        pytest.skip("the project is not a git checkout")
-    runtime = ColabRuntime(tmp_path_factory.mktemp("colab")).prepare()
+        _colab["skip"] = "the project is not a git checkout"
+        return
+    # The main nbval run uses the machine's default thread count; the stand-in's run another one.
+    threads = 1 if torch.get_num_threads() != 1 else 2
+    _colab["session"] = ColabSession(Path(tempfile.mkdtemp(prefix="attn-colab-")), threads)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the Colab stand-in as soon as the selected tests are known, if any needs it.
+
+    Preparing the runtime and running every notebook in its kernel take over a minute and mostly
+    wait on pip and a kernel; started here they overlap the rest of the suite.
+    """
+    if not session.config.option.collectonly and any(
+            "colab_session" in getattr(item, "fixturenames", ()) for item in session.items):
+        _start_colab()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    colab = _colab.pop("session", None)
+    if colab is not None:
+        colab.close()
+
+
+@pytest.fixture(scope="session")
+def colab_session():
+    """The Colab stand-in (``tests/colab_standin.py``); skips without git or outside a checkout."""
+    if not _colab:
+        _start_colab()
+    if "skip" in _colab:
+        pytest.skip(str(_colab["skip"]))
+    return _colab["session"]
+
+
+@pytest.fixture(scope="session")
+def colab_runtime(colab_session):
+    """The Colab stand-in's runtime, the helpers installed into it by the unchanged set-up cell."""
+    runtime = colab_session.runtime()
     print(f"Colab stand-in: {runtime.timings}")
     return runtime

@@ -22,43 +22,25 @@ helpers from a throw-away copy of this checkout, with ``ipywidgets`` already imp
 * ``test_setup_cell_outside_colab``: without ``google.colab`` the cell runs nothing, and it seeds
   torch and sets the print precision so numbers repeat run to run.
 
-The browser half (JupyterLab serving a kernel of this runtime, Run All and a control moved in every
-notebook) is in ``tests/test_browser.py``.
+The browser half (a kernel of this runtime in a real front end of ipywidgets 7, the classic Notebook
+6.5.7 from Colab's list: Run All and a slider moved in every notebook) is in ``tests/test_browser.py``.
 """
 
 from __future__ import annotations
 
 import json
-import re
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
 import pytest
-import torch
 
 import colab_standin
 from browser_support import CommittedNotebook
-from colab_standin import ColabRuntime, child_env, colab_versions, normalise
+from colab_standin import ColabRuntime, StandinRun, colab_versions, normalise
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SETUP_CELL = (REPO_ROOT / "tests" / "notebook_setup_cell.py").read_text(encoding="utf-8")
-SANITIZE = REPO_ROOT / "tests" / "nbval_sanitize.cfg"
-RESULT_LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED)\S* (\S+\.ipynb)::Cell (\d+)", re.MULTILINE)
-# The main nbval run uses the machine's default thread count; this one must use another.
-DEFAULT_THREADS = torch.get_num_threads()
-STANDIN_THREADS = 1 if DEFAULT_THREADS != 1 else 2
-
-PROBE_CELL = """\
-# NBVAL_IGNORE_OUTPUT
-# why: not part of the lesson; appended by tests/test_colab.py to move every control in this kernel
-import sys
-sys.path.insert(0, {tests!r})
-import colab_probe
-colab_probe.probe({output!r});
-"""
 
 
 @pytest.mark.slow
@@ -85,50 +67,10 @@ def test_colab_setup_cell_installs_only_the_helpers(colab_runtime: ColabRuntime)
     assert report["max_abs_diff"] < 1e-5, report
 
 
-class StandinRun:
-    """Strict nbval over copies of every notebook in a kernel of the Colab runtime, probe cell appended."""
-
-    def __init__(self, runtime: ColabRuntime, folder: Path) -> None:
-        self.folder = folder / "notebooks"
-        shutil.copytree(REPO_ROOT / "notebooks", self.folder,
-                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "99_*"))
-        self.probes = folder / "probes"
-        self.probes.mkdir()
-        self.names = sorted(p.name for p in self.folder.glob("*.ipynb"))
-        for name in self.names:
-            path = self.folder / name
-            nb = nbformat.read(path, as_version=4)
-            output = self.probes / f"{Path(name).stem}.json"
-            nb.cells.append(nbformat.v4.new_code_cell(
-                PROBE_CELL.format(tests=str(REPO_ROOT / "tests"), output=str(output))))
-            nbformat.write(nb, path)
-        jupyter = folder / "jupyter"
-        runtime.kernelspec(jupyter, name="colab", threads=STANDIN_THREADS)
-        (self.folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
-        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-c", "pytest.ini", "--rootdir", ".",
-               "-rA", "-q", "--nbval", "--nbval-kernel-name", "colab", "--nbval-sanitize-with", str(SANITIZE),
-               "--nbval-cell-timeout=120", *self.names]
-        env = child_env(JUPYTER_PATH=str(jupyter), JUPYTER_DATA_DIR=str(folder / "jupyter-data"),
-                        IPYTHONDIR=str(folder / "ipython"), MPLCONFIGDIR=str(folder / "mpl"))
-        result = subprocess.run(cmd, cwd=self.folder, env=env, capture_output=True, text=True, timeout=1200)
-        self.output = result.stdout + result.stderr
-        self.outcomes: dict[str, dict[int, str]] = {name: {} for name in self.names}
-        for outcome, name, cell in RESULT_LINE.findall(self.output):
-            self.outcomes.setdefault(name, {})[int(cell)] = outcome
-
-    def failures(self, name: str) -> str:
-        """nbval's report of the failed cells of one notebook."""
-        blocks = re.split(r"\n(?=_{5,} )", self.output)
-        return "\n".join(b for b in blocks if f"{name}::Cell" in b.splitlines()[0])[-6000:]
-
-    def probe(self, name: str) -> list[dict]:
-        path = self.probes / f"{Path(name).stem}.json"
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
-
-
 @pytest.fixture(scope="module")
-def standin_run(colab_runtime: ColabRuntime, tmp_path_factory: pytest.TempPathFactory) -> StandinRun:
-    return StandinRun(colab_runtime, tmp_path_factory.mktemp("colab-notebooks"))
+def standin_run(colab_session) -> StandinRun:
+    """The run over every notebook (started in the background when the session began: conftest.py)."""
+    return colab_session.notebooks()
 
 
 @pytest.mark.slow
@@ -139,7 +81,7 @@ def test_notebook_on_colab_versions(standin_run: StandinRun, notebook_path: Path
     assert len(outcomes) == n_code + 1, (
         f"{name}: nbval reported {len(outcomes)} cells, expected {n_code} and the probe\n{standin_run.output[-3000:]}")
     failed = sorted(cell for cell, outcome in outcomes.items() if outcome != "PASSED")
-    assert not failed, (f"{name} on Colab's versions at {STANDIN_THREADS} thread(s): cells {failed} differ from the "
+    assert not failed, (f"{name} on Colab's versions at {standin_run.threads} thread(s): cells {failed} differ from the "
                         f"committed outputs or failed\n{standin_run.failures(name)}")
 
 
