@@ -54,6 +54,9 @@ LEAKY_ENV_VARS = ("MPLBACKEND", "PYTHONWARNINGS", "PYTEST_ADDOPTS", "JUPYTER_PAT
 # windowing leaves cells far below the viewport unrendered, so they could not be counted).
 LAB_USER_SETTINGS = {
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+    # What `make lab` sets for learners (an override): never fetch news, so the question is not asked.
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
+                                                                        "checkForUpdates": False},
 }
 
 SERVER_START_TIMEOUT = 60.0
@@ -216,7 +219,8 @@ class JupyterServer:
         self.token = secrets.token_hex(24)
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
-        self.news_answered = False  # the "Jupyter news" question, answered once per server
+        # The "Jupyter news" question: LAB_USER_SETTINGS answers it ("Never"), so no page waits for it.
+        self.news_answered = True
 
     # paths and environment
     @property
@@ -1280,3 +1284,69 @@ class ClassicLessonPage:
             self.page.close()
         finally:
             self.server.shut_down_notebook(self.name)
+
+
+@dataclass
+class ClassicObservation:
+    """What one notebook showed in the classic Notebook on the Colab stand-in's kernel."""
+
+    name: str
+    committed_explorers: list[str] = field(default_factory=list)
+    run_seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+    kernel: str | None = None  # the kernel's interpreter, when /proc shows it
+    explorers: list[dict[str, Any]] = field(default_factory=list)  # each explorer's first state
+    slider_log: list[str] = field(default_factory=list)  # the first explorer's first slider, moved
+    problems_after_move: list[str] = field(default_factory=list)
+    error: str | None = None  # the page could not be driven (timeout, missing element)
+
+
+def run_classic_lessons(runtime: Any, chromium: str, folder: Path, paths: list[Path],
+                        screenshots: Path | None = SCREENSHOT_DIR) -> dict[str, ClassicObservation]:
+    """Every notebook in ``paths`` with the Colab stand-in's kernel in the classic Notebook.
+
+    Opens each (one page at a time), Run All, records what a learner would see, then moves the first
+    explorer's first slider by arrow keys. Runs in its own thread (``ColabSession``): it starts its own
+    Playwright and Chromium, so it can go alongside the JupyterLab tests. Never raises for one notebook:
+    a failure to drive a page is recorded in its observation, for the test to report.
+    """
+    server = ClassicNotebookServer(folder, runtime.python, runtime.base_prefix,
+                                   kernels=lambda data_dir: runtime.kernelspec(data_dir, name="python3", threads=1))
+    results: dict[str, ClassicObservation] = {}
+    server.start()
+    try:
+        browser = Browser(chromium)
+        try:
+            for path in paths:
+                seen = results[path.name] = ClassicObservation(path.name)
+                page = ClassicLessonPage(server, browser, path)
+                seen.committed_explorers = list(page.committed.explorers)
+                try:
+                    seen.run_seconds = page.open_and_run_all()
+                    if screenshots is not None:
+                        page.screenshot(screenshots / f"{path.stem}__colab_after_run_all.png")
+                    seen.problems = page.problems()
+                    commands, sessions = server.kernel_commands(), server.sessions_for(page.name)
+                    if commands and sessions:
+                        seen.kernel = (commands.get(sessions[0]["kernel"]["id"]) or [None])[0]
+                    boxes = page.explorer_boxes()
+                    seen.explorers = [page.state(boxes.nth(i)) for i in range(boxes.count())]
+                    if boxes.count():
+                        seen.slider_log = page.move_first_slider(boxes.first)
+                        if screenshots is not None:
+                            boxes.first.screenshot(path=str(screenshots / f"{path.stem}__colab_explorer0.png"))
+                    seen.problems_after_move = page.problems()
+                except Exception as problem:  # noqa: BLE001 - reported by the test
+                    seen.error = f"{type(problem).__name__}: {problem}"
+                finally:
+                    page.close()
+        finally:
+            browser.close()
+    finally:
+        server.stop()
+    return results
+
+
+def classic_run(chromium: str) -> Callable[[Any, Path], dict[str, ClassicObservation]]:
+    """``run(runtime, folder)`` for ``ColabSession.start_browser``: every lesson notebook, classic Notebook."""
+    return lambda runtime, folder: run_classic_lessons(runtime, chromium, folder, lesson_notebooks())

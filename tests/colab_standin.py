@@ -26,7 +26,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VERSIONS_FILE = REPO_ROOT / "tests" / "colab_versions.txt"
@@ -297,6 +299,16 @@ class ColabSession:
 
     def notebooks(self) -> StandinRun:
         return self._notebooks.result()
+
+    _browser = None
+
+    def start_browser(self, run: Callable[[ColabRuntime, Path], Any]) -> None:
+        """Queue ``run(runtime, folder)`` (the browser half) after the notebooks' run, once."""
+        if self._browser is None:
+            self._browser = self._pool.submit(lambda: run(self._runtime.result(), self.folder / "browser"))
+
+    def browser(self) -> Any:
+        return self._browser.result()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

@@ -94,12 +94,25 @@ def _start_colab() -> None:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Start the Colab stand-in as soon as the selected tests are known, if any needs it.
 
-    Preparing the runtime and running every notebook in its kernel take over a minute and mostly
-    wait on pip and a kernel; started here they overlap the rest of the suite.
+    Preparing the runtime, running every notebook in its kernel and then in a browser take a few
+    minutes and mostly wait on pip, a kernel or a page; started here they overlap the rest of the
+    suite (its own thread, its own browser).
     """
-    if not session.config.option.collectonly and any(
-            "colab_session" in getattr(item, "fixturenames", ()) for item in session.items):
+    if session.config.option.collectonly:
+        return
+    needed = {name for item in session.items for name in getattr(item, "fixturenames", ())}
+    if "colab_session" in needed:
         _start_colab()
+    if "classic_results" in needed and "session" in _colab:
+        _start_classic_browser()
+
+
+def _start_classic_browser() -> None:
+    from browser_support import classic_run, find_chromium
+
+    chromium = find_chromium()
+    if chromium is not None:
+        _colab["session"].start_browser(classic_run(chromium))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -27,8 +27,7 @@ import pytest
 
 from browser_support import (  # noqa: F401 - fixtures are used by name
     STATUS,
-    ClassicLessonPage,
-    ClassicNotebookServer,
+    classic_run,
     LessonPage,
     browser,
     chromium_missing_reason,
@@ -160,49 +159,27 @@ def test_heads_explorer_explains_an_impossible_split(lesson: LessonPage, screens
 # control of every explorer is moved on those versions in tests/test_colab.py, in the kernel.
 
 @pytest.fixture(scope="module")
-def colab_server(colab_runtime, chromium_path: str, tmp_path_factory: pytest.TempPathFactory):
-    server = ClassicNotebookServer(tmp_path_factory.mktemp("notebook-colab"), colab_runtime.python,
-                                   colab_runtime.base_prefix,
-                                   kernels=lambda data_dir: colab_runtime.kernelspec(data_dir, name="python3"))
-    try:
-        try:
-            server.start()
-        except RuntimeError as problem:
-            pytest.fail(str(problem), pytrace=False)
-        yield server
-    finally:
-        server.stop()
+def classic_results(colab_session, chromium_path: str):
+    """What every notebook showed (browser_support.run_classic_lessons, started with the session)."""
+    colab_session.start_browser(classic_run(chromium_path))  # already started by conftest.py, normally
+    return colab_session.browser()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_on_colab_versions_run_all_and_move_a_slider(path: Path, colab_server: ClassicNotebookServer, colab_runtime,
-                                                     browser, screenshot_dir: Path):
-    page = ClassicLessonPage(colab_server, browser, path)
-    stem = path.stem
-    try:
-        page.open_and_run_all()
-        page.screenshot(screenshot_dir / f"{stem}__colab_after_run_all.png")
-        problems = page.problems()
-        assert not problems, f"{page.name} on Colab's versions: after Run All:\n" + "\n".join(problems)
-        commands = colab_server.kernel_commands()
-        sessions = colab_server.sessions_for(page.name)
-        assert len(sessions) == 1, sessions
-        if commands:  # Linux: the kernel is the stand-in's Python
-            interpreter = Path(commands[sessions[0]["kernel"]["id"]][0])
-            assert interpreter == colab_runtime.python, f"the kernel runs {interpreter}, not the Colab stand-in"
-        boxes = page.explorer_boxes()
-        assert boxes.count() == len(page.committed.explorers), (
-            f"{page.name}: {boxes.count()} explorers rendered, the committed notebook shows {page.committed.explorers}")
-        for i in range(boxes.count()):
-            state = page.state(boxes.nth(i))
-            assert state["visible"] and state["width"] > 0, f"{page.name} explorer #{i}: no picture ({state})"
-        if boxes.count():
-            log = page.move_first_slider(boxes.first)
-            boxes.first.screenshot(path=str(screenshot_dir / f"{stem}__colab_explorer0.png"))
-            assert log and log[-1] == "picture changed", (
-                f"{page.name}: moving the first explorer's first slider did not change the picture:\n  "
-                + "\n  ".join(log))
-        assert not page.problems()
-    finally:
-        page.close()
+def test_on_colab_versions_run_all_and_move_a_slider(path: Path, classic_results, colab_runtime):
+    seen = classic_results[path.name]
+    print(f"{seen.name}: Run All took {seen.run_seconds:.1f} s on the Colab stand-in's kernel")
+    assert seen.error is None, f"{seen.name} on Colab's versions: {seen.error}"
+    assert not seen.problems, f"{seen.name} on Colab's versions: after Run All:\n" + "\n".join(seen.problems)
+    if seen.kernel is not None:  # Linux: the kernel is the stand-in's Python
+        assert Path(seen.kernel) == colab_runtime.python, f"the kernel runs {seen.kernel}, not the Colab stand-in"
+    assert len(seen.explorers) == len(seen.committed_explorers), (
+        f"{seen.name}: {len(seen.explorers)} explorers rendered, the committed notebook shows {seen.committed_explorers}")
+    for i, state in enumerate(seen.explorers):
+        assert state["visible"] and state["width"] > 0, f"{seen.name} explorer #{i}: no picture ({state})"
+    if seen.explorers:
+        assert seen.slider_log and seen.slider_log[-1] == "picture changed", (
+            f"{seen.name}: moving the first explorer's first slider did not change the picture:\n  "
+            + "\n  ".join(seen.slider_log))
+    assert not seen.problems_after_move, "\n".join(seen.problems_after_move)
