@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -740,7 +741,10 @@ class ExplorerView:
             return now
         last = self.last_valid
         if last is not None and now.values != last.values:
-            now = self.wait_for_image(last.src, timeout=5.0 if strict else 1.5)
+            # Explorer.refresh sets the picture before the status line, and the widget manager applies
+            # a kernel's updates in order: once the status shows the new values, a new picture has
+            # arrived (only its loading may lag). So an unchanged picture needs only a short grace.
+            now = self.wait_for_image(last.src, timeout=5.0 if strict else 0.3)
             if now.src == last.src:
                 message = (f"{self.label}: {what}: the status line changed to {now.status!r} but the picture did "
                            f"not change (still the one of {last.status!r})")
@@ -1302,7 +1306,8 @@ class ClassicObservation:
 
 
 def run_classic_lessons(runtime: Any, chromium: str, folder: Path, paths: list[Path],
-                        screenshots: Path | None = SCREENSHOT_DIR) -> dict[str, ClassicObservation]:
+                        screenshots: Path | None = SCREENSHOT_DIR,
+                        stop: threading.Event | None = None) -> dict[str, ClassicObservation]:
     """Every notebook in ``paths`` with the Colab stand-in's kernel in the classic Notebook.
 
     Opens each (one page at a time), Run All, records what a learner would see, then moves the first
@@ -1318,6 +1323,8 @@ def run_classic_lessons(runtime: Any, chromium: str, folder: Path, paths: list[P
         browser = Browser(chromium)
         try:
             for path in paths:
+                if stop is not None and stop.is_set():  # the test session ended without needing these
+                    break
                 seen = results[path.name] = ClassicObservation(path.name)
                 page = ClassicLessonPage(server, browser, path)
                 seen.committed_explorers = list(page.committed.explorers)
@@ -1347,6 +1354,6 @@ def run_classic_lessons(runtime: Any, chromium: str, folder: Path, paths: list[P
     return results
 
 
-def classic_run(chromium: str) -> Callable[[Any, Path], dict[str, ClassicObservation]]:
-    """``run(runtime, folder)`` for ``ColabSession.start_browser``: every lesson notebook, classic Notebook."""
-    return lambda runtime, folder: run_classic_lessons(runtime, chromium, folder, lesson_notebooks())
+def classic_run(chromium: str) -> Callable[[Any, Path, threading.Event], dict[str, ClassicObservation]]:
+    """``run(runtime, folder, stop)`` for ``ColabSession.start_browser``: every lesson, classic Notebook."""
+    return lambda runtime, folder, stop: run_classic_lessons(runtime, chromium, folder, lesson_notebooks(), stop=stop)

@@ -25,6 +25,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -236,7 +237,8 @@ colab_probe.probe({output!r});
 class StandinRun:
     """Strict nbval over copies of every notebook in a kernel of the Colab runtime, probe cell appended."""
 
-    def __init__(self, runtime: ColabRuntime, folder: Path, threads: int) -> None:
+    def __init__(self, runtime: ColabRuntime, folder: Path, threads: int,
+                 stop: threading.Event | None = None) -> None:
         import nbformat  # only the tests' environment has it (this module also runs under a bare Python)
 
         self.threads = threads
@@ -262,9 +264,19 @@ class StandinRun:
         env = child_env(JUPYTER_PATH=str(jupyter), JUPYTER_DATA_DIR=str(folder / "jupyter-data"),
                         IPYTHONDIR=str(folder / "ipython"), MPLCONFIGDIR=str(folder / "mpl"))
         started = time.perf_counter()
-        result = subprocess.run(cmd, cwd=self.folder, env=env, capture_output=True, text=True, timeout=1200)
+        log = folder / "nbval.log"
+        with open(log, "w", encoding="utf-8") as out:
+            process = subprocess.Popen(cmd, cwd=self.folder, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+            while process.poll() is None:  # stopped early when the test session ends without its results
+                if stop is not None and stop.wait(0.5):
+                    process.terminate()
+                    process.wait(timeout=30)
+                    break
+                if time.perf_counter() - started > 1200:
+                    process.kill()
+                    break
         self.seconds = time.perf_counter() - started
-        self.output = result.stdout + result.stderr
+        self.output = log.read_text(encoding="utf-8", errors="replace")
         self.outcomes: dict[str, dict[int, str]] = {name: {} for name in self.names}
         for outcome, name, cell in RESULT_LINE.findall(self.output):
             self.outcomes.setdefault(name, {})[int(cell)] = outcome
@@ -290,9 +302,11 @@ class ColabSession:
         import concurrent.futures
 
         self.folder = folder
+        self.stop = threading.Event()  # set by close(): work not yet needed is abandoned
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="colab-standin")
         self._runtime = self._pool.submit(lambda: ColabRuntime(folder / "runtime").prepare())
-        self._notebooks = self._pool.submit(lambda: StandinRun(self._runtime.result(), folder / "run", threads))
+        self._notebooks = self._pool.submit(
+            lambda: StandinRun(self._runtime.result(), folder / "run", threads, stop=self.stop))
 
     def runtime(self) -> ColabRuntime:
         return self._runtime.result()
@@ -302,15 +316,16 @@ class ColabSession:
 
     _browser = None
 
-    def start_browser(self, run: Callable[[ColabRuntime, Path], Any]) -> None:
-        """Queue ``run(runtime, folder)`` (the browser half) after the notebooks' run, once."""
+    def start_browser(self, run: Callable[[ColabRuntime, Path, threading.Event], Any]) -> None:
+        """Queue ``run(runtime, folder, stop)`` (the browser half) after the notebooks' run, once."""
         if self._browser is None:
-            self._browser = self._pool.submit(lambda: run(self._runtime.result(), self.folder / "browser"))
+            self._browser = self._pool.submit(lambda: run(self._runtime.result(), self.folder / "browser", self.stop))
 
     def browser(self) -> Any:
         return self._browser.result()
 
     def close(self) -> None:
+        self.stop.set()
         self._pool.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(self.folder, ignore_errors=True)
 
