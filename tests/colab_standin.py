@@ -283,8 +283,9 @@ class StandinRun:
 
     def failures(self, name: str) -> str:
         """nbval's report of the failed cells of one notebook."""
-        blocks = re.split(r"\n(?=_{5,} )", self.output)
-        return "\n".join(b for b in blocks if f"{name}::Cell" in b.splitlines()[0])[-6000:]
+        # pytest's report: one "____ name::Cell N ____" block per failure, then "==== ... ====" sections.
+        blocks = re.split(r"\n(?=_{5,} |={5,} )", self.output)
+        return "\n".join(b for b in blocks if f"{name}::Cell" in b.splitlines()[0])[:6000]
 
     def probe(self, name: str) -> list[dict]:
         path = self.probes / f"{Path(name).stem}.json"
