@@ -43,10 +43,12 @@ lab: setup
 	cd notebooks && $(CLEAN_ENV) ../$(BIN)/jupyter lab --ip 127.0.0.1 --port $(PORT) $(ROOT_FLAG) \
 		--LabApp.default_url=/lab/tree/00_orientation.ipynb --LabApp.news_url=None
 
+# Both environments are built side by side (-j2); pytest ends with its 15 slowest steps, so every
+# run shows where the time goes.
 test:
 	@$(MAKE) --no-print-directory -j2 setup colab-standin
 	@if [ -z "$(CHROMIUM)" ]; then echo "browser tests skipped: install Chromium (Debian/Ubuntu: sudo apt-get install chromium) to run them"; fi
-	$(CLEAN_ENV) CHROMIUM="$(CHROMIUM)" $(BIN)/python -m pytest
+	$(CLEAN_ENV) CHROMIUM="$(CHROMIUM)" $(BIN)/python -m pytest --durations=15
 	@echo "Screenshots of the browser run (if any): $(CURDIR)/build/screenshots"
 
 check-threads: setup
