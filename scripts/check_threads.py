@@ -6,8 +6,12 @@ runs the same strict comparison as ``make test`` (the project's pytest options: 
 sanitizer) once per thread count, with ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` fixed and
 ``MKL_DYNAMIC=FALSE``, and prints one line per count. Exit status 1 if any count failed.
 
-    python scripts/check_threads.py             # 1, 2, 3, 4 and 8 threads (about 2 minutes each)
+    python scripts/check_threads.py             # 1, 2, 3, 4 and 8 threads (about 1 minute each)
     python scripts/check_threads.py 2 8         # chosen counts
+    python scripts/check_threads.py 2 --cpu-capability default   # as on a CPU without AVX
+
+``--cpu-capability`` sets PyTorch's ``ATEN_CPU_CAPABILITY`` (``default``, ``avx2``, ``avx512``): the
+vector kernels of another kind of CPU, the nearest this machine can come to running elsewhere.
 """
 
 from __future__ import annotations
@@ -26,9 +30,11 @@ SUMMARY = re.compile(r"(\d+) (passed|failed|error|errors|skipped)")
 FAILED_CELL = re.compile(r"^FAILED (\S+::Cell \d+)", re.MULTILINE)
 
 
-def run(threads: int, notebooks: list[str]) -> tuple[dict[str, int], list[str], float]:
+def run(threads: int, notebooks: list[str], capability: str | None = None) -> tuple[dict[str, int], list[str], float]:
     env = {k: v for k, v in os.environ.items() if k not in LEAKY_VARIABLES}
     env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), MKL_DYNAMIC="FALSE")
+    if capability:
+        env["ATEN_CPU_CAPABILITY"] = capability
     started = time.perf_counter()
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:randomly", *notebooks],
                             cwd=REPO_ROOT, env=env, capture_output=True, text=True)
@@ -44,11 +50,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("threads", nargs="*", type=int, default=[1, 2, 3, 4, 8])
     parser.add_argument("--notebooks", nargs="+", default=["notebooks"], help="notebooks or folders to check")
+    parser.add_argument("--cpu-capability", choices=["default", "avx2", "avx512"],
+                        help="PyTorch's CPU kernels to use (ATEN_CPU_CAPABILITY), as on another kind of CPU")
     args = parser.parse_args(argv)
+    if args.cpu_capability:
+        print(f"PyTorch CPU kernels: {args.cpu_capability}")
     print(f"{'threads':>7}  {'passed':>6}  {'failed':>6}  {'seconds':>7}  failed cells")
     bad = False
     for threads in args.threads:
-        counts, failed, seconds = run(threads, args.notebooks)
+        counts, failed, seconds = run(threads, args.notebooks, args.cpu_capability)
         ok = counts.get("passed", 0) > 0 and not counts.get("failed") and not counts.get("error")
         bad |= not ok
         print(f"{threads:>7}  {counts.get('passed', 0):>6}  {counts.get('failed', 0) + counts.get('error', 0):>6}  "
