@@ -377,8 +377,11 @@ class JupyterServer:
 
 
 # -- one notebook in the browser -----------------------------------------------------------------
-class LessonPage:
-    """One notebook open in its own page; :meth:`open_and_run_all` does what a learner does first."""
+class NotebookPage:
+    """One notebook in its own page of ``browser``, served by ``server``; its console errors are kept.
+
+    :meth:`close` closes the page and shuts the notebook's kernel down. Subclasses drive one front end.
+    """
 
     def __init__(self, server: JupyterServer, browser: Browser, path: Path) -> None:
         self.server = server
@@ -391,6 +394,20 @@ class LessonPage:
         self.page.on("console", lambda msg: self.console_errors.append(f"console.{msg.type}: {msg.text}")
                      if msg.type == "error" else None)
         self.run_seconds = 0.0
+
+    def close(self) -> None:
+        """Close the page and shut the notebook's kernel down (sessions API)."""
+        try:
+            self.page.close()
+        finally:
+            self.server.shut_down_notebook(self.name)
+
+
+class LessonPage(NotebookPage):
+    """A notebook in JupyterLab; :meth:`open_and_run_all` does what a learner does first."""
+
+    def __init__(self, server: JupyterServer, browser: Browser, path: Path) -> None:
+        super().__init__(server, browser, path)
         self.timings: dict[str, float] = {}
 
     @property
@@ -586,13 +603,6 @@ class LessonPage:
             if time.monotonic() > deadline:
                 raise AssertionError(f"{self.name}: its kernel is still running {timeout:.0f} s after closing")
             time.sleep(0.2)
-
-    def close(self) -> None:
-        """Close the page and shut the notebook's kernel down (sessions API)."""
-        try:
-            self.page.close()
-        finally:
-            self.server.shut_down_notebook(self.name)
 
 
 # -- one explorer --------------------------------------------------------------------------------
@@ -1186,20 +1196,8 @@ class ClassicNotebookServer(JupyterServer):
         return f"{self.url}/notebooks/{name}?token={self.token}"
 
 
-class ClassicLessonPage:
-    """One notebook open in the classic Notebook: Cell → Run All, then one control moved."""
-
-    def __init__(self, server: ClassicNotebookServer, browser: Browser, path: Path) -> None:
-        self.server = server
-        self.name = path.name
-        self.committed = CommittedNotebook.read(path)
-        self.page = browser.context.new_page()
-        self.page.set_default_timeout(30_000)
-        self.console_errors: list[str] = []
-        self.page.on("pageerror", lambda error: self.console_errors.append(f"pageerror: {error}"))
-        self.page.on("console", lambda msg: self.console_errors.append(f"console.{msg.type}: {msg.text}")
-                     if msg.type == "error" else None)
-        self.run_seconds = 0.0
+class ClassicLessonPage(NotebookPage):
+    """A notebook in the classic Notebook: Cell → Run All, then one slider moved."""
 
     def open_and_run_all(self, timeout: float = RUN_ALL_TIMEOUT) -> float:
         page = self.page
@@ -1282,12 +1280,6 @@ class ClassicLessonPage:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.page.screenshot(path=str(path), full_page=True)
         return path
-
-    def close(self) -> None:
-        try:
-            self.page.close()
-        finally:
-            self.server.shut_down_notebook(self.name)
 
 
 @dataclass

@@ -37,6 +37,18 @@ BASE_DIR = REPO_ROOT / ".venv-colab"
 SETUP_CELL = REPO_ROOT / "tests" / "notebook_setup_cell.py"
 # Bump when the way the base is built changes (the cache key includes it).
 RECIPE = "1"
+SANITIZE = REPO_ROOT / "tests" / "nbval_sanitize.cfg"
+# nbval's per-cell result lines in pytest's -rA summary.
+RESULT_LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED)\S* (\S+\.ipynb)::Cell (\d+)", re.MULTILINE)
+# Appended to each notebook's copy for the run on Colab's versions (tests/colab_probe.py).
+PROBE_CELL = """\
+# NBVAL_IGNORE_OUTPUT
+# why: not part of the lesson; appended by tests/test_colab.py to move every control in this kernel
+import sys
+sys.path.insert(0, {tests!r})
+import colab_probe
+colab_probe.probe({output!r});
+"""
 
 # Variables of this process that must not reach the stand-in's Python or pip.
 DROPPED_ENV = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "MPLBACKEND", "PYTHONWARNINGS",
@@ -220,18 +232,6 @@ class ColabRuntime:
         }
         (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1), encoding="utf-8")
         return spec_dir
-
-
-SANITIZE = REPO_ROOT / "tests" / "nbval_sanitize.cfg"
-RESULT_LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED)\S* (\S+\.ipynb)::Cell (\d+)", re.MULTILINE)
-PROBE_CELL = """\
-# NBVAL_IGNORE_OUTPUT
-# why: not part of the lesson; appended by tests/test_colab.py to move every control in this kernel
-import sys
-sys.path.insert(0, {tests!r})
-import colab_probe
-colab_probe.probe({output!r});
-"""
 
 
 class StandinRun:

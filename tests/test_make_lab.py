@@ -26,17 +26,17 @@ from browser_support import free_port
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def _get(request, attempts: int = 40):
-    """Open a URL, retrying while the server that printed it is not answering yet."""
+def _get(request, attempts: int = 40) -> tuple[int, bytes]:
+    """Status and body of a URL, retrying while the server that printed it is not answering yet."""
     for attempt in range(attempts):
         try:
             with urllib.request.urlopen(request, timeout=20) as reply:
-                reply.read = (lambda data: lambda: data)(reply.read())
-                return reply
+                return reply.status, reply.read()
         except urllib.error.URLError:
             if attempt == attempts - 1:
                 raise
             time.sleep(0.25)
+    raise AssertionError("unreachable")
 
 
 @pytest.mark.slow
@@ -64,12 +64,12 @@ def test_make_lab_prints_a_url_that_opens_the_orientation_notebook(tmp_path: Pat
             url = match.group(1) if match else None
         assert url, "make lab printed no URL with a token:\n" + "".join(printed)
         assert f"127.0.0.1:{port}/lab/tree/00_orientation.ipynb?token=" in url, url
-        assert _get(url).status == 200
+        assert _get(url)[0] == 200
         token = url.rsplit("token=", 1)[1]
         request = urllib.request.Request(
             f"http://127.0.0.1:{port}/lab/api/settings/@jupyterlab/apputils-extension:notification",
             headers={"Authorization": f"token {token}"})
-        settings = json.loads(_get(request).read())
+        settings = json.loads(_get(request)[1])
         # The override becomes the setting's default (a learner's own choice would still win).
         news = settings["schema"]["properties"]["fetchNews"]
         assert news["default"] == "false" and "fetchNews" not in settings["settings"], news
