@@ -49,7 +49,9 @@ from .efficient import (
     repeat_kv_heads,
     tiled_attention,
 )
+from .example import SENTENCE, VOCAB, embed, embedding_table
 from .shapes import shape_table, shape_trace, show
+from .source import show_source
 
 __version__ = "0.1.0"
 
@@ -94,6 +96,11 @@ __all__ = [
     "shape_table",
     "shape_trace",
     "show",
+    "SENTENCE",
+    "VOCAB",
+    "embed",
+    "embedding_table",
+    "show_source",
     *_LAZY_SUBMODULES,
 ]
 

@@ -7,6 +7,9 @@ Conventions every lesson follows (tests/test_exercises.py enforces them):
   checker, e.g. ``checks.check_scores(answer)``.
 - Its solution is the next markdown cell holding a ``<details>`` block with one fenced python block;
   that code replaces the ``<name> = None`` line.
+- A "predict before you run" exercise has no checker call in its own cell: the learner writes a
+  prediction, and the *next* code cell computes the real thing and calls the checker. Such an
+  exercise runs as the two cells together (its solution block sits between them).
 - Each lesson's test file ``tests/test_exercises_<NN>.py`` defines ``WRONG_ANSWERS``: exercise id ->
   (code replacing the ``None`` line, a piece of the hint the checker must print for it).
 
@@ -32,6 +35,7 @@ NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 EXERCISE_HEADER = re.compile(r"\A# Exercise (\d+\.\d+)\b")
 ANSWER_LINE = re.compile(r"^(\w+) = None\b.*$", re.M)
 SOLUTION_BLOCK = re.compile(r"<details>.*?```python\n(.*?)```.*?</details>", re.S)
+CHECKER_CALL = re.compile(r"\bcheck_\w+\(")
 CORRECT, NOT_YET, NOT_ATTEMPTED = "✅ Correct", "❌ Not yet", "⏳ Not attempted yet"
 
 
@@ -79,13 +83,19 @@ def exercises(notebook: str) -> dict[str, Exercise]:
             source = cell.source
             header = EXERCISE_HEADER.match(source)
             if header:
-                found[header.group(1)] = Exercise(notebook, header.group(1), source,
+                full = source if CHECKER_CALL.search(source) else source + "\n" + _next_code(nb.cells, index)
+                found[header.group(1)] = Exercise(notebook, header.group(1), full,
                                                   _solution_after(nb.cells, index), dict(namespace))
             _execute(source, namespace, f"{notebook}:cell {index}")
             plt.close("all")
     finally:
         os.chdir(cwd)
     return found
+
+
+def _next_code(cells: list, index: int) -> str:
+    """The source of the first code cell after ``cells[index]`` (a prediction's checking cell)."""
+    return next((cell.source for cell in cells[index + 1:] if cell.cell_type == "code"), "")
 
 
 def _solution_after(cells: list, index: int) -> str | None:

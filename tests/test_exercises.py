@@ -10,11 +10,16 @@ import pytest
 
 from exercise_harness import CORRECT, NOT_ATTEMPTED, NOT_YET, NOTEBOOKS, exercises
 
-LESSONS = sorted(p.name for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+LESSONS = sorted(p.name for p in NOTEBOOKS.glob("[0-9][0-9]*_*.ipynb"))
+
+
+def _prefix(notebook: str) -> str:
+    """``03_softmax_and_masks.ipynb`` -> ``03``; an appendix ``03a_mask_conventions.ipynb`` -> ``03a``."""
+    return notebook.split("_", 1)[0]
 
 
 def _wrong_answers(notebook: str) -> dict[str, tuple[str, str]]:
-    module = f"test_exercises_{notebook[:2]}"
+    module = f"test_exercises_{_prefix(notebook)}"
     if not (Path(__file__).parent / f"{module}.py").exists():
         return {}
     return importlib.import_module(module).WRONG_ANSWERS
@@ -26,10 +31,10 @@ def _cases() -> list:
         try:
             found = exercises(notebook)
         except Exception as problem:  # report a notebook that does not run as a failing case, not a collection error
-            cases.append(pytest.param(notebook, f"runs: {type(problem).__name__}: {problem}", id=f"{notebook[:2]}-runs"))
+            cases.append(pytest.param(notebook, f"runs: {type(problem).__name__}: {problem}", id=f"{_prefix(notebook)}-runs"))
             continue
         for ex_id in found:
-            cases.append(pytest.param(notebook, ex_id, id=f"{notebook[:2]}-{ex_id}"))
+            cases.append(pytest.param(notebook, ex_id, id=f"{_prefix(notebook)}-{ex_id}"))
     return cases
 
 
@@ -38,7 +43,7 @@ def test_every_lesson_has_at_least_two_exercises_each_with_a_wrong_answer_case(n
     found = exercises(notebook)
     assert len(found) >= 2, f"{notebook} has {len(found)} exercises; every lesson has at least two"
     missing = sorted(set(found) - set(_wrong_answers(notebook)))
-    assert not missing, f"{notebook}: exercises {missing} have no typical wrong answer in tests/test_exercises_{notebook[:2]}.py"
+    assert not missing, f"{notebook}: exercises {missing} have no typical wrong answer in tests/test_exercises_{_prefix(notebook)}.py"
 
 
 @pytest.mark.parametrize(("notebook", "ex_id"), _cases())

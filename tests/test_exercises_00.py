@@ -1,12 +1,24 @@
 """Typical wrong answers for the exercises of 00 · Orientation (used by tests/test_exercises.py),
 and the orientation checkers' other verdicts."""
 
+import io
+from contextlib import redirect_stdout
+
+import torch
+
 from attn_helpers import checks
 
 WRONG_ANSWERS = {
-    "0.1": ("answer = 64", "divide by num_heads"),
-    "0.2": ("answer = [13, 100, 4, 100]", "heads come before the tokens"),
+    # the query's own key points its way, but a longer key has the larger dot product
+    "0.1": ('prediction = "cat"', "compare the lengths"),
+    "0.2": ("answer = [8, 20, 2, 20]", "heads come before the tokens"),
+    # the scores were not divided by sqrt(d_k)
+    "0.3": ("weights_ex = torch.softmax(x_ex @ x_ex.mT, dim=-1)", "math.sqrt(3)"),
 }
+
+X = torch.tensor([[0.1, 0.0], [1.0, 0.2], [0.9, 1.0], [0.0, 0.8]])
+TOKENS = ["the", "cat", "sat", "down"]
+WEIGHTS = torch.softmax(X @ X.mT / 2 ** 0.5, dim=-1)
 
 
 def test_head_dim_checker_rejects_a_non_integer():
@@ -27,3 +39,25 @@ def test_scores_shape_checker_notices_a_missing_head_axis():
 def test_scores_shape_checker_rejects_a_non_shape():
     verdict = checks.check_scores_shape.judge(5, B=13, num_heads=4, N=100)
     assert not verdict.ok and "list or tuple" in verdict.message
+
+
+def test_largest_key_prediction_accepts_the_winner_in_any_case():
+    assert checks.check_largest_key.judge(" SAT ", WEIGHTS, TOKENS, query="cat").ok
+
+
+def test_largest_key_prediction_rejects_a_word_not_in_the_sentence():
+    verdict = checks.check_largest_key.judge("dog", WEIGHTS, TOKENS, query="cat")
+    assert not verdict.ok and "one of" in verdict.message
+
+
+def test_largest_key_prediction_not_attempted_points_at_the_cell_above():
+    out = io.StringIO()
+    with redirect_stdout(out):
+        checks.check_largest_key(None, WEIGHTS, TOKENS, query="cat")
+    assert "cell above" in out.getvalue()
+
+
+def test_self_attention_weights_checker_names_the_wrong_axis():
+    x = torch.randn(4, 3)
+    verdict = checks.check_self_attention_weights.judge(torch.softmax(x @ x.mT / 3 ** 0.5, dim=0), x)
+    assert not verdict.ok and "dim=-1" in verdict.hint

@@ -36,7 +36,7 @@ Rules (``make notebooks`` produces notebooks that follow all of them):
   ``<Figure ...>`` has its ``image/png``. ``MPLBACKEND=Agg`` leaking into the kernel breaks this.
 
 Also: notebook file names are ``NN_snake_case.ipynb`` with unique, consecutive two-digit prefixes
-starting at ``00``, and the series starts with ``notebooks/00_orientation.ipynb``.
+starting at ``00`` (an optional appendix to lesson NN is ``NNa_snake_case.ipynb``), and the series starts with ``notebooks/00_orientation.ipynb``.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 SETUP_CELL = (REPO_ROOT / "tests" / "notebook_setup_cell.py").read_text(encoding="utf-8").strip()
 FIRST_NOTEBOOK = "00_orientation.ipynb"
 MAX_BYTES = 1_500_000
-NAME_PATTERN = re.compile(r"^(\d\d)_[a-z0-9]+(?:_[a-z0-9]+)*\.ipynb$")
+NAME_PATTERN = re.compile(r"^(\d\d)([a-z]?)_[a-z0-9]+(?:_[a-z0-9]+)*\.ipynb$")  # 03a_...: an appendix to 03
 
 # What nbval 0.11 itself recognises (nbval/plugin.py: comment_markers, metadata_tags). The comment
 # markers must be alone on their line: nbval compares the stripped comment text for equality.
@@ -329,11 +329,18 @@ def test_series_starts_with_orientation() -> None:
 
 def check_names(names: list[str]) -> list[str]:
     problems = [f"{n!r} is not named NN_snake_case.ipynb" for n in names if not NAME_PATTERN.match(n)]
-    prefixes = sorted(int(m.group(1)) for n in names if (m := NAME_PATTERN.match(n)))
+    matches = [m for n in names if (m := NAME_PATTERN.match(n))]
+    prefixes = sorted(int(m.group(1)) for m in matches if not m.group(2))
     if prefixes != list(range(len(prefixes))):
         problems.append(
             f"prefixes are {[f'{p:02d}' for p in prefixes]}; they must be unique and consecutive from 00"
         )
+    appendices = [m.group(1) + m.group(2) for m in matches if m.group(2)]
+    for appendix in appendices:
+        if int(appendix[:2]) not in prefixes:
+            problems.append(f"appendix {appendix} belongs to no lesson {appendix[:2]}")
+    if len(set(appendices)) != len(appendices):
+        problems.append(f"appendix prefixes {sorted(appendices)} are not unique")
     return problems
 
 
@@ -458,6 +465,9 @@ def test_checker_names() -> None:
     assert check_names(["01_a.ipynb"])  # does not start at 00
     assert check_names(["00_Orientation.ipynb"])  # not snake case
     assert check_names(["0_a.ipynb", "00_b.ipynb"])  # one digit
+    assert check_names(["00_a.ipynb", "01_b.ipynb", "01a_c.ipynb"]) == []  # an appendix to 01
+    assert check_names(["00_a.ipynb", "02a_c.ipynb"])  # an appendix without its lesson
+    assert check_names(["00_a.ipynb", "00a_b.ipynb", "00a_c.ipynb"])  # duplicate appendix
 
 
 def test_checker_size(tmp_path: Path) -> None:

@@ -1,12 +1,18 @@
-"""Checkers for 00 · Orientation: reading the notation."""
+"""Checkers for 00 · Orientation: one query's weights predicted, a shape read, the formula written."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
-from ._core import Verdict, checker, correct, wrong
+import torch
+from torch import Tensor
 
-__all__ = ["check_head_dim", "check_scores_shape"]
+from ._core import Verdict, checker, compare_tensors, correct, wrong
+from ._predict import as_choice, prediction_checker
+
+__all__ = ["check_head_dim", "check_largest_key", "check_scores_shape", "check_self_attention_weights"]
 
 
 def _as_int(answer: Any, what: str) -> int | Verdict:
@@ -14,6 +20,25 @@ def _as_int(answer: Any, what: str) -> int | Verdict:
         return wrong(f"{what} should be a whole number, got {answer!r}.",
                      "a width is a count of features, so it is an int.")
     return int(answer)
+
+
+@prediction_checker
+def check_largest_key(prediction: Any, weights: Tensor, tokens: Sequence[str], query: str) -> Verdict:
+    """Prediction: which key gets the largest weight in the row of ``query`` (``weights`` is ``(N, N)``)."""
+    choice = as_choice(prediction, list(dict.fromkeys(tokens)))
+    if isinstance(choice, Verdict):
+        return choice
+    row = weights[list(tokens).index(query)]  # (N,)
+    winner = tokens[int(row.argmax())]
+    own = row[list(tokens).index(query)].item()
+    if choice == winner:
+        return correct(f"{winner!r} gets {row.max().item():.3f} of {query!r}'s weight, "
+                       f"more than {query!r} itself ({own:.3f}).")
+    picked = row[list(tokens).index(choice)].item()
+    hint = ("a score is a dot product, so a long key that points roughly the same way can beat a key that "
+            "points exactly the same way: compare the lengths of the keys.") if choice == query else (
+            "each score is the dot product of the query with a key: compute the four of them by hand.")
+    return wrong(f"{choice!r} gets {picked:.3f}, but {winner!r} gets the most, {row.max().item():.3f}.", hint)
 
 
 @checker
@@ -30,7 +55,7 @@ def check_head_dim(answer: Any, chan: int, num_heads: int) -> Verdict:
     if value == chan:
         return wrong(f"{value} is the width of all heads together (chan).",
                      "one head gets an equal share of chan: divide by num_heads.")
-    return wrong(f"{value} is not chan / num_heads.", "head_dim = chan // num_heads.")
+    return wrong(f"{value} is not chan // num_heads.", "head_dim = chan // num_heads.")
 
 
 @checker
@@ -49,3 +74,21 @@ def check_scores_shape(answer: Any, B: int, num_heads: int, N: int) -> Verdict:
     if len(shape) == 3:
         return wrong(f"{shape} has no head axis.", "with several heads, each head has its own scores: (B, H, N, N).")
     return wrong(f"{shape} is not the scores' shape.", "every query is scored against every key: the last two axes are N and N.")
+
+
+@checker
+def check_self_attention_weights(answer: Any, x: Tensor) -> Verdict:
+    """Exercise: ``softmax(x @ x.mT / sqrt(d_k), dim=-1)`` for tokens ``x`` ``(N, d_k)`` used as queries and keys."""
+    raw = x @ x.mT  # (N, N)
+    expected = torch.softmax(raw / math.sqrt(x.shape[-1]), dim=-1)  # (N, N)
+    mistakes = {
+        "the scores are not divided by sqrt(d_k)": (torch.softmax(raw, dim=-1),
+                                                    f"divide the dot products by math.sqrt({x.shape[-1]}) before the softmax."),
+        "the softmax runs down the columns (dim=0)": (torch.softmax(raw / math.sqrt(x.shape[-1]), dim=0),
+                                                       "each query's row must sum to one: use dim=-1."),
+        "the scores are divided by d_k instead of sqrt(d_k)": (torch.softmax(raw / x.shape[-1], dim=-1),
+                                                               "the scale is the square root of d_k."),
+        "there is no softmax": (raw / math.sqrt(x.shape[-1]), "turn each row of scores into weights with torch.softmax(..., dim=-1)."),
+    }
+    return compare_tensors(answer, expected, name="your weights", likely_mistakes=mistakes,
+                           success="every row is a softmax of scaled dot products and sums to one.")

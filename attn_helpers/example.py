@@ -1,0 +1,42 @@
+"""The series' running example: a small vocabulary and an embedding table (token -> vector).
+
+A real model turns a token into a vector by looking up its row in a learned table. The lessons do
+the same with a seeded random table, so equal words get equal rows in every lesson that uses it:
+``embed(["the", "cat", "sat", "on", "the", "mat"], dim)`` gives rows 0 and 4 the very same numbers.
+
+Imports torch only; the table does not touch the global random state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+__all__ = ["SENTENCE", "VOCAB", "embed", "embedding_table", "token_ids"]
+
+SENTENCE = ("the", "cat", "sat", "on", "the", "mat")
+VOCAB = ("<pad>", "the", "cat", "sat", "on", "mat", "down", "a", "dog", "ran")
+
+
+def embedding_table(dim: int, *, seed: int = 0) -> Tensor:
+    """The table ``(len(VOCAB), dim)``: one random row per word of :data:`VOCAB`, fixed by ``seed`` and ``dim``."""
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+        raise ValueError(f"dim must be a positive int (the width of a token vector), got {dim!r}")
+    generator = torch.Generator().manual_seed(1_000 * seed + dim)
+    return torch.randn(len(VOCAB), dim, generator=generator)  # (vocab, dim)
+
+
+def token_ids(tokens: Sequence[str]) -> Tensor:
+    """Each token's row number in :data:`VOCAB`: ``(N,)`` integers."""
+    unknown = [t for t in tokens if t not in VOCAB]
+    if unknown:
+        raise ValueError(f"tokens {unknown} are not in the example's vocabulary VOCAB = {list(VOCAB)}")
+    return torch.tensor([VOCAB.index(t) for t in tokens], dtype=torch.long)  # (N,)
+
+
+def embed(tokens: Sequence[str], dim: int, *, seed: int = 0) -> Tensor:
+    """Look every token up in :func:`embedding_table`: ``N`` tokens -> ``(N, dim)``; equal words, equal rows."""
+    table = embedding_table(dim, seed=seed)  # (vocab, dim)
+    return table[token_ids(tokens)]  # (N, dim): row i is the table row of token i
