@@ -7,9 +7,11 @@ from torch import nn
 from attn_helpers import checks
 
 WRONG_ANSWERS = {
-    "1.1": ("answer = (4, 10, 48)", "3 × chan wide"),
-    "1.2": ("answer = qkv_ex.reshape(2, 3, 4, 3).unbind(-1)", "interleaves the features"),
-    "1.3": (
+    # the weight written as (in, out): nn.Linear stores (out_features, in_features)
+    "1.1": ("prediction = (49, 192)", "(out_features, in_features)"),
+    "1.2": ("answer = (4, 10, 48)", "3 × chan wide"),
+    "1.3": ("answer = qkv_ex.reshape(2, 3, 4, 3).unbind(-1)", "interleaves the features"),
+    "1.4": (
         "to_k_ex = nn.Linear(6, 4)\n"
         "with torch.no_grad():\n"
         "    to_k_ex.weight.copy_(fused_ex.weight[0:4])\n"
@@ -122,3 +124,15 @@ def test_key_layer_does_not_touch_the_global_random_state():
     state = torch.random.get_rng_state()
     checks.check_key_layer.judge(layer, fused, chan=4)
     assert torch.equal(state, torch.random.get_rng_state())
+
+
+# -- check_weight_shape_prediction ------------------------------------------------------------------
+
+def test_weight_shape_prediction_accepts_out_by_in():
+    assert checks.check_weight_shape_prediction.judge((192, 49), nn.Linear(49, 192)).ok
+
+
+def test_weight_shape_prediction_rejects_other_shapes_and_non_shapes():
+    verdict = checks.check_weight_shape_prediction.judge((64, 49), nn.Linear(49, 192))
+    assert not verdict.ok and "one row per output" in verdict.hint
+    assert not checks.check_weight_shape_prediction.judge("192x49", nn.Linear(49, 192)).ok

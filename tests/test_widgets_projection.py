@@ -79,3 +79,9 @@ def test_custom_tokens_and_empty_tokens():
     with pytest.raises(ValueError, match="at least one token"):
         ProjectionExplorer([])
 
+
+
+def test_running_example_words_use_the_series_embedding_table():
+    from attn_helpers import embed
+
+    assert torch.equal(sentence_embeddings(SENTENCE, 7)[0], embed(SENTENCE, 7))

@@ -8,8 +8,9 @@ import torch
 from torch import Tensor, nn
 
 from ._core import Verdict, checker, compare_tensors, correct, wrong
+from ._predict import prediction_checker
 
-__all__ = ["check_qkv_shape", "check_split_qkv", "check_key_layer"]
+__all__ = ["check_qkv_shape", "check_split_qkv", "check_key_layer", "check_weight_shape_prediction"]
 
 
 def _as_shape(answer: Any) -> list[int] | Verdict:
@@ -103,3 +104,21 @@ def check_key_layer(answer: Any, fused: nn.Linear, chan: int) -> Verdict:
             no_bias, f"the fused layer has a bias too: copy fused.bias[{chan}:{2 * chan}] into your layer's bias.")
     return compare_tensors(got, blocks[1], name="your layer's output", likely_mistakes=mistakes,
                            success="your separate key layer gives exactly the fused layer's keys.")
+
+
+@prediction_checker
+def check_weight_shape_prediction(prediction: Any, layer: nn.Linear) -> Verdict:
+    """Prediction: the shape of ``layer.weight`` for ``nn.Linear(in_features, out_features)``."""
+    shape = _as_shape(prediction)
+    if isinstance(shape, Verdict):
+        return shape
+    expected = list(layer.weight.shape)  # (out_features, in_features)
+    if shape == expected:
+        return correct(f"{expected}: nn.Linear stores one row per output number ({expected[0]}) and one "
+                       f"column per input number ({expected[1]}), and computes x @ weight.mT.")
+    if shape == expected[::-1]:
+        return wrong(f"{shape} is the transpose of the stored weight {expected}.",
+                     "nn.Linear keeps its weight as (out_features, in_features) and multiplies by its "
+                     "transpose: x @ weight.mT.")
+    return wrong(f"{shape} is not the weight's shape {expected}.",
+                 "the weight has one row per output number and one column per input number.")

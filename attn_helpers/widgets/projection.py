@@ -18,6 +18,7 @@ import torch
 from matplotlib.figure import Figure
 
 from ..attention import Attention
+from ..example import VOCAB, embed
 from ..plotting import SIGNED_CMAP, heatmap, to_numpy
 from ._base import Explorer, InvalidCombination
 
@@ -31,9 +32,12 @@ MAX_DIM, MAX_CHAN, MAX_HEADS = 96, 96, 8
 def sentence_embeddings(tokens: Sequence[str], dim: int, *, seed: int = 0) -> torch.Tensor:
     """Token vectors ``(1, N, dim)`` from a seeded lookup table: equal words get equal rows.
 
-    The table does not depend on the global random state (a private generator, seeded by
-    ``seed`` and ``dim``), so moving a slider never changes what a notebook cell draws next.
+    Words of the series' running example are looked up in its table (:func:`attn_helpers.embed`), so
+    the explorer shows the same vectors as the lessons; other words get a table of their own. Neither
+    depends on the global random state, so moving a slider never changes what a notebook cell draws next.
     """
+    if all(t in VOCAB for t in tokens):
+        return embed(tokens, dim, seed=seed)[None]  # (1, N, dim)
     vocab = sorted(set(tokens))
     g = torch.Generator().manual_seed(10_000 * seed + dim)
     table = torch.randn(len(vocab), dim, generator=g)  # (vocab, dim)
