@@ -30,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -208,8 +209,12 @@ class JupyterServer:
     """
 
     def __init__(self, base: Path, source: Path = NOTEBOOKS_DIR,
-                 kernels: Callable[[Path], Any] | None = None) -> None:
+                 kernels: Callable[[Path], Any] | None = None, threads: int | None = None) -> None:
         self.base = Path(base)
+        # Math threads of the kernels (None: the machine's default). The browser run goes alongside
+        # other notebook runs on a small machine, where two-thread kernels stall each other; what a
+        # notebook prints at each thread count is nbval's business, not the browser's.
+        self.threads = threads
         self.source = Path(source)
         # Called with the server's Jupyter data folder before it starts: a kernelspec written to
         # ``<folder>/kernels/python3`` replaces this environment's own kernel (the Colab stand-in's).
@@ -234,6 +239,8 @@ class JupyterServer:
         env.update(HOME=str(h), JUPYTER_CONFIG_DIR=str(h / ".jupyter"), JUPYTER_DATA_DIR=str(h / ".local/share/jupyter"),
                    JUPYTER_RUNTIME_DIR=str(h / ".local/share/jupyter/runtime"), IPYTHONDIR=str(h / ".ipython"),
                    MPLCONFIGDIR=str(h / ".config/matplotlib"))
+        if self.threads is not None:
+            env.update(OMP_NUM_THREADS=str(self.threads), MKL_NUM_THREADS=str(self.threads), MKL_DYNAMIC="FALSE")
         if self.kernels is not None:
             # Kernelspecs in the temporary data folder must win over the ones this environment
             # installs (in a virtual environment jupyter_core otherwise looks there first).
@@ -1069,81 +1076,141 @@ def screenshot_dir() -> Path:
     return SCREENSHOT_DIR
 
 
-@pytest.fixture(scope="session")
-def jupyter_server(chromium_path: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    """One JupyterLab for the whole session (started only when a browser is available)."""
-    server = JupyterServer(tmp_path_factory.mktemp("jupyterlab"))
-    try:
-        try:
-            server.start()
-        except RuntimeError as problem:
-            pytest.fail(str(problem), pytrace=False)
-        yield server
-    finally:
-        server.stop()
+# -- the JupyterLab run: every notebook, in a thread of its own -----------------------------------
+LabCheck = Callable[["LessonPage", Path], None]
 
 
-@pytest.fixture(scope="session")
-def browser(chromium_path: str) -> Iterator[Browser]:
-    b = Browser(chromium_path)
-    try:
-        yield b
-    finally:
-        b.close()
+@dataclass
+class Verdict:
+    """One check on one notebook's page: passed, or what failed."""
+
+    passed: bool
+    message: str = ""
+    note: str = ""  # printed by the test (its captured output): how long the page took
 
 
-@pytest.fixture(scope="session")
-def preloaded(jupyter_server: JupyterServer) -> Iterator[dict[str, LessonPage]]:
-    """Pages already loading the next notebook (see ``lesson``); any left over are closed at the end."""
-    pages: dict[str, LessonPage] = {}
-    try:
-        yield pages
-    finally:
-        for page in pages.values():
-            page.close()
+class LabRun:
+    """Every planned notebook in real JupyterLab, in a thread of its own; the tests' checks run on each page.
 
-
-def lesson_order(session: pytest.Session) -> list[Path]:
-    """The notebooks in the order the selected tests will open them."""
-    order: list[Path] = []
-    for item in session.items:
-        path = getattr(item, "callspec", None) and item.callspec.params.get("lesson")
-        if path is not None and path not in order:
-            order.append(path)
-    return order
-
-
-@pytest.fixture(scope="module")
-def lesson(request: pytest.FixtureRequest, jupyter_server: JupyterServer, browser: Browser,
-           screenshot_dir: Path, preloaded: dict[str, LessonPage]) -> Iterator[LessonPage]:
-    """One notebook (``request.param``, a path) opened and Run All done; closed with its kernel after.
-
-    Once its Run All is done, the page of the notebook tested next starts loading in the
-    background (JupyterLab's start-up is the slowest part of opening a notebook), so at most two
-    notebooks, and two kernels, are open at a time.
+    The browser half is the slowest part of the suite and mostly waits on a kernel or the page. Run
+    in its own thread (its own server, Playwright and Chromium) from the moment the tests are
+    collected (``conftest.py``), it overlaps the unit tests and nbval instead of following them.
+    ``plan`` maps each notebook to the checks to run on its page, in order; each test then reports
+    its check's verdict (:meth:`verdict`). Notebooks are opened in order, the next one loading while
+    the current one's checks run, so at most two notebooks, and two kernels, are open at a time.
     """
-    path: Path = request.param
-    page = preloaded.pop(path.name, None) or LessonPage(jupyter_server, browser, path)
-    stem = path.stem
-    for old in screenshot_dir.glob(f"{stem}__*"):
-        old.unlink(missing_ok=True)
-    try:
+
+    def __init__(self, chromium: str, plan: dict[Path, list[LabCheck]], folder: Path,
+                 screenshots: Path = SCREENSHOT_DIR) -> None:
+        self.plan = plan
+        self.screenshots = screenshots
+        self.server = JupyterServer(folder, threads=1)
+        self.kernelspecs: dict[str, Any] | None = None  # what the server offers, read once it answers
+        self.stop = threading.Event()  # set by close(): notebooks not yet opened are left alone
+        self.error: str | None = None  # the run itself failed (server, browser)
+        self._verdicts: dict[tuple[str, str], Verdict] = {}
+        self._finished = False
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._run, args=(chromium,), name="jupyterlab-run", daemon=True)
+        self._thread.start()
+
+    def verdict(self, check: LabCheck, path: Path, timeout: float = 1800.0) -> None:
+        """Wait for ``check``'s verdict on ``path``; fail the calling test with its message if it failed."""
+        key = (check.__name__, path.name)
+        with self._changed:
+            self._changed.wait_for(lambda: key in self._verdicts or self._finished, timeout)
+        found = self._verdicts.get(key)
+        if found is None:
+            pytest.fail(self.error or f"the JupyterLab run ended without checking {path.name}", pytrace=False)
+        print(found.note)
+        if not found.passed:
+            pytest.fail(found.message, pytrace=False)
+
+    def wait_server(self, timeout: float = SERVER_START_TIMEOUT * 3) -> dict[str, Any]:
+        """The kernelspecs the server offered (fails the test if the server never answered)."""
+        with self._changed:
+            self._changed.wait_for(lambda: self.kernelspecs is not None or self._finished, timeout)
+        if self.kernelspecs is None:
+            pytest.fail(self.error or "JupyterLab did not start", pytrace=False)
+        return self.kernelspecs
+
+    def close(self) -> None:
+        self.stop.set()
+        self._thread.join(timeout=120)
+
+    # the thread
+    def _record(self, results: dict[str, Verdict], path: Path) -> None:
+        with self._changed:
+            self._verdicts.update({(name, path.name): verdict for name, verdict in results.items()})
+            self._changed.notify_all()
+
+    def _run(self, chromium: str) -> None:
+        try:
+            self.server.start()
+            specs = self.server.api("GET", "/api/kernelspecs")
+            with self._changed:
+                self.kernelspecs = specs
+                self._changed.notify_all()
+            browser = Browser(chromium)
+            try:
+                self._lessons(browser)
+            finally:
+                browser.close()
+        except BaseException as problem:  # noqa: BLE001 - reported by every test still waiting
+            self.error = f"the JupyterLab run failed: {type(problem).__name__}: {problem}"
+        finally:
+            self.server.stop()
+            with self._changed:
+                self._finished = True
+                self._changed.notify_all()
+
+    def _lessons(self, browser: Browser) -> None:
+        paths = list(self.plan)
+        loading: dict[str, LessonPage] = {}
+        self.screenshots.mkdir(parents=True, exist_ok=True)
+        try:
+            for i, path in enumerate(paths):
+                if self.stop.is_set():
+                    return
+                page = loading.pop(path.name, None) or LessonPage(self.server, browser, path)
+                for old in self.screenshots.glob(f"{path.stem}__*"):
+                    old.unlink(missing_ok=True)
+                results = self._check(page, path)
+                if i + 1 < len(paths) and not self.stop.is_set():
+                    loading[paths[i + 1].name] = LessonPage(self.server, browser, paths[i + 1]).start_loading()
+                page.close()
+                try:
+                    page.wait_kernel_gone()
+                except AssertionError as problem:
+                    last = self.plan[path][-1].__name__
+                    results[last] = Verdict(False, f"{results[last].message}\n{problem}".strip())
+                self._record(results, path)
+        finally:
+            for page in loading.values():
+                page.close()
+
+    def _check(self, page: LessonPage, path: Path) -> dict[str, Verdict]:
+        """Open the notebook, Run All, then every planned check on the page, each to its verdict."""
+        names = [check.__name__ for check in self.plan[path]]
         try:
             page.open_and_run_all()
-        except BaseException:
-            page.page.screenshot(path=str(screenshot_dir / f"{stem}__0_run_all_failed.png"))
-            raise
-        finally:
-            order = lesson_order(request.session)
-            following = order[order.index(path) + 1:] if path in order else []
-            if following and following[0].name not in preloaded:
-                preloaded[following[0].name] = LessonPage(jupyter_server, browser, following[0]).start_loading()
-                page.page.bring_to_front()  # the new page came to the front: put this one back
-        page.screenshot(screenshot_dir / f"{stem}__1_after_run_all.png")
-        yield page
-    finally:
-        page.close()
-        page.wait_kernel_gone()
+        except Exception as problem:  # noqa: BLE001 - every check of this notebook reports it
+            page.page.screenshot(path=str(self.screenshots / f"{path.stem}__0_run_all_failed.png"))
+            return {name: Verdict(False, f"{path.name}: {problem}") for name in names}
+        page.screenshot(self.screenshots / f"{path.stem}__1_after_run_all.png")
+        results = {}
+        for check in self.plan[path]:
+            started = time.perf_counter()
+            try:
+                check(page, self.screenshots)
+                results[check.__name__] = Verdict(True)
+            except AssertionError as failure:
+                results[check.__name__] = Verdict(False, str(failure))
+            except Exception:  # noqa: BLE001 - a broken check is a failure with its traceback
+                results[check.__name__] = Verdict(False, traceback.format_exc())
+            results[check.__name__].note = (f"{path.name}: opened in {page.timings['open']:.1f} s, Run All "
+                                            f"{page.timings['run_all']:.1f} s; this check {time.perf_counter() - started:.1f} s")
+        return results
 
 
 def with_tempdir() -> tempfile.TemporaryDirectory[str]:

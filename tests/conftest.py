@@ -16,6 +16,7 @@ Kept small on purpose. Fixtures that only one area needs belong in that area's o
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,30 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         _start_colab()
     if "classic_results" in needed and "session" in _colab:
         _start_classic_browser()
+    _start_lab(session.items)
+
+
+# -- the JupyterLab run (tests/test_browser.py) -----------------------------------------------------
+_lab: dict[str, object] = {}
+
+
+def _start_lab(items: list[pytest.Item]) -> None:
+    """Start the JupyterLab run over the notebooks and checks the selected browser tests ask for."""
+    plan: dict[Path, list] = {}
+    for item in items:
+        check = getattr(getattr(item, "function", None), "lab_check", None)
+        if check is not None:
+            plan.setdefault(item.callspec.params["path"], []).append(check)
+    if not plan:
+        return
+    import tempfile
+
+    from browser_support import LabRun, find_chromium
+
+    chromium = find_chromium()
+    if chromium is not None:  # without it the tests skip, or fail on CI (the chromium_path fixture)
+        _lab["folder"] = Path(tempfile.mkdtemp(prefix="attn-lab-"))
+        _lab["run"] = LabRun(chromium, plan, _lab["folder"])
 
 
 def _start_classic_browser() -> None:
@@ -119,6 +144,18 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     colab = _colab.pop("session", None)
     if colab is not None:
         colab.close()
+    lab = _lab.pop("run", None)
+    if lab is not None:
+        lab.close()
+        shutil.rmtree(_lab.pop("folder"), ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def lab_run(chromium_path: str):
+    """The JupyterLab run (``browser_support.LabRun``), started when the tests were collected."""
+    if "run" not in _lab:
+        pytest.fail("the JupyterLab run was not started for this test", pytrace=False)
+    return _lab["run"]
 
 
 @pytest.fixture(scope="session")

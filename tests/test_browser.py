@@ -11,8 +11,11 @@ combination and back.
 Then every notebook again with a kernel of the Colab stand-in (Colab's ipywidgets 7.7.1, IPython 7.34,
 ...) in the classic Notebook, the front end that draws ipywidgets 7: Run All and a slider moved.
 
-One JupyterLab server and one Chromium for the session, one page per notebook, its kernel shut
-down when the notebook is done. Screenshots and a log of every change go to ``build/screenshots/``.
+The JupyterLab half runs in a thread of its own from the start of the session (``LabRun``, started
+by ``conftest.py``), alongside the unit tests and nbval: one JupyterLab server and one Chromium, one
+page per notebook, its kernel shut down when the notebook is done. Each test below is a check run on
+the notebook's page there; the test reports its verdict. Screenshots and a log of every change go to
+``build/screenshots/``.
 Without Chromium these tests skip (they fail on CI, ``CI=true``). The machinery is in
 ``browser_support.py``.
 """
@@ -27,17 +30,13 @@ import pytest
 
 from browser_support import (  # noqa: F401 - fixtures are used by name
     STATUS,
-    classic_run,
+    LabCheck,
     LessonPage,
-    browser,
     chromium_missing_reason,
     chromium_path,
+    classic_run,
     find_chromium,
-    jupyter_server,
-    lesson,
     lesson_notebooks,
-    preloaded,
-    screenshot_dir,
     widget_outputs,
 )
 
@@ -52,14 +51,25 @@ WITH_WIDGETS = [p for p in NOTEBOOKS if widget_outputs(p)]
 WITH_HEADS = [p for p in NOTEBOOKS if "HeadsExplorer" in widget_outputs(p)]
 
 
-def each(paths: list[Path]):
-    """Parametrize the module-scoped ``lesson`` fixture: one page per notebook, shared by its tests."""
-    return pytest.mark.parametrize("lesson", paths, ids=[p.name for p in paths], indirect=True)
+def on_each(paths: list[Path]):
+    """A check run on each notebook's page in the JupyterLab run; the test (one per notebook) reports it.
+
+    ``conftest.py`` reads the plan (which checks on which notebooks) off the collected tests.
+    """
+    def wrap(check: LabCheck):
+        @pytest.mark.parametrize("path", paths, ids=[p.name for p in paths])
+        def test(lab_run, path: Path) -> None:
+            lab_run.verdict(check, path)
+
+        test.lab_check = check
+        test.__name__, test.__doc__ = check.__name__, check.__doc__
+        return test
+    return wrap
 
 
-def test_server_offers_only_this_environments_python(jupyter_server):
+def test_server_offers_only_this_environments_python(lab_run):
     """With the temporary home, the only kernel is this environment's own ``python3``."""
-    specs = jupyter_server.api("GET", "/api/kernelspecs")
+    specs = lab_run.wait_server()
     assert specs["default"] == "python3"
     assert set(specs["kernelspecs"]) == {"python3"}, f"unexpected kernelspecs: {sorted(specs['kernelspecs'])}"
     argv = specs["kernelspecs"]["python3"]["spec"]["argv"]
@@ -67,8 +77,8 @@ def test_server_offers_only_this_environments_python(jupyter_server):
     assert argv[0] in ("python", "python3", sys.executable), argv
 
 
-@each(NOTEBOOKS)
-def test_run_all_shows_every_output(lesson: LessonPage):
+@on_each(NOTEBOOKS)
+def test_run_all_shows_every_output(lesson: LessonPage, screenshot_dir: Path):
     committed = lesson.committed
     assert committed.n_outputs, (f"{lesson.name} is committed without outputs: nothing to compare the browser "
                                  f"with (produce them with `make notebooks NB=notebooks/{lesson.name}`)")
@@ -105,10 +115,9 @@ def test_run_all_shows_every_output(lesson: LessonPage):
         interpreter = Path(commands[kernel_id][0])
         assert interpreter.parent.resolve() == Path(sys.executable).parent.resolve(), (
             f"the kernel runs {interpreter}, not this environment's {sys.executable}")
-    print(f"{lesson.name}: Run All took {lesson.run_seconds:.1f} s")
 
 
-@each(WITH_WIDGETS)
+@on_each(WITH_WIDGETS)
 def test_every_control_of_every_explorer(lesson: LessonPage, screenshot_dir: Path):
     stem = Path(lesson.name).stem
     failures, log = [], []
@@ -129,7 +138,7 @@ def test_every_control_of_every_explorer(lesson: LessonPage, screenshot_dir: Pat
     assert not problems, f"{lesson.name}: after moving the widgets:\n" + "\n".join(problems)
 
 
-@each(WITH_HEADS)
+@on_each(WITH_HEADS)
 def test_heads_explorer_explains_an_impossible_split(lesson: LessonPage, screenshot_dir: Path):
     heads = [e for e in lesson.explorers() if e.class_name == "HeadsExplorer"]
     assert heads, f"{lesson.name}: no HeadsExplorer rendered"
