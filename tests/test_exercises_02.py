@@ -9,9 +9,12 @@ import torch
 from attn_helpers import attention_entropy, checks, softmax_grad_norm, softmax_statistics
 
 WRONG_ANSWERS = {
-    "2.1": ("answer = q_ex @ k_ex.transpose(-2, -1)", "divide the dot products by sqrt(d_k)"),
-    "2.2": ("answer = 16", "standard deviation"),
-    "2.3": ("answer = (w_ex * torch.log(w_ex)).sum()", "minus"),
+    # the softmax of a spread-out row puts more weight on its largest entry, not less
+    "2.1": ('prediction = "falls"', "more of its weight on its largest entry"),
+    "2.2": ("answer = q_ex @ k_ex.transpose(-2, -1)", "divide the dot products by sqrt(d_k)"),
+    # right for unit-variance entries, not for these
+    "2.3": ("answer = 72", "variances 0.5 and 0.5"),
+    "2.4": ("answer = (w_ex * torch.log(w_ex)).sum()", "minus"),
 }
 
 
@@ -68,10 +71,28 @@ def test_score_variance_success_reports_a_measurement_near_d_k():
     assert abs(measured - 64) < 0.1 * 64
 
 
-@pytest.mark.parametrize("answer, words", [(1, "after dividing"), (65536, "squared"), (100, "not the variance")])
+@pytest.mark.parametrize("answer, words", [(1, "after dividing"), (65536, "too large"), (100, "not the variance"), (16, "standard deviation")])
 def test_score_variance_names_other_mistakes(answer, words):
     verdict = checks.check_score_variance.judge(answer, d_k=256)
     assert not verdict.ok and words in verdict.message
+
+
+def test_score_variance_with_entry_variances():
+    assert checks.check_score_variance.judge(18, d_k=72, var_q=0.5, var_k=0.5).ok
+    verdict = checks.check_score_variance.judge(72, d_k=72, var_q=0.5, var_k=0.5)
+    assert not verdict.ok and "variances 0.5 and 0.5" in verdict.message
+    verdict = checks.check_score_variance.judge(72.0, d_k=72, var_q=0.5, var_k=0.5)
+    assert not verdict.ok
+    verdict = checks.check_score_variance.judge(144, d_k=72, var_q=0.5, var_k=1.5)
+    assert not verdict.ok and "adds the two variances" in verdict.message
+
+
+@pytest.mark.parametrize("values, prediction, ok", [
+    ([0.3, 0.9], "rises", True), ([0.3, 0.9], "falls", False), ([0.30, 0.31], "stays", True),
+    ([0.9, 0.3], "Falls", True), ([0.9, 0.3], "up", False),
+])
+def test_trend_prediction(values, prediction, ok):
+    assert checks.check_trend_prediction.judge(prediction, values, "x", [4, 1024]).ok is ok
 
 
 def test_score_variance_rejects_a_tensor_of_many_numbers():

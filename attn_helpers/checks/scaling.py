@@ -1,8 +1,10 @@
-"""Checkers for 02 · Scores and scaling: scaled scores, the variance of raw scores, a row's entropy."""
+"""Checkers for 02 · Scores and scaling: scaled scores, the variance of raw scores, a row's entropy,
+and the prediction of how the softmax saturates as d_k grows."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -10,8 +12,9 @@ from torch import Tensor
 
 from ..attention import attention_entropy
 from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
+from ._predict import as_choice, prediction_checker
 
-__all__ = ["check_scaled_scores", "check_score_variance", "check_row_entropy"]
+__all__ = ["check_scaled_scores", "check_score_variance", "check_row_entropy", "check_trend_prediction"]
 
 
 @checker
@@ -44,28 +47,60 @@ def _as_number(answer: Any, what: str) -> float | Verdict:
 
 
 @checker
-def check_score_variance(answer: Any, d_k: int) -> Verdict:
+def check_score_variance(answer: Any, d_k: int, var_q: float = 1.0, var_k: float = 1.0) -> Verdict:
     """Exercise: the variance of an unscaled score ``q . k`` when q and k have ``d_k`` independent
-    entries of mean 0 and variance 1. The right answer is ``d_k``; the verdict also measures it."""
+    entries of mean 0 and variances ``var_q`` and ``var_k``. The right answer is ``d_k * var_q * var_k``;
+    the verdict also measures it."""
     value = _as_number(answer, "the variance")
     if isinstance(value, Verdict):
         return value
     g = torch.Generator().manual_seed(0)
-    q, k = torch.randn(2, 4096, d_k, generator=g).unbind(0)  # 4096 pairs of vectors
+    q = torch.randn(4096, d_k, generator=g) * math.sqrt(var_q)  # 4096 queries, entries of variance var_q
+    k = torch.randn(4096, d_k, generator=g) * math.sqrt(var_k)  # 4096 keys, entries of variance var_k
     measured = (q * k).sum(dim=-1).var().item()
-    if math.isclose(value, d_k, rel_tol=0.02):
-        return correct(f"Var(q·k) = d_k = {d_k} (a sum of {d_k} products, each of variance 1); "
-                       f"measured over 4096 random pairs: {measured:.1f}.")
-    if math.isclose(value, math.sqrt(d_k), rel_tol=0.02):
-        return wrong(f"{value:g} is sqrt(d_k): the standard deviation, not the variance.",
-                     "variances of independent terms add up: d_k terms of variance 1 give d_k.")
-    if math.isclose(value, 1.0, rel_tol=0.02):
-        return wrong("1 is the variance after dividing by sqrt(d_k).",
-                     f"the question is about the raw score q·k, a sum of {d_k} independent products of variance 1.")
-    if math.isclose(value, d_k ** 2, rel_tol=0.02):
-        return wrong(f"{value:g} is d_k squared.", "variances of independent terms add up: d_k terms of variance 1 give d_k.")
-    return wrong(f"{value:g} is not the variance of q·k (measured over 4096 random pairs: {measured:.1f}).",
-                 "q·k is a sum of d_k independent products, each of variance 1 × 1 = 1.")
+    product = var_q * var_k
+    expected = d_k * product
+    rule = (f"q·k is a sum of {d_k} independent products, each of variance {var_q:g} × {var_k:g} = {product:g}; "
+            "variances of independent terms add up.")
+    close = lambda a, b: math.isclose(a, b, rel_tol=0.02)  # noqa: E731
+    if close(value, expected):
+        return correct(f"Var(q·k) = d_k × {var_q:g} × {var_k:g} = {expected:g}; measured over 4096 random pairs: {measured:.1f}.")
+    if close(value, math.sqrt(expected)):
+        return wrong(f"{value:g} is the standard deviation, not the variance.", rule)
+    if close(value, product):
+        return wrong(f"{value:g} is the variance after dividing by sqrt(d_k).",
+                     f"the question is about the raw score q·k. {rule}")
+    if product != 1.0 and close(value, d_k):
+        return wrong(f"{value:g} is d_k: right for entries of variance 1, but these entries have variances "
+                     f"{var_q:g} and {var_k:g}.", rule)
+    if close(value, d_k * (var_q + var_k)):
+        return wrong(f"{value:g} adds the two variances; the variance of a product multiplies them.", rule)
+    if close(value, expected * d_k):
+        return wrong(f"{value:g} is d_k times too large.", rule)
+    return wrong(f"{value:g} is not the variance of q·k (measured over 4096 random pairs: {measured:.1f}).", rule)
+
+
+TRENDS = ("rises", "falls", "stays")
+
+
+@prediction_checker
+def check_trend_prediction(prediction: Any, values: Sequence[float], what: str, xs: Sequence[int]) -> Verdict:
+    """Prediction: does ``what`` rise, fall or stay about the same from the first to the last of ``values``?
+
+    ``values[i]`` was measured at ``xs[i]``; a change of less than 10% counts as "stays".
+    """
+    choice = as_choice(prediction, TRENDS)
+    if isinstance(choice, Verdict):
+        return choice
+    first, last = float(values[0]), float(values[-1])
+    ratio = last / first if first else float("inf")
+    trend = "stays" if abs(ratio - 1) < 0.1 else ("rises" if last > first else "falls")
+    measured = f"{what} goes from {first:.3f} at {xs[0]} to {last:.3f} at {xs[-1]}"
+    if choice == trend:
+        return correct(f"{measured}.")
+    return wrong(f"{measured}: it {trend}.",
+                 "a larger d_k spreads the raw scores out (their variance is d_k), and the softmax of a more "
+                 "spread-out row puts more of its weight on its largest entry.")
 
 
 @checker
