@@ -92,6 +92,19 @@ def _start_colab() -> None:
     _colab["session"] = ColabSession(Path(tempfile.mkdtemp(prefix="attn-colab-")), threads)
 
 
+# Tests that report on work running in a background thread (the Colab stand-in, the JupyterLab run)
+# go last, so the unit tests and nbval run while that work goes on instead of waiting for it.
+REPORTING_LAST = ("test_colab.py", "test_browser.py")
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return REPORTING_LAST.index(name) + 1 if name in REPORTING_LAST else 0
+
+    items.sort(key=rank)  # stable: the order within each group is kept
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Start the Colab stand-in as soon as the selected tests are known, if any needs it.
 
