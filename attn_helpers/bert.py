@@ -1,0 +1,249 @@
+"""A pretrained BERT-style encoder rebuilt from its weights with the series' own steps, lesson 11.
+
+Imports torch and the series' attention math only (never ``transformers``). Each layer is lesson
+07's :class:`attn_helpers.MultiHeadAttention` with the checkpoint's query, key, value and output
+weights copied in, followed by the two pieces of a transformer block around it:
+
+    x (B, N, hidden)
+    -> MultiHeadAttention: q, k, v = Linear(x); split_heads; scores = q kᵀ / sqrt(head_dim);
+       key-padding mask; softmax; weights @ v; merge_heads; Linear      -> attn_out (B, N, hidden)
+    -> LayerNorm(x + attn_out)                                          -> attn_norm (B, N, hidden)
+    -> Linear(hidden, intermediate), GELU, Linear(intermediate, hidden) -> the feed-forward block
+    -> LayerNorm(attn_norm + feed-forward)                              -> out (B, N, hidden)
+
+:func:`attention_shares` measures what each head looks at: the share of its attention on
+``[CLS]``, on ``[SEP]``, on the previous token, on the next token and on the token itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+# The top-level names (attn_helpers/__init__.py binds them before it imports this module).
+from . import MultiHeadAttention, padding_mask
+
+__all__ = ["BertLayer", "BertEncoder", "EncoderOutput", "PATTERNS", "attention_shares", "heads_matching",
+           "shares_by_layer_table"]
+
+PATTERNS = ("[CLS]", "[SEP]", "previous", "next", "self")
+
+
+class BertLayer(nn.Module):
+    """One encoder layer: attention, residual + LayerNorm, feed-forward, residual + LayerNorm.
+
+    ``x (B, N, hidden) -> (B, N, hidden)``; ``mask``: boolean key-padding mask ``(B, 1, N)`` from
+    :func:`attn_helpers.padding_mask` (``True`` = a real token). ``return_intermediates=True`` also
+    gives a dict of every step (its axes in ``AXES``); :func:`attn_helpers.shape_trace` prints them.
+    """
+
+    AXES = {
+        "x": "batch tokens hidden",
+        "q": "batch tokens hidden",
+        "k": "batch tokens hidden",
+        "v": "batch tokens hidden",
+        "q_heads": "batch heads tokens head_dim",
+        "k_heads": "batch heads tokens head_dim",
+        "v_heads": "batch heads tokens head_dim",
+        "scores": "batch heads queries keys",
+        "weights": "batch heads queries keys",
+        "heads": "batch heads tokens head_dim",
+        "merged": "batch tokens hidden",
+        "attn_out": "batch tokens hidden",
+        "attn_norm": "batch tokens hidden",
+        "ffn_hidden": "batch tokens intermediate",
+        "out": "batch tokens hidden",
+    }
+
+    def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int, *, eps: float = 1e-12) -> None:
+        super().__init__()
+        self.attention = MultiHeadAttention(hidden_size, num_heads)  # q_proj, k_proj, v_proj, out_proj
+        self.attention_norm = nn.LayerNorm(hidden_size, eps=eps)
+        self.ffn_in = nn.Linear(hidden_size, intermediate_size)
+        self.ffn_out = nn.Linear(intermediate_size, hidden_size)
+        self.ffn_norm = nn.LayerNorm(hidden_size, eps=eps)
+        self._observers: list[Callable[[nn.Module, dict[str, Tensor]], None]] = []  # shape_trace's hook
+
+    def load_checkpoint_layer(self, weights: Mapping[str, Tensor], layer: int) -> BertLayer:
+        """Copy layer ``layer`` of a BERT checkpoint (names as in ``model.safetensors``) into this module."""
+        p = f"encoder.layer.{layer}."
+        pairs = {
+            self.attention.q_proj: "attention.self.query", self.attention.k_proj: "attention.self.key",
+            self.attention.v_proj: "attention.self.value", self.attention.out_proj: "attention.output.dense",
+            self.attention_norm: "attention.output.LayerNorm", self.ffn_in: "intermediate.dense",
+            self.ffn_out: "output.dense", self.ffn_norm: "output.LayerNorm",
+        }
+        with torch.no_grad():
+            for module, name in pairs.items():
+                for part in ("weight", "bias"):
+                    source = weights[p + name + "." + part]
+                    target = getattr(module, part)
+                    if source.shape != target.shape:
+                        raise ValueError(f"{p + name}.{part} has shape {list(source.shape)}, this layer needs "
+                                         f"{list(target.shape)}")
+                    target.copy_(source)
+        return self
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, *, return_intermediates: bool = False):
+        """``(B, N, hidden) -> (B, N, hidden)``; with ``return_intermediates`` also a dict (see ``AXES``)."""
+        attn_out, att = self.attention(x, mask=mask, return_intermediates=True)  # (B, N, hidden)
+        attn_norm = self.attention_norm(x + attn_out)  # residual, then LayerNorm: (B, N, hidden)
+        ffn_hidden = F.gelu(self.ffn_in(attn_norm))  # (B, N, intermediate)
+        out = self.ffn_norm(attn_norm + self.ffn_out(ffn_hidden))  # residual, then LayerNorm: (B, N, hidden)
+        inter = {"x": x, **{k: att[k] for k in ("q", "k", "v", "q_heads", "k_heads", "v_heads", "scores", "weights",
+                                                "heads", "merged")},
+                 "attn_out": attn_out, "attn_norm": attn_norm, "ffn_hidden": ffn_hidden, "out": out}
+        for observer in list(self._observers):
+            observer(self, inter)
+        return (out, inter) if return_intermediates else out
+
+
+@dataclass(frozen=True)
+class EncoderOutput:
+    """What :class:`BertEncoder` computed: ``hidden_states`` (the embeddings, then each layer's output,
+    each ``(B, N, hidden)``), ``attentions`` (each layer's weights ``(B, H, N, N)``) and ``mask``
+    (the boolean key-padding mask ``(B, 1, N)`` that was used)."""
+
+    hidden_states: tuple[Tensor, ...]
+    attentions: tuple[Tensor, ...]
+    mask: Tensor
+
+    @property
+    def last_hidden_state(self) -> Tensor:
+        return self.hidden_states[-1]
+
+    def stacked_attentions(self) -> Tensor:
+        """Every layer's weights in one tensor ``(B, L, H, N, N)``."""
+        return torch.stack(self.attentions, dim=1)
+
+
+class BertEncoder(nn.Module):
+    """A BERT encoder (embeddings and ``num_layers`` :class:`BertLayer`) built from a config dict.
+
+    ``BertEncoder.from_pretrained(model)`` copies the weights of an
+    :class:`attn_helpers.pretrained.PretrainedModel` (same dtype). ``forward(input_ids (B, N),
+    attention_mask (B, N) of 1/0) -> EncoderOutput``.
+    """
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        super().__init__()
+        h, eps = config["hidden_size"], config.get("layer_norm_eps", 1e-12)
+        self.config = dict(config)
+        self.word_embeddings = nn.Embedding(config["vocab_size"], h)
+        self.position_embeddings = nn.Embedding(config["max_position_embeddings"], h)
+        self.token_type_embeddings = nn.Embedding(config["type_vocab_size"], h)
+        self.embedding_norm = nn.LayerNorm(h, eps=eps)
+        self.layers = nn.ModuleList(
+            BertLayer(h, config["num_attention_heads"], config["intermediate_size"], eps=eps)
+            for _ in range(config["num_hidden_layers"]))
+
+    @classmethod
+    def from_pretrained(cls, model: Any) -> BertEncoder:
+        """A new encoder holding ``model.weights`` (a ``PretrainedModel``), in eval mode and its dtype."""
+        encoder = cls(model.config).to(model.dtype)
+        w = model.weights
+        with torch.no_grad():
+            encoder.word_embeddings.weight.copy_(w["embeddings.word_embeddings.weight"])
+            encoder.position_embeddings.weight.copy_(w["embeddings.position_embeddings.weight"])
+            encoder.token_type_embeddings.weight.copy_(w["embeddings.token_type_embeddings.weight"])
+            encoder.embedding_norm.weight.copy_(w["embeddings.LayerNorm.weight"])
+            encoder.embedding_norm.bias.copy_(w["embeddings.LayerNorm.bias"])
+        for index, layer in enumerate(encoder.layers):
+            layer.load_checkpoint_layer(w, index)
+        return encoder.eval()
+
+    def embed(self, input_ids: Tensor) -> Tensor:
+        """``(B, N)`` token ids -> ``(B, N, hidden)``: word + position + segment 0, then LayerNorm."""
+        n = input_ids.shape[-1]
+        positions = torch.arange(n, device=input_ids.device)  # (N,)
+        x = self.word_embeddings(input_ids) + self.position_embeddings(positions)  # (B, N, hidden)
+        x = x + self.token_type_embeddings(torch.zeros_like(input_ids))  # one sentence: segment 0
+        return self.embedding_norm(x)
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> EncoderOutput:
+        """``input_ids (B, N)``, ``attention_mask (B, N)`` (1 = real token, 0 = padding; default all 1)."""
+        if not isinstance(input_ids, Tensor) or input_ids.ndim != 2 or input_ids.is_floating_point():
+            raise ValueError(f"input_ids must be an integer tensor (B, N), got "
+                             f"{getattr(input_ids, 'dtype', type(input_ids).__name__)} "
+                             f"{list(getattr(input_ids, 'shape', []))}")
+        B, N = input_ids.shape
+        if N > self.position_embeddings.num_embeddings:
+            raise ValueError(f"input_ids has {N} tokens; this model has positions for at most "
+                             f"{self.position_embeddings.num_embeddings}")
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        if attention_mask.shape != input_ids.shape:
+            raise ValueError(f"attention_mask must have the shape of input_ids {[B, N]}, got {list(attention_mask.shape)}")
+        mask = padding_mask(attention_mask.sum(dim=-1), N)  # (B, 1, N), True = a real key
+        hidden = [self.embed(input_ids)]  # (B, N, hidden)
+        attentions = []
+        for layer in self.layers:
+            out, inter = layer(hidden[-1], mask, return_intermediates=True)
+            hidden.append(out)
+            attentions.append(inter["weights"])  # (B, H, N, N)
+        return EncoderOutput(tuple(hidden), tuple(attentions), mask)
+
+
+# --------------------------------------------------------------------------------------------
+# What the heads look at
+# --------------------------------------------------------------------------------------------
+
+def attention_shares(weights: Tensor, lengths: Tensor | Sequence[int] | None = None) -> Tensor:
+    """The average attention a head puts on each of ``PATTERNS``: ``(B, ..., N, N) -> (..., 5)``.
+
+    ``weights``: attention weights with the batch first, e.g. ``(B, L, H, N, N)`` for every layer
+    and head of a batch; ``lengths (B,)``: the real tokens of each sequence (the rest is padding;
+    default: all ``N``). For every real query ``i`` of a sequence of length ``n``, the weight on
+    key ``0`` (``[CLS]``), on key ``n - 1`` (the last real token, ``[SEP]``), on key ``i - 1``
+    (previous, for ``i >= 1``), on key ``i + 1`` (next, for ``i <= n - 2``) and on key ``i``
+    (self); each is averaged over all the queries that have one, in all sequences. The patterns
+    can overlap: the previous token of the first word *is* ``[CLS]``.
+    """
+    if not isinstance(weights, Tensor) or weights.ndim < 3 or weights.shape[-1] != weights.shape[-2]:
+        raise ValueError(f"weights must be a tensor (B, ..., N, N) of square attention matrices, got shape "
+                         f"{list(getattr(weights, 'shape', []))}")
+    B, N = weights.shape[0], weights.shape[-1]
+    lengths = [N] * B if lengths is None else [int(n) for n in torch.as_tensor(lengths).tolist()]
+    if len(lengths) != B or any(not 2 <= n <= N for n in lengths):
+        raise ValueError(f"lengths must give each of the {B} sequences a length in [2, {N}], got {lengths}")
+    sums = torch.zeros(*weights.shape[1:-2], len(PATTERNS), dtype=torch.float64)  # (..., 5)
+    counts = torch.zeros(len(PATTERNS), dtype=torch.float64)  # (5,)
+    for b, n in enumerate(lengths):
+        w = weights[b, ..., :n, :n].to(torch.float64)  # (..., n, n): real queries and keys only
+        parts = (w[..., :, 0], w[..., :, n - 1], w.diagonal(offset=-1, dim1=-2, dim2=-1),
+                 w.diagonal(offset=1, dim1=-2, dim2=-1), w.diagonal(dim1=-2, dim2=-1))
+        sums += torch.stack([p.sum(dim=-1) for p in parts], dim=-1)  # (..., 5)
+        counts += torch.tensor([n, n, n - 1, n - 1, n], dtype=torch.float64)
+    return sums / counts  # (..., 5)
+
+
+def heads_matching(shares: Tensor, threshold: float = 0.5) -> dict[str, list[tuple[int, int, float]]]:
+    """For each pattern, the heads whose share is at least ``threshold``: ``(layer, head, share)``,
+    largest share first. ``shares``: ``(L, H, 5)`` from :func:`attention_shares`."""
+    if shares.ndim != 3 or shares.shape[-1] != len(PATTERNS):
+        raise ValueError(f"shares must have shape (L, H, {len(PATTERNS)}), got {list(shares.shape)}")
+    found = {}
+    for p, pattern in enumerate(PATTERNS):
+        heads = [(layer, head, float(shares[layer, head, p])) for layer in range(shares.shape[0])
+                 for head in range(shares.shape[1]) if shares[layer, head, p] >= threshold]
+        found[pattern] = sorted(heads, key=lambda t: -t[2])
+    return found
+
+
+def shares_by_layer_table(shares: Tensor) -> str:
+    """A text table: each layer's average share per pattern over its heads, and each layer's
+    largest single-head share per pattern (2 digits). ``shares``: ``(L, H, 5)``."""
+    if shares.ndim != 3 or shares.shape[-1] != len(PATTERNS):
+        raise ValueError(f"shares must have shape (L, H, {len(PATTERNS)}), got {list(shares.shape)}")
+    head = "layer  " + "  ".join(f"{p:>9}" for p in PATTERNS) + "   (mean over heads / largest head)"
+    lines = [head]
+    for layer in range(shares.shape[0]):
+        cells = [f"{shares[layer, :, p].mean():.2f}/{shares[layer, :, p].max():.2f}" for p in range(len(PATTERNS))]
+        lines.append(f"{layer:>5}  " + "  ".join(f"{c:>9}" for c in cells))
+    return "\n".join(lines)
+

