@@ -50,6 +50,16 @@ from .efficient import (
     tiled_attention,
 )
 from .example import SENTENCE, VOCAB, embed, embedding_table
+from .positions import (
+    LearnedPositions,
+    RotaryAttention,
+    apply_rope,
+    equivariance_gap,
+    permute_tokens,
+    rope_frequencies,
+    rope_pair_scores,
+    sinusoidal_encoding,
+)
 from .shapes import shape_table, shape_trace, show
 from .source import show_source
 
@@ -99,6 +109,14 @@ __all__ = [
     "online_softmax_update",
     "repeat_kv_heads",
     "tiled_attention",
+    "LearnedPositions",
+    "RotaryAttention",
+    "apply_rope",
+    "equivariance_gap",
+    "permute_tokens",
+    "rope_frequencies",
+    "rope_pair_scores",
+    "sinusoidal_encoding",
     "shape_table",
     "shape_trace",
     "show",

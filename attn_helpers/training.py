@@ -33,6 +33,7 @@ from .attention import SKIP_KINDS, Attention
 
 __all__ = [
     "IGNORE",
+    "POSITION_SCHEMES",
     "Task",
     "PreviousTokenTask",
     "ReverseTask",
@@ -53,6 +54,7 @@ __all__ = [
 IGNORE = -100  # target of a position that has nothing to predict (cross_entropy's ignore_index)
 HELD_OUT_SEED = 20_240  # every run of a task is evaluated on the same held-out sequences
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
+POSITION_SCHEMES = ("learned", "none", "sinusoidal", "rope")  # how the model is told where a token sits (lesson 10)
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -241,28 +243,46 @@ class TinyAttentionModel(nn.Module):
     - ``"identity"``: ``h = h + projected`` (the usual residual);
     - ``"values"``: ``h = projected + v`` (what seed 000's layer returns);
     - ``"none"``: ``h = projected``.
+
+    ``positions`` (lesson 10) says how the model learns where a token sits:
+
+    - ``"learned"``: a trained vector per position, ``position (seq_len, dim)``, added to the tokens;
+      longer sequences than ``seq_len`` are refused (there is no row for their positions);
+    - ``"none"``: nothing; the model sees the tokens as a set;
+    - ``"sinusoidal"``: :func:`attn_helpers.positions.sinusoidal_encoding` added to the tokens, any length;
+    - ``"rope"``: :class:`attn_helpers.positions.RotaryAttention` layers rotate ``q`` and ``k``, any length.
+
+    The position table is drawn for every scheme (and kept only for ``"learned"``), so models that
+    differ only in ``positions`` start from the same token embeddings, layers and read-out.
     """
 
     def __init__(self, vocab_size: int, n_classes: int, seq_len: int, *, dim: int = 32, num_heads: int = 2,
-                 num_layers: int = 1, skip: str = "identity", scaled: bool = True) -> None:
+                 num_layers: int = 1, skip: str = "identity", scaled: bool = True,
+                 positions: str = "learned") -> None:
         super().__init__()
         for name, value in (("vocab_size", vocab_size), ("n_classes", n_classes), ("seq_len", seq_len),
                             ("dim", dim), ("num_heads", num_heads), ("num_layers", num_layers)):
             _positive_int(name, value)
         if skip not in SKIP_KINDS:
             raise ValueError(f"skip must be one of {list(SKIP_KINDS)}, got {skip!r}")
-        self.seq_len, self.skip, self.scaled = seq_len, skip, bool(scaled)
+        if positions not in POSITION_SCHEMES:
+            raise ValueError(f"positions must be one of {list(POSITION_SCHEMES)}, got {positions!r}")
+        self.seq_len, self.skip, self.scaled, self.positions = seq_len, skip, bool(scaled), positions
+        from .positions import RotaryAttention  # here, not at the top: attn_helpers.positions builds on this module
+
         self.embed = nn.Embedding(vocab_size, dim)
-        self.position = nn.Embedding(seq_len, dim)
+        table = nn.Embedding(seq_len, dim)  # drawn for every scheme: the weights after it start the same
+        self.position = table if positions == "learned" else None
+        layer = RotaryAttention if positions == "rope" else Attention
         self.layers = nn.ModuleList(
-            Attention(dim, dim, num_heads, qk_scale=None if scaled else 1.0) for _ in range(num_layers))
+            layer(dim, dim, num_heads, qk_scale=None if scaled else 1.0) for _ in range(num_layers))
         self.readout = nn.Linear(dim, n_classes)
 
     @classmethod
     def for_task(cls, task: Task, config: "TrainConfig") -> "TinyAttentionModel":
         """The model ``config`` describes, sized for ``task``'s tokens, sequence length and classes."""
         return cls(task.vocab_size, task.n_classes, task.seq_len, dim=config.dim, num_heads=config.num_heads,
-                   num_layers=config.num_layers, skip=config.skip, scaled=config.scaled)
+                   num_layers=config.num_layers, skip=config.skip, scaled=config.scaled, positions=config.positions)
 
     def forward(self, tokens: Tensor, *, return_weights: bool = False, return_intermediates: bool = False):
         """``tokens (B, N) -> logits (B, N, n_classes)``.
@@ -275,10 +295,18 @@ class TinyAttentionModel(nn.Module):
         if not isinstance(tokens, Tensor) or tokens.is_floating_point() or tokens.ndim != 2:
             raise TypeError(f"tokens must be an integer tensor (B, N), got "
                             f"{getattr(tokens, 'dtype', type(tokens).__name__)} {list(getattr(tokens, 'shape', []))}")
-        if tokens.shape[1] > self.seq_len:
+        if self.positions == "learned" and tokens.shape[1] > self.seq_len:
             raise ValueError(f"tokens has N={tokens.shape[1]} positions but the model has {self.seq_len} "
                              f"position embeddings (shape {list(tokens.shape)})")
-        h = self.embed(tokens) + self.position.weight[: tokens.shape[1]]  # (B, N, dim)
+        if self.positions == "learned":
+            h = self.embed(tokens) + self.position.weight[: tokens.shape[1]]  # (B, N, dim)
+        elif self.positions == "sinusoidal":
+            from .positions import sinusoidal_encoding  # see __init__
+
+            h = self.embed(tokens)  # (B, N, dim)
+            h = h + sinusoidal_encoding(tokens.shape[1], h.shape[-1], dtype=h.dtype).to(h.device)  # (B, N, dim)
+        else:  # "none", or "rope": the rotary layers rotate q and k themselves
+            h = self.embed(tokens)  # (B, N, dim)
         layers = []
         for layer in self.layers:
             out, inter = layer(h, return_intermediates=True)  # (B, N, dim)
@@ -332,8 +360,8 @@ class TrainConfig:
     """Everything that decides a training run besides the task; same config, same numbers.
 
     Model: ``dim``, ``num_heads``, ``num_layers``, ``skip`` (``"identity"``, ``"values"``, ``"none"``),
-    ``scaled``. Training: ``steps`` of Adam with learning rate ``lr`` on ``batch_size`` fresh
-    sequences each; ``seed`` fixes the initial weights and the training sequences. Snapshots
+    ``scaled``, ``positions`` (:data:`POSITION_SCHEMES`, lesson 10). Training: ``steps`` of Adam with
+    learning rate ``lr`` on ``batch_size`` fresh sequences each; ``seed`` fixes the initial weights and the training sequences. Snapshots
     every ``snapshot_every`` steps (and at the last step), measured on ``held_out`` sequences.
     """
 
@@ -348,6 +376,7 @@ class TrainConfig:
     snapshot_every: int = 10
     held_out: int = 256
     seed: int = 0
+    positions: str = "learned"
 
     def __post_init__(self) -> None:
         for name in ("dim", "num_heads", "num_layers", "steps", "batch_size", "snapshot_every", "held_out"):
@@ -356,6 +385,8 @@ class TrainConfig:
             raise ValueError(f"dim={self.dim} is not divisible by num_heads={self.num_heads}")
         if self.skip not in SKIP_KINDS:
             raise ValueError(f"skip must be one of {list(SKIP_KINDS)}, got {self.skip!r}")
+        if self.positions not in POSITION_SCHEMES:
+            raise ValueError(f"positions must be one of {list(POSITION_SCHEMES)}, got {self.positions!r}")
         if not (isinstance(self.lr, (int, float)) and self.lr > 0):
             raise ValueError(f"lr must be a positive number, got {self.lr!r}")
 
@@ -364,10 +395,12 @@ class TrainConfig:
         return dataclasses.replace(self, **changes)
 
     def describe(self) -> str:
-        """One line, e.g. ``1 layer, 2 heads of 16, scaled, skip=identity``."""
+        """One line, e.g. ``1 layer, 2 heads of 16, scaled, skip=identity`` (plus ``, positions=rope``
+        when the positions are not the default learned table)."""
         layers = f"{self.num_layers} layer{'s' if self.num_layers > 1 else ''}"
         heads = f"{self.num_heads} head{'s' if self.num_heads > 1 else ''} of {self.dim // self.num_heads}"
-        return f"{layers}, {heads}, {'scaled' if self.scaled else 'not scaled'}, skip={self.skip}"
+        positions = "" if self.positions == "learned" else f", positions={self.positions}"
+        return f"{layers}, {heads}, {'scaled' if self.scaled else 'not scaled'}, skip={self.skip}{positions}"
 
 
 @dataclass

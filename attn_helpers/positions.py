@@ -1,0 +1,463 @@
+"""Positions (lesson 10): attention is order-blind, and three ways to tell it where tokens sit.
+
+Imports torch only (and :mod:`attn_helpers.attention`). Shapes use the series' notation: ``B`` batch,
+``N`` tokens, ``H`` heads, ``head_dim`` features per head, ``dim`` model width.
+
+- **Order-blindness.** :func:`permute_tokens` and :func:`equivariance_gap`: shuffle the tokens of
+  the input and compare with the shuffled output (self-attention without positions gives the same
+  rows, shuffled).
+- **Learned absolute positions.** :class:`LearnedPositions`: one trained vector per position, added
+  to the token vectors; a position beyond the table has no row.
+- **Sinusoidal positions** (the Transformer paper): :func:`sinusoidal_encoding`, fixed sines and
+  cosines of geometrically spaced frequencies, added to the token vectors.
+- **Measured on lesson 08's tiny model** (:mod:`attn_helpers.training`, switch ``positions``):
+  :func:`held_out_accuracy` at any length, :func:`order_blind_accuracy` (the best any model without
+  positions can do), :func:`accuracy_by_length` and :func:`accuracy_table` for extrapolation, and
+  :class:`NoWrapPreviousTokenTask`, whose first position has nothing to copy, and
+  :func:`attention_by_offset` (where the attention goes at offsets never seen in training).
+- **Rotary positions (RoPE).** :func:`apply_rope` rotates pairs of features of ``q`` and ``k`` by an
+  angle proportional to the position; :class:`RotaryAttention` is lesson 07's layer with the rotation
+  after the head split and before the scores. Because rotating ``q`` by ``m θ`` and ``k`` by ``n θ``
+  leaves their dot product depending on ``(m - n) θ`` only, the scores see offsets, not positions.
+
+**Pairing of features.** A rotation acts on pairs of features. Two conventions exist, and they give
+different numbers for the same weights:
+
+- ``pairing="half"`` (the default): feature ``i`` is paired with feature ``i + head_dim/2``, as in the
+  Llama models of the ``transformers`` package (``rotate_half``), GPT-NeoX and most current models;
+- ``pairing="interleaved"``: feature ``2i`` is paired with ``2i + 1``, as in the RoFormer paper and GPT-J
+  (``rotate_every_two``).
+
+In both, pair ``i`` turns with frequency ``θ_i = base ** (-2i / head_dim)`` (``base = 10000``): pair 0
+turns one radian per position, the last pair ``base ** (-(head_dim - 2) / head_dim)`` radians.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+
+import torch
+from torch import Tensor, nn
+
+from .attention import Attention, attention_scores, merge_heads, scaled_dot_product_attention
+from .training import HELD_OUT_SEED, IGNORE, PreviousTokenTask, Task, TinyAttentionModel, TrainingRun
+
+__all__ = [
+    "PAIRINGS",
+    "rope_frequencies",
+    "apply_rope",
+    "rope_pair_scores",
+    "sinusoidal_encoding",
+    "LearnedPositions",
+    "permute_tokens",
+    "equivariance_gap",
+    "RotaryAttention",
+    "NoWrapPreviousTokenTask",
+    "held_out_accuracy",
+    "order_blind_accuracy",
+    "accuracy_by_length",
+    "accuracy_table",
+    "attention_by_offset",
+]
+
+PAIRINGS = ("half", "interleaved")
+DEFAULT_BASE = 10_000.0
+
+
+# --------------------------------------------------------------------------------------------
+# Input checks: every message names the argument and the shapes
+# --------------------------------------------------------------------------------------------
+
+def _shape(t: Tensor) -> list[int]:
+    return list(t.shape)
+
+
+def _check_float(name: str, x: object, min_ndim: int) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype} with shape {_shape(x)}")
+    if x.ndim < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {_shape(x)}")
+    return x
+
+
+def _check_even(name: str, size: int, where: str) -> int:
+    if isinstance(size, bool) or not isinstance(size, int) or size < 2 or size % 2:
+        raise ValueError(f"{name} must be an even number of at least 2 (features are rotated in pairs), "
+                         f"got {size!r}{where}")
+    return size
+
+
+def _check_base(base: object) -> float:
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 1:
+        raise ValueError(f"base must be a number greater than 1, got {base!r}")
+    return float(base)
+
+
+def _check_positions(positions: object, rows: torch.Size, device: torch.device) -> Tensor:
+    """``positions`` as an int64 tensor broadcastable to ``rows`` = ``x.shape[:-1]`` (one per row)."""
+    if not isinstance(positions, Tensor):
+        try:
+            positions = torch.as_tensor(positions)
+        except Exception as problem:
+            raise TypeError(f"positions must be a tensor or a list of ints, got {type(positions).__name__}") from problem
+    if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
+        raise TypeError(f"positions must hold integers (token indices 0, 1, 2, ...), got dtype {positions.dtype}")
+    if positions.ndim == 0:
+        raise ValueError("positions must give one position per row: shape (N,) or (..., N), got a single number")
+    n = rows[-1]
+    if positions.shape[-1] != n:
+        raise ValueError(f"positions must give one position per row of x: x has N={n} rows (x.shape[:-1] = "
+                         f"{list(rows)}), positions has shape {_shape(positions)}")
+    lead, have = list(rows), list(positions.shape)
+    fits = len(have) <= len(lead) and all(p in (1, r) for p, r in zip(reversed(have), reversed(lead)))
+    if not fits:
+        raise ValueError(f"positions of shape {_shape(positions)} do not broadcast to x's rows {list(rows)}; for "
+                         f"x (B, H, N, head_dim) pass (N,) or (B, 1, N), e.g. positions[:, None]")
+    if positions.numel() and int(positions.min()) < 0:
+        raise ValueError(f"positions must be token indices >= 0, got a smallest position of {int(positions.min())}")
+    return positions.to(device=device, dtype=torch.int64)
+
+
+# --------------------------------------------------------------------------------------------
+# Rotary embeddings
+# --------------------------------------------------------------------------------------------
+
+def rope_frequencies(head_dim: int, *, base: float = DEFAULT_BASE) -> Tensor:
+    """The turning speed of each feature pair: ``θ_i = base ** (-2i / head_dim)`` -> ``(head_dim // 2,)`` float64.
+
+    Pair 0 turns 1 radian per position (the fastest); the last pair ``base ** (-(head_dim - 2) / head_dim)``
+    radians (the slowest). The same numbers as ``inv_freq`` of the ``transformers`` Llama models.
+    """
+    _check_even("head_dim", head_dim, "")
+    base = _check_base(base)
+    return base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (head_dim/2,)
+
+
+def apply_rope(x: Tensor, positions: Tensor | Sequence[int], *, base: float = DEFAULT_BASE,
+               pairing: str = "half") -> Tensor:
+    """Rotate each pair of features of every row of ``x`` by ``position × θ_i``: ``(..., N, head_dim) -> same``.
+
+    ``positions`` gives one position per row: shape ``(N,)``, or any shape ending in ``N`` that
+    broadcasts to ``x.shape[:-1]`` (e.g. ``(B, 1, N)`` for ``x (B, H, N, head_dim)``); integers >= 0.
+    ``pairing="half"`` pairs feature ``i`` with ``i + head_dim/2`` (Llama's ``rotate_half``);
+    ``"interleaved"`` pairs ``2i`` with ``2i + 1`` (GPT-J, the RoFormer paper). Pair ``i`` with
+    features ``(a, b)`` becomes ``(a cos φ - b sin φ, a sin φ + b cos φ)``, ``φ = position · θ_i``
+    (:func:`rope_frequencies`): a rotation, so every pair keeps its length.
+
+    Angles are computed in float64 and the result has ``x``'s dtype. Applied to ``q`` and ``k`` (never
+    ``v``), it makes ``rope(q, m) · rope(k, n)`` depend on the offset ``m - n`` only.
+    """
+    x = _check_float("x", x, min_ndim=2)
+    head_dim = _check_even("head_dim", x.shape[-1], f" (the last dimension of x, shape {_shape(x)})")
+    if pairing not in PAIRINGS:
+        raise ValueError(f"pairing must be one of {list(PAIRINGS)}, got {pairing!r}")
+    positions = _check_positions(positions, x.shape[:-1], x.device)  # (..., N)
+    theta = rope_frequencies(head_dim, base=base).to(x.device)  # (head_dim/2,)
+    angles = positions[..., None].to(torch.float64) * theta  # (..., N, head_dim/2)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)  # (..., N, head_dim/2) each
+    if pairing == "half":
+        a, b = x[..., : head_dim // 2], x[..., head_dim // 2:]  # (..., N, head_dim/2) each: pair i = (a_i, b_i)
+        return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)  # (..., N, head_dim)
+    a, b = x[..., 0::2], x[..., 1::2]  # (..., N, head_dim/2) each: pair i = (x_2i, x_2i+1)
+    return torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-1).flatten(-2)  # (..., N, head_dim)
+
+
+def rope_pair_scores(q: Tensor, k: Tensor, offsets: Tensor | Sequence[int], *, base: float = DEFAULT_BASE,
+                     pairing: str = "half") -> Tensor:
+    """Each feature pair's share of the score ``rope(q, m) · rope(k, n)`` for offsets ``m - n``.
+
+    ``q (head_dim,)``, ``k (head_dim,)``, ``offsets (T,)`` integers (may be negative) -> ``(T, head_dim // 2)``;
+    the score at each offset is the sum over the last axis. Pair ``i`` contributes
+    ``|q_i| |k_i| cos(offset · θ_i + angle between k_i and q_i)``: it depends on the offset only.
+    """
+    q = _check_float("q", q, min_ndim=1)
+    k = _check_float("k", k, min_ndim=1)
+    if q.ndim != 1 or q.shape != k.shape:
+        raise ValueError(f"q and k must be single vectors of the same length (head_dim,), got q {_shape(q)} "
+                         f"and k {_shape(k)}")
+    offsets = torch.as_tensor(offsets)
+    if offsets.ndim != 1 or offsets.is_floating_point():
+        raise ValueError(f"offsets must be a 1-D tensor of integers, got {offsets.dtype} with shape {_shape(offsets)}")
+    shift = int(min(0, int(offsets.min()))) if offsets.numel() else 0  # rotate both so no position is negative
+    q_rot = apply_rope(q.expand(len(offsets), -1), offsets - shift, base=base, pairing=pairing)  # (T, head_dim)
+    k_rot = apply_rope(k.expand(len(offsets), -1), torch.full_like(offsets, -shift), base=base,
+                       pairing=pairing)  # (T, head_dim)
+    products = q_rot * k_rot  # (T, head_dim)
+    if pairing == "half":
+        half = q.shape[0] // 2
+        return products[:, :half] + products[:, half:]  # (T, head_dim/2)
+    return products[:, 0::2] + products[:, 1::2]  # (T, head_dim/2)
+
+
+# --------------------------------------------------------------------------------------------
+# Absolute positions: sinusoidal and learned
+# --------------------------------------------------------------------------------------------
+
+def sinusoidal_encoding(num_positions: int, dim: int, *, base: float = DEFAULT_BASE,
+                        dtype: torch.dtype = torch.float32) -> Tensor:
+    """The Transformer paper's fixed position vectors: ``(num_positions, dim)``.
+
+    ``PE[p, 2i] = sin(p · ω_i)``, ``PE[p, 2i + 1] = cos(p · ω_i)`` with ``ω_i = base ** (-2i / dim)``.
+    Every row has length ``sqrt(dim / 2)``, and ``PE[m] · PE[n] = Σ_i cos((m - n) ω_i)`` depends on the
+    offset ``m - n`` only. Any number of positions can be made: there is a row for every position.
+    """
+    if isinstance(num_positions, bool) or not isinstance(num_positions, int) or num_positions < 1:
+        raise ValueError(f"num_positions must be an int of at least 1, got {num_positions!r}")
+    _check_even("dim", dim, " (sines and cosines come in pairs)")
+    omega = rope_frequencies(dim, base=base)  # (dim/2,), the same frequencies as RoPE's
+    angles = torch.arange(num_positions, dtype=torch.float64)[:, None] * omega  # (num_positions, dim/2)
+    table = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)  # (num_positions, dim): sin, cos, sin, ...
+    return table.to(dtype)
+
+
+class LearnedPositions(nn.Embedding):
+    """A learned absolute position table: one trainable vector per position, ``(num_positions, dim)``.
+
+    ``forward(positions)`` with integer ``positions (...,)`` -> ``(..., dim)``; ``forward(n)`` with an
+    int gives the first ``n`` rows, ``(n, dim)``. It has exactly ``num_positions`` rows: a position
+    at or beyond ``num_positions`` has no vector, and asking for one is an error that says so. (The
+    table of lesson 08's model is this, an ``nn.Embedding(seq_len, dim)``.)
+    """
+
+    def __init__(self, num_positions: int, dim: int) -> None:
+        for name, value in (("num_positions", num_positions), ("dim", dim)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int of at least 1, got {value!r}")
+        super().__init__(num_positions, dim)
+
+    def forward(self, positions: Tensor | int) -> Tensor:
+        if isinstance(positions, int) and not isinstance(positions, bool):
+            if positions > self.num_embeddings:
+                raise IndexError(f"no row for positions {self.num_embeddings}..{positions - 1}: this table has "
+                                 f"{self.num_embeddings} rows, for positions 0..{self.num_embeddings - 1}")
+            return self.weight[:positions]  # (n, dim)
+        if not isinstance(positions, Tensor) or positions.is_floating_point() or positions.dtype == torch.bool:
+            raise TypeError(f"positions must be an int or an integer tensor, got {type(positions).__name__}")
+        if positions.numel() and (int(positions.max()) >= self.num_embeddings or int(positions.min()) < 0):
+            bad = int(positions.max()) if int(positions.max()) >= self.num_embeddings else int(positions.min())
+            raise IndexError(f"no row for position {bad}: this table has {self.num_embeddings} rows, for positions "
+                             f"0..{self.num_embeddings - 1} (positions has shape {_shape(positions)})")
+        return super().forward(positions)  # (..., dim)
+
+    def extra_repr(self) -> str:
+        return f"num_positions={self.num_embeddings}, dim={self.embedding_dim}"
+
+
+# --------------------------------------------------------------------------------------------
+# Order-blindness: permutation equivariance
+# --------------------------------------------------------------------------------------------
+
+def permute_tokens(x: Tensor, perm: Tensor | Sequence[int]) -> Tensor:
+    """Reorder the tokens of ``x (B, N, ...)``: ``out[:, i] = x[:, perm[i]]`` -> ``(B, N, ...)``.
+
+    ``perm`` must be a permutation of ``0 .. N-1`` (every token exactly once).
+    """
+    if not isinstance(x, Tensor) or x.ndim < 2:
+        raise ValueError(f"x must be a tensor (B, N, ...), got {getattr(x, 'shape', type(x).__name__)}")
+    perm = torch.as_tensor(perm)
+    n = x.shape[1]
+    if perm.ndim != 1 or perm.is_floating_point() or not torch.equal(perm.sort().values, torch.arange(n)):
+        raise ValueError(f"perm must be a permutation of 0..{n - 1} (x has N={n} tokens, shape {_shape(x)}), "
+                         f"got {perm.tolist()}")
+    return x[:, perm]  # (B, N, ...)
+
+
+def equivariance_gap(layer: Callable[[Tensor], Tensor], x: Tensor, perm: Tensor | Sequence[int]) -> float:
+    """How far ``layer`` is from permutation equivariance on ``x``: ``max |layer(x[:, perm]) - layer(x)[:, perm]|``.
+
+    ``layer`` maps ``(B, N, dim) -> (B, N, chan)`` (e.g. ``Attention`` or ``MultiHeadAttention``
+    self-attention); ``x (B, N, dim)``. Zero up to rounding means shuffling the input tokens only
+    shuffles the output rows the same way: the layer cannot tell the order. Runs without gradients.
+    """
+    x = _check_float("x", x, min_ndim=3)
+    with torch.no_grad():
+        shuffled_then_layer = layer(permute_tokens(x, perm))  # (B, N, chan)
+        layer_then_shuffled = permute_tokens(layer(x), perm)  # (B, N, chan)
+    return float((shuffled_then_layer - layer_then_shuffled).abs().max())
+
+
+# --------------------------------------------------------------------------------------------
+# The layer with rotary positions
+# --------------------------------------------------------------------------------------------
+
+class RotaryAttention(Attention):
+    """Lesson 07's :class:`Attention` with rotary positions: ``x (B, N, dim) -> (B, N, chan)``.
+
+    The same parameters and the same steps, plus one: after the head split, ``q`` and ``k`` (each
+    ``(B, H, N, head_dim)``) are rotated by :func:`apply_rope` before the scores; ``v`` is not.
+    ``forward(x, mask=None, *, positions=None)``: ``positions (N,)`` (default ``0 .. N-1``).
+    Intermediates as ``Attention.AXES`` plus ``q_rot`` and ``k_rot``.
+    """
+
+    AXES = {**Attention.AXES, "q_rot": "batch heads tokens head_dim", "k_rot": "batch heads tokens head_dim"}
+
+    def __init__(self, dim: int, chan: int, num_heads: int = 1, qkv_bias: bool = False,
+                 qk_scale: float | None = None, *, base: float = DEFAULT_BASE, pairing: str = "half") -> None:
+        super().__init__(dim, chan, num_heads, qkv_bias=qkv_bias, qk_scale=qk_scale)
+        _check_even("head_dim", self.head_dim, f" (chan={chan} / num_heads={num_heads})")
+        if pairing not in PAIRINGS:
+            raise ValueError(f"pairing must be one of {list(PAIRINGS)}, got {pairing!r}")
+        self.base, self.pairing = _check_base(base), pairing
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, *, positions: Tensor | None = None,
+                return_intermediates: bool = False):
+        """``x (B, N, dim) -> (B, N, chan)``; with ``return_intermediates`` also a dict (see ``AXES``)."""
+        x = _check_float("x", x, min_ndim=3)
+        B, N, C = x.shape
+        if x.ndim != 3 or C != self.dim:
+            raise ValueError(f"x must have shape (B, N, dim={self.dim}), got {_shape(x)}")
+        positions = torch.arange(N, device=x.device) if positions is None else positions
+        H, hd = self.num_heads, self.head_dim
+        qkv = self.qkv(x)  # (B, N, 3*chan)
+        qkv_heads = qkv.reshape(B, N, 3, H, hd).permute(2, 0, 3, 1, 4)  # (3, B, H, N, head_dim)
+        q, k, v = qkv_heads.unbind(0)  # each (B, H, N, head_dim)
+        q_rot = apply_rope(q, positions, base=self.base, pairing=self.pairing)  # (B, H, N, head_dim)
+        k_rot = apply_rope(k, positions, base=self.base, pairing=self.pairing)  # (B, H, N, head_dim); v stays
+        mask = mask[:, None] if isinstance(mask, Tensor) and mask.ndim == 3 else mask  # (B, 1, N, N) for the heads
+        heads, weights = scaled_dot_product_attention(q_rot, k_rot, v, mask, scale=self.scale, return_weights=True)
+        scores = attention_scores(q_rot, k_rot, scale=self.scale)  # (B, H, N, N), before any mask
+        merged = merge_heads(heads)  # (B, N, chan)
+        projected = self.proj(merged)  # (B, N, chan)
+        skip = merge_heads(v)  # (B, N, chan)
+        out = projected + skip  # (B, N, chan)
+        inter = dict(x=x, qkv=qkv, qkv_heads=qkv_heads, q=q, k=k, v=v, q_rot=q_rot, k_rot=k_rot, scores=scores,
+                     weights=weights, heads=heads, merged=merged, projected=projected, skip=skip, out=out)
+        return self._report(inter, return_intermediates)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, rope base={self.base:g}, pairing={self.pairing}"
+
+
+# --------------------------------------------------------------------------------------------
+# Measuring on lesson 08's tiny model: accuracy at any length, and what an order-blind model can reach
+# --------------------------------------------------------------------------------------------
+
+class NoWrapPreviousTokenTask(PreviousTokenTask):
+    """Lesson 08's previous-token task without the wrap-around: position ``i >= 1`` outputs token
+    ``i - 1``; position 0 has nothing to its left and no target (:data:`~attn_helpers.training.IGNORE`).
+
+    Every target is then one step to the left at every sequence length, so a model trained at one
+    length can be tested at another on the same rule. Tokens ``(B, N)``, targets ``(B, N)``.
+    """
+
+    name = "previous token, no wrap-around"
+
+    def sample(self, batch: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        tokens, targets = super().sample(batch, generator)  # (B, N) each
+        targets = targets.clone()
+        targets[:, 0] = IGNORE  # nothing to the left of the first token
+        return tokens, targets
+
+    def ideal_attention(self, tokens: Tensor) -> Tensor:
+        ideal = super().ideal_attention(tokens)  # (B, N, N)
+        ideal[:, 0] = 0.0  # the first row has no target
+        return ideal
+
+
+@contextmanager
+def _single_thread() -> Iterator[None]:
+    """Evaluate as :func:`~attn_helpers.training.train` trains: on one CPU thread (tiny tensors; the sums
+    then run in one order on every machine), restoring the thread count after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _task_at_length(task: Task, seq_len: int) -> Task:
+    if not isinstance(task, PreviousTokenTask):
+        raise TypeError(f"only previous-token tasks can be remade at another length, got {type(task).__name__}")
+    return type(task)(seq_len=seq_len, vocab_size=task.vocab_size)
+
+
+def held_out_accuracy(model: TinyAttentionModel, task: Task, *, held_out: int = 256) -> float:
+    """Accuracy of ``model`` on ``held_out`` sequences of ``task`` (the held-out sequences :func:`train`
+    uses for a task of that length), over the positions with a target. ``model`` maps tokens
+    ``(B, N) -> logits (B, N, C)``; runs without gradients, on one CPU thread."""
+    tokens, targets = task.sample(held_out, torch.Generator().manual_seed(HELD_OUT_SEED))  # (B, N) each
+    with torch.no_grad(), _single_thread():
+        logits = model(tokens)  # (B, N, C)
+    scored = targets != IGNORE  # (B, N)
+    return float((logits.argmax(dim=-1) == targets)[scored].to(torch.float64).mean())
+
+
+def order_blind_accuracy(tokens: Tensor, targets: Tensor) -> float:
+    """The expected accuracy of the best guess that knows each token and the *set* of the others, but
+    not their order, on a previous-token task: ``tokens (B, N)``, ``targets (B, N)`` -> a number.
+
+    Without positions, the output at position ``i`` can depend only on token ``i`` and on which
+    tokens the sequence holds. The token to the left is then equally likely to be any of the other
+    ``N - 1``; the best guess is the commonest among them, right with probability
+    ``(its count) / (N - 1)``. Averaged over the positions that have a target.
+    """
+    if not isinstance(tokens, Tensor) or not isinstance(targets, Tensor) or tokens.shape != targets.shape \
+            or tokens.ndim != 2:
+        raise ValueError(f"tokens and targets must be (B, N) tensors of the same shape, got "
+                         f"{getattr(tokens, 'shape', None)} and {getattr(targets, 'shape', None)}")
+    n = tokens.shape[1]
+    counts = torch.zeros(tokens.shape[0], int(tokens.max()) + 1, dtype=torch.int64)  # (B, vocab)
+    counts.scatter_add_(1, tokens, torch.ones_like(tokens))  # how often each token occurs in each sequence
+    others = counts[:, None, :].repeat(1, n, 1)  # (B, N, vocab): the counts ...
+    others.scatter_add_(2, tokens[..., None], -torch.ones_like(tokens[..., None]))  # ... without token i itself
+    best = others.max(dim=-1).values.to(torch.float64) / (n - 1)  # (B, N)
+    return float(best[targets != IGNORE].mean())
+
+
+def accuracy_by_length(runs: Mapping[str, TrainingRun], lengths: Sequence[int], *,
+                       held_out: int = 256) -> dict[str, dict[int, float | None]]:
+    """Held-out accuracy of each run's model on its task remade at each of ``lengths``.
+
+    ``{name: {length: accuracy}}``; ``None`` where the model has no position vector for the longer
+    sequences (a learned table of ``seq_len`` rows)."""
+    table: dict[str, dict[int, float | None]] = {}
+    for name, run in runs.items():
+        model = run.model
+        table[name] = {n: None if model.positions == "learned" and n > model.seq_len
+                       else held_out_accuracy(model, _task_at_length(run.task, n), held_out=held_out)
+                       for n in lengths}
+    return table
+
+
+def accuracy_table(results: Mapping[str, Mapping[int, float | None]], *, digits: int = 2,
+                   reference: Mapping[int, float] | None = None, reference_name: str = "") -> str:
+    """:func:`accuracy_by_length`'s results as text: one row per run, one column per length
+    (``no row`` where the model has no position vector); optionally a ``reference`` row."""
+    lengths = list(next(iter(results.values())))
+    rows = dict(results)
+    if reference is not None:
+        rows[reference_name or "reference"] = dict(reference)
+    width = max(len(name) for name in rows)
+    lines = [f"{'N =':<{width}}  " + "  ".join(f"{n:>6}" for n in lengths)]
+    for name, values in rows.items():
+        cells = ["no row" if values[n] is None else f"{values[n]:.{digits}f}" for n in lengths]
+        lines.append(f"{name:<{width}}  " + "  ".join(f"{c:>6}" for c in cells))
+    return "\n".join(lines)
+
+
+def attention_by_offset(model: TinyAttentionModel, task: Task, *, trained_len: int,
+                        held_out: int = 256) -> dict[str, float]:
+    """Where ``model``'s attention goes on ``task``'s held-out sequences, averaged over layers, heads and
+    the query rows with a target: ``{"right key": ..., "other offsets seen in training": ...,
+    "offsets never seen in training": ...}`` (the three add up to 1).
+
+    An offset ``|i - j|`` is *seen* when it is below ``trained_len``, the length the model was trained at.
+    Runs without gradients, on one CPU thread.
+    """
+    tokens, _ = task.sample(held_out, torch.Generator().manual_seed(HELD_OUT_SEED))  # (B, N)
+    with torch.no_grad(), _single_thread():
+        _, weights = model(tokens, return_weights=True)  # (B, L, H, N, N)
+    weights = weights.to(torch.float64).mean(dim=(1, 2))  # (B, N, N): averaged over layers and heads
+    ideal = task.ideal_attention(tokens).to(torch.float64)  # (B, N, N)
+    n = tokens.shape[1]
+    offset = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs()  # (N, N)
+    unseen = (offset >= trained_len).to(torch.float64)  # (N, N)
+    rows = ideal.sum(dim=-1) > 0  # (B, N): the query rows with a target
+    right = float((weights * ideal).sum(dim=-1)[rows].mean())
+    never = float((weights * unseen).sum(dim=-1)[rows].mean())
+    return {"right key": right, "other offsets seen in training": 1.0 - right - never,
+            "offsets never seen in training": never}
