@@ -37,6 +37,45 @@ def test_blocked_causal_mask_reports_a_wrong_size():
     assert not verdict.ok and "shape [4, 4], expected [5, 5]" in verdict.message
 
 
+# -- 03: check_padding_keep_mask, check_masked_row_prediction; 03a: check_convention_prediction --
+
+LENGTHS = torch.tensor([3, 5])
+
+
+def test_padding_keep_mask_accepts_the_comparison_and_the_helper():
+    by_hand = (torch.arange(5)[None, :] < LENGTHS[:, None])[:, None, :]
+    assert checks.check_padding_keep_mask.judge(by_hand, LENGTHS, 5).ok
+    assert checks.check_padding_keep_mask.judge(padding_mask(LENGTHS, 5), LENGTHS, 5).ok
+
+
+@pytest.mark.parametrize("answer, words", [
+    ((torch.arange(5)[None, :] < LENGTHS[:, None]), "no query axis"),
+    ((torch.arange(5)[None, :] <= LENGTHS[:, None])[:, None, :], "one key too many"),
+    (~padding_mask(LENGTHS, 5), "marked the padding"),
+    (padding_mask(LENGTHS, 5).float(), "boolean"),
+    ([[1, 1, 1, 0, 0]], "not a tensor"),
+])
+def test_padding_keep_mask_names_each_mistake(answer, words):
+    verdict = checks.check_padding_keep_mask.judge(answer, LENGTHS, 5)
+    assert not verdict.ok and words in verdict.message + verdict.hint
+
+
+def test_masked_row_prediction_reads_the_computed_row():
+    nan_row = torch.softmax(torch.full((4,), float("-inf")), dim=-1)
+    assert checks.check_masked_row_prediction.judge("NaN", nan_row).ok
+    assert not checks.check_masked_row_prediction.judge("uniform", nan_row).ok
+    assert checks.check_masked_row_prediction.judge("zeros", torch.zeros(4)).ok
+    assert checks.check_masked_row_prediction.judge("uniform", torch.full((4,), 0.25)).ok
+    assert not checks.check_masked_row_prediction.judge("empty", torch.zeros(4)).ok
+
+
+def test_convention_prediction():
+    assert checks.check_convention_prediction.judge("keep", True, "SDPA").ok
+    assert checks.check_convention_prediction.judge("blocked", False, "nn.MultiheadAttention").ok
+    verdict = checks.check_convention_prediction.judge("blocked", True, "SDPA")
+    assert not verdict.ok and "'keep'" in verdict.message
+
+
 # -- 03: check_softmax_axis -----------------------------------------------------------------------
 
 @pytest.fixture

@@ -1,5 +1,7 @@
-"""Checkers for lesson 03 (softmax and masks): a blocked-convention causal mask, the softmax axis,
-and a boolean mask turned additive. Each judge recomputes the right answer from the exercise's inputs."""
+"""Checkers for lesson 03 (softmax and masks) and its appendix 03a (mask conventions): a padding mask
+built by hand, the softmax axis, what a fully masked row gives, which convention a PyTorch function
+reads, a blocked-convention causal mask and a boolean mask turned additive. Each judge recomputes the
+right answer from the exercise's inputs."""
 
 from __future__ import annotations
 
@@ -8,10 +10,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..attention import causal_mask, mask_to_additive
-from ._core import Verdict, checker, compare_tensors, wrong
+from ..attention import causal_mask, mask_to_additive, padding_mask
+from ._core import Verdict, checker, compare_tensors, correct, wrong
+from ._predict import as_choice, prediction_checker
 
-__all__ = ["check_causal_blocked_mask", "check_softmax_axis", "check_additive_mask"]
+__all__ = ["check_additive_mask", "check_causal_blocked_mask", "check_convention_prediction", "check_masked_row_prediction",
+           "check_padding_keep_mask", "check_softmax_axis"]
 
 
 @checker
@@ -80,7 +84,76 @@ def check_additive_mask(answer: Any, keep: Tensor) -> Verdict:
                               "blocked positions need -inf so that exp(-inf) = 0."),
             "you use -1e9 instead of -inf": (
                 torch.zeros(keep.shape).masked_fill(~keep, -1e9), "-1e9 blocks too, but the exercise asks for "
-                "float('-inf'): with -1e9 a fully masked row becomes uniform instead of NaN (section 3.6)."),
+                "float('-inf'): with -1e9 a fully masked row becomes uniform instead of NaN (section 3a.5)."),
         },
         success="0.0 where a query may attend, -inf where it may not.",
     )
+
+
+@checker
+def check_padding_keep_mask(answer: Any, lengths: Tensor, n: int) -> Verdict:
+    """Exercise: the keep mask ``(B, 1, n)`` of sentences of ``lengths`` padded to ``n`` tokens (True = a real key)."""
+    lengths = torch.as_tensor(lengths)
+    expected = padding_mask(lengths, n)  # (B, 1, n)
+    if not isinstance(answer, Tensor):
+        return wrong(f"your answer is a {type(answer).__name__}, not a tensor.",
+                     "compare torch.arange(n) with the lengths, as in section 3.4.2.")
+    if answer.dtype != torch.bool:
+        return wrong(f"your mask has dtype {answer.dtype}; a keep mask is boolean.",
+                     "a comparison such as positions < lengths gives booleans directly.")
+    if answer.shape == expected.shape[::2] and torch.equal(answer, expected[:, 0]):
+        return wrong(f"your mask {list(answer.shape)} has the right values but no query axis.",
+                     "add an axis of size 1 for the queries, (B, 1, N_k), so it broadcasts over every query row: "
+                     "[:, None, :].")
+    positions = torch.arange(n)  # (n,)
+    return compare_tensors(
+        answer, expected, name="your mask",
+        likely_mistakes={
+            "you marked the padding instead of the real keys (the blocked convention)": (
+                ~expected, "this lesson's masks say True = may attend: the real tokens are the first `length` ones."),
+            "you kept one key too many (<= instead of <)": (
+                (positions[None, :] <= lengths[:, None])[:, None, :],
+                "positions count from 0: a sentence of length L has its real tokens at 0, ..., L - 1."),
+        },
+        success=f"shape {list(expected.shape)}: the first `length` keys of each sentence are real, and the "
+                "axis of size 1 lets the mask broadcast over every query row.",
+    )
+
+
+ROW_OUTCOMES = ("nan", "uniform", "zeros")
+
+
+def _row_outcome(row: Tensor) -> str:
+    if bool(row.isnan().any()):
+        return "nan"
+    if bool((row == 0).all()):
+        return "zeros"
+    return "uniform" if bool(torch.allclose(row, torch.full_like(row, 1 / row.numel()))) else "other"
+
+
+@prediction_checker
+def check_masked_row_prediction(prediction: Any, row: Tensor) -> Verdict:
+    """Prediction: what a softmax gives for a query row whose keys are all blocked (``row`` as computed)."""
+    choice = as_choice(prediction, ROW_OUTCOMES)
+    if isinstance(choice, Verdict):
+        return choice
+    outcome = _row_outcome(row)
+    if choice == outcome:
+        return correct(f"the row is {row.tolist()}: every score is -inf, so the softmax computes "
+                       "exp(-inf) / sum(exp(-inf)) = 0 / 0, which is NaN." if outcome == "nan" else
+                       f"the row is {row.tolist()}.")
+    return wrong(f"the row is {row.tolist()}, which is {outcome}, not {choice}.",
+                 "with every score -inf, every exp is 0 and the sum is 0 too: the softmax divides 0 by 0.")
+
+
+@prediction_checker
+def check_convention_prediction(prediction: Any, reads_true_as_keep: bool, function: str) -> Verdict:
+    """Prediction: does ``function`` read ``True`` in a boolean mask as "keep" or as "blocked"?"""
+    choice = as_choice(prediction, ("keep", "blocked"))
+    if isinstance(choice, Verdict):
+        return choice
+    actual = "keep" if reads_true_as_keep else "blocked"
+    if choice == actual:
+        return correct(f"{function} reads True as {actual!r}: only the mask of that convention reproduced our weights.")
+    return wrong(f"{function} reads True as {actual!r}, not {choice!r}: look at which mask reproduced our output.",
+                 "the documentation of each function says which convention it uses; the computation above shows it.")

@@ -4,7 +4,7 @@
 (two padding tokens at the end) under a mask type (none, causal, padding, causal + padding, or
 padding that also blocks the padded *queries*) and a mask convention. The conventions give the same
 weights everywhere except on a fully masked row: zeros (attn_helpers), NaN (``masked_fill`` with
-``-inf`` then ``torch.softmax``) or uniform (seed 004's ``-1e9``). The status line prints each
+``-inf`` then ``torch.softmax``) or uniform (walkthrough 004's ``-1e9``). The status line prints each
 row's sum, so a learner sees ``1.00`` turn into ``0.00`` or ``nan``.
 """
 
@@ -31,7 +31,7 @@ MASK_TYPES = ("none", "causal", "padding", "causal+padding", "padding (queries t
 CONVENTIONS = (
     ("True = keep: attn_helpers (dead row -> zeros)", "keep"),
     ("True = blocked: masked_fill(-inf) + softmax (dead row -> NaN)", "blocked"),
-    ("additive -1e9, seed 004 (dead row -> uniform)", "-1e9"),
+    ("additive -1e9, walkthrough 004 (dead row -> uniform)", "-1e9"),
 )
 
 
@@ -60,7 +60,7 @@ def masked_weights(scores: Tensor, keep: Tensor, convention: str, temperature: f
     ``scores (..., N_q, N_k)``, ``keep`` boolean broadcastable to it (``True`` = may attend);
     returns weights of the same shape. ``"keep"``: this package's convention (a fully masked row
     gets zeros); ``"blocked"``: ``masked_fill(~keep, -inf)`` then ``torch.softmax`` (NaN there);
-    ``"-1e9"``: seed 004's ``masked_fill(keep == 0, -1e9)`` (uniform there).
+    ``"-1e9"``: walkthrough 004's ``masked_fill(keep == 0, -1e9)`` (uniform there).
     """
     scaled = scores / temperature  # (..., N_q, N_k)
     if convention == "keep":

@@ -4,7 +4,7 @@ Sliders for ``dim`` (the width of a token going in) and ``chan`` (the width of q
 out), plus ``num_heads`` and ``qkv_bias`` as a preview. The picture shows the token vectors ``x``
 and the projected ``q``, ``k``, ``v`` of a short labelled sentence as heatmaps (one row per token);
 dashed lines mark where each head's share of the features would start. Under the picture a table
-lists every shape, for the sentence and for seed 000's batch (B=13, N=100).
+lists every shape, for the sentence and for walkthrough 000's batch (B=13, N=100).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ._base import Explorer, InvalidCombination
 __all__ = ["ProjectionExplorer", "SENTENCE"]
 
 SENTENCE = ("the", "cat", "sat", "on", "the", "mat")
-SEED_B, SEED_N = 13, 100  # seed 000's walkthrough batch, for the shapes table
+SEED_B, SEED_N = 13, 100  # walkthrough 000's batch, for the shapes table
 MAX_DIM, MAX_CHAN, MAX_HEADS = 96, 96, 8
 
 
@@ -158,6 +158,6 @@ class ProjectionExplorer(Explorer):
         )
         return (
             "<table><tr><th>tensor</th><th>axes</th><th>this sentence (B=1, N=" + str(n) + ")</th>"
-            f"<th>seed 000 (B={SEED_B}, N={SEED_N})</th></tr>{cells}</table>"
+            f"<th>walkthrough 000 (B={SEED_B}, N={SEED_N})</th></tr>{cells}</table>"
             f"<p>qkv parameters: 3·chan·dim = {3 * chan * dim} weights + {bias} bias = {3 * chan * dim + bias}</p>"
         )
