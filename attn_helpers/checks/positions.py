@@ -9,7 +9,6 @@ layer's intermediates) and recognises the typical wrong answers.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import torch

@@ -123,7 +123,8 @@ class RopeExplorer(BlitExplorer):
         q_pairs, k_pairs = self.arrows(offset)  # (P, 2) each
         row = offset + self.max_offset  # index into self.offsets
         names = ("fastest", "chosen", "slowest")
-        for ax, q_line, k_line, p, name in zip(self.arrow_axes, self.q_lines, self.k_lines, self.shown_pairs(pair), names):
+        panels = zip(self.arrow_axes, self.q_lines, self.k_lines, self.shown_pairs(pair), names)
+        for ax, q_line, k_line, p, name in panels:
             q_line.set_data([0, q_pairs[p, 0]], [0, q_pairs[p, 1]])
             k_line.set_data([0, k_pairs[p, 0]], [0, k_pairs[p, 1]])
             ax.title.set_text(f"{name}: pair {p}, θ = {self.theta[p].item():.3g}\n"
@@ -134,8 +135,8 @@ class RopeExplorer(BlitExplorer):
         self.dots.set_data([offset] * 4, [self.scores[row], *(self.shares[row, p] for p in shown)])
         self.title.set_text(f"query at m = {KEY_POSITION + offset}, key at n = {KEY_POSITION}: "
                             f"score q·k = {self.scores[row]:.2f} (at offset 0: {self.scores[self.max_offset]:.2f})")
-        return (f"pair {pair} turns {self.theta[pair].item():.3g} rad per position, arrows {self._degrees(offset, pair):.0f}° "
-                f"apart, share {self.shares[row, pair]:+.2f}; score q·k = {self.scores[row]:.2f}")
+        return (f"pair {pair} turns {self.theta[pair].item():.3g} rad per position, "
+                f"arrows {self._degrees(offset, pair):.0f}° apart, share {self.shares[row, pair]:+.2f}; score q·k = {self.scores[row]:.2f}")
 
     def _degrees(self, offset: int, pair: int) -> float:
         """The angle from the key's arrow to the query's, ``offset · θ_pair``, in degrees in (-180, 180]."""
