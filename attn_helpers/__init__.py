@@ -1,7 +1,9 @@
 """attn_helpers: the small library behind "Attention, step by step".
 
-``import attn_helpers`` loads only torch and the math (:mod:`attn_helpers.attention`) and the shape
-printouts (:mod:`attn_helpers.shapes`). Plotting (matplotlib), widgets (ipywidgets) and exercise
+``import attn_helpers`` loads only torch and the modules that need nothing else: the math
+(:mod:`attn_helpers.attention`, :mod:`attn_helpers.efficient`, :mod:`attn_helpers.positions`), lesson
+probes (:mod:`attn_helpers.probes`), cost formulas and measuring tools (:mod:`attn_helpers.measure`) and
+the shape printouts (:mod:`attn_helpers.shapes`). Plotting (matplotlib), widgets (ipywidgets) and exercise
 checks load on first use: ``attn_helpers.plotting``, ``attn_helpers.widgets``, ``attn_helpers.checks``.
 """
 
@@ -13,41 +15,45 @@ from typing import Any
 from .attention import (
     Attention,
     AttentionHead,
-    AttentionStack,
     ConcatHeadsAttention,
     MultiHeadAttention,
-    attention_entropy,
-    attention_flops,
-    attention_parameters,
     attention_scores,
     blocked_to_keep,
     causal_mask,
-    depth_sweep,
     mask_to_additive,
     merge_heads,
     padding_mask,
     scaled_dot_product_attention,
-    signal_through_stack,
-    softmax_grad_norm,
-    softmax_statistics,
     split_heads,
 )
 from .efficient import (
     KVCache,
-    MatmulFlopCounter,
-    TensorMemoryTracker,
     cached_attention_step,
-    count_matmul_flops,
-    fastest_seconds,
     grouped_query_attention,
-    growth_exponent,
-    kv_cache_bytes,
-    measure_peak_memory,
-    median_seconds,
     online_softmax,
     online_softmax_update,
     repeat_kv_heads,
     tiled_attention,
+)
+from .measure import (
+    MatmulFlopCounter,
+    TensorMemoryTracker,
+    attention_flops,
+    attention_parameters,
+    count_matmul_flops,
+    fastest_seconds,
+    growth_exponent,
+    kv_cache_bytes,
+    measure_peak_memory,
+    median_seconds,
+)
+from .probes import (
+    AttentionStack,
+    attention_entropy,
+    depth_sweep,
+    signal_through_stack,
+    softmax_grad_norm,
+    softmax_statistics,
 )
 from .example import SENTENCE, VOCAB, embed, embedding_table
 from .positions import (

@@ -15,13 +15,13 @@ with :func:`blocked_to_keep` or ``mask_to_additive(mask, invert=True)``; it is n
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from typing import Callable
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
+
+from .validation import broadcast_shape, check_heads, check_mask, check_positive_int, check_qkv, check_tensor, shape_of
 
 __all__ = [
     "broadcast_shape",
@@ -33,96 +33,11 @@ __all__ = [
     "mask_to_additive",
     "split_heads",
     "merge_heads",
-    "attention_entropy",
-    "softmax_grad_norm",
-    "softmax_statistics",
     "Attention",
     "AttentionHead",
     "ConcatHeadsAttention",
     "MultiHeadAttention",
-    "attention_parameters",
-    "attention_flops",
-    "SKIP_KINDS",
-    "AttentionStack",
-    "signal_through_stack",
-    "depth_sweep",
 ]
-
-
-# --------------------------------------------------------------------------------------------
-# Input checks: every message names the argument, what was expected and what was received.
-# --------------------------------------------------------------------------------------------
-
-def _shape(t: Tensor) -> list[int]:
-    return list(t.shape)
-
-
-def _check_tensor(name: str, t: object, *, min_ndim: int = 1, ndim: int | None = None) -> Tensor:
-    if not isinstance(t, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if not t.is_floating_point():
-        raise TypeError(
-            f"{name} must be a floating-point tensor (float32 or float64), got dtype {t.dtype} "
-            f"with shape {_shape(t)}; convert it with {name}.float()"
-        )
-    if ndim is not None and t.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} dimensions, got shape {_shape(t)} ({t.ndim} dimensions)")
-    if t.ndim < min_ndim:
-        raise ValueError(
-            f"{name} must have at least {min_ndim} dimensions, got shape {_shape(t)} ({t.ndim} dimensions)"
-        )
-    return t
-
-
-def _check_positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1, got {value}")
-    return value
-
-
-def _check_heads(chan: int, num_heads: int, chan_name: str = "chan", where: str = "") -> int:
-    _check_positive_int("num_heads", num_heads)
-    if chan % num_heads != 0:
-        raise ValueError(
-            f"{chan_name}={chan}{where} is not divisible by num_heads={num_heads}: each head gets "
-            f"{chan_name} / num_heads = {chan / num_heads:g} features, which must be a whole number "
-            f"(try num_heads in {[h for h in range(1, chan + 1) if chan % h == 0]})"
-        )
-    return chan // num_heads
-
-
-def broadcast_shape(*shapes: tuple[int, ...] | torch.Size) -> tuple[int, ...] | None:
-    """The shape that ``shapes`` broadcast to under PyTorch's rules, or ``None`` if they do not.
-
-    Plain Python on purpose: ``torch.broadcast_shapes`` imports sympy on its first call, which
-    costs seconds at the start of every notebook.
-    """
-    ndim = max((len(s) for s in shapes), default=0)
-    result = []
-    for axis in range(-ndim, 0):
-        sizes = {s[axis] for s in shapes if len(s) >= -axis} - {1}
-        if len(sizes) > 1:
-            return None
-        result.append(sizes.pop() if sizes else 1)
-    return tuple(result)
-
-
-def _check_mask(mask: object, scores_shape: torch.Size) -> Tensor:
-    if not isinstance(mask, Tensor):
-        raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
-    if mask.dtype != torch.bool and not mask.is_floating_point():
-        raise TypeError(
-            f"mask must be boolean (True = may attend) or floating (added to the scores), got dtype "
-            f"{mask.dtype} with shape {_shape(mask)}; for 0/1 integers use mask.bool()"
-        )
-    if broadcast_shape(mask.shape, scores_shape) != tuple(scores_shape):
-        raise ValueError(
-            f"mask of shape {_shape(mask)} cannot broadcast to the scores' shape {list(scores_shape)} "
-            f"(..., N_q, N_k); a key-padding mask for (B, H, N_q, N_k) scores has shape (B, 1, 1, N_k)"
-        )
-    return mask
 
 
 # --------------------------------------------------------------------------------------------
@@ -135,8 +50,8 @@ def causal_mask(n_q: int, n_k: int | None = None, *, device: torch.device | str 
     Shape ``(n_q, n_k)`` (``n_k`` defaults to ``n_q``). Aligned at the top-left corner, like
     ``scaled_dot_product_attention(..., is_causal=True)`` in PyTorch.
     """
-    _check_positive_int("n_q", n_q)
-    n_k = n_q if n_k is None else _check_positive_int("n_k", n_k)
+    check_positive_int("n_q", n_q)
+    n_k = n_q if n_k is None else check_positive_int("n_k", n_k)
     return torch.ones(n_q, n_k, dtype=torch.bool, device=device).tril()
 
 
@@ -147,10 +62,10 @@ def padding_mask(lengths: Tensor | list[int], n: int) -> Tensor:
     the query rows of ``(B, N_q, n)`` scores; insert a head axis (``mask[:, None]``) for
     ``(B, H, N_q, n)`` scores (the modules in this file do that themselves).
     """
-    _check_positive_int("n", n)
+    check_positive_int("n", n)
     lengths = torch.as_tensor(lengths)
     if lengths.ndim != 1 or lengths.is_floating_point() or lengths.dtype == torch.bool:
-        raise ValueError(f"lengths must be a 1-D integer tensor (B,), got dtype {lengths.dtype} shape {_shape(lengths)}")
+        raise ValueError(f"lengths must be a 1-D integer tensor (B,), got dtype {lengths.dtype} shape {shape_of(lengths)}")
     if (lengths < 0).any() or (lengths > n).any():
         raise ValueError(f"lengths must lie in [0, n={n}], got {lengths.tolist()}")
     positions = torch.arange(n, device=lengths.device)  # (n,)
@@ -185,41 +100,17 @@ def mask_to_additive(mask: Tensor, *, invert: bool = False, dtype: torch.dtype =
 # Scaled dot-product attention
 # --------------------------------------------------------------------------------------------
 
-def _check_qkv(q: object, k: object, v: object) -> tuple[Tensor, Tensor, Tensor]:
-    q = _check_tensor("q", q, min_ndim=2)
-    k = _check_tensor("k", k, min_ndim=2)
-    v = _check_tensor("v", v, min_ndim=2)
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q and k must have the same feature size d_k (last dimension) to be dot-multiplied: "
-            f"q has shape {_shape(q)} (d_k={q.shape[-1]}), k has shape {_shape(k)} (d_k={k.shape[-1]})"
-        )
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"k and v must have the same number of tokens N_k (second-to-last dimension), one value per key: "
-            f"k has shape {_shape(k)} (N_k={k.shape[-2]}), v has shape {_shape(v)} (N_k={v.shape[-2]})"
-        )
-    if broadcast_shape(q.shape[:-2], k.shape[:-2], v.shape[:-2]) is None:
-        raise ValueError(
-            f"the batch dimensions of q {_shape(q)}, k {_shape(k)} and v {_shape(v)} do not broadcast "
-            "(everything before the last two dimensions must match or be 1)"
-        )
-    return q, k, v
-
-
 def attention_scores(q: Tensor, k: Tensor, *, scale: float | None = None) -> Tensor:
     """Scaled scores ``q @ k^T * scale``: ``(..., N_q, d_k), (..., N_k, d_k) -> (..., N_q, N_k)``.
 
     ``scale=None`` means ``1 / sqrt(d_k)``; any number, ``0.0`` included, is used as given.
     """
-    q = _check_tensor("q", q, min_ndim=2)
-    k = _check_tensor("k", k, min_ndim=2)
+    q = check_tensor("q", q, min_ndim=2)
+    k = check_tensor("k", k, min_ndim=2)
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
-            f"q and k must have the same feature size d_k (last dimension): q has shape {_shape(q)}, "
-            f"k has shape {_shape(k)}"
+            f"q and k must have the same feature size d_k (last dimension): q has shape {shape_of(q)}, "
+            f"k has shape {shape_of(k)}"
         )
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
     return (q @ k.transpose(-2, -1)) * scale  # (..., N_q, N_k)
@@ -231,7 +122,7 @@ def _attend(
     """The formula itself; returns ``(out, scores, weights)``. Inputs already checked."""
     scores = attention_scores(q, k, scale=scale)  # (..., N_q, N_k)
     if mask is not None:
-        mask = _check_mask(mask, scores.shape)
+        mask = check_mask(mask, scores.shape)
         if mask.dtype == torch.bool:
             scores = scores.masked_fill(~mask, float("-inf"))
         else:
@@ -271,21 +162,11 @@ def scaled_dot_product_attention(
     ``torch.nn.MultiheadAttention``, give NaN; an additive ``-1e9`` mask gives uniform weights.)
     With ``dropout_p > 0`` the returned weights are the ones after dropout, as used for the output.
     """
-    q, k, v = _check_qkv(q, k, v)
+    q, k, v = check_qkv(q, k, v)
     if not 0.0 <= float(dropout_p) < 1.0:
         raise ValueError(f"dropout_p must lie in [0, 1), got {dropout_p}")
     out, _, weights = _attend(q, k, v, mask, scale, float(dropout_p))
     return (out, weights) if return_weights else out
-
-
-def attention_entropy(weights: Tensor) -> Tensor:
-    """Entropy (in nats) of each attention row: ``(..., N_q, N_k) -> (..., N_q)``.
-
-    ``log(N_k)`` for uniform weights, ``0`` for one-hot weights. Zero weights contribute zero.
-    """
-    weights = _check_tensor("weights", weights, min_ndim=1)
-    logs = torch.log(weights.clamp_min(torch.finfo(weights.dtype).tiny))
-    return -(weights * logs).sum(dim=-1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -294,15 +175,15 @@ def attention_entropy(weights: Tensor) -> Tensor:
 
 def split_heads(x: Tensor, num_heads: int) -> Tensor:
     """``(..., N, chan) -> (..., H, N, chan // H)``: head ``h`` gets features ``h*head_dim:(h+1)*head_dim``."""
-    x = _check_tensor("x", x, min_ndim=2)
-    head_dim = _check_heads(x.shape[-1], num_heads, chan_name="x.shape[-1]", where=f" (x has shape {_shape(x)})")
+    x = check_tensor("x", x, min_ndim=2)
+    head_dim = check_heads(x.shape[-1], num_heads, chan_name="x.shape[-1]", where=f" (x has shape {shape_of(x)})")
     x = x.reshape(*x.shape[:-1], num_heads, head_dim)  # (..., N, H, head_dim)
     return x.transpose(-3, -2)  # (..., H, N, head_dim)
 
 
 def merge_heads(x: Tensor) -> Tensor:
     """``(..., H, N, head_dim) -> (..., N, H * head_dim)``, the inverse of :func:`split_heads`."""
-    x = _check_tensor("x", x, min_ndim=3)
+    x = check_tensor("x", x, min_ndim=3)
     x = x.transpose(-3, -2)  # (..., N, H, head_dim)
     return x.reshape(*x.shape[:-2], x.shape[-2] * x.shape[-1])  # (..., N, chan)
 
@@ -328,10 +209,10 @@ class _Traceable(nn.Module):
 
     def _set_sizes(self, dim: int, chan: int, num_heads: int, qk_scale: float | None) -> None:
         """Check and store ``dim``, ``chan``, ``num_heads``, ``head_dim`` and ``scale`` (seed 000's sizes)."""
-        self.dim = _check_positive_int("dim", dim)
-        self.chan = _check_positive_int("chan", chan)
+        self.dim = check_positive_int("dim", dim)
+        self.chan = check_positive_int("chan", chan)
         self.num_heads = num_heads
-        self.head_dim = _check_heads(chan, num_heads)
+        self.head_dim = check_heads(chan, num_heads)
         self.scale = self.head_dim ** -0.5 if qk_scale is None else float(qk_scale)
 
     def _report(self, inter: Intermediates, return_intermediates: bool):
@@ -385,10 +266,10 @@ class Attention(_Traceable):
 
     def forward(self, x: Tensor, mask: Tensor | None = None, *, return_intermediates: bool = False):
         """``x (B, N, dim) -> (B, N, chan)``; with ``return_intermediates`` also a dict (see ``AXES``)."""
-        x = _check_tensor("x", x, ndim=3)
+        x = check_tensor("x", x, ndim=3)
         B, N, C = x.shape
         if C != self.dim:
-            raise ValueError(f"x must have shape (B, N, dim={self.dim}), got {_shape(x)} (last dimension {C})")
+            raise ValueError(f"x must have shape (B, N, dim={self.dim}), got {shape_of(x)} (last dimension {C})")
         H, hd = self.num_heads, self.head_dim
         qkv = self.qkv(x)  # (B, N, 3*chan)
         qkv_heads = qkv.reshape(B, N, 3, H, hd).permute(2, 0, 3, 1, 4)  # (3, B, H, N, head_dim)
@@ -412,8 +293,8 @@ class AttentionHead(nn.Module):
 
     def __init__(self, dim: int, head_dim: int, bias: bool = False, scale: float | None = None) -> None:
         super().__init__()
-        self.dim = _check_positive_int("dim", dim)
-        self.head_dim = _check_positive_int("head_dim", head_dim)
+        self.dim = check_positive_int("dim", dim)
+        self.head_dim = check_positive_int("head_dim", head_dim)
         self.scale = head_dim ** -0.5 if scale is None else float(scale)
         self.query = nn.Linear(dim, head_dim, bias=bias)
         self.key = nn.Linear(dim, head_dim, bias=bias)
@@ -479,12 +360,12 @@ class ConcatHeadsAttention(_Traceable):
 
     def forward(self, x: Tensor, mask: Tensor | None = None, *, return_intermediates: bool = False):
         """``x (B, N, dim) -> (B, N, chan)``; with ``return_intermediates`` also a dict (see ``AXES``)."""
-        x = _check_tensor("x", x, ndim=3)
+        x = check_tensor("x", x, ndim=3)
         if x.shape[-1] != self.dim:
-            raise ValueError(f"x must have shape (B, N, dim={self.dim}), got {_shape(x)}")
+            raise ValueError(f"x must have shape (B, N, dim={self.dim}), got {shape_of(x)}")
         B, N, H = x.shape[0], x.shape[1], self.num_heads
         if mask is not None:  # read the mask exactly as Attention does, then give head h its own slice
-            mask = _check_mask(_batch_mask(mask), torch.Size((B, H, N, N))).expand(B, H, N, N)  # (B, H, N, N)
+            mask = check_mask(_batch_mask(mask), torch.Size((B, H, N, N))).expand(B, H, N, N)  # (B, H, N, N)
         results = [head(x, None if mask is None else mask[:, h]) for h, head in enumerate(self.heads)]
         # H x ((B, N, hd), (B, N, N), (B, N, hd))
         merged = torch.cat([out for out, _, _ in results], dim=-1)  # (B, N, chan)
@@ -540,11 +421,11 @@ class MultiHeadAttention(_Traceable):
         vdim: int | None = None,
     ) -> None:
         super().__init__()
-        self.d_model = _check_positive_int("d_model", d_model)
+        self.d_model = check_positive_int("d_model", d_model)
         self.num_heads = num_heads
-        self.head_dim = _check_heads(d_model, num_heads, chan_name="d_model")
-        self.kdim = d_model if kdim is None else _check_positive_int("kdim", kdim)
-        self.vdim = d_model if vdim is None else _check_positive_int("vdim", vdim)
+        self.head_dim = check_heads(d_model, num_heads, chan_name="d_model")
+        self.kdim = d_model if kdim is None else check_positive_int("kdim", kdim)
+        self.vdim = d_model if vdim is None else check_positive_int("vdim", vdim)
         if not 0.0 <= float(dropout) < 1.0:
             raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
         self.dropout = float(dropout)
@@ -566,16 +447,16 @@ class MultiHeadAttention(_Traceable):
         key = query if key is None else key
         value = key if value is None else value
         for name, t, width in (("query", query, self.d_model), ("key", key, self.kdim), ("value", value, self.vdim)):
-            _check_tensor(name, t, ndim=3)
+            check_tensor(name, t, ndim=3)
             if t.shape[-1] != width:
-                raise ValueError(f"{name} must have shape (B, N, {width}), got {_shape(t)} (last dimension {t.shape[-1]})")
+                raise ValueError(f"{name} must have shape (B, N, {width}), got {shape_of(t)} (last dimension {t.shape[-1]})")
         if key.shape[:2] != value.shape[:2]:
             raise ValueError(
                 f"key and value must have the same batch size and number of tokens N_k: key has shape "
-                f"{_shape(key)}, value has shape {_shape(value)}"
+                f"{shape_of(key)}, value has shape {shape_of(value)}"
             )
         if query.shape[0] != key.shape[0]:
-            raise ValueError(f"query and key must have the same batch size: query {_shape(query)}, key {_shape(key)}")
+            raise ValueError(f"query and key must have the same batch size: query {shape_of(query)}, key {shape_of(key)}")
         H = self.num_heads
         q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)  # (B, N_q|N_k, d_model)
         q_heads, k_heads, v_heads = (split_heads(t, H) for t in (q, k, v))  # (B, H, N_q|N_k, head_dim)
@@ -639,268 +520,3 @@ class MultiHeadAttention(_Traceable):
                 f"kdim={self.kdim}, vdim={self.vdim}, dropout={self.dropout}")
 
 
-# --------------------------------------------------------------------------------------------
-# Counting: the parameters and the floating-point operations of the Attention layer
-# --------------------------------------------------------------------------------------------
-
-SOFTMAX_FLOPS_PER_SCORE = 5  # per score: compare (the row's max), subtract it, exp, add to the row's sum, divide
-
-
-def attention_parameters(dim: int, chan: int, *, qkv_bias: bool = False) -> dict[str, int]:
-    """The learnable numbers of :class:`Attention` ``(dim, chan, num_heads, qkv_bias)``, by part.
-
-    Returns ``{"qkv weight": 3*chan*dim, "qkv bias": 3*chan (0 without qkv_bias),
-    "proj weight": chan*chan, "proj bias": chan}``; the layer's total is the sum of the values.
-    There is no ``num_heads`` argument because the count does not depend on it: the heads share
-    out the same ``chan`` features, they add no weights.
-    """
-    _check_positive_int("dim", dim)
-    _check_positive_int("chan", chan)
-    if not isinstance(qkv_bias, bool):
-        raise TypeError(f"qkv_bias must be True or False, got {qkv_bias!r}")
-    return {
-        "qkv weight": 3 * chan * dim,
-        "qkv bias": 3 * chan if qkv_bias else 0,
-        "proj weight": chan * chan,
-        "proj bias": chan,
-    }
-
-
-def attention_flops(
-    batch: int, tokens: int, dim: int, chan: int, num_heads: int, *, qkv_bias: bool = False
-) -> dict[str, int]:
-    """Floating-point operations of one forward pass of :class:`Attention` on ``x (batch, tokens, dim)``.
-
-    One entry per step, in the order of the forward pass (``B = batch``, ``N = tokens``,
-    ``H = num_heads``, ``head_dim = chan // H``); a matrix product counts 2 FLOPs per
-    multiply-add, an element-wise step 1 per element:
-
-    - ``"qkv projection"``: ``2*B*N*dim*3*chan``
-    - ``"scores (q @ k^T)"``: ``2*B*H*N*N*head_dim``
-    - ``"scale"``: ``B*H*N*N``
-    - ``"softmax"``: ``SOFTMAX_FLOPS_PER_SCORE * B*H*N*N`` (max, subtract, exp, sum, divide)
-    - ``"weights @ v"``: ``2*B*H*N*N*head_dim``
-    - ``"output projection"``: ``2*B*N*chan*chan``
-    - ``"bias adds"``: ``B*N*chan``, plus ``B*N*3*chan`` with ``qkv_bias``
-    - ``"skip add"``: ``B*N*chan``
-
-    The four matrix products are what ``torch.utils.flop_counter.FlopCounterMode`` counts.
-    Splitting into heads and merging them only moves numbers: 0 FLOPs.
-    """
-    B = _check_positive_int("batch", batch)
-    N = _check_positive_int("tokens", tokens)
-    _check_positive_int("dim", dim)
-    _check_positive_int("chan", chan)
-    head_dim = _check_heads(chan, num_heads)
-    if not isinstance(qkv_bias, bool):
-        raise TypeError(f"qkv_bias must be True or False, got {qkv_bias!r}")
-    H = num_heads
-    return {
-        "qkv projection": 2 * B * N * dim * 3 * chan,
-        "scores (q @ k^T)": 2 * B * H * N * N * head_dim,
-        "scale": B * H * N * N,
-        "softmax": SOFTMAX_FLOPS_PER_SCORE * B * H * N * N,
-        "weights @ v": 2 * B * H * N * N * head_dim,
-        "output projection": 2 * B * N * chan * chan,
-        "bias adds": B * N * chan + (B * N * 3 * chan if qkv_bias else 0),
-        "skip add": B * N * chan,
-    }
-
-
-# --------------------------------------------------------------------------------------------
-# Measuring softmax saturation (lesson 02: why scores are divided by sqrt(d_k))
-# --------------------------------------------------------------------------------------------
-
-def softmax_grad_norm(scores: Tensor, upstream: Tensor) -> Tensor:
-    """Size of the gradient that reaches the scores through a row softmax: ``(..., N_k) -> (...)``.
-
-    For ``loss = (upstream * softmax(scores, dim=-1)).sum()`` the gradient with respect to
-    ``scores`` is ``p * (upstream - (p * upstream).sum(-1, keepdim=True))``, ``p`` being the
-    weights; this returns its Euclidean norm over each row. ``upstream`` has the shape of
-    ``scores``: the gradient arriving at the weights from later layers. A saturated row (one
-    weight near 1, the rest near 0) lets almost nothing through, so its norm is near 0.
-    """
-    scores = _check_tensor("scores", scores, min_ndim=1)
-    upstream = _check_tensor("upstream", upstream, min_ndim=1)
-    if upstream.shape != scores.shape:
-        raise ValueError(
-            f"upstream must have the shape of scores (one gradient entry per weight): scores has shape "
-            f"{_shape(scores)}, upstream has shape {_shape(upstream)}"
-        )
-    p = torch.softmax(scores, dim=-1)  # (..., N_k)
-    grad = p * (upstream - (p * upstream).sum(dim=-1, keepdim=True))  # (..., N_k)
-    return grad.norm(dim=-1)  # (...)
-
-
-def softmax_statistics(scores: Tensor, upstream: Tensor | None = None) -> dict[str, float]:
-    """How peaked ``softmax(scores, dim=-1)`` is, as plain numbers averaged over the rows.
-
-    ``scores (..., N_k)`` are the softmax's input, already scaled. Returns a dict with
-    ``variance`` (of all the scores), ``max_weight`` (the mean over rows of each row's largest
-    weight: ``1 / N_k`` when uniform, ``1`` when one-hot), ``entropy`` (the mean of
-    :func:`attention_entropy`, in nats: ``log(N_k)`` uniform, ``0`` one-hot) and, when
-    ``upstream`` (same shape as ``scores``) is given, ``grad_norm`` (the mean of
-    :func:`softmax_grad_norm`).
-    """
-    scores = _check_tensor("scores", scores, min_ndim=1)
-    weights = torch.softmax(scores, dim=-1)  # (..., N_k)
-    stats = {
-        "variance": scores.to(torch.float64).var().item() if scores.numel() > 1 else 0.0,  # float64: stable digits
-        "max_weight": weights.amax(dim=-1).mean().item(),
-        "entropy": attention_entropy(weights).mean().item(),
-    }
-    if upstream is not None:
-        stats["grad_norm"] = softmax_grad_norm(scores, upstream).mean().item()
-    return stats
-
-
-# --------------------------------------------------------------------------------------------
-# Stacks of attention layers: what the skip connection does to signal and gradient
-# --------------------------------------------------------------------------------------------
-
-SKIP_KINDS = ("identity", "values", "none")
-
-
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    """Run many tiny tensor operations on one thread, then restore the thread count.
-
-    A stack measurement is thousands of operations on tensors of a few hundred numbers: extra threads
-    cannot speed them up, and on a busy machine their synchronisation made them 10-30x slower.
-    """
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def _check_skip(skip: object) -> str:
-    if skip not in SKIP_KINDS:
-        raise ValueError(f"skip must be one of {list(SKIP_KINDS)}, got {skip!r}")
-    return skip  # type: ignore[return-value]
-
-
-class AttentionStack(nn.Module):
-    """``depth`` of seed 000's :class:`Attention` layers in a row, joined by a chosen skip connection.
-
-    ``x (B, N, dim) -> (B, N, chan)``: layer 0 maps ``dim -> chan``, the others ``chan -> chan``.
-    With ``projected_l`` the output projection of layer ``l`` and ``v_l`` its merged values
-    (both ``(B, N, chan)``), the next hidden state is
-
-    - ``skip="identity"``: ``x_{l+1} = x_l + projected_l``, the usual residual (needs ``dim == chan``);
-    - ``skip="values"``: ``x_{l+1} = projected_l + v_l``, seed 000's skip through V (what
-      :class:`Attention` returns);
-    - ``skip="none"``: ``x_{l+1} = projected_l``.
-
-    ``skip`` is a plain attribute, so one set of weights can be compared under all three wirings.
-    """
-
-    def __init__(self, depth: int, dim: int, chan: int, num_heads: int = 1, skip: str = "identity") -> None:
-        super().__init__()
-        _check_positive_int("depth", depth)
-        self.dim = _check_positive_int("dim", dim)
-        self.chan = _check_positive_int("chan", chan)
-        self.skip = _check_skip(skip)
-        self.layers = nn.ModuleList(
-            Attention(dim if i == 0 else chan, chan, num_heads) for i in range(depth)
-        )
-
-    @property
-    def depth(self) -> int:
-        return len(self.layers)
-
-    def forward(self, x: Tensor, *, depth: int | None = None, return_hidden: bool = False):
-        """``x (B, N, dim) -> (B, N, chan)`` through the first ``depth`` layers (default: all).
-
-        With ``return_hidden`` also the list ``[x_0, x_1, ..., x_depth]`` of hidden states.
-        """
-        x = _check_tensor("x", x, ndim=3)
-        skip = _check_skip(self.skip)
-        depth = self.depth if depth is None else _check_positive_int("depth", depth)
-        if depth > self.depth:
-            raise ValueError(f"depth={depth} is more than the stack's {self.depth} layers")
-        if x.shape[-1] != self.dim:
-            raise ValueError(f"x must have shape (B, N, dim={self.dim}), got {_shape(x)} (last dimension {x.shape[-1]})")
-        if skip == "identity" and self.dim != self.chan:
-            raise ValueError(
-                f"skip='identity' adds x to the attention output, so x must be as wide as the output: "
-                f"x has shape {_shape(x)} (dim={self.dim}) but the output has chan={self.chan} features; "
-                f"use dim == chan, or skip='values' or skip='none'"
-            )
-        hidden = [x]
-        for layer in self.layers[:depth]:
-            out, inter = layer(x, return_intermediates=True)  # each (B, N, chan)
-            if skip == "identity":
-                x = x + inter["projected"]  # (B, N, chan)
-            elif skip == "values":
-                x = out  # projected + merged v, (B, N, chan)
-            else:
-                x = inter["projected"]  # (B, N, chan)
-            hidden.append(x)
-        return (x, hidden) if return_hidden else x
-
-    def extra_repr(self) -> str:
-        return f"skip={self.skip!r}"
-
-
-def signal_through_stack(stack: AttentionStack, x: Tensor, *, depth: int | None = None) -> dict[str, Tensor]:
-    """How big the signal and the gradient are at every layer of ``stack`` for the input ``x (B, N, dim)``.
-
-    Runs the first ``depth`` layers (default: all) and returns
-
-    - ``"rms"``: ``(depth + 1,)`` the root mean square of ``x_0`` (the input), ``x_1``, ..., ``x_depth``;
-    - ``"spread"``: ``(depth + 1,)`` how different the tokens are: the standard deviation over the
-      token axis, averaged over batch and features; 0 when every token carries the same vector (a
-      spread below ``1e-12`` times the RMS is rounding noise and reported as exactly 0);
-    - ``"grad_norm"``: ``(depth,)`` the norm of the gradient of the loss ``||x_depth||`` with respect to
-      all parameters of layer ``l`` (``l = 0`` is the first layer). The loss's gradient at the output,
-      ``x_depth / ||x_depth||``, has norm 1 whatever the depth, so the numbers compare across depths.
-
-    Gradients are returned, not accumulated: the parameters' ``.grad`` are left untouched.
-    """
-    if not isinstance(stack, AttentionStack):
-        raise TypeError(f"stack must be an attn_helpers.AttentionStack, got {type(stack).__name__}")
-    with torch.enable_grad(), _one_thread():
-        out, hidden = stack(x, depth=depth, return_hidden=True)
-        layers = stack.layers[: len(hidden) - 1]
-        params = [list(layer.parameters()) for layer in layers]
-        grads = torch.autograd.grad(out.norm(), [p for group in params for p in group])
-    rms = torch.stack([h.detach().pow(2).mean().sqrt() for h in hidden])  # (depth + 1,)
-    spread = torch.stack([h.detach().std(dim=1).mean() for h in hidden])  # (depth + 1,)
-    spread = spread.masked_fill(spread < 1e-12 * rms, 0.0)  # below rounding noise: the tokens are equal
-    norms, start = [], 0
-    for group in params:
-        chunk = grads[start:start + len(group)]
-        start += len(group)
-        norms.append(torch.sqrt(sum(g.pow(2).sum() for g in chunk)))
-    return {"rms": rms, "spread": spread, "grad_norm": torch.stack(norms)}  # (depth + 1,) x 2, (depth,)
-
-
-def depth_sweep(stack: AttentionStack, x: Tensor, depths: Sequence[int]) -> dict[str, Tensor]:
-    """The output's size and the first layer's gradient for several depths of ``stack``, at once.
-
-    For every ``L`` in ``depths`` (each in ``[1, stack.depth]``), with ``x (B, N, dim)`` as input and
-    the first ``L`` layers: ``"rms"`` and ``"spread"`` of ``x_L`` and ``"grad_norm"``, the norm of the
-    gradient of ``||x_L||`` with respect to the first layer's parameters; each ``(len(depths),)``.
-    The same numbers as :func:`signal_through_stack` at each depth, from one forward pass.
-    """
-    if not isinstance(stack, AttentionStack):
-        raise TypeError(f"stack must be an attn_helpers.AttentionStack, got {type(stack).__name__}")
-    depths = [_check_positive_int("depths[i]", int(L)) for L in depths]
-    if not depths:
-        raise ValueError("depths must name at least one depth, got none")
-    if max(depths) > stack.depth:
-        raise ValueError(f"depths {depths} go beyond the stack's {stack.depth} layers")
-    first = list(stack.layers[0].parameters())
-    with torch.enable_grad(), _one_thread():
-        _, hidden = stack(x, depth=max(depths), return_hidden=True)  # hidden[L]: (B, N, chan)
-        grads = []
-        for L in depths:
-            g = torch.autograd.grad(hidden[L].norm(), first, retain_graph=True)
-            grads.append(torch.sqrt(sum(t.pow(2).sum() for t in g)))
-    rms = torch.stack([hidden[L].detach().pow(2).mean().sqrt() for L in depths])  # (len(depths),)
-    spread = torch.stack([hidden[L].detach().std(dim=1).mean() for L in depths])  # (len(depths),)
-    spread = spread.masked_fill(spread < 1e-12 * rms, 0.0)  # below rounding noise: the tokens are equal
-    return {"rms": rms, "spread": spread, "grad_norm": torch.stack(grads)}

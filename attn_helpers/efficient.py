@@ -1,5 +1,6 @@
-"""Efficient attention (lesson 09): online softmax, tiled attention, a KV cache, grouped-query attention,
-and the small measuring tools the lesson and ``benchmarks/attention.py`` use.
+"""Efficient attention (lesson 09): online softmax, tiled attention, a KV cache, grouped-query attention.
+
+Their costs are counted and timed with :mod:`attn_helpers.measure`.
 
 Imports torch only. Shapes use the series' notation (``B`` batch, ``H`` query heads, ``G`` key/value
 heads or *groups*, ``N_q`` queries, ``N_k`` keys, ``d_k`` key width, ``d_v`` value width).
@@ -9,29 +10,12 @@ the scores; a query row whose keys are all blocked gets a zero output, never NaN
 
 from __future__ import annotations
 
-import math
-import time
-import weakref
-from collections.abc import Callable, Sequence
-from typing import Any
 
 import torch
 from torch import Tensor
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
-from .attention import (
-    MultiHeadAttention,
-    _check_mask,
-    _check_positive_int,
-    _check_qkv,
-    _check_tensor,
-    _shape,
-    broadcast_shape,
-    merge_heads,
-    scaled_dot_product_attention,
-    split_heads,
-)
+from .attention import MultiHeadAttention, merge_heads, scaled_dot_product_attention, split_heads
+from .validation import broadcast_shape, check_mask, check_positive_int, check_qkv, check_tensor, shape_of
 
 __all__ = [
     "online_softmax_update",
@@ -39,16 +23,8 @@ __all__ = [
     "tiled_attention",
     "KVCache",
     "cached_attention_step",
-    "kv_cache_bytes",
     "repeat_kv_heads",
     "grouped_query_attention",
-    "TensorMemoryTracker",
-    "measure_peak_memory",
-    "MatmulFlopCounter",
-    "count_matmul_flops",
-    "median_seconds",
-    "fastest_seconds",
-    "growth_exponent",
 ]
 
 
@@ -75,14 +51,14 @@ def online_softmax_update(running_max: Tensor, running_sum: Tensor, block: Tenso
     The factor ``exp(running_max - new_max)`` (at most 1) rescales the old sum to the new maximum.
     After the last block, ``softmax(s)_j = exp(s_j - new_max) / new_sum``.
     """
-    block = _check_tensor("block", block, min_ndim=1)
-    running_max = _check_tensor("running_max", running_max, min_ndim=0)
-    running_sum = _check_tensor("running_sum", running_sum, min_ndim=0)
+    block = check_tensor("block", block, min_ndim=1)
+    running_max = check_tensor("running_max", running_max, min_ndim=0)
+    running_sum = check_tensor("running_sum", running_sum, min_ndim=0)
     if running_max.shape != block.shape[:-1] or running_sum.shape != block.shape[:-1]:
         raise ValueError(
             f"running_max and running_sum must have the shape of block without its last axis, "
-            f"{_shape(block)[:-1]}: got running_max {_shape(running_max)}, running_sum "
-            f"{_shape(running_sum)}, block {_shape(block)}"
+            f"{shape_of(block)[:-1]}: got running_max {shape_of(running_max)}, running_sum "
+            f"{shape_of(running_sum)}, block {shape_of(block)}"
         )
     new_max = torch.maximum(running_max, block.amax(dim=-1))  # (...)
     safe = _safe_max(new_max)  # (...)
@@ -98,8 +74,8 @@ def online_softmax(x: Tensor, *, block_size: int = 128) -> Tensor:
     each row's maximum and sum of exponentials without ever holding a whole row's exponentials;
     then ``exp(x - max) / sum``. A row of only ``-inf`` gives zeros (like this package's attention).
     """
-    x = _check_tensor("x", x, min_ndim=1)
-    _check_positive_int("block_size", block_size)
+    x = check_tensor("x", x, min_ndim=1)
+    check_positive_int("block_size", block_size)
     running_max = x.new_full(x.shape[:-1], float("-inf"))  # (...)
     running_sum = x.new_zeros(x.shape[:-1])  # (...)
     for start in range(0, x.shape[-1], block_size):
@@ -138,14 +114,14 @@ def tiled_attention(
     whenever the maximum grows (the online softmax). The largest temporary is one
     ``(..., block_size, block_size)`` block of scores, so memory grows linearly with ``N``.
     """
-    q, k, v = _check_qkv(q, k, v)
-    _check_positive_int("block_size", block_size)
+    q, k, v = check_qkv(q, k, v)
+    check_positive_int("block_size", block_size)
     if not isinstance(is_causal, bool):
         raise TypeError(f"is_causal must be True or False, got {is_causal!r}")
     n_q, n_k = q.shape[-2], k.shape[-2]
     scores_shape = broadcast_shape(q.shape[:-2], k.shape[:-2]) + (n_q, n_k)
     if mask is not None:
-        mask = _check_mask(mask, torch.Size(scores_shape)).expand(scores_shape)  # (..., N_q, N_k), a view
+        mask = check_mask(mask, torch.Size(scores_shape)).expand(scores_shape)  # (..., N_q, N_k), a view
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
     out_batch = broadcast_shape(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     out = q.new_empty(*out_batch, n_q, v.shape[-1])  # (..., N_q, d_v), filled block by block
@@ -191,19 +167,19 @@ class KVCache:
     """
 
     def __init__(self, max_tokens: int) -> None:
-        self.max_tokens = _check_positive_int("max_tokens", max_tokens)
+        self.max_tokens = check_positive_int("max_tokens", max_tokens)
         self.length = 0
         self.k: Tensor | None = None
         self.v: Tensor | None = None
 
     def append(self, k_new: Tensor, v_new: Tensor) -> tuple[Tensor, Tensor]:
         """Store ``k_new (..., n_new, d_k)`` and ``v_new (..., n_new, d_v)``; return all stored keys and values."""
-        k_new = _check_tensor("k_new", k_new, min_ndim=2)
-        v_new = _check_tensor("v_new", v_new, min_ndim=2)
+        k_new = check_tensor("k_new", k_new, min_ndim=2)
+        v_new = check_tensor("v_new", v_new, min_ndim=2)
         if k_new.shape[:-1] != v_new.shape[:-1]:
             raise ValueError(
                 f"k_new and v_new must agree on every axis but the last (one value per key): "
-                f"k_new has shape {_shape(k_new)}, v_new has shape {_shape(v_new)}"
+                f"k_new has shape {shape_of(k_new)}, v_new has shape {shape_of(v_new)}"
             )
         n_new = k_new.shape[-2]
         if self.k is None or self.v is None:
@@ -214,12 +190,12 @@ class KVCache:
                 or v_new.shape[-1] != self.v.shape[-1]:
             raise ValueError(
                 f"k_new must have shape {list(expected)} and v_new a last axis of {self.v.shape[-1]}, like the "
-                f"tokens already cached; got k_new {_shape(k_new)}, v_new {_shape(v_new)}"
+                f"tokens already cached; got k_new {shape_of(k_new)}, v_new {shape_of(v_new)}"
             )
         if self.length + n_new > self.max_tokens:
             raise ValueError(
                 f"the cache holds at most max_tokens={self.max_tokens} tokens; it has {self.length} and "
-                f"k_new adds {n_new} (k_new has shape {_shape(k_new)})"
+                f"k_new adds {n_new} (k_new has shape {shape_of(k_new)})"
             )
         self.k[..., self.length:self.length + n_new, :] = k_new
         self.v[..., self.length:self.length + n_new, :] = v_new
@@ -240,7 +216,7 @@ class KVCache:
         return self.k.numel() * self.k.element_size() + self.v.numel() * self.v.element_size()
 
     def __repr__(self) -> str:
-        shape = "empty" if self.k is None else f"k {_shape(self.k)}, v {_shape(self.v)}"
+        shape = "empty" if self.k is None else f"k {shape_of(self.k)}, v {shape_of(self.v)}"
         return f"KVCache(length={self.length}, max_tokens={self.max_tokens}, {shape})"
 
 
@@ -257,11 +233,11 @@ def cached_attention_step(layer: MultiHeadAttention, x_new: Tensor, cache: KVCac
         raise TypeError(f"layer must be an attn_helpers.MultiHeadAttention, got {type(layer).__name__}")
     if not isinstance(cache, KVCache):
         raise TypeError(f"cache must be an attn_helpers.efficient.KVCache, got {type(cache).__name__}")
-    x_new = _check_tensor("x_new", x_new, ndim=3)
+    x_new = check_tensor("x_new", x_new, ndim=3)
     if x_new.shape[-1] != layer.d_model or layer.kdim != layer.d_model or layer.vdim != layer.d_model:
         raise ValueError(
             f"x_new must have shape (B, n_new, d_model={layer.d_model}) for a self-attention layer "
-            f"(kdim = vdim = d_model); got x_new {_shape(x_new)}, kdim={layer.kdim}, vdim={layer.vdim}"
+            f"(kdim = vdim = d_model); got x_new {shape_of(x_new)}, kdim={layer.kdim}, vdim={layer.vdim}"
         )
     H, n_new = layer.num_heads, x_new.shape[1]
     q = split_heads(layer.q_proj(x_new), H)  # (B, H, n_new, head_dim)
@@ -275,28 +251,6 @@ def cached_attention_step(layer: MultiHeadAttention, x_new: Tensor, cache: KVCac
         mask = torch.arange(past + n_new, device=x_new.device)[None, :] <= rows  # (n_new, past + n_new)
     heads = scaled_dot_product_attention(q, k_all, v_all, mask)  # (B, H, n_new, head_dim)
     return layer.out_proj(merge_heads(heads))  # (B, n_new, d_model)
-
-
-def kv_cache_bytes(
-    *,
-    num_layers: int,
-    num_kv_heads: int,
-    head_dim: int,
-    seq_len: int,
-    batch: int = 1,
-    dtype_bytes: int = 2,
-) -> int:
-    """Bytes of a KV cache: ``2 * num_layers * batch * num_kv_heads * seq_len * head_dim * dtype_bytes``.
-
-    The 2 counts keys and values; each layer caches ``(batch, num_kv_heads, seq_len, head_dim)``
-    of each. Multi-head attention caches ``num_kv_heads = num_heads``; grouped-query attention
-    ``num_kv_heads = G`` groups; multi-query attention ``1``. ``dtype_bytes``: 4 for float32,
-    2 for float16/bfloat16, 1 for 8-bit.
-    """
-    for name, value in (("num_layers", num_layers), ("num_kv_heads", num_kv_heads), ("head_dim", head_dim),
-                        ("seq_len", seq_len), ("batch", batch), ("dtype_bytes", dtype_bytes)):
-        _check_positive_int(name, value)
-    return 2 * num_layers * batch * num_kv_heads * seq_len * head_dim * dtype_bytes
 
 
 # --------------------------------------------------------------------------------------------
@@ -319,9 +273,9 @@ def repeat_kv_heads(x: Tensor, num_heads: int) -> Tensor:
     Query head ``h`` uses key/value head ``h // (num_heads // G)``, so the copies of a head sit
     next to each other (``repeat_interleave`` on the heads axis, not ``repeat``, which would tile).
     """
-    x = _check_tensor("x", x, min_ndim=3)
-    _check_positive_int("num_heads", num_heads)
-    per_group = _check_groups(num_heads, x.shape[-3], f" (x has shape {_shape(x)}, heads on axis -3)")
+    x = check_tensor("x", x, min_ndim=3)
+    check_positive_int("num_heads", num_heads)
+    per_group = _check_groups(num_heads, x.shape[-3], f" (x has shape {shape_of(x)}, heads on axis -3)")
     return x.repeat_interleave(per_group, dim=-3)  # (..., H, N, d)
 
 
@@ -337,197 +291,22 @@ def grouped_query_attention(
     ``scaled_dot_product_attention(q, repeat_kv_heads(k, H), repeat_kv_heads(v, H), mask)``.
     ``mask`` as in :func:`attn_helpers.scaled_dot_product_attention`, broadcastable to ``(..., H, N_q, N_k)``.
     """
-    q = _check_tensor("q", q, min_ndim=3)
-    k = _check_tensor("k", k, min_ndim=3)
-    v = _check_tensor("v", v, min_ndim=3)
+    q = check_tensor("q", q, min_ndim=3)
+    k = check_tensor("k", k, min_ndim=3)
+    v = check_tensor("v", v, min_ndim=3)
     if k.shape[-3] != v.shape[-3]:
         raise ValueError(f"k and v must have the same number of key/value heads (axis -3): k has shape "
-                         f"{_shape(k)}, v has shape {_shape(v)}")
+                         f"{shape_of(k)}, v has shape {shape_of(v)}")
     H, G = q.shape[-3], k.shape[-3]
-    per_group = _check_groups(H, G, f" (q has shape {_shape(q)}, k has shape {_shape(k)})")
+    per_group = _check_groups(H, G, f" (q has shape {shape_of(q)}, k has shape {shape_of(k)})")
     q_groups = q.unflatten(-3, (G, per_group))  # (..., G, H/G, N_q, d_k)
     k_groups = k.unsqueeze(-3)  # (..., G, 1, N_k, d_k)
     v_groups = v.unsqueeze(-3)  # (..., G, 1, N_k, d_v)
     if mask is not None:
         scores_shape = broadcast_shape(q.shape[:-2], k.shape[:-3] + (H,)) + (q.shape[-2], k.shape[-2])
-        mask = _check_mask(mask, torch.Size(scores_shape)).expand(scores_shape)  # (..., H, N_q, N_k)
+        mask = check_mask(mask, torch.Size(scores_shape)).expand(scores_shape)  # (..., H, N_q, N_k)
         mask = mask.unflatten(-3, (G, per_group))  # (..., G, H/G, N_q, N_k)
     out = scaled_dot_product_attention(q_groups, k_groups, v_groups, mask, scale=scale)  # (..., G, H/G, N_q, d_v)
     return out.flatten(-4, -3)  # (..., H, N_q, d_v)
 
 
-# --------------------------------------------------------------------------------------------
-# Measuring: peak tensor memory, time, growth exponents
-# --------------------------------------------------------------------------------------------
-
-class TensorMemoryTracker(TorchDispatchMode):
-    """Counts the bytes of the tensors that PyTorch operations create while it is active.
-
-    ``with TensorMemoryTracker() as tracker: ...`` then ``tracker.peak`` is the largest number of
-    bytes held at once by tensors created inside the block, ``tracker.current`` what is still held.
-    Every operation's output storage is added when it appears and removed when the last tensor
-    using it is freed; views share their base's bytes, and tensors made before the block (the
-    inputs) are not counted. What it cannot see: scratch memory a fused kernel allocates and frees
-    inside one operation. It sees the same numbers on every run and on every machine (no timing,
-    no operating system involved), which is why a lesson can print them.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.current = 0
-        self.peak = 0
-        self._live: dict[int, list[int]] = {}  # storage -> [bytes, tensors alive]
-        self._outside: set[int] = set()  # storages that existed before: never counted
-        self._seen: set[int] = set()  # ids of tensors already tracked
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        # PyTorch would wrap __torch_dispatch__ to keep torch.compile out of it, importing torch._dynamo
-        # (seconds) on first use; this tracker never runs under torch.compile, so that is not needed.
-        return False
-
-    def _release(self, key: int, tensor_id: int) -> None:
-        self._seen.discard(tensor_id)
-        entry = self._live.get(key)
-        if entry is None:
-            return
-        entry[1] -= 1
-        if entry[1] == 0:
-            self.current -= entry[0]
-            del self._live[key]
-
-    def _forget_outside(self, key: int) -> None:
-        self._outside.discard(key)
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: D105 - PyTorch's hook
-        for t in tree_flatten((args, kwargs or {}))[0]:
-            if isinstance(t, Tensor):
-                key = t.untyped_storage()._cdata  # the storage itself, stable while it lives
-                if key not in self._live and key not in self._outside:
-                    self._outside.add(key)
-                    weakref.finalize(t, self._forget_outside, key)
-        out = func(*args, **(kwargs or {}))
-        for t in tree_flatten(out)[0]:
-            if not isinstance(t, Tensor) or id(t) in self._seen:
-                continue
-            storage = t.untyped_storage()
-            key = storage._cdata
-            if key in self._outside:
-                continue
-            self._seen.add(id(t))
-            entry = self._live.setdefault(key, [storage.nbytes(), 0])
-            if entry[1] == 0:
-                self.current += entry[0]
-                self.peak = max(self.peak, self.current)
-            entry[1] += 1
-            weakref.finalize(t, self._release, key, id(t))
-        return out
-
-
-def measure_peak_memory(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
-    """Peak bytes held by the tensors that ``fn(*args, **kwargs)`` creates (its result included).
-
-    Runs ``fn`` once under :class:`TensorMemoryTracker` and ``torch.no_grad()``; see that class for
-    what is and is not counted. The inputs themselves are not counted.
-    """
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    with torch.no_grad(), TensorMemoryTracker() as tracker:
-        result = fn(*args, **kwargs)
-        del result
-    return tracker.peak
-
-
-class MatmulFlopCounter(TorchDispatchMode):
-    """Counts the floating-point operations of the matrix products PyTorch runs while it is active.
-
-    ``with MatmulFlopCounter() as counter: ...`` then ``counter.flops``: 2 per multiply-add of every
-    ``mm``, ``bmm``, ``addmm`` and ``baddbmm`` (what ``@``, ``torch.matmul`` and ``nn.Linear`` become),
-    the same count as ``torch.utils.flop_counter.FlopCounterMode`` gives for them, without its
-    start-up cost. Element-wise work (softmax, scaling) and fused attention kernels are not counted.
-    """
-
-    _MATMULS = {"mm", "bmm", "addmm", "baddbmm"}
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.flops = 0
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:  # see TensorMemoryTracker
-        return False
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: D105 - PyTorch's hook
-        out = func(*args, **(kwargs or {}))
-        name = func.overloadpacket.__name__
-        if name in self._MATMULS:
-            a, b = (args[1], args[2]) if name.startswith(("addmm", "baddbmm")) else (args[0], args[1])
-            batch = a.shape[0] if a.ndim == 3 else 1
-            self.flops += 2 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
-        return out
-
-
-def count_matmul_flops(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
-    """FLOPs of the matrix products in ``fn(*args, **kwargs)`` (2 per multiply-add), counted by
-    :class:`MatmulFlopCounter` under ``torch.no_grad()``."""
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    with torch.no_grad(), MatmulFlopCounter() as counter:
-        fn(*args, **kwargs)
-    return counter.flops
-
-
-def _run_times(fn: Callable[[], Any], repeats: int, warmup: int) -> list[float]:
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    _check_positive_int("repeats", repeats)
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
-    sync = torch.cuda.synchronize if torch.cuda.is_available() and torch.cuda.is_initialized() else (lambda: None)
-    with torch.no_grad():
-        for _ in range(warmup):
-            fn()
-        times = []
-        for _ in range(repeats):
-            sync()
-            start = time.perf_counter()
-            fn()
-            sync()
-            times.append(time.perf_counter() - start)
-    return sorted(times)
-
-
-def median_seconds(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1) -> float:
-    """Median wall-clock seconds of ``fn()`` over ``repeats`` runs, after ``warmup`` unmeasured runs.
-
-    Synchronises CUDA around each run when a GPU is in use, so the time covers the work, not its launch.
-    """
-    times = _run_times(fn, repeats, warmup)
-    middle = len(times) // 2
-    return times[middle] if len(times) % 2 else (times[middle - 1] + times[middle]) / 2
-
-
-def fastest_seconds(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1) -> float:
-    """The shortest wall-clock seconds of ``fn()`` over ``repeats`` runs, after ``warmup`` unmeasured runs.
-
-    Other programs on the machine can only slow a run down, never speed it up, so on a busy machine
-    the fastest run is the one closest to the work itself (a median still counts the disturbances).
-    """
-    return _run_times(fn, repeats, warmup)[0]
-
-
-def growth_exponent(sizes: Sequence[float], values: Sequence[float]) -> float:
-    """The exponent ``p`` of the best fit ``value ~ c * size ** p``: the slope of a straight line
-    through ``(log size, log value)``, by least squares. ``p = 2`` means doubling the size
-    quadruples the value; ``p = 1`` means it doubles it. Needs two or more positive pairs.
-    """
-    sizes, values = [float(s) for s in sizes], [float(v) for v in values]
-    if len(sizes) != len(values):
-        raise ValueError(f"sizes and values must have the same length, got {len(sizes)} and {len(values)}")
-    if len(sizes) < 2 or len(set(sizes)) < 2:
-        raise ValueError(f"need at least two different sizes to fit a slope, got sizes={sizes}")
-    if min(sizes) <= 0 or min(values) <= 0:
-        raise ValueError(f"sizes and values must be positive to take logarithms, got sizes={sizes}, values={values}")
-    xs, ys = [math.log(s) for s in sizes], [math.log(v) for v in values]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)

@@ -29,7 +29,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from .attention import SKIP_KINDS, Attention
+from .attention import Attention
+from .probes import SKIP_KINDS
 
 __all__ = [
     "IGNORE",

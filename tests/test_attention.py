@@ -22,7 +22,6 @@ from attn_helpers.attention import (
     AttentionHead,
     ConcatHeadsAttention,
     MultiHeadAttention,
-    attention_entropy,
     attention_scores,
     blocked_to_keep,
     causal_mask,
@@ -32,6 +31,7 @@ from attn_helpers.attention import (
     scaled_dot_product_attention,
     split_heads,
 )
+from attn_helpers.probes import attention_entropy
 
 PROPERTY = settings(max_examples=40, deadline=None)
 DTYPES = [torch.float32, torch.float64]

@@ -11,7 +11,8 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from attn_helpers import checks
-from attn_helpers.attention import Attention, MultiHeadAttention, attention_flops, attention_parameters
+from attn_helpers.attention import Attention, MultiHeadAttention
+from attn_helpers.measure import attention_flops, attention_parameters
 from attn_helpers.checks.layer import SUSPECT_LAYER, SuspectLine, numbered_listing
 
 MATMUL_STEPS = ("qkv projection", "scores (q @ k^T)", "weights @ v", "output projection")

@@ -391,7 +391,7 @@ def test_a_cached_step_does_one_row_of_the_work_of_rerunning_the_layer():
 
 
 def test_fastest_and_median_seconds_pick_from_the_same_runs(monkeypatch):
-    import attn_helpers.efficient as efficient
+    import attn_helpers.measure as measure
     from attn_helpers import fastest_seconds
 
     durations = iter([0.5, 3.0, 1.0, 2.0] * 2)  # warm-up run untimed; then runs of 3, 1 and 2 seconds
@@ -403,7 +403,7 @@ def test_fastest_and_median_seconds_pick_from_the_same_runs(monkeypatch):
     def work():
         clock["now"] += next(durations)
 
-    monkeypatch.setattr(efficient.time, "perf_counter", fake_perf_counter)
+    monkeypatch.setattr(measure.time, "perf_counter", fake_perf_counter)
     assert fastest_seconds(work, repeats=3, warmup=1) == 1.0
     assert median_seconds(work, repeats=3, warmup=1) == 2.0
     with pytest.raises(ValueError, match="warmup must be an int >= 0"):

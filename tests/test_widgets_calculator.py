@@ -6,7 +6,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-from attn_helpers.attention import attention_flops, attention_parameters  # noqa: E402
+from attn_helpers.measure import attention_flops, attention_parameters  # noqa: E402
 from attn_helpers.widgets import LayerCalculator  # noqa: E402
 
 

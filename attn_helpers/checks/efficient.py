@@ -14,7 +14,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..efficient import kv_cache_bytes, online_softmax_update, repeat_kv_heads
+from ..efficient import online_softmax_update, repeat_kv_heads
+from ..measure import kv_cache_bytes
 from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
 
 __all__ = ["check_online_softmax_step", "check_kv_cache_size", "check_repeat_kv"]

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..attention import attention_entropy
+from ..probes import attention_entropy
 from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
 from ._predict import as_choice, prediction_checker
 

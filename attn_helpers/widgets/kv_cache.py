@@ -12,7 +12,7 @@ import html
 import ipywidgets as W
 from matplotlib.figure import Figure
 
-from ..efficient import kv_cache_bytes
+from ..measure import kv_cache_bytes
 from ._base import Explorer, InvalidCombination
 
 __all__ = ["KVCacheCalculator"]

@@ -21,7 +21,7 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ..attention import softmax_statistics
+from ..probes import softmax_statistics
 from ..plotting import WEIGHTS_CMAP, annotate_cells, heatmap, to_numpy
 from ._base import Explorer, InvalidCombination
 from .projection import SENTENCE

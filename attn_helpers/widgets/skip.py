@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from ..attention import AttentionStack, signal_through_stack
+from ..probes import AttentionStack, signal_through_stack
 from ._base import Explorer, InvalidCombination
 
 __all__ = ["SkipExplorer"]

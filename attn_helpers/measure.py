@@ -1,0 +1,292 @@
+"""Cost formulas and measuring tools: what lessons 07 and 09 and ``benchmarks/attention.py`` count and time.
+
+Imports torch only. Formulas: the parameters and FLOPs of :class:`attn_helpers.Attention`, the bytes
+of a KV cache. Tools: the peak memory of the tensors an operation creates, the FLOPs of its matrix
+products, wall-clock times, and the growth exponent of a curve.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from .validation import check_heads, check_positive_int
+
+__all__ = ["SOFTMAX_FLOPS_PER_SCORE", "attention_parameters", "attention_flops", "kv_cache_bytes",
+           "TensorMemoryTracker", "measure_peak_memory", "MatmulFlopCounter", "count_matmul_flops",
+           "median_seconds", "fastest_seconds", "growth_exponent"]
+
+
+# --------------------------------------------------------------------------------------------
+# Counting: the parameters and the floating-point operations of the Attention layer
+# --------------------------------------------------------------------------------------------
+
+SOFTMAX_FLOPS_PER_SCORE = 5  # per score: compare (the row's max), subtract it, exp, add to the row's sum, divide
+
+
+def attention_parameters(dim: int, chan: int, *, qkv_bias: bool = False) -> dict[str, int]:
+    """The learnable numbers of :class:`Attention` ``(dim, chan, num_heads, qkv_bias)``, by part.
+
+    Returns ``{"qkv weight": 3*chan*dim, "qkv bias": 3*chan (0 without qkv_bias),
+    "proj weight": chan*chan, "proj bias": chan}``; the layer's total is the sum of the values.
+    There is no ``num_heads`` argument because the count does not depend on it: the heads share
+    out the same ``chan`` features, they add no weights.
+    """
+    check_positive_int("dim", dim)
+    check_positive_int("chan", chan)
+    if not isinstance(qkv_bias, bool):
+        raise TypeError(f"qkv_bias must be True or False, got {qkv_bias!r}")
+    return {
+        "qkv weight": 3 * chan * dim,
+        "qkv bias": 3 * chan if qkv_bias else 0,
+        "proj weight": chan * chan,
+        "proj bias": chan,
+    }
+
+
+def attention_flops(
+    batch: int, tokens: int, dim: int, chan: int, num_heads: int, *, qkv_bias: bool = False
+) -> dict[str, int]:
+    """Floating-point operations of one forward pass of :class:`Attention` on ``x (batch, tokens, dim)``.
+
+    One entry per step, in the order of the forward pass (``B = batch``, ``N = tokens``,
+    ``H = num_heads``, ``head_dim = chan // H``); a matrix product counts 2 FLOPs per
+    multiply-add, an element-wise step 1 per element:
+
+    - ``"qkv projection"``: ``2*B*N*dim*3*chan``
+    - ``"scores (q @ k^T)"``: ``2*B*H*N*N*head_dim``
+    - ``"scale"``: ``B*H*N*N``
+    - ``"softmax"``: ``SOFTMAX_FLOPS_PER_SCORE * B*H*N*N`` (max, subtract, exp, sum, divide)
+    - ``"weights @ v"``: ``2*B*H*N*N*head_dim``
+    - ``"output projection"``: ``2*B*N*chan*chan``
+    - ``"bias adds"``: ``B*N*chan``, plus ``B*N*3*chan`` with ``qkv_bias``
+    - ``"skip add"``: ``B*N*chan``
+
+    The four matrix products are what ``torch.utils.flop_counter.FlopCounterMode`` counts.
+    Splitting into heads and merging them only moves numbers: 0 FLOPs.
+    """
+    B = check_positive_int("batch", batch)
+    N = check_positive_int("tokens", tokens)
+    check_positive_int("dim", dim)
+    check_positive_int("chan", chan)
+    head_dim = check_heads(chan, num_heads)
+    if not isinstance(qkv_bias, bool):
+        raise TypeError(f"qkv_bias must be True or False, got {qkv_bias!r}")
+    H = num_heads
+    return {
+        "qkv projection": 2 * B * N * dim * 3 * chan,
+        "scores (q @ k^T)": 2 * B * H * N * N * head_dim,
+        "scale": B * H * N * N,
+        "softmax": SOFTMAX_FLOPS_PER_SCORE * B * H * N * N,
+        "weights @ v": 2 * B * H * N * N * head_dim,
+        "output projection": 2 * B * N * chan * chan,
+        "bias adds": B * N * chan + (B * N * 3 * chan if qkv_bias else 0),
+        "skip add": B * N * chan,
+    }
+
+
+def kv_cache_bytes(
+    *,
+    num_layers: int,
+    num_kv_heads: int,
+    head_dim: int,
+    seq_len: int,
+    batch: int = 1,
+    dtype_bytes: int = 2,
+) -> int:
+    """Bytes of a KV cache: ``2 * num_layers * batch * num_kv_heads * seq_len * head_dim * dtype_bytes``.
+
+    The 2 counts keys and values; each layer caches ``(batch, num_kv_heads, seq_len, head_dim)``
+    of each. Multi-head attention caches ``num_kv_heads = num_heads``; grouped-query attention
+    ``num_kv_heads = G`` groups; multi-query attention ``1``. ``dtype_bytes``: 4 for float32,
+    2 for float16/bfloat16, 1 for 8-bit.
+    """
+    for name, value in (("num_layers", num_layers), ("num_kv_heads", num_kv_heads), ("head_dim", head_dim),
+                        ("seq_len", seq_len), ("batch", batch), ("dtype_bytes", dtype_bytes)):
+        check_positive_int(name, value)
+    return 2 * num_layers * batch * num_kv_heads * seq_len * head_dim * dtype_bytes
+
+
+# --------------------------------------------------------------------------------------------
+# Measuring: peak tensor memory, time, growth exponents
+# --------------------------------------------------------------------------------------------
+
+class TensorMemoryTracker(TorchDispatchMode):
+    """Counts the bytes of the tensors that PyTorch operations create while it is active.
+
+    ``with TensorMemoryTracker() as tracker: ...`` then ``tracker.peak`` is the largest number of
+    bytes held at once by tensors created inside the block, ``tracker.current`` what is still held.
+    Every operation's output storage is added when it appears and removed when the last tensor
+    using it is freed; views share their base's bytes, and tensors made before the block (the
+    inputs) are not counted. What it cannot see: scratch memory a fused kernel allocates and frees
+    inside one operation. It sees the same numbers on every run and on every machine (no timing,
+    no operating system involved), which is why a lesson can print them.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.current = 0
+        self.peak = 0
+        self._live: dict[int, list[int]] = {}  # storage -> [bytes, tensors alive]
+        self._outside: set[int] = set()  # storages that existed before: never counted
+        self._seen: set[int] = set()  # ids of tensors already tracked
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # PyTorch would wrap __torch_dispatch__ to keep torch.compile out of it, importing torch._dynamo
+        # (seconds) on first use; this tracker never runs under torch.compile, so that is not needed.
+        return False
+
+    def _release(self, key: int, tensor_id: int) -> None:
+        self._seen.discard(tensor_id)
+        entry = self._live.get(key)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] == 0:
+            self.current -= entry[0]
+            del self._live[key]
+
+    def _forget_outside(self, key: int) -> None:
+        self._outside.discard(key)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: D105 - PyTorch's hook
+        for t in tree_flatten((args, kwargs or {}))[0]:
+            if isinstance(t, Tensor):
+                key = t.untyped_storage()._cdata  # the storage itself, stable while it lives
+                if key not in self._live and key not in self._outside:
+                    self._outside.add(key)
+                    weakref.finalize(t, self._forget_outside, key)
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if not isinstance(t, Tensor) or id(t) in self._seen:
+                continue
+            storage = t.untyped_storage()
+            key = storage._cdata
+            if key in self._outside:
+                continue
+            self._seen.add(id(t))
+            entry = self._live.setdefault(key, [storage.nbytes(), 0])
+            if entry[1] == 0:
+                self.current += entry[0]
+                self.peak = max(self.peak, self.current)
+            entry[1] += 1
+            weakref.finalize(t, self._release, key, id(t))
+        return out
+
+
+def measure_peak_memory(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
+    """Peak bytes held by the tensors that ``fn(*args, **kwargs)`` creates (its result included).
+
+    Runs ``fn`` once under :class:`TensorMemoryTracker` and ``torch.no_grad()``; see that class for
+    what is and is not counted. The inputs themselves are not counted.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    with torch.no_grad(), TensorMemoryTracker() as tracker:
+        result = fn(*args, **kwargs)
+        del result
+    return tracker.peak
+
+
+class MatmulFlopCounter(TorchDispatchMode):
+    """Counts the floating-point operations of the matrix products PyTorch runs while it is active.
+
+    ``with MatmulFlopCounter() as counter: ...`` then ``counter.flops``: 2 per multiply-add of every
+    ``mm``, ``bmm``, ``addmm`` and ``baddbmm`` (what ``@``, ``torch.matmul`` and ``nn.Linear`` become),
+    the same count as ``torch.utils.flop_counter.FlopCounterMode`` gives for them, without its
+    start-up cost. Element-wise work (softmax, scaling) and fused attention kernels are not counted.
+    """
+
+    _MATMULS = {"mm", "bmm", "addmm", "baddbmm"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flops = 0
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:  # see TensorMemoryTracker
+        return False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: D105 - PyTorch's hook
+        out = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        if name in self._MATMULS:
+            a, b = (args[1], args[2]) if name.startswith(("addmm", "baddbmm")) else (args[0], args[1])
+            batch = a.shape[0] if a.ndim == 3 else 1
+            self.flops += 2 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
+        return out
+
+
+def count_matmul_flops(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
+    """FLOPs of the matrix products in ``fn(*args, **kwargs)`` (2 per multiply-add), counted by
+    :class:`MatmulFlopCounter` under ``torch.no_grad()``."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    with torch.no_grad(), MatmulFlopCounter() as counter:
+        fn(*args, **kwargs)
+    return counter.flops
+
+
+def _run_times(fn: Callable[[], Any], repeats: int, warmup: int) -> list[float]:
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    check_positive_int("repeats", repeats)
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
+    sync = torch.cuda.synchronize if torch.cuda.is_available() and torch.cuda.is_initialized() else (lambda: None)
+    with torch.no_grad():
+        for _ in range(warmup):
+            fn()
+        times = []
+        for _ in range(repeats):
+            sync()
+            start = time.perf_counter()
+            fn()
+            sync()
+            times.append(time.perf_counter() - start)
+    return sorted(times)
+
+
+def median_seconds(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1) -> float:
+    """Median wall-clock seconds of ``fn()`` over ``repeats`` runs, after ``warmup`` unmeasured runs.
+
+    Synchronises CUDA around each run when a GPU is in use, so the time covers the work, not its launch.
+    """
+    times = _run_times(fn, repeats, warmup)
+    middle = len(times) // 2
+    return times[middle] if len(times) % 2 else (times[middle - 1] + times[middle]) / 2
+
+
+def fastest_seconds(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1) -> float:
+    """The shortest wall-clock seconds of ``fn()`` over ``repeats`` runs, after ``warmup`` unmeasured runs.
+
+    Other programs on the machine can only slow a run down, never speed it up, so on a busy machine
+    the fastest run is the one closest to the work itself (a median still counts the disturbances).
+    """
+    return _run_times(fn, repeats, warmup)[0]
+
+
+def growth_exponent(sizes: Sequence[float], values: Sequence[float]) -> float:
+    """The exponent ``p`` of the best fit ``value ~ c * size ** p``: the slope of a straight line
+    through ``(log size, log value)``, by least squares. ``p = 2`` means doubling the size
+    quadruples the value; ``p = 1`` means it doubles it. Needs two or more positive pairs.
+    """
+    sizes, values = [float(s) for s in sizes], [float(v) for v in values]
+    if len(sizes) != len(values):
+        raise ValueError(f"sizes and values must have the same length, got {len(sizes)} and {len(values)}")
+    if len(sizes) < 2 or len(set(sizes)) < 2:
+        raise ValueError(f"need at least two different sizes to fit a slope, got sizes={sizes}")
+    if min(sizes) <= 0 or min(values) <= 0:
+        raise ValueError(f"sizes and values must be positive to take logarithms, got sizes={sizes}, values={values}")
+    xs, ys = [math.log(s) for s in sizes], [math.log(v) for v in values]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
