@@ -221,3 +221,60 @@ def test_checkers_print_words_for_none_and_garbage(capsys, attn_v):
     checks.check_weighted_values("attn @ v", attn, v)
     printed = capsys.readouterr().out
     assert "Not attempted yet" in printed and "Not yet" in printed and "Traceback" not in printed
+
+
+# -- 04: check_attention_function, check_midpoint_weights, check_output_shape_prediction ------------
+
+def _attention(q, k, v, mask=None, *, scale=True, dim=-1, flip=False, use_mask=True, weights_only=False):
+    import math
+
+    scores = q @ k.mT / (math.sqrt(q.shape[-1]) if scale else 1.0)
+    if mask is not None and use_mask:
+        scores = scores.masked_fill(mask if flip else ~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=dim)
+    return weights if weights_only else weights @ v
+
+
+def test_attention_function_accepts_a_correct_function():
+    assert checks.check_attention_function.judge(_attention).ok
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"scale": False}, "not divided by sqrt(d_k)"),
+    ({"dim": -2}, "over the queries"),
+    ({"weights_only": True}, "returns the weights"),
+    ({"use_mask": False}, "mask is ignored"),
+    ({"flip": True}, "True = blocked"),
+])
+def test_attention_function_names_each_mistake(kwargs, words):
+    verdict = checks.check_attention_function.judge(lambda q, k, v, mask=None: _attention(q, k, v, mask, **kwargs))
+    assert not verdict.ok and words in verdict.message
+
+
+def test_attention_function_explains_exceptions_tuples_and_non_functions():
+    verdict = checks.check_attention_function.judge(lambda q, k, v, mask=None: torch.softmax(q @ k.T, -1) @ v)
+    assert not verdict.ok and "k.mT" in verdict.hint
+    verdict = checks.check_attention_function.judge(lambda q, k, v, mask=None: (_attention(q, k, v, mask), None))
+    assert not verdict.ok and "tuple" in verdict.message
+    verdict = checks.check_attention_function.judge(42)
+    assert not verdict.ok and "not a function" in verdict.message
+
+
+def test_midpoint_weights():
+    v = torch.randn(6, 2, generator=torch.Generator().manual_seed(2))
+    w = torch.zeros(6)
+    w[1] = w[5] = 0.5
+    assert checks.check_midpoint_weights.judge(w, v, 1, 5).ok
+    assert checks.check_midpoint_weights.judge([0, 0.5, 0, 0, 0, 0.5], v, 1, 5).ok
+    for answer, words in ((torch.ones(6) / 6, "not the midpoint"), (torch.ones(6), "sum to"),
+                          (torch.tensor([0, 1.0, 0, 0, 0, 0]), "not the midpoint"),
+                          (torch.tensor([-0.5, 1.0, 0, 0, 0, 0.5]), "negative"), (torch.ones(3) / 3, "shape")):
+        verdict = checks.check_midpoint_weights.judge(answer, v, 1, 5)
+        assert not verdict.ok and words in verdict.message, (answer, verdict)
+
+
+def test_output_shape_prediction_uses_the_shape_judge():
+    q, k, v = torch.randn(3, 30, 8), torch.randn(3, 50, 8), torch.randn(3, 50, 16)
+    assert checks.check_output_shape_prediction.judge((3, 30, 16), q, k, v).ok
+    verdict = checks.check_output_shape_prediction.judge((3, 30, 50), q, k, v)
+    assert not verdict.ok and "attention weights" in verdict.message

@@ -1,11 +1,19 @@
-"""Typical wrong answers for the exercises of 04 · Weighted values and cross-attention
-(used by tests/test_exercises.py)."""
+"""Typical wrong answers for the exercises of 04 · Weighted values and cross-attention (used by
+tests/test_exercises.py)."""
 
 WRONG_ANSWERS = {
-    # the weights transposed: column i instead of row i mixes the values
-    "4.1": ("out_ex = attn.transpose(-2, -1) @ v", "without a transpose"),
     # one output per key instead of one per query
-    "4.2": ("out_shape = (2, 11, 5)", "one output per QUERY"),
-    # column 3 of the weights: how much every query looks at key 3
-    "4.3": ("row_3 = (attn[0, :, 3, None] * v[0]).sum(dim=0)", "ROW 3"),
+    "4.1": ("prediction = (3, 50, 256)", "one output per QUERY"),
+    # the scores not divided by sqrt(d_k)
+    "4.2": (
+        "def my_attention(q, k, v, mask=None):\n"
+        "    scores = q @ k.mT\n"
+        "    if mask is not None:\n"
+        "        scores = scores.masked_fill(~mask, float('-inf'))\n"
+        "    return torch.softmax(scores, dim=-1) @ v\n"
+        "attention_fn = my_attention",
+        "math.sqrt(d_k)",
+    ),
+    # the plain average of all six values, not the midpoint of two
+    "4.3": ("w_ex = torch.ones(6) / 6", "put 0.5 on keys 1 and 5"),
 }

@@ -1,17 +1,23 @@
-"""Checkers for lesson 04 (weighted values and cross-attention): ``attn @ v``, the output shape of a
-cross-attention, and one output row as an explicit weighted sum. Each judge recomputes the right
-answer from the exercise's inputs."""
+"""Checkers for lesson 04 (weighted values and cross-attention): ``weights @ v``, the output shape of a
+cross-attention (predicted or worked out), one output row as an explicit weighted sum, weights that
+put an output at a chosen point, and the whole scaled dot-product attention written as a function.
+Each judge recomputes the right answer from the exercise's inputs."""
 
 from __future__ import annotations
 
+import math
+import warnings
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from .. import causal_mask, scaled_dot_product_attention
 from ._core import Verdict, checker, compare_tensors, correct, wrong
+from ._predict import prediction_checker
 
-__all__ = ["check_weighted_values", "check_cross_attention_shape", "check_weighted_sum_row"]
+__all__ = ["check_attention_function", "check_cross_attention_shape", "check_midpoint_weights",
+           "check_output_shape_prediction", "check_weighted_sum_row", "check_weighted_values"]
 
 
 @checker
@@ -43,10 +49,7 @@ def _as_shape(answer: Any) -> tuple[int, ...] | None:
     return shape
 
 
-@checker
-def check_cross_attention_shape(answer: Any, q: Tensor, k: Tensor, v: Tensor) -> Verdict:
-    """Exercise: the shape of ``attention(q, k, v)`` for ``q (B, N_q, d_k)``, ``k (B, N_k, d_k)``,
-    ``v (B, N_k, d_v)``, written as a tuple of ints."""
+def _judge_output_shape(answer: Any, q: Tensor, k: Tensor, v: Tensor) -> Verdict:
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(f"the exercise's inputs do not fit together: q {list(q.shape)}, k {list(k.shape)}, "
                          f"v {list(v.shape)}")
@@ -74,6 +77,19 @@ def check_cross_attention_shape(answer: Any, q: Tensor, k: Tensor, v: Tensor) ->
 
 
 @checker
+def check_cross_attention_shape(answer: Any, q: Tensor, k: Tensor, v: Tensor) -> Verdict:
+    """Exercise: the shape of ``attention(q, k, v)`` for ``q (B, N_q, d_k)``, ``k (B, N_k, d_k)``,
+    ``v (B, N_k, d_v)``, written as a tuple of ints."""
+    return _judge_output_shape(answer, q, k, v)
+
+
+@prediction_checker
+def check_output_shape_prediction(prediction: Any, q: Tensor, k: Tensor, v: Tensor) -> Verdict:
+    """Prediction: the shape of ``attention(q, k, v)``, written before running it."""
+    return _judge_output_shape(prediction, q, k, v)
+
+
+@checker
 def check_weighted_sum_row(answer: Any, attn: Tensor, v: Tensor, query: int) -> Verdict:
     """Exercise: output row ``query`` of batch element 0 as ``sum_j attn[0, query, j] * v[0, j]``."""
     expected = attn[0, query] @ v[0]  # (d_v,)
@@ -91,3 +107,93 @@ def check_weighted_sum_row(answer: Any, attn: Tensor, v: Tensor, query: int) -> 
         },
         success=f"out[0, {query}] = sum over j of attn[0, {query}, j] * v[0, j], the same as row {query} of attn @ v.",
     )
+
+
+@checker
+def check_midpoint_weights(answer: Any, v: Tensor, i: int, j: int) -> Verdict:
+    """Exercise: weights ``(N_k,)`` that put the output ``weights @ v`` (``v`` is ``(N_k, d_v)``) at the
+    midpoint of value rows ``i`` and ``j``, as softmax weights could (non-negative, summing to one)."""
+    if not isinstance(answer, Tensor):
+        try:
+            answer = torch.as_tensor(answer, dtype=v.dtype)
+        except Exception:
+            return wrong(f"your answer is a {type(answer).__name__}, not a tensor of weights.",
+                         "build it with torch.zeros(N_k) and set two of its entries.")
+    answer = answer.detach().to(v.dtype)
+    if answer.shape != v.shape[:1]:
+        return wrong(f"your weights have shape {list(answer.shape)}, expected {list(v.shape[:1])}: one weight per key.",
+                     "a query's weights are one row: one number per key.")
+    if bool((answer < -1e-6).any()):
+        return wrong("some of your weights are negative; a softmax never gives a negative weight.",
+                     "every weight must be >= 0, so the output stays inside the values' convex hull.")
+    total = answer.sum().item()
+    if not math.isclose(total, 1.0, abs_tol=1e-4):
+        return wrong(f"your weights sum to {total:.3f}, not 1.", "softmax weights always sum to one.")
+    target = (v[i] + v[j]) / 2  # (d_v,)
+    got = answer @ v  # (d_v,)
+    if torch.allclose(got, target, atol=1e-4, rtol=1e-4):
+        return correct(f"weights @ v = {got.tolist()}: halfway between value {i} and value {j}.")
+    return wrong(f"weights @ v = {[round(x, 3) for x in got.tolist()]}, not the midpoint "
+                 f"{[round(x, 3) for x in target.tolist()]}.",
+                 f"the midpoint is half of value {i} plus half of value {j}: put 0.5 on keys {i} and {j}.")
+
+
+def _attention_cases() -> list[tuple[str, tuple[Tensor, ...], Tensor | None]]:
+    g = torch.Generator().manual_seed(4)
+    r = lambda *shape: torch.randn(*shape, generator=g)  # noqa: E731
+    return [
+        ("self-attention, q, k, v of shape (2, 5, 8)", (r(2, 5, 8), r(2, 5, 8), r(2, 5, 8)), None),
+        ("cross-attention, q (2, 3, 8), k (2, 6, 8), v (2, 6, 4)", (r(2, 3, 8), r(2, 6, 8), r(2, 6, 4)), None),
+        ("with a heads axis, q, k, v of shape (2, 3, 5, 16)", (r(2, 3, 5, 16), r(2, 3, 5, 16), r(2, 3, 5, 16)), None),
+        ("with a causal keep mask (True = may attend)", (r(2, 5, 8), r(2, 5, 8), r(2, 5, 8)), causal_mask(5)),
+    ]
+
+
+@checker
+def check_attention_function(answer: Any) -> Verdict:
+    """Exercise: a function ``fn(q, k, v, mask=None)`` computing ``softmax(q @ k^T / sqrt(d_k)) @ v`` with an
+    optional keep mask, run on several inputs and compared with :func:`attn_helpers.scaled_dot_product_attention`."""
+    if not callable(answer):
+        return wrong(f"your answer is not a function (it is of type {type(answer).__name__}).",
+                     "define it with def my_attention(q, k, v, mask=None): ... and write its name, without ().")
+    for what, (q, k, v), mask in _attention_cases():
+        try:
+            with warnings.catch_warnings():  # e.g. PyTorch's deprecation warning for k.T on a 3-D tensor
+                warnings.simplefilter("ignore")
+                got = answer(q, k, v) if mask is None else answer(q, k, v, mask)
+        except Exception as problem:
+            hint = ("k.T reverses every axis of a 3-D tensor; swap only the last two with k.mT or k.transpose(-2, -1)."
+                    if "size of tensor" in str(problem) or "mat1 and mat2" in str(problem) or "must match" in str(problem)
+                    else "run your function on these shapes yourself and follow the shapes step by step.")
+            return wrong(f"{what}: your function raised {type(problem).__name__}: {problem}", hint)
+        if isinstance(got, tuple):
+            return wrong(f"{what}: your function returns a tuple of {len(got)}; return only the output.",
+                         "the output is weights @ v, shape (..., N_q, d_v).")
+        d_k = q.shape[-1]
+        raw = q @ k.mT  # (..., N_q, N_k)
+        blocked = None if mask is None else ~mask
+        fill = (lambda s: s) if mask is None else (lambda s: s.masked_fill(blocked, float("-inf")))
+        expected = scaled_dot_product_attention(q, k, v, mask)
+        mistakes = {
+            "the scores are not divided by sqrt(d_k)": (
+                torch.softmax(fill(raw), dim=-1) @ v, f"divide q @ k.mT by math.sqrt(d_k), with d_k = q.shape[-1] ({d_k} here)."),
+            "the scores are divided by d_k, not sqrt(d_k)": (
+                torch.softmax(fill(raw / d_k), dim=-1) @ v, "the scale is 1 / sqrt(d_k)."),
+            "the softmax runs over the queries (dim=-2)": (
+                torch.softmax(fill(raw / math.sqrt(d_k)), dim=-2) @ v, "each query's weights over the keys sum to one: dim=-1."),
+            "it returns the weights, not weights @ v": (
+                torch.softmax(fill(raw / math.sqrt(d_k)), dim=-1), "finish with weights @ v."),
+        }
+        if mask is not None:
+            mistakes["the mask is ignored"] = (
+                torch.softmax(raw / math.sqrt(d_k), dim=-1) @ v, "apply the mask before the softmax: "
+                "scores.masked_fill(~mask, float('-inf')) blocks the keys where mask is False.")
+            mistakes["the mask is read as True = blocked"] = (
+                torch.softmax((raw / math.sqrt(d_k)).masked_fill(mask, float("-inf")), dim=-1) @ v,
+                "this mask says True = may attend: block where it is "
+                "False, scores.masked_fill(~mask, float('-inf')).")
+        verdict = compare_tensors(got, expected, name=f"{what}: your output", likely_mistakes=mistakes)
+        if not verdict.ok:
+            return verdict
+    return correct("on self-attention, cross-attention, a heads axis and a causal mask, your function gives "
+                   "attn_helpers' output: softmax(q @ k.mT / sqrt(d_k), masked) @ v.")
