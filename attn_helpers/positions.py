@@ -34,13 +34,13 @@ turns one radian per position, the last pair ``base ** (-(head_dim - 2) / head_d
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
 
 from .attention import Attention, attention_scores, merge_heads, scaled_dot_product_attention
+from .threads import one_thread
 from .training import HELD_OUT_SEED, IGNORE, PreviousTokenTask, Task, TinyAttentionModel, TrainingRun
 
 __all__ = [
@@ -357,18 +357,6 @@ class NoWrapPreviousTokenTask(PreviousTokenTask):
         return ideal
 
 
-@contextmanager
-def _single_thread() -> Iterator[None]:
-    """Evaluate as :func:`~attn_helpers.training.train` trains: on one CPU thread (tiny tensors; the sums
-    then run in one order on every machine), restoring the thread count after."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 def _task_at_length(task: Task, seq_len: int) -> Task:
     if not isinstance(task, PreviousTokenTask):
         raise TypeError(f"only previous-token tasks can be remade at another length, got {type(task).__name__}")
@@ -380,7 +368,7 @@ def held_out_accuracy(model: TinyAttentionModel, task: Task, *, held_out: int = 
     uses for a task of that length), over the positions with a target. ``model`` maps tokens
     ``(B, N) -> logits (B, N, C)``; runs without gradients, on one CPU thread."""
     tokens, targets = task.sample(held_out, torch.Generator().manual_seed(HELD_OUT_SEED))  # (B, N) each
-    with torch.no_grad(), _single_thread():
+    with torch.no_grad(), one_thread():  # as train() runs: one order of every sum on any machine
         logits = model(tokens)  # (B, N, C)
     scored = targets != IGNORE  # (B, N)
     return float((logits.argmax(dim=-1) == targets)[scored].to(torch.float64).mean())
@@ -449,7 +437,7 @@ def attention_by_offset(model: TinyAttentionModel, task: Task, *, trained_len: i
     Runs without gradients, on one CPU thread.
     """
     tokens, _ = task.sample(held_out, torch.Generator().manual_seed(HELD_OUT_SEED))  # (B, N)
-    with torch.no_grad(), _single_thread():
+    with torch.no_grad(), one_thread():  # as train() runs: one order of every sum on any machine
         _, weights = model(tokens, return_weights=True)  # (B, L, H, N, N)
     weights = weights.to(torch.float64).mean(dim=(1, 2))  # (B, N, N): averaged over layers and heads
     ideal = task.ideal_attention(tokens).to(torch.float64)  # (B, N, N)
