@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
-__all__ = ["describe", "show", "shape_table", "shape_trace"]
+__all__ = ["describe", "show", "shape_rows", "shape_table", "shape_trace"]
 
 
 def _axis_names(axes: str | list[str] | tuple[str, ...]) -> list[str]:
@@ -43,15 +43,15 @@ def show(tensor: Tensor | torch.Size | tuple[int, ...], axes: str | list[str] | 
     print(describe(tensor, axes, name))
 
 
-def shape_table(tensors: Mapping[str, Tensor], axes: Mapping[str, str]) -> str:
-    """Aligned named shapes of several tensors, one per line, in the mapping's order.
+def shape_rows(tensors: Mapping[str, Tensor], axes: Mapping[str, str]) -> list[tuple[str, list[int], str]]:
+    """``(name, shape, "axis=size, ...")`` for each tensor, in the mapping's order (``""`` when unnamed).
 
-    ``axes`` maps each name to its axis names; names missing from ``axes`` are printed unnamed.
+    ``axes`` maps each name to its axis names; names missing from ``axes`` get no axis names.
     """
-    width = max((len(n) for n in tensors), default=0)
-    lines = []
+    rows = []
     for name, t in tensors.items():
         shape = list(t.shape)
+        pairs = ""
         if name in axes:
             names = _axis_names(axes[name])
             if len(names) != len(shape):  # zip would silently drop or mislabel axes
@@ -60,10 +60,18 @@ def shape_table(tensors: Mapping[str, Tensor], axes: Mapping[str, str]) -> str:
                     f"shape {shape} ({len(shape)} dimensions)"
                 )
             pairs = ", ".join(f"{a}={s}" for a, s in zip(names, shape))
-            lines.append(f"{name:>{width}}: {str(shape):<20} ({pairs})")
-        else:
-            lines.append(f"{name:>{width}}: {shape}")
-    return "\n".join(lines)
+        rows.append((name, shape, pairs))
+    return rows
+
+
+def shape_table(tensors: Mapping[str, Tensor], axes: Mapping[str, str]) -> str:
+    """Aligned named shapes of several tensors, one per line, in the mapping's order.
+
+    ``axes`` maps each name to its axis names; names missing from ``axes`` are printed unnamed.
+    """
+    width = max((len(n) for n in tensors), default=0)
+    return "\n".join(f"{name:>{width}}: {str(shape):<20} ({pairs})" if pairs else f"{name:>{width}}: {shape}"
+                     for name, shape, pairs in shape_rows(tensors, axes))
 
 
 @contextmanager

@@ -13,6 +13,7 @@ from attn_helpers import attention_scores, causal_mask, scaled_dot_product_atten
 from attn_helpers.plotting import NAN_COLOUR, cmap_with_nan  # noqa: E402
 from attn_helpers.widgets import MaskExplorer  # noqa: E402
 from attn_helpers.widgets.masking import CONVENTIONS, MASK_TYPES, keep_mask, masked_weights  # noqa: E402
+from widget_support import full_render_differs  # noqa: E402
 
 
 @pytest.fixture
@@ -156,24 +157,6 @@ def test_cmap_with_nan_paints_infinities_grey_so_annotations_stay_readable():
     assert texts["-inf"] == "black" and texts["nan"] == "black"  # dark text on the light grey
     plt.close(fig)
 
-
-
-def full_render_differs(explorer) -> float:
-    """The fraction of pixels where the explorer's fast PNG (kept picture + redrawn artists, see
-    attn_helpers.widgets._blit) differs visibly from matplotlib's own full render of the figure."""
-    import io
-
-    import numpy as np
-    from PIL import Image
-
-    fast = np.asarray(Image.open(io.BytesIO(explorer.image.value)).convert("RGB"), dtype=int)
-    for artist in explorer._dynamic:
-        artist.set_animated(False)  # a full render skips animated artists
-    buffer = io.BytesIO()
-    explorer.canvas.print_png(buffer)
-    full = np.asarray(Image.open(io.BytesIO(buffer.getvalue())).convert("RGB"), dtype=int)
-    assert fast.shape == full.shape
-    return float((np.abs(fast - full).max(axis=-1) > 40).mean())
 
 
 def test_fast_redraw_shows_the_same_picture_as_a_full_render(explorer):

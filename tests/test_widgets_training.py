@@ -11,6 +11,7 @@ import pytest  # noqa: E402
 
 from attn_helpers import widgets  # noqa: E402
 from attn_helpers.training import LookupTask, PreviousTokenTask, TrainConfig, train_many  # noqa: E402
+from widget_support import full_render_differs  # noqa: E402
 
 CONFIG = TrainConfig(steps=20, snapshot_every=5, held_out=32)
 JOBS = {
@@ -83,8 +84,6 @@ def test_a_step_between_snapshots_is_explained(runs):
 
 
 def test_fast_redraw_shows_the_same_picture_as_a_full_render(explorer):
-    from test_widgets_masking import full_render_differs
-
     explorer.set(step=20)
     assert full_render_differs(explorer) < 0.005
 

@@ -14,6 +14,7 @@ import torch  # noqa: E402
 from attn_helpers.plotting import convex_hull, values_plot  # noqa: E402
 from attn_helpers.widgets import ValuesExplorer  # noqa: E402
 from attn_helpers.widgets.values import weights_and_outputs  # noqa: E402
+from widget_support import full_render_differs  # noqa: E402
 
 
 @pytest.fixture
@@ -67,8 +68,6 @@ def test_checks_the_shapes_it_is_given():
 
 
 def test_fast_redraw_shows_the_same_picture_as_a_full_render(explorer):
-    from test_widgets_masking import full_render_differs
-
     explorer.set(query=4, mask="causal", temperature=0.6)
     assert full_render_differs(explorer) < 0.005  # only edges where the drawing order differs
 

@@ -113,14 +113,14 @@ class Explorer:
         values = self.values
         try:
             if self.needs_redraw(**values):
-                self.figure.clear()
-                self.draw(self.figure)
+                self.rebuild()
             status = self.update(**values)
             self.table_html.value = self.table(**values)
         except InvalidCombination as problem:
             self.valid = False
             self._show_status(f"{self._values_text(values)} | not possible: {problem}", ok=False)
             self.image.layout.visibility = "hidden"
+            self.table_html.value = ""  # no shapes for an impossible combination (not the last ones either)
             return
         except Exception as problem:  # a widget never shows a traceback
             self.valid = False
@@ -132,6 +132,11 @@ class Explorer:
         self.image.value = self.render_png()
         self.image.layout.visibility = "visible"
         self._show_status(f"{self._values_text(values)} | {status}" if status else self._values_text(values), ok=True)
+
+    def rebuild(self) -> None:
+        """Lay the figure out anew (``needs_redraw`` said the layout changed): clear it, ``draw`` again."""
+        self.figure.clear()
+        self.draw(self.figure)
 
     def render_png(self) -> bytes:
         """The figure as PNG bytes, as the browser receives them."""

@@ -9,8 +9,10 @@ only pastes it back, draws the changed artists on top, and encodes the pixels as
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
+import ipywidgets as W
 import numpy as np
 from matplotlib.artist import Artist
 from matplotlib.figure import Figure
@@ -25,29 +27,39 @@ class BlitExplorer(Explorer):
     """An :class:`Explorer` whose ``draw`` registers the artists ``update`` changes with :meth:`dynamic`.
 
     Everything else in the figure must stay as ``draw`` left it (no rescaling axes, no new artists
-    in ``update``); registered artists may change data, text, colour, size and visibility.
+    in ``update``); registered artists may change data, text, colour, size and visibility. When the
+    layout changes (``needs_redraw``), the figure is drawn anew and the artists registered before
+    are forgotten with the old picture.
     """
+
+    def __init__(self, controls: Mapping[str, W.ValueWidget], **figure: Any) -> None:
+        self._dynamic: list[Artist] = []
+        self._background: Any = None  # the kept picture: everything but the dynamic artists
+        super().__init__(controls, **figure)
 
     def dynamic(self, artists: Iterable[Artist]) -> None:
         """Mark ``artists`` as redrawn on every update (and leave them out of the kept picture)."""
-        if not hasattr(self, "_dynamic"):
-            self._dynamic: list[Artist] = []
         for artist in artists:
             artist.set_animated(True)
             self._dynamic.append(artist)
         self._background = None
+
+    def rebuild(self) -> None:
+        self._dynamic = []
+        self._background = None
+        super().rebuild()
 
     def draw(self, figure: Figure) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def render_png(self) -> bytes:
         """The figure as PNG bytes: the kept picture plus the dynamic artists in their current state."""
-        if getattr(self, "_background", None) is None:
+        if self._background is None:
             self.canvas.draw()  # animated artists are left out of a full draw
             self._background = self.canvas.copy_from_bbox(self.figure.bbox)
         else:
             self.canvas.restore_region(self._background)
-        for artist in getattr(self, "_dynamic", []):
+        for artist in self._dynamic:
             self.figure.draw_artist(artist)
         pixels = np.asarray(self.canvas.buffer_rgba())[..., :3]  # (height, width, 3)
         buffer = io.BytesIO()

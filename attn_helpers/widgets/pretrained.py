@@ -114,7 +114,6 @@ class PretrainedAttentionExplorer(BlitExplorer):
     def draw(self, figure: Figure) -> None:
         n, num_heads = len(self.tokens), self.model.num_heads
         blank = np.zeros((n, n))
-        self._dynamic = []
         main = figure.add_axes((0.09, 0.2, 0.33, 0.68))
         self.main_image = heatmap(blank, self.tokens, ax=main, vmin=0.0, vmax=1.0, cmap=WEIGHTS_CMAP, annotate=False,
                                   colorbar=True, colorbar_label="attention weight", title=" ")

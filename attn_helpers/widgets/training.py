@@ -152,7 +152,6 @@ class AttentionSnapshotExplorer(BlitExplorer):
         grid = figure.add_gridspec(2, n_panels, height_ratios=(1.55, 1.0), left=0.55 / width,
                                    right=1.0 - 1.05 / width, top=0.89, bottom=0.09, hspace=0.6, wspace=0.3)
         labels = run.probe_labels
-        self._dynamic = []
         self.images, self.titles = [], []
         for index in range(L * H):
             layer, head = divmod(index, H)
