@@ -1,10 +1,19 @@
-"""How long one slider move of the heads explorer takes, against redrawing the figure every time.
+"""How long a control move takes in every explorer, and the heads explorer against redrawing the figure every time.
 
     python benchmarks/widgets.py            (or: make bench)
 
 A script, not a test: timings depend on the machine and on what else runs on it, so it prints
-them (with the machine's load) instead of asserting them. Both ways are measured in the same run,
-on the same picture: 8 heads over 32 labelled tokens, rendered to the PNG the browser receives.
+them (with the machine's load) instead of asserting them.
+
+Every explorer: each control is moved through its values (sliders in a few steps from end to end,
+every option of a dropdown), one move at a time, and each move's time is sorted by what it did:
+an *update* (the layout kept, only what changed is drawn again) or a *layout change* (``draw`` ran:
+the figure was laid out anew). Targets: update median under 100 ms, layout change under 150 ms.
+Times are CPU seconds of this process (``time.process_time``), which another job on the machine
+inflates much less than wall time; the wall-clock median is printed beside them.
+
+The heads explorer against ``interact``, on the same picture: 8 heads over 32 labelled tokens,
+rendered to the PNG the browser receives.
 
 * ours: ``HeadsExplorer.set(chan=...)``: recompute the attention, change the heatmaps' data, paint
   them into the kept picture and encode the PNG (what one move of the ``chan`` slider costs).
@@ -30,11 +39,98 @@ matplotlib.use("Agg")  # in-process, as the tests do; the kernel's inline backen
 
 import matplotlib.pyplot as plt  # noqa: E402
 
+import ipywidgets as W  # noqa: E402
+
+from attn_helpers import widgets  # noqa: E402
 from attn_helpers.plotting import head_grid, to_numpy  # noqa: E402
 from attn_helpers.widgets import HeadsExplorer  # noqa: E402
 
 NUM_HEADS, TOKENS = 8, 32
 TARGET_MS = 100.0
+LAYOUT_TARGET_MS = 150.0
+
+
+def explorers() -> dict[str, widgets.Explorer]:
+    """One explorer of every kind, as the lessons build them (trained runs and the real model where needed)."""
+    from attn_helpers.training import LookupTask, PreviousTokenTask, TrainConfig, train_many
+
+    found = {}
+    for name in widgets.__all__:
+        cls = getattr(widgets, name)
+        if not (isinstance(cls, type) and issubclass(cls, widgets.Explorer)) or cls is widgets.Explorer:
+            continue
+        if name == "AttentionSnapshotExplorer":
+            config = TrainConfig(steps=20, snapshot_every=5, held_out=32)
+            found[name] = cls(train_many({"previous token": (PreviousTokenTask(), config),
+                                          "lookup": (LookupTask(), config)}))
+        elif name == "PretrainedAttentionExplorer":
+            from attn_helpers.pretrained import load_from_package, packaged_model_available
+
+            if packaged_model_available():
+                found[name] = cls(load_from_package())
+        else:
+            found[name] = cls()
+    return found
+
+
+def control_values(control: W.ValueWidget, steps: int = 4) -> list:
+    """The values one control is moved through: every option, or a few steps across a slider's range."""
+    if hasattr(control, "options") and control.options:
+        options = [o[1] if isinstance(o, tuple) else o for o in control.options]
+        return [o for o in options if o != control.value] + [control.value]
+    if isinstance(control.value, bool):
+        return [not control.value, control.value]
+    if hasattr(control, "min") and hasattr(control, "max"):
+        low, high, step = control.min, control.max, getattr(control, "step", 1) or 1
+        count = max(int(round((high - low) / step)), 1)
+        picks = sorted({low + step * round(count * i / steps) for i in range(steps + 1)})
+        return [v for v in picks if v != control.value] + [control.value]
+    return []
+
+
+def time_every_explorer() -> list[tuple[str, str, list[float], list[float], list[float]]]:
+    """``(explorer, control, update CPU s, layout-change CPU s, wall s)`` for every control of every explorer."""
+    rows = []
+    for name, explorer in explorers().items():
+        draws = []
+        original = explorer.draw
+        explorer.draw = lambda figure, original=original: (draws.append(1), original(figure))[1]
+        for control_name, control in explorer.controls.items():
+            updates, layouts, wall = [], [], []
+            for value in control_values(control):
+                before, start, cpu = len(draws), time.perf_counter(), time.process_time()
+                explorer.set(**{control_name: value})
+                spent = time.process_time() - cpu
+                wall.append(time.perf_counter() - start)
+                (layouts if len(draws) > before else updates).append(spent)
+            rows.append((name, control_name, updates, layouts, wall))
+    return rows
+
+
+def print_every_explorer(rows) -> None:
+    print(f"{'explorer':<28} {'control':<14} {'update median':>14} {'worst':>10} {'layout median':>14} "
+          f"{'worst':>10} {'wall median':>12}")
+
+    def cell(times: list[float]) -> tuple[str, str]:
+        if not times:
+            return f"{'-':>11}   ", f"{'-':>7}   "
+        return ms(statistics.median(times)), ms(max(times))
+
+    for name, control, updates, layouts, wall in rows:
+        u, uw = cell(updates)
+        lay, lw = cell(layouts)
+        print(f"{name:<28} {control:<14} {u:>14} {uw:>10} {lay:>14} {lw:>10} {ms(statistics.median(wall)):>12}")
+    updates = [statistics.median(r[2]) for r in rows if r[2]]
+    layouts = [statistics.median(r[3]) for r in rows if r[3]]
+    slow_updates = [f"{r[0]}.{r[1]}" for r in rows if r[2] and 1000 * statistics.median(r[2]) >= TARGET_MS]
+    slow_layouts = [f"{r[0]}.{r[1]}" for r in rows if r[3] and 1000 * statistics.median(r[3]) >= LAYOUT_TARGET_MS]
+    print(f"target: every update median under {TARGET_MS:.0f} ms CPU: "
+          f"{'met' if not slow_updates else 'NOT met by ' + ', '.join(slow_updates)} "
+          f"(slowest {1000 * max(updates):.1f} ms)")
+    if layouts:
+        print(f"target: every layout change median under {LAYOUT_TARGET_MS:.0f} ms CPU: "
+              f"{'met' if not slow_layouts else 'NOT met by ' + ', '.join(slow_layouts)} "
+              f"(slowest {1000 * max(layouts):.1f} ms)")
 
 
 def chan_moves(count: int) -> list[int]:
@@ -97,19 +193,24 @@ def main() -> None:
     parser.add_argument("--moves", type=int, default=20, help="slider moves timed for ours (default 20)")
     parser.add_argument("--naive-moves", type=int, default=10,
                         help="slider moves timed for the naive way (default 10; each takes about a second)")
+    parser.add_argument("--heads-only", action="store_true", help="only the heads explorer against interact")
     args = parser.parse_args()
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"machine: {os.cpu_count()} CPU cores, load average {load:.1f} at the start (other work slows everything)")
+    print()
+    if not args.heads_only:
+        print("Every explorer, every control (CPU time per move)")
+        print_every_explorer(time_every_explorer())
+        print()
     ours, ours_bytes = time_ours(chan_moves(args.moves))
     naive, naive_bytes = time_naive(chan_moves(args.naive_moves))
     layout = time_layout_changes(4)
     ours_median, naive_median = statistics.median(ours), statistics.median(naive)
 
-    print(f"HeadsExplorer, {NUM_HEADS} heads x {TOKENS} labelled tokens, one slider move rendered to PNG")
-    print(f"machine: {os.cpu_count()} CPU cores, load average {load:.1f} at the start (other work slows both)")
-    print()
+    print(f"HeadsExplorer, {NUM_HEADS} heads x {TOKENS} labelled tokens, one slider move rendered to PNG (wall time)")
     print(f"{'way':<48} {'moves':>5} {'median':>11} {'worst':>11} {'PNG':>9}")
-    print(f"{'ours: set_data, paint heatmaps, encode PNG':<48} {len(ours):>5} {ms(ours_median)} {ms(max(ours))} "
+    print(f"{'ours: set_data, blit heatmaps, encode PNG':<48} {len(ours):>5} {ms(ours_median)} {ms(max(ours))} "
           f"{ours_bytes / 1024:>6.0f} kB")
     print(f"{'naive (interact): new figure, render, close':<48} {len(naive):>5} {ms(naive_median)} {ms(max(naive))} "
           f"{naive_bytes / 1024:>6.0f} kB")
