@@ -66,6 +66,38 @@ def clean_env() -> dict[str, str]:
 
 
 
+# -- matplotlib's font cache -----------------------------------------------------------------------
+_MPL_DIR: list[Path] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give this session's kernels a matplotlib folder of their own, its font cache built up front.
+
+    The font cache in the user's home lists font files by path, including the ones inside whichever
+    virtual environment wrote it last. When that environment is gone (a deleted clone, a rebuilt
+    .venv), the next plot rebuilds the cache and logs a warning to stderr: the first figure of a
+    notebook would then fail strict nbval. Built here, before any kernel starts, the cache points
+    at this environment's fonts and nothing rebuilds it during the session.
+    """
+    import subprocess
+    import sys
+    import tempfile
+
+    if config.option.collectonly or "MPLCONFIGDIR" in os.environ:
+        return
+    folder = Path(tempfile.mkdtemp(prefix="attn-mpl-"))
+    os.environ["MPLCONFIGDIR"] = str(folder)
+    subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], check=True, capture_output=True,
+                   env={k: v for k, v in os.environ.items() if k not in LEAKY_ENV_VARS})
+    _MPL_DIR.append(folder)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for folder in _MPL_DIR:
+        os.environ.pop("MPLCONFIGDIR", None)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 # -- the Colab stand-in --------------------------------------------------------------------------
 _colab: dict[str, object] = {}
 
