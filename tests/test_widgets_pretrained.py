@@ -105,3 +105,17 @@ def test_display_bundle_holds_the_widget_and_the_status(explorer):
     assert bundle["text/plain"] == repr(explorer)
     assert explorer.text_box in explorer.widget.children and explorer.widget.children[0].children == tuple(
         explorer.controls.values())
+
+
+def test_plot_all_heads_draws_one_image_with_gaps(explorer):
+    import matplotlib.pyplot as plt
+
+    figure = widgets.plot_all_heads(torch.from_numpy(explorer.weights), title="t")
+    image = figure.axes[0].images[0]
+    array = image.get_array()
+    assert array.shape == (6 * 15 - 2, 12 * 15 - 2)  # 13 tokens + a gap of 2 per panel
+    assert array.mask[13:15].all() and not array.mask[:13, :13].any()
+    assert [t.get_text() for t in figure.axes[0].get_xticklabels()][:2] == ["head 0", "head 1"]
+    plt.close(figure)
+    with pytest.raises(ValueError, match="weights must have shape \\(layers, heads, N, N\\)"):
+        widgets.plot_all_heads(torch.zeros(2, 3, 4))
