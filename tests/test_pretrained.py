@@ -389,3 +389,14 @@ def test_checkers_recognise_typical_mistakes(model):
     assert "insert the query axis" in judge(lambda m: m.bool(), mask).hint
     assert checks.check_padding_prediction.judge("same", 3e-7).ok
     assert not checks.check_padding_prediction.judge("same", 0.2).ok
+
+
+def test_importing_the_package_loads_no_hugging_face_library(clean_env):
+    import subprocess
+    import sys
+
+    code = ("import sys, attn_helpers, attn_helpers.bert, attn_helpers.pretrained\n"
+            "print(sorted(m for m in ('transformers', 'tokenizers', 'safetensors', 'huggingface_hub') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env, timeout=300,
+                            check=True)
+    assert result.stdout.strip() == "[]", result.stdout
