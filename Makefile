@@ -1,6 +1,7 @@
 # Attention, step by step — the project's commands.
 #   make lab        set up .venv if needed, then open the series in JupyterLab (localhost only)
 #   make test       set up .venv if needed, then run every test (unit, notebooks, browser)
+#   make check      the fast inner loop: unit, exercise and widget tests, no notebook runs or browser
 #   make notebooks  re-execute every notebook from a clean kernel and save its outputs
 #   make check-threads  strict notebook validation at 1, 2, 3, 4 and 8 math threads
 #   make bench / make bench-attention   explorer redraw times / plain vs tiled vs PyTorch attention
@@ -18,7 +19,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 # Variables that leak from the shell into a kernel and change what a notebook prints.
 CLEAN_ENV := env -u MPLBACKEND -u PYTHONWARNINGS
 
-.PHONY: setup colab-standin lab test check-threads notebooks bench bench-attention clean
+.PHONY: setup colab-standin lab test check check-threads notebooks bench bench-attention clean
 
 $(STAMP): requirements.txt requirements-model.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -51,6 +52,11 @@ test:
 	@if [ -z "$(CHROMIUM)" ]; then echo "browser tests skipped: install Chromium (Debian/Ubuntu: sudo apt-get install chromium) to run them"; fi
 	$(CLEAN_ENV) CHROMIUM="$(CHROMIUM)" $(BIN)/python -m pytest --durations=15
 	@echo "Screenshots of the browser run (if any): $(CURDIR)/build/screenshots"
+
+# The inner loop while changing the helpers: everything that needs no notebook kernel, no browser and
+# no second environment (tests marked browser or slow are left out); under a minute on 2 cores.
+check: setup
+	$(CLEAN_ENV) $(BIN)/python -m pytest tests -m "not browser and not slow" -q --durations=5
 
 check-threads: setup
 	$(CLEAN_ENV) $(BIN)/python scripts/check_threads.py

@@ -25,6 +25,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
+# Each test starts a notebook kernel in a child pytest: part of the full proof, not of `make check`.
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SANITIZE = REPO_ROOT / "tests" / "nbval_sanitize.cfg"
 RESULT_LINE = re.compile(r"^(PASSED|FAILED|ERROR) (\S+\.ipynb)::Cell (\d+)", re.MULTILINE)
