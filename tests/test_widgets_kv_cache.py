@@ -7,7 +7,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import time  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -68,16 +67,6 @@ def test_heads_not_divisible_by_groups_are_explained_without_a_traceback(calc):
     assert not calc.valid and "4 / 8 = 0.50" in calc.last_status
     calc.set(**DEFAULTS)
     assert calc.valid
-
-
-def test_an_update_is_fast_enough(calc):
-    calc.set(**DEFAULTS)
-    times = []
-    for groups in (1, 2, 4, 8, 16, 32, 64):
-        start = time.perf_counter()
-        calc.set(kv_groups=groups)
-        times.append(time.perf_counter() - start)
-    assert sorted(times)[len(times) // 2] < 0.5  # target 0.1 s; loose, because the test machine is shared
 
 
 def test_bad_sizes_are_rejected_at_construction():

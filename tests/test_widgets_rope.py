@@ -10,7 +10,6 @@ matplotlib.use("Agg")
 import math  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -90,15 +89,6 @@ def test_table_lists_every_pair_with_its_speed(explorer):
     assert html.count("<tr") == 9  # header + 8 pairs
     assert "font-weight:bold'><td>2</td>" in html
     assert "63" in html  # the 2π/0.1 ≈ 63 positions per full turn of pair 2
-
-
-def test_an_update_is_fast_enough(explorer):
-    times = []
-    for offset in range(-5, 6):
-        start = time.perf_counter()
-        explorer.set(offset=offset)
-        times.append(time.perf_counter() - start)
-    assert sorted(times)[len(times) // 2] < 0.5  # target 0.1 s; loose, because the test machine is shared
 
 
 def test_same_arguments_draw_the_same_picture_and_leave_the_global_rng_alone():
