@@ -8,6 +8,7 @@ which prints the verdict in words and never raises. Tests call ``check_x.judge(a
 from __future__ import annotations
 
 import functools
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +16,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["Verdict", "as_number", "checker", "compare_tensors", "correct", "wrong", "NOT_ATTEMPTED"]
+__all__ = ["Verdict", "as_letter", "as_number", "as_shape", "checker", "compare_tensors", "correct", "error_text", "wrong",
+           "NOT_ATTEMPTED"]
 
 NOT_ATTEMPTED = "⏳ Not attempted yet: replace None with your answer and run the cell again."
 
@@ -77,6 +79,33 @@ def as_number(answer: Any, what: str, *, hint: str) -> float | Verdict:
     if isinstance(answer, bool) or not isinstance(answer, (int, float)):
         return wrong(f"{what} should be a number, got {answer!r}.", "write a number or an expression that gives one.")
     return float(answer)
+
+
+def as_shape(answer: Any, what: str = "the shape", *, hint: str = "write it like [13, 4, 100, 16], one number per axis."
+             ) -> list[int] | Verdict:
+    """A shape answer (a list or tuple of whole numbers, or a ``torch.Size``) as a list of ints, or a
+    Verdict saying why not. ``what`` names the answer in the message; ``hint`` shows the form wanted."""
+    if isinstance(answer, Tensor) or isinstance(answer, (str, bytes)) or not hasattr(answer, "__iter__"):
+        return wrong(f"{what} should be a shape: a list or tuple of ints, got {answer!r}.", hint)
+    values = list(answer)
+    if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values):  # 13.0 is no size
+        return wrong(f"{what} should hold whole numbers only, got {values!r}.", hint)
+    return [int(v) for v in values]
+
+
+def as_letter(answer: Any, options: Mapping[str, str]) -> str | Verdict:
+    """The option letter the learner chose (``"b"``, ``"B"`` and ``"(b)"`` all mean ``"b"``), or a Verdict."""
+    letters = sorted(options)
+    if not isinstance(answer, str) or answer.strip().strip("()").lower() not in options:
+        return wrong(f"the answer should be one of the letters {letters} as a string, got {answer!r}.",
+                     f"write e.g. answer = {letters[0]!r}.")
+    return answer.strip().strip("()").lower()
+
+
+def error_text(problem: BaseException) -> str:
+    """``"ValueError: first line of the message"``: an exception in one line, for a verdict."""
+    first_line = str(problem).strip().splitlines()[0] if str(problem).strip() else ""
+    return f"{type(problem).__name__}: {first_line}"
 
 
 def _as_tensor(answer: Any, name: str) -> Tensor | Verdict:

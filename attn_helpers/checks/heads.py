@@ -9,33 +9,12 @@ import torch
 from torch import Tensor
 
 from ..attention import merge_heads, split_heads
-from ._core import Verdict, checker, compare_tensors, correct, wrong
+from ._core import Verdict, as_letter, as_shape, checker, compare_tensors, correct, error_text, wrong
 
 __all__ = ["check_split_heads", "check_merge_heads", "check_head_shapes", "check_split_line"]
 
 
 # ------------------------------------------------------------------------------ shared helpers
-
-
-def _as_shape(answer: Any, what: str) -> list[int] | Verdict:
-    """A shape answer (list, tuple or torch.Size of ints) as a list, or a verdict saying why not."""
-    if isinstance(answer, Tensor) or isinstance(answer, (str, bytes)) or not hasattr(answer, "__iter__"):
-        return wrong(f"{what} should be a shape: a list or tuple of ints, got {answer!r}.",
-                     "write it like [13, 4, 100, 16], one number per axis.")
-    values = list(answer)
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        return wrong(f"{what} should hold whole numbers only, got {values!r}.",
-                     "write it like [13, 4, 100, 16], one number per axis.")
-    return values
-
-
-def _letter(answer: Any, options: Mapping[str, str]) -> str | Verdict:
-    """The option letter the learner chose (``"b"``, ``"B"`` and ``"(b)"`` all mean ``"b"``)."""
-    letters = sorted(options)
-    if not isinstance(answer, str) or answer.strip().strip("()").lower() not in options:
-        return wrong(f"the answer should be one of the letters {letters} as a string, got {answer!r}.",
-                     f"write e.g. answer = {letters[0]!r}.")
-    return answer.strip().strip("()").lower()
 
 
 def run_options(options: Mapping[str, str], namespace: Mapping[str, Any]) -> dict[str, Any]:
@@ -48,11 +27,6 @@ def run_options(options: Mapping[str, str], namespace: Mapping[str, Any]) -> dic
         except Exception as problem:  # the error is the lesson: report it, never raise it
             results[letter] = problem
     return results
-
-
-def _error_text(problem: BaseException) -> str:
-    first_line = str(problem).strip().splitlines()[0] if str(problem).strip() else ""
-    return f"{type(problem).__name__}: {first_line}"
 
 
 # ------------------------------------------------------------------------------ the checkers
@@ -129,7 +103,7 @@ def check_head_shapes(answer: Any, layer: torch.nn.Module, x: Tensor) -> Verdict
                          f"the heads split the projected width chan={chan}, not the input width dim={dim}.")
         return wrong(f"head_dim={hd} is not right.", "head_dim = chan // num_heads.")
     for key, axes in (("qkv_heads", "(3, B, H, N, head_dim)"), ("scores", "(B, H, N, N)")):
-        shape = _as_shape(answer[key], key)
+        shape = as_shape(answer[key], key)
         if isinstance(shape, Verdict):
             return shape
         expected = list(inter[key].shape)
@@ -153,7 +127,7 @@ def check_split_line(answer: Any, options: Mapping[str, str], q: Tensor, num_hea
 
     Every option is run on ``q``; the right ones give exactly :func:`split_heads`'s result.
     """
-    letter = _letter(answer, options)
+    letter = as_letter(answer, options)
     if isinstance(letter, Verdict):
         return letter
     B, N, chan = q.shape
@@ -166,7 +140,7 @@ def check_split_line(answer: Any, options: Mapping[str, str], q: Tensor, num_hea
     if letter in right:
         return correct(f"({letter}) splits the features of each token into heads, then moves the heads before the tokens.")
     if isinstance(got, Exception):
-        return wrong(f"({letter}) does not even run: {_error_text(got)}",
+        return wrong(f"({letter}) does not even run: {error_text(got)}",
                      "view needs a contiguous tensor; after a transpose, reshape (or .contiguous()) works.")
     if isinstance(got, Tensor) and got.shape == expected.shape:
         return wrong(f"({letter}) has the right shape {list(got.shape)} but puts features of different tokens in one head.",

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ._core import Verdict, checker, correct, wrong
+from ._core import Verdict, as_shape, checker, correct, wrong
 
 __all__ = [
     "SuspectLine",
@@ -24,18 +24,6 @@ __all__ = [
     "check_mha_head_scale",
     "check_suspect_lines",
 ]
-
-
-def _as_shape(answer: Any) -> list[int] | Verdict:
-    if isinstance(answer, torch.Size):
-        return list(answer)
-    try:
-        shape = [int(s) for s in answer]
-    except (TypeError, ValueError):
-        return wrong(f"a shape is a tuple of ints, got {answer!r}.", "write it like (3, B, H, N, head_dim) with numbers.")
-    if any(isinstance(s, bool) or int(s) != s for s in answer):
-        return wrong(f"a shape holds whole numbers, got {answer!r}.", "each size is a count: an int.")
-    return shape
 
 
 def _as_count(answer: Any, what: str) -> int | Verdict:
@@ -52,7 +40,7 @@ def _as_count(answer: Any, what: str) -> int | Verdict:
 @checker
 def check_traced_shape(answer: Any, layer: nn.Module, x: Tensor, name: str = "qkv_heads") -> Verdict:
     """Exercise: predict the shape of the intermediate ``name`` when ``layer(x)`` runs (seed 000's Attention)."""
-    shape = _as_shape(answer)
+    shape = as_shape(answer, "a shape", hint="write it like (3, B, H, N, head_dim) with numbers.")
     if isinstance(shape, Verdict):
         return shape
     with torch.no_grad():

@@ -8,8 +8,8 @@ from typing import Any
 from torch import Tensor
 
 from ..attention import merge_heads
-from ._core import Verdict, checker, compare_tensors, correct, wrong
-from .heads import _as_shape, _error_text, _letter, run_options
+from ._core import Verdict, as_letter, as_shape, checker, compare_tensors, correct, error_text, wrong
+from .heads import run_options
 
 __all__ = ["check_skip_through_v", "check_merged_v_shape", "check_residual_line"]
 
@@ -38,7 +38,7 @@ def check_skip_through_v(answer: Any, v: Tensor, projected: Tensor) -> Verdict:
 @checker
 def check_merged_v_shape(answer: Any, v: Tensor) -> Verdict:
     """Exercise: the shape of ``v (B, H, N, head_dim)`` after merging its heads, ``(B, N, H * head_dim)``."""
-    shape = _as_shape(answer, "the shape")
+    shape = as_shape(answer, "the shape")
     if isinstance(shape, Verdict):
         return shape
     B, H, N, head_dim = v.shape
@@ -62,7 +62,7 @@ def check_residual_line(answer: Any, options: Mapping[str, str], namespace: Mapp
 
     Every option is evaluated in ``namespace``; the right ones run and have exactly ``shape``.
     """
-    letter = _letter(answer, options)
+    letter = as_letter(answer, options)
     if isinstance(letter, Verdict):
         return letter
     results = run_options(options, namespace)
@@ -71,7 +71,7 @@ def check_residual_line(answer: Any, options: Mapping[str, str], namespace: Mapp
     if isinstance(got, Tensor) and list(got.shape) == target:
         return correct(f"({letter}) adds two tensors of the same shape {target}.")
     if isinstance(got, Exception):
-        return wrong(f"({letter}) does not run: {_error_text(got)}",
+        return wrong(f"({letter}) does not run: {error_text(got)}",
                      "a residual adds two tensors elementwise, so both must have the same shape (B, N, chan).")
     found = list(got.shape) if isinstance(got, Tensor) else type(got).__name__
     return wrong(f"({letter}) runs but gives {found}, not {target}.",
