@@ -31,6 +31,8 @@ from torch.nn import functional as F
 
 from .attention import Attention
 from .probes import SKIP_KINDS
+from .threads import one_thread
+from .validation import check_positive_int
 
 __all__ = [
     "IGNORE",
@@ -56,14 +58,6 @@ IGNORE = -100  # target of a position that has nothing to predict (cross_entropy
 HELD_OUT_SEED = 20_240  # every run of a task is evaluated on the same held-out sequences
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 POSITION_SCHEMES = ("learned", "none", "sinusoidal", "rope")  # how the model is told where a token sits (lesson 10)
-
-
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1, got {value}")
-    return value
 
 
 def _check_tokens(tokens: object, task: "Task") -> Tensor:
@@ -117,8 +111,8 @@ class _LetterSequenceTask(Task):
     """Sequences of ``seq_len`` letters drawn uniformly from ``vocab_size`` letters."""
 
     def __init__(self, seq_len: int = 8, vocab_size: int = 16) -> None:
-        self.seq_len = _positive_int("seq_len", seq_len)
-        self.vocab_size = _positive_int("vocab_size", vocab_size)
+        self.seq_len = check_positive_int("seq_len", seq_len)
+        self.vocab_size = check_positive_int("vocab_size", vocab_size)
         if seq_len < 2:
             raise ValueError(f"seq_len must be at least 2, got {seq_len}")
         if vocab_size > len(LETTERS):
@@ -130,7 +124,7 @@ class _LetterSequenceTask(Task):
         raise NotImplementedError
 
     def sample(self, batch: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-        _positive_int("batch", batch)
+        check_positive_int("batch", batch)
         tokens = torch.randint(0, self.vocab_size, (batch, self.seq_len), generator=generator)  # (B, N)
         return tokens, tokens[:, self._source()]  # (B, N), (B, N)
 
@@ -181,9 +175,9 @@ class LookupTask(Task):
     name = "lookup"
 
     def __init__(self, num_pairs: int = 4, num_letters: int = 8, num_digits: int = 8) -> None:
-        self.num_pairs = _positive_int("num_pairs", num_pairs)
-        self.num_letters = _positive_int("num_letters", num_letters)
-        self.num_digits = _positive_int("num_digits", num_digits)
+        self.num_pairs = check_positive_int("num_pairs", num_pairs)
+        self.num_letters = check_positive_int("num_letters", num_letters)
+        self.num_digits = check_positive_int("num_digits", num_digits)
         if num_pairs > num_letters:
             raise ValueError(f"num_pairs={num_pairs} needs as many different letters, but num_letters={num_letters}")
         if num_letters > len(LETTERS) or num_digits > 10:
@@ -194,7 +188,7 @@ class LookupTask(Task):
         self.n_classes = num_digits
 
     def sample(self, batch: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-        _positive_int("batch", batch)
+        check_positive_int("batch", batch)
         P, D = self.num_pairs, self.num_digits
         letters = torch.rand(batch, self.num_letters, generator=generator).argsort(dim=-1)[:, :P]  # (B, P) distinct
         digits = torch.randint(0, D, (batch, P), generator=generator)  # (B, P)
@@ -263,7 +257,7 @@ class TinyAttentionModel(nn.Module):
         super().__init__()
         for name, value in (("vocab_size", vocab_size), ("n_classes", n_classes), ("seq_len", seq_len),
                             ("dim", dim), ("num_heads", num_heads), ("num_layers", num_layers)):
-            _positive_int(name, value)
+            check_positive_int(name, value)
         if skip not in SKIP_KINDS:
             raise ValueError(f"skip must be one of {list(SKIP_KINDS)}, got {skip!r}")
         if positions not in POSITION_SCHEMES:
@@ -381,7 +375,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for name in ("dim", "num_heads", "num_layers", "steps", "batch_size", "snapshot_every", "held_out"):
-            _positive_int(name, getattr(self, name))
+            check_positive_int(name, getattr(self, name))
         if self.dim % self.num_heads:
             raise ValueError(f"dim={self.dim} is not divisible by num_heads={self.num_heads}")
         if self.skip not in SKIP_KINDS:
@@ -522,12 +516,8 @@ def train(task: Task, config: TrainConfig = TrainConfig(), *,
         raise TypeError(f"task must be an attn_helpers.training.Task, got {type(task).__name__}")
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny tensors: one thread is faster, and the sums always run in one order
-    try:
+    with one_thread():  # tiny tensors: one thread is faster, and the sums always run in one order
         return _train(task, config, progress)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def initial_model(task: Task, config: TrainConfig) -> TinyAttentionModel:
