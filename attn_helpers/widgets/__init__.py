@@ -5,22 +5,42 @@ values, and explains an impossible slider combination in words instead of a trac
 Display one by making it the last line of a cell, e.g. ``widgets.HeadsExplorer()``.
 
 Each explorer lives in a module of this package named after its topic; every name in those
-modules' ``__all__`` is available here.
+modules' ``__all__`` is imported here by name.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from ._base import Explorer, InvalidCombination
+from .calculator import LayerCalculator
+from .heads import HeadsExplorer
+from .kv_cache import KVCacheCalculator
+from .masking import MaskExplorer
+from .pretrained import PretrainedAttentionExplorer, plot_all_heads
+from .projection import SENTENCE, ProjectionExplorer
+from .rope import RopeExplorer
+from .scaling import ScalingExplorer
+from .skip import SkipExplorer
+from .training import AttentionSnapshotExplorer, TrainingProgress, plot_learning_curves, plot_snapshots
+from .values import ValuesExplorer
 
-__all__ = ["Explorer", "InvalidCombination"]
-
-for _info in pkgutil.iter_modules(__path__):
-    if _info.name.startswith("_"):
-        continue
-    _module = importlib.import_module(f".{_info.name}", __name__)
-    for _name in getattr(_module, "__all__", ()):
-        globals()[_name] = getattr(_module, _name)
-        __all__.append(_name)
+# Every name of every topic module's __all__ (tests/test_import.py checks that none is missing).
+__all__ = [
+    "Explorer",
+    "InvalidCombination",
+    "LayerCalculator",
+    "HeadsExplorer",
+    "KVCacheCalculator",
+    "MaskExplorer",
+    "PretrainedAttentionExplorer",
+    "plot_all_heads",
+    "ProjectionExplorer",
+    "SENTENCE",
+    "RopeExplorer",
+    "ScalingExplorer",
+    "SkipExplorer",
+    "TrainingProgress",
+    "AttentionSnapshotExplorer",
+    "plot_learning_curves",
+    "plot_snapshots",
+    "ValuesExplorer",
+]
