@@ -21,6 +21,7 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from ..attention import attention_scores
 from ..probes import softmax_statistics
 from ..plotting import WEIGHTS_CMAP, annotate_cells, heatmap, to_numpy
 from ._base import Explorer, InvalidCombination
@@ -42,7 +43,7 @@ def scaled_logits(q: torch.Tensor, k: torch.Tensor, *, scaled: bool = True, temp
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q and k must share d_k (last dimension): q has shape {list(q.shape)}, k has shape {list(k.shape)}")
     scale = q.shape[-1] ** -0.5 if scaled else 1.0
-    return (q @ k.transpose(-2, -1)) * (scale / temperature)  # (..., N_q, N_k)
+    return attention_scores(q, k, scale=scale / temperature)  # (..., N_q, N_k)
 
 
 def _text_colour(image, value: float) -> str:
