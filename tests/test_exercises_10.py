@@ -6,12 +6,12 @@ from contextlib import redirect_stdout
 
 import torch
 
-from attn_helpers import Attention, RotaryAttention, permute_tokens
+from attn_helpers import Attention, RotaryAttention, causal_mask, permute_tokens
 from attn_helpers import checks
 
 WRONG_ANSWERS = {
-    # "the layer must notice that the tokens moved": it cannot, nothing in it looks at positions
-    "10.1": ('prediction = "changed"', "never enters the formula"),
+    # "a mask only hides keys, so a shuffle still only reorders": it keeps keys by slot, so each query sees another set
+    "10.1": ('prediction = "reordered"', "allowed to see"),
     # the signs of the sines swapped: the pair turns clockwise
     "10.2": ("answer = lambda a, b, angle: (a * torch.cos(angle) + b * torch.sin(angle), "
              "-a * torch.sin(angle) + b * torch.cos(angle))", "a_rot = a cos(angle) - b sin(angle)"),
@@ -32,9 +32,22 @@ def test_shuffle_prediction_says_changed_is_right_for_a_layer_with_positions():
     out, shuffled = _outputs(RotaryAttention(8, 8, 2), perm)
     assert checks.check_shuffle_prediction.judge("changed", out, shuffled, perm).ok
     verdict = checks.check_shuffle_prediction.judge("reordered", out, shuffled, perm)
-    assert not verdict.ok and "told where the tokens sit" in verdict.message
+    assert not verdict.ok and "depends on where the" in verdict.message
     out, shuffled = _outputs(Attention(8, 8, 2), perm)
     assert checks.check_shuffle_prediction.judge(" Reordered ", out, shuffled, perm).ok
+    verdict = checks.check_shuffle_prediction.judge("changed", out, shuffled, perm)
+    assert not verdict.ok and "never enters the formula" in verdict.hint
+
+
+def test_shuffle_prediction_says_changed_is_right_for_a_causal_layer():
+    torch.manual_seed(1)
+    perm = torch.tensor([2, 0, 1, 5, 3, 4])
+    layer = Attention(8, 8, 2)
+    causal = lambda t: layer(t, causal_mask(6))  # noqa: E731
+    out, shuffled = _outputs(causal, perm)
+    assert checks.check_shuffle_prediction.judge("changed", out, shuffled, perm).ok
+    verdict = checks.check_shuffle_prediction.judge("reordered", out, shuffled, perm)
+    assert not verdict.ok and "allowed to see" in verdict.hint
 
 
 def test_shuffle_prediction_rejects_other_words_and_points_at_the_cell_above():

@@ -39,14 +39,16 @@ def check_shuffle_prediction(prediction: Any, out: Tensor, out_shuffled: Tensor,
         return correct("every output row is an old row in its new place (to within 1e-5): the layer gives each "
                        "token the same output wherever it sits.")
     if choice == happened:
-        return correct(f"the rows changed (largest difference {gap:.2f} from the reordered old rows): this layer "
-                       "knows where the tokens sit.")
+        return correct(f"the rows changed (largest difference {gap:.2f} from the reordered old rows): something in "
+                       "this layer depends on where the tokens sit.")
     if happened == "reordered":
         return wrong("nothing new was computed: the shuffled input gives the old rows, reordered (to within 1e-5).",
                      "each output row is a weighted average over all tokens, with weights from dot products; "
                      "which slot a token sits in never enters the formula.")
-    return wrong(f"the rows changed (largest difference {gap:.2f}): this layer is told where the tokens sit.",
-                 "look at what was added to x before the layer, or what the layer does to q and k.")
+    return wrong(f"the rows changed (largest difference {gap:.2f}): something in this layer depends on where the "
+                 "tokens sit.",
+                 "ask which keys each query is allowed to see after the shuffle (a mask keeps keys by slot), what "
+                 "was added to x before the layer, or what the layer does to q and k.")
 
 
 # ------------------------------------------------------------------------------ code: rotate one pair
