@@ -7,8 +7,9 @@ Two layers, so that what is slow is built once and what is tested is fresh every
 
 * :func:`base_environment` — a virtual environment with exactly ``tests/colab_versions.txt``
   (Colab's versions: ipywidgets 7.7.1, IPython 7.34, ipykernel 6.17, numpy 2.1, matplotlib 3.10, ...).
-  Built in ``.venv-colab/`` (by ``make test``, or by the first test that needs it) and reused while the versions file, this Python and this
-  module's build recipe are unchanged (about 80 s to build on a 2-core machine, then free).
+  Built in ``.venv-colab/`` (by ``make test``, or by the first test that needs it) and reused while the versions file, ``requirements-model.txt``, this
+  Python and this module's build recipe are unchanged (about 80 s to build on a 2-core machine before lesson 11's
+  transformers stack and model were added; 195 s measured with them on a busy one; then free).
 * :class:`ColabRuntime` — a fresh, empty virtual environment that sees the base's packages through
   a ``.pth`` file, as Colab's kernel sees its pre-installed packages. The notebooks' set-up cell
   installs ``attn-helpers`` into it from a throw-away git repository holding the checkout's files,
