@@ -10,11 +10,9 @@ Imports torch only (and :mod:`attn_helpers.attention`). Shapes use the series' n
   to the token vectors; a position beyond the table has no row.
 - **Sinusoidal positions** (the Transformer paper): :func:`sinusoidal_encoding`, fixed sines and
   cosines of geometrically spaced frequencies, added to the token vectors.
-- **Measured on lesson 08's tiny model** (:mod:`attn_helpers.training`, switch ``positions``):
-  :func:`held_out_accuracy` at any length, :func:`order_blind_accuracy` (the best any model without
-  positions can do), :func:`accuracy_by_length` and :func:`accuracy_table` for extrapolation, and
-  :class:`NoWrapPreviousTokenTask`, whose first position has nothing to copy, and
-  :func:`attention_by_offset` (where the attention goes at offsets never seen in training).
+- **Measured on lesson 08's tiny model**: the measurements (accuracy at any length, the best
+  order-blind guess, extrapolation tables) live with the model in :mod:`attn_helpers.training`
+  (switch ``positions``); this module holds only the position math.
 - **Rotary positions (RoPE).** :func:`apply_rope` rotates pairs of features of ``q`` and ``k`` by an
   angle proportional to the position; :class:`RotaryAttention` is lesson 07's layer with the rotation
   after the head split and before the scores. Because rotating ``q`` by ``m θ`` and ``k`` by ``n θ``
@@ -34,14 +32,12 @@ turns one radian per position, the last pair ``base ** (-(head_dim - 2) / head_d
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
 
 from .attention import Attention, attention_scores, merge_heads, scaled_dot_product_attention
-from .threads import one_thread
-from .training import HELD_OUT_SEED, IGNORE, PreviousTokenTask, Task, TinyAttentionModel, TrainingRun
 
 __all__ = [
     "PAIRINGS",
@@ -53,12 +49,6 @@ __all__ = [
     "permute_tokens",
     "equivariance_gap",
     "RotaryAttention",
-    "NoWrapPreviousTokenTask",
-    "held_out_accuracy",
-    "order_blind_accuracy",
-    "accuracy_by_length",
-    "accuracy_table",
-    "attention_by_offset",
 ]
 
 PAIRINGS = ("half", "interleaved")
@@ -329,123 +319,3 @@ class RotaryAttention(Attention):
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, rope base={self.base:g}, pairing={self.pairing}"
-
-
-# --------------------------------------------------------------------------------------------
-# Measuring on lesson 08's tiny model: accuracy at any length, and what an order-blind model can reach
-# --------------------------------------------------------------------------------------------
-
-class NoWrapPreviousTokenTask(PreviousTokenTask):
-    """Lesson 08's previous-token task without the wrap-around: position ``i >= 1`` outputs token
-    ``i - 1``; position 0 has nothing to its left and no target (:data:`~attn_helpers.training.IGNORE`).
-
-    Every target is then one step to the left at every sequence length, so a model trained at one
-    length can be tested at another on the same rule. Tokens ``(B, N)``, targets ``(B, N)``.
-    """
-
-    name = "previous token, no wrap-around"
-
-    def sample(self, batch: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-        tokens, targets = super().sample(batch, generator)  # (B, N) each
-        targets = targets.clone()
-        targets[:, 0] = IGNORE  # nothing to the left of the first token
-        return tokens, targets
-
-    def ideal_attention(self, tokens: Tensor) -> Tensor:
-        ideal = super().ideal_attention(tokens)  # (B, N, N)
-        ideal[:, 0] = 0.0  # the first row has no target
-        return ideal
-
-
-def _task_at_length(task: Task, seq_len: int) -> Task:
-    if not isinstance(task, PreviousTokenTask):
-        raise TypeError(f"only previous-token tasks can be remade at another length, got {type(task).__name__}")
-    return type(task)(seq_len=seq_len, vocab_size=task.vocab_size)
-
-
-def held_out_accuracy(model: TinyAttentionModel, task: Task, *, held_out: int = 256) -> float:
-    """Accuracy of ``model`` on ``held_out`` sequences of ``task`` (the held-out sequences :func:`train`
-    uses for a task of that length), over the positions with a target. ``model`` maps tokens
-    ``(B, N) -> logits (B, N, C)``; runs without gradients, on one CPU thread."""
-    tokens, targets = task.sample(held_out, torch.Generator().manual_seed(HELD_OUT_SEED))  # (B, N) each
-    with torch.no_grad(), one_thread():  # as train() runs: one order of every sum on any machine
-        logits = model(tokens)  # (B, N, C)
-    scored = targets != IGNORE  # (B, N)
-    return float((logits.argmax(dim=-1) == targets)[scored].to(torch.float64).mean())
-
-
-def order_blind_accuracy(tokens: Tensor, targets: Tensor) -> float:
-    """The expected accuracy of the best guess that knows each token and the *set* of the others, but
-    not their order, on a previous-token task: ``tokens (B, N)``, ``targets (B, N)`` -> a number.
-
-    Without positions, the output at position ``i`` can depend only on token ``i`` and on which
-    tokens the sequence holds. The token to the left is then equally likely to be any of the other
-    ``N - 1``; the best guess is the commonest among them, right with probability
-    ``(its count) / (N - 1)``. Averaged over the positions that have a target.
-    """
-    if not isinstance(tokens, Tensor) or not isinstance(targets, Tensor) or tokens.shape != targets.shape \
-            or tokens.ndim != 2:
-        raise ValueError(f"tokens and targets must be (B, N) tensors of the same shape, got "
-                         f"{getattr(tokens, 'shape', None)} and {getattr(targets, 'shape', None)}")
-    n = tokens.shape[1]
-    counts = torch.zeros(tokens.shape[0], int(tokens.max()) + 1, dtype=torch.int64)  # (B, vocab)
-    counts.scatter_add_(1, tokens, torch.ones_like(tokens))  # how often each token occurs in each sequence
-    others = counts[:, None, :].repeat(1, n, 1)  # (B, N, vocab): the counts ...
-    others.scatter_add_(2, tokens[..., None], -torch.ones_like(tokens[..., None]))  # ... without token i itself
-    best = others.max(dim=-1).values.to(torch.float64) / (n - 1)  # (B, N)
-    return float(best[targets != IGNORE].mean())
-
-
-def accuracy_by_length(runs: Mapping[str, TrainingRun], lengths: Sequence[int], *,
-                       held_out: int = 256) -> dict[str, dict[int, float | None]]:
-    """Held-out accuracy of each run's model on its task remade at each of ``lengths``.
-
-    ``{name: {length: accuracy}}``; ``None`` where the model has no position vector for the longer
-    sequences (a learned table of ``seq_len`` rows)."""
-    table: dict[str, dict[int, float | None]] = {}
-    for name, run in runs.items():
-        model = run.model
-        table[name] = {n: None if model.positions == "learned" and n > model.seq_len
-                       else held_out_accuracy(model, _task_at_length(run.task, n), held_out=held_out)
-                       for n in lengths}
-    return table
-
-
-def accuracy_table(results: Mapping[str, Mapping[int, float | None]], *, digits: int = 2,
-                   reference: Mapping[int, float] | None = None, reference_name: str = "") -> str:
-    """:func:`accuracy_by_length`'s results as text: one row per run, one column per length
-    (``no row`` where the model has no position vector); optionally a ``reference`` row."""
-    lengths = list(next(iter(results.values())))
-    rows = dict(results)
-    if reference is not None:
-        rows[reference_name or "reference"] = dict(reference)
-    width = max(len(name) for name in rows)
-    lines = [f"{'N =':<{width}}  " + "  ".join(f"{n:>6}" for n in lengths)]
-    for name, values in rows.items():
-        cells = ["no row" if values[n] is None else f"{values[n]:.{digits}f}" for n in lengths]
-        lines.append(f"{name:<{width}}  " + "  ".join(f"{c:>6}" for c in cells))
-    return "\n".join(lines)
-
-
-def attention_by_offset(model: TinyAttentionModel, task: Task, *, trained_len: int,
-                        held_out: int = 256) -> dict[str, float]:
-    """Where ``model``'s attention goes on ``task``'s held-out sequences, averaged over layers, heads and
-    the query rows with a target: ``{"right key": ..., "other offsets seen in training": ...,
-    "offsets never seen in training": ...}`` (the three add up to 1).
-
-    An offset ``|i - j|`` is *seen* when it is below ``trained_len``, the length the model was trained at.
-    Runs without gradients, on one CPU thread.
-    """
-    tokens, _ = task.sample(held_out, torch.Generator().manual_seed(HELD_OUT_SEED))  # (B, N)
-    with torch.no_grad(), one_thread():  # as train() runs: one order of every sum on any machine
-        _, weights = model(tokens, return_weights=True)  # (B, L, H, N, N)
-    weights = weights.to(torch.float64).mean(dim=(1, 2))  # (B, N, N): averaged over layers and heads
-    ideal = task.ideal_attention(tokens).to(torch.float64)  # (B, N, N)
-    n = tokens.shape[1]
-    offset = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs()  # (N, N)
-    unseen = (offset >= trained_len).to(torch.float64)  # (N, N)
-    rows = ideal.sum(dim=-1) > 0  # (B, N): the query rows with a target
-    right = float((weights * ideal).sum(dim=-1)[rows].mean())
-    never = float((weights * unseen).sum(dim=-1)[rows].mean())
-    return {"right key": right, "other offsets seen in training": 1.0 - right - never,
-            "offsets never seen in training": never}

@@ -26,18 +26,14 @@ import attn_helpers
 from attn_helpers import Attention, MultiHeadAttention, causal_mask, scaled_dot_product_attention
 from attn_helpers.positions import (
     LearnedPositions,
-    NoWrapPreviousTokenTask,
     RotaryAttention,
-    accuracy_table,
     apply_rope,
     equivariance_gap,
-    order_blind_accuracy,
     permute_tokens,
     rope_frequencies,
     rope_pair_scores,
     sinusoidal_encoding,
 )
-from attn_helpers.training import IGNORE, PreviousTokenTask
 
 SETTINGS = settings(max_examples=40, deadline=None)
 F64 = dict(rtol=0, atol=1e-10)
@@ -312,36 +308,3 @@ def test_the_top_level_package_exports_the_lesson_names():
                  "permute_tokens", "rope_frequencies"):
         assert getattr(attn_helpers, name) is getattr(attn_helpers.positions, name)
         assert name in attn_helpers.__all__
-
-
-# ------------------------------------------------------------------------------ measuring helpers
-
-def test_order_blind_accuracy_is_the_commonest_other_token_by_brute_force():
-    tokens, targets = PreviousTokenTask(seq_len=5, vocab_size=3).sample(40, _gen(5))
-    expected = []
-    for row in tokens.tolist():
-        for i in range(5):
-            others = row[:i] + row[i + 1:]
-            expected.append(max(others.count(t) for t in set(others)) / 4)
-    assert math.isclose(order_blind_accuracy(tokens, targets), sum(expected) / len(expected), abs_tol=1e-12)
-    distinct = torch.arange(6)[None]  # every token once: 1 / (N - 1)
-    assert math.isclose(order_blind_accuracy(distinct, distinct), 1 / 5)
-    with pytest.raises(ValueError, match="same shape"):
-        order_blind_accuracy(tokens, targets[:, :3])
-
-
-def test_no_wrap_task_has_no_target_at_the_first_position():
-    task = NoWrapPreviousTokenTask(seq_len=6, vocab_size=5)
-    tokens, targets = task.sample(10, _gen(6))
-    assert (targets[:, 0] == IGNORE).all() and torch.equal(targets[:, 1:], tokens[:, :-1])
-    ideal = task.ideal_attention(tokens)
-    assert ideal[:, 0].sum() == 0 and torch.equal(ideal[0, 1:], torch.eye(6)[:-1])
-
-
-def test_accuracy_table_text():
-    text = accuracy_table({"learned": {8: 1.0, 16: None}, "rope": {8: 0.996, 16: 0.5}},
-                          reference={8: 0.25, 16: 0.2}, reference_name="guess")
-    assert text.splitlines() == ["N =           8      16",
-                                 "learned    1.00  no row",
-                                 "rope       1.00    0.50",
-                                 "guess      0.25    0.20"]

@@ -5,26 +5,28 @@ lesson 10 says they learn."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
 from attn_helpers import Attention, RotaryAttention, sinusoidal_encoding
-from attn_helpers.positions import (
-    NoWrapPreviousTokenTask,
-    accuracy_by_length,
-    held_out_accuracy,
-    order_blind_accuracy,
-    permute_tokens,
-)
+from attn_helpers.positions import permute_tokens
 from attn_helpers.training import (
+    accuracy_by_length,
+    accuracy_table,
+    held_out_accuracy,
     HELD_OUT_SEED,
-    POSITION_SCHEMES,
+    IGNORE,
+    initial_model,
     LookupTask,
+    NoWrapPreviousTokenTask,
+    order_blind_accuracy,
+    POSITION_SCHEMES,
     PreviousTokenTask,
     TinyAttentionModel,
-    TrainConfig,
-    initial_model,
     train,
+    TrainConfig,
 )
 
 TASK = PreviousTokenTask(seq_len=8, vocab_size=16)
@@ -140,3 +142,36 @@ def test_training_with_every_scheme_is_thread_invariant_and_reproducible():
         b = train(TASK, config.replace(positions=scheme))
         assert torch.equal(a.train_loss, b.train_loss) and torch.equal(a.held_out_accuracy, b.held_out_accuracy)
     assert torch.get_num_threads() == before
+
+
+# ------------------------------------------------------------------------------ lesson 10's measurements
+
+def test_order_blind_accuracy_is_the_commonest_other_token_by_brute_force():
+    tokens, targets = PreviousTokenTask(seq_len=5, vocab_size=3).sample(40, torch.Generator().manual_seed(5))
+    expected = []
+    for row in tokens.tolist():
+        for i in range(5):
+            others = row[:i] + row[i + 1:]
+            expected.append(max(others.count(t) for t in set(others)) / 4)
+    assert math.isclose(order_blind_accuracy(tokens, targets), sum(expected) / len(expected), abs_tol=1e-12)
+    distinct = torch.arange(6)[None]  # every token once: 1 / (N - 1)
+    assert math.isclose(order_blind_accuracy(distinct, distinct), 1 / 5)
+    with pytest.raises(ValueError, match="same shape"):
+        order_blind_accuracy(tokens, targets[:, :3])
+
+
+def test_no_wrap_task_has_no_target_at_the_first_position():
+    task = NoWrapPreviousTokenTask(seq_len=6, vocab_size=5)
+    tokens, targets = task.sample(10, torch.Generator().manual_seed(6))
+    assert (targets[:, 0] == IGNORE).all() and torch.equal(targets[:, 1:], tokens[:, :-1])
+    ideal = task.ideal_attention(tokens)
+    assert ideal[:, 0].sum() == 0 and torch.equal(ideal[0, 1:], torch.eye(6)[:-1])
+
+
+def test_accuracy_table_text():
+    text = accuracy_table({"learned": {8: 1.0, 16: None}, "rope": {8: 0.996, 16: 0.5}},
+                          reference={8: 0.25, 16: 0.2}, reference_name="guess")
+    assert text.splitlines() == ["N =           8      16",
+                                 "learned    1.00  no row",
+                                 "rope       1.00    0.50",
+                                 "guess      0.25    0.20"]
