@@ -278,3 +278,27 @@ def test_output_shape_prediction_uses_the_shape_judge():
     assert checks.check_output_shape_prediction.judge((3, 30, 16), q, k, v).ok
     verdict = checks.check_output_shape_prediction.judge((3, 30, 50), q, k, v)
     assert not verdict.ok and "attention weights" in verdict.message
+
+
+# -- 03: check_padding_keep_mask with left padding (exercise 3.2) ---------------------------------
+
+def test_left_padding_keep_mask_accepts_the_comparison():
+    by_hand = (torch.arange(5)[None, :] >= (5 - LENGTHS)[:, None])[:, None, :]
+    assert checks.check_padding_keep_mask.judge(by_hand, LENGTHS, 5, side="left").ok
+    assert checks.check_padding_keep_mask.judge(padding_mask(LENGTHS, 5).flip(-1), LENGTHS, 5, side="left").ok
+
+
+@pytest.mark.parametrize("answer, words", [
+    (padding_mask(LENGTHS, 5), "right-padded"),
+    (~padding_mask(LENGTHS, 5).flip(-1), "marked the padding"),
+    ((torch.arange(5)[None, :] > (5 - LENGTHS)[:, None])[:, None, :], "dropped the first real key"),
+    (torch.arange(5)[None, :] >= (5 - LENGTHS)[:, None], "no query axis"),
+])
+def test_left_padding_keep_mask_names_each_mistake(answer, words):
+    verdict = checks.check_padding_keep_mask.judge(answer, LENGTHS, 5, side="left")
+    assert not verdict.ok and words in verdict.message + verdict.hint
+
+
+def test_padding_keep_mask_rejects_an_unknown_side():
+    verdict = checks.check_padding_keep_mask.judge(padding_mask(LENGTHS, 5), LENGTHS, 5, side="middle")
+    assert not verdict.ok and "side must be 'right' or 'left'" in verdict.message

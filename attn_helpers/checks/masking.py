@@ -91,10 +91,20 @@ def check_additive_mask(answer: Any, keep: Tensor) -> Verdict:
 
 
 @checker
-def check_padding_keep_mask(answer: Any, lengths: Tensor, n: int) -> Verdict:
-    """Exercise: the keep mask ``(B, 1, n)`` of sentences of ``lengths`` padded to ``n`` tokens (True = a real key)."""
+def check_padding_keep_mask(answer: Any, lengths: Tensor, n: int, side: str = "right") -> Verdict:
+    """Exercise: the keep mask ``(B, 1, n)`` of sentences of ``lengths`` padded to ``n`` tokens (True = a real key).
+
+    ``side="right"``: the padding comes after the words (``padding_mask``'s layout), real tokens at
+    ``0 .. L-1``; ``side="left"``: the padding comes first, real tokens at ``n-L .. n-1``.
+    """
+    if side not in ("right", "left"):
+        raise ValueError(f"side must be 'right' or 'left', got {side!r}")
     lengths = torch.as_tensor(lengths)
-    expected = padding_mask(lengths, n)  # (B, 1, n)
+    positions = torch.arange(n)  # (n,)
+    right = padding_mask(lengths, n)  # (B, 1, n): real tokens first
+    first_real = n - lengths  # (B,): where a left-padded sentence starts
+    left = (positions[None, :] >= first_real[:, None])[:, None, :]  # (B, 1, n): real tokens last
+    expected = left if side == "left" else right
     if not isinstance(answer, Tensor):
         return wrong(f"your answer is a {type(answer).__name__}, not a tensor.",
                      "compare torch.arange(n) with the lengths, as in section 3.4.2.")
@@ -105,19 +115,30 @@ def check_padding_keep_mask(answer: Any, lengths: Tensor, n: int) -> Verdict:
         return wrong(f"your mask {list(answer.shape)} has the right values but no query axis.",
                      "add an axis of size 1 for the queries, (B, 1, N_k), so it broadcasts over every query row: "
                      "[:, None, :].")
-    positions = torch.arange(n)  # (n,)
-    return compare_tensors(
-        answer, expected, name="your mask",
-        likely_mistakes={
+    if side == "left":
+        likely_mistakes = {
+            "you built the right-padded mask (real tokens first, padding_mask's layout)": (
+                right, "here the padding comes FIRST: a sentence of length L has its real tokens at the last L "
+                       "positions, n - L, ..., n - 1; compare the positions with n - lengths."),
+            "you marked the padding instead of the real keys (the blocked convention)": (
+                ~expected, "this lesson's masks say True = may attend: True on the last `length` positions."),
+            "you dropped the first real key (> instead of >=)": (
+                (positions[None, :] > first_real[:, None])[:, None, :],
+                "the first real token is at position n - L itself: keep positions >= n - L."),
+        }
+        success = (f"shape {list(expected.shape)}: the last `length` keys of each sentence are real, and the "
+                   "axis of size 1 lets the mask broadcast over every query row.")
+    else:
+        likely_mistakes = {
             "you marked the padding instead of the real keys (the blocked convention)": (
                 ~expected, "this lesson's masks say True = may attend: the real tokens are the first `length` ones."),
             "you kept one key too many (<= instead of <)": (
                 (positions[None, :] <= lengths[:, None])[:, None, :],
                 "positions count from 0: a sentence of length L has its real tokens at 0, ..., L - 1."),
-        },
-        success=f"shape {list(expected.shape)}: the first `length` keys of each sentence are real, and the "
-                "axis of size 1 lets the mask broadcast over every query row.",
-    )
+        }
+        success = (f"shape {list(expected.shape)}: the first `length` keys of each sentence are real, and the "
+                   "axis of size 1 lets the mask broadcast over every query row.")
+    return compare_tensors(answer, expected, name="your mask", likely_mistakes=likely_mistakes, success=success)
 
 
 ROW_OUTCOMES = ("nan", "uniform", "zeros")

@@ -1,6 +1,6 @@
 """Lesson 03's explorer: softmax temperature, mask types and mask conventions over one sentence.
 
-``MaskExplorer()`` shows the attention weights ``softmax(scores / T)`` of a short labelled sentence
+``MaskExplorer()`` shows the attention weights ``softmax(scores / temperature)`` of a short labelled sentence
 (two padding tokens at the end) under a mask type (none, causal, padding, causal + padding, or
 padding that also blocks the padded *queries*) and a mask convention. The conventions give the same
 weights everywhere except on a fully masked row: zeros (attn_helpers), NaN (``masked_fill`` with
@@ -131,8 +131,8 @@ class MaskExplorer(BlitExplorer):
     def update(self, temperature: float, mask: str, convention: str) -> str:
         if temperature <= 0:
             raise InvalidCombination(
-                "temperature 0 would divide the scores by zero; as T shrinks the softmax approaches a "
-                "one-hot argmax, so try T = 0.05 to see the limit")
+                "temperature 0 would divide the scores by zero; as the temperature shrinks the softmax approaches a "
+                "one-hot argmax, so try temperature 0.05 to see the limit")
         keep = keep_mask(mask, len(self.tokens), self.length)  # (N, N)
         weights = masked_weights(self.scores, keep, convention, temperature)  # (N, N)
         array = to_numpy(weights)
@@ -140,5 +140,5 @@ class MaskExplorer(BlitExplorer):
         sums = [float(s) for s in weights.sum(dim=-1)]
         for text, s in zip(self.sum_texts, sums):
             text.set_text(_fmt(s))
-        self.ax.set_title(f"softmax(scores / T), T = {temperature:g}, mask: {mask}", fontsize=10)
+        self.ax.set_title(f"softmax(scores / τ), τ = {temperature:g}, mask: {mask}", fontsize=10)
         return "row sums: " + " ".join(_fmt(s) for s in sums)
