@@ -503,7 +503,7 @@ def values_plot(
         if o.ndim != 2 or o.shape[-1] != 2:
             raise ValueError(f"outputs must have shape (N_q, 2), got {list(o.shape)}")
         artists["outputs"] = ax.scatter(o[:, 0], o[:, 1], s=60, marker="X", color="#e08214", edgecolor="black",
-                                        linewidth=0.5, zorder=4, label="outputs attn @ v")
+                                        linewidth=0.5, zorder=4, label="outputs weights @ v")
     pad = 0.15 * max(float(np.ptp(v[:, 0])), float(np.ptp(v[:, 1])), 1e-6)
     ax.set_xlim(v[:, 0].min() - pad, v[:, 0].max() + 2 * pad)
     ax.set_ylim(v[:, 1].min() - pad, v[:, 1].max() + pad)

@@ -46,9 +46,9 @@ def test_status_shows_the_weights_and_their_weighted_average():
     scores = torch.tensor([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
     explorer = ValuesExplorer(v, scores, ["a", "b", "c"])
     explorer.set(query=1)
-    assert explorer.last_status.endswith("weights 0.33 0.33 0.33 | out (0.33, 0.33)")
+    assert explorer.last_status.endswith("weights 0.33 0.33 0.33 | context (0.33, 0.33)")
     explorer.set(mask="causal", query=0)
-    assert explorer.last_status.endswith("weights 1.00 0.00 0.00 | out (0.00, 0.00)")
+    assert explorer.last_status.endswith("weights 1.00 0.00 0.00 | context (0.00, 0.00)")
 
 
 def test_temperature_zero_is_explained_in_words(explorer):

@@ -32,7 +32,7 @@ MASKS = ("none", "causal")
 def weights_and_outputs(scores: Tensor, v: Tensor, temperature: float = 1.0, mask: str = "none") -> tuple[Tensor, Tensor]:
     """``softmax(scores / temperature)`` (optionally causal) and the outputs ``weights @ v``.
 
-    ``scores (N_q, N_k)``, ``v (N_k, d_v)`` -> ``weights (N_q, N_k)``, ``out (N_q, d_v)``.
+    ``scores (N_q, N_k)``, ``v (N_k, d_v)`` -> ``weights (N_q, N_k)``, ``context (N_q, d_v)``.
     ``mask``: ``"none"`` or ``"causal"`` (query ``i`` sees keys ``j <= i``).
     """
     if mask not in MASKS:
@@ -108,13 +108,13 @@ class ValuesExplorer(BlitExplorer):
     def update(self, query: int, temperature: float, mask: str) -> str:
         if temperature <= 0:
             raise InvalidCombination(
-                "temperature 0 would divide the scores by zero; as T shrinks each output moves onto "
-                "the value of its highest-scoring key, so try T = 0.05 to see the limit")
+                "temperature 0 would divide the scores by zero; as the temperature shrinks each output moves onto "
+                "the value of its highest-scoring key, so try temperature 0.05 to see the limit")
         if getattr(self, "_computed_for", None) != (temperature, mask):  # a new query needs no new math
             self._computed = weights_and_outputs(self.scores, self.v, temperature, mask)
             self._computed_for = (temperature, mask)
-        weights, out = self._computed  # (N, N), (N, 2)
-        w, o, v = to_numpy(weights[query]), to_numpy(out), to_numpy(self.v)
+        weights, context = self._computed  # (N, N), (N, 2)
+        w, o, v = to_numpy(weights[query]), to_numpy(context), to_numpy(self.v)
         for bar, text, value in zip(self.bars, self.bar_texts, w):
             bar.set_height(value)
             text.set_y(value + 0.01)
@@ -124,7 +124,7 @@ class ValuesExplorer(BlitExplorer):
         self.star.set_offsets(o[query:query + 1])
         self.lines.set_segments([[o[query], v[j]] for j in range(len(v))])
         self.lines.set_linewidths(6.0 * w)  # a blocked key (weight 0) gets no line
-        self.scatter_ax.set_title(f"out[{query}] = attn[{query}] @ v = ({o[query, 0]:.2f}, {o[query, 1]:.2f})",
+        self.scatter_ax.set_title(f"context[{query}] = weights[{query}] @ v = ({o[query, 0]:.2f}, {o[query, 1]:.2f})",
                                   fontsize=10)
         weights_text = " ".join(f"{x:.2f}" for x in w)
-        return f"weights {weights_text} | out ({o[query, 0]:.2f}, {o[query, 1]:.2f})"
+        return f"weights {weights_text} | context ({o[query, 0]:.2f}, {o[query, 1]:.2f})"
