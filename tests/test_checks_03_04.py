@@ -302,3 +302,27 @@ def test_left_padding_keep_mask_names_each_mistake(answer, words):
 def test_padding_keep_mask_rejects_an_unknown_side():
     verdict = checks.check_padding_keep_mask.judge(padding_mask(LENGTHS, 5), LENGTHS, 5, side="middle")
     assert not verdict.ok and "side must be 'right' or 'left'" in verdict.message
+
+
+# -- 04: check_attention_function refuses the library's own attention ------------------------------
+
+def test_attention_function_refuses_the_library():
+    import torch.nn.functional as F
+
+    from attn_helpers import scaled_dot_product_attention
+
+    def wrapper(q, k, v, mask=None):
+        return scaled_dot_product_attention(q, k, v, mask)
+
+    for fn in (scaled_dot_product_attention, F.scaled_dot_product_attention, wrapper):
+        verdict = checks.check_attention_function.judge(fn)
+        assert not verdict.ok and "write the steps yourself" in verdict.message, fn
+
+
+def test_attention_function_accepts_a_lambda_written_by_hand():
+    import math
+
+    fn = lambda q, k, v, mask=None: torch.softmax(  # noqa: E731
+        (q @ k.mT / math.sqrt(q.shape[-1])).masked_fill(~mask if mask is not None else torch.zeros((), dtype=torch.bool),
+                                                      float("-inf")), dim=-1) @ v
+    assert checks.check_attention_function.judge(fn).ok

@@ -5,6 +5,7 @@ Each judge recomputes the right answer from the exercise's inputs."""
 
 from __future__ import annotations
 
+import inspect
 import math
 import warnings
 from typing import Any
@@ -149,6 +150,22 @@ def _attention_cases() -> list[tuple[str, tuple[Tensor, ...], Tensor | None]]:
     ]
 
 
+LIBRARY_ATTENTION = ("scaled_dot_product_attention", "multi_head_attention_forward", "MultiheadAttention")
+
+
+def _library_attention(fn: Any) -> str:
+    """Why ``fn`` is a library's attention rather than the learner's own code ('' when it is their own)."""
+    module = getattr(fn, "__module__", None) or type(fn).__module__ or ""
+    if module.split(".")[0] in ("attn_helpers", "torch"):
+        return f"{module}.{getattr(fn, '__qualname__', type(fn).__name__)}, the library's own attention"
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):  # no source to read (e.g. built in C): judged by its outputs alone
+        return ""
+    called = [name for name in LIBRARY_ATTENTION if name in source]
+    return f"a function that calls {called[0]}, the library's own attention" if called else ""
+
+
 @checker
 def check_attention_function(answer: Any) -> Verdict:
     """Exercise: a function ``fn(q, k, v, mask=None)`` computing ``softmax(q @ k^T / sqrt(d_k)) @ v`` with an
@@ -156,6 +173,11 @@ def check_attention_function(answer: Any) -> Verdict:
     if not callable(answer):
         return wrong(f"your answer is not a function (it is of type {type(answer).__name__}).",
                      "define it with def my_attention(q, k, v, mask=None): ... and write its name, without ().")
+    library = _library_attention(answer)
+    if library:
+        return wrong(f"your function is {library}: the exercise asks you to write the steps yourself.",
+                     "scores = q @ k.mT / sqrt(d_k), the mask, a softmax over the keys, then weights @ v "
+                     "(section 4.2, for every query at once).")
     for what, (q, k, v), mask in _attention_cases():
         try:
             with warnings.catch_warnings():  # e.g. PyTorch's deprecation warning for k.T on a 3-D tensor
