@@ -299,7 +299,7 @@ class StandinRun:
 
 
 class ColabSession:
-    """The runtime and the run over every notebook, started in a background thread.
+    """The runtime, the run over every notebook and the browser half, in background threads.
 
     Both are slow and mostly wait on other processes (pip, a kernel), so ``conftest.py`` starts them
     when a test session that needs them begins; the tests then wait for what they need.
@@ -310,7 +310,9 @@ class ColabSession:
 
         self.folder = folder
         self.stop = threading.Event()  # set by close(): work not yet needed is abandoned
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="colab-standin")
+        # Two workers: once the runtime is ready, the notebooks' run and the browser half go side by side
+        # (the browser half was the last thing the whole suite waited for when it followed the run).
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="colab-standin")
         self._runtime = self._pool.submit(lambda: ColabRuntime(folder / "runtime").prepare())
         self._notebooks = self._pool.submit(
             lambda: StandinRun(self._runtime.result(), folder / "run", threads, stop=self.stop))
@@ -324,7 +326,7 @@ class ColabSession:
     _browser = None
 
     def start_browser(self, run: Callable[[ColabRuntime, Path, threading.Event], Any]) -> None:
-        """Queue ``run(runtime, folder, stop)`` (the browser half) after the notebooks' run, once."""
+        """Start ``run(runtime, folder, stop)`` (the browser half) once the runtime is ready, once."""
         if self._browser is None:
             self._browser = self._pool.submit(lambda: run(self._runtime.result(), self.folder / "browser", self.stop))
 
