@@ -69,9 +69,10 @@ class BertLayer(nn.Module):
         self.ffn_norm = nn.LayerNorm(hidden_size, eps=eps)
         self._observers: list[Callable[[nn.Module, dict[str, Tensor]], None]] = []  # shape_trace's hook
 
-    def load_checkpoint_layer(self, weights: Mapping[str, Tensor], layer: int) -> BertLayer:
-        """Copy layer ``layer`` of a BERT checkpoint (names as in ``model.safetensors``) into this module."""
-        p = f"encoder.layer.{layer}."
+    def load_checkpoint_layer(self, params: Mapping[str, Tensor], layer: int) -> BertLayer:
+        """Copy layer ``layer`` of a BERT checkpoint into this module. ``params``: name -> tensor, the names
+        as in ``model.safetensors`` (``PretrainedModel.weights``); a wrong shape is named with both shapes."""
+        prefix = f"encoder.layer.{layer}."
         pairs = {
             self.attention.q_proj: "attention.self.query", self.attention.k_proj: "attention.self.key",
             self.attention.v_proj: "attention.self.value", self.attention.out_proj: "attention.output.dense",
@@ -81,10 +82,10 @@ class BertLayer(nn.Module):
         with torch.no_grad():
             for module, name in pairs.items():
                 for part in ("weight", "bias"):
-                    source = weights[p + name + "." + part]
-                    target = getattr(module, part)
+                    source = params[prefix + name + "." + part]  # the checkpoint's tensor
+                    target = getattr(module, part)  # our module's parameter of the same role
                     if source.shape != target.shape:
-                        raise ValueError(f"{p + name}.{part} has shape {list(source.shape)}, this layer needs "
+                        raise ValueError(f"{prefix + name}.{part} has shape {list(source.shape)}, this layer needs "
                                          f"{list(target.shape)}")
                     target.copy_(source)
         return self

@@ -32,7 +32,7 @@ def _not_a_function(answer: Any, call: str) -> Verdict | None:
                  f"define it with def, then write answer = the function's name (no brackets); the checker calls {call}.")
 
 
-# ------------------------------------------------------------------------------ 11.1 head_dim
+# ------------------------------------------------------------------------------ exercise 11.2: head_dim
 
 
 @checker
@@ -73,7 +73,7 @@ def check_config_head_dim(answer: Callable[[Mapping[str, Any]], int], config: Ma
                    f"and the right width for {len(OTHER_SIZES)} other sizes too (768 // 12 = 64 is BERT-base's).")
 
 
-# ------------------------------------------------------------------------------ 11.2 weight rows of one head
+# ------------------------------------------------------------------------------ exercise 11.3: weight rows of one head
 
 
 def _weights_cases(q_proj: torch.nn.Linear, num_heads: int) -> list[tuple[Tensor, Tensor, int]]:
@@ -135,7 +135,7 @@ def check_head_weights(answer: Callable[..., tuple[Tensor, Tensor]], q_proj: tor
                    f"{max(diffs) < 1e-5}): head h is made by its own {weight.shape[0] // num_heads} rows of the projection.")
 
 
-# ------------------------------------------------------------------------------ 11.3 the keep mask of a padded batch
+# ------------------------------------------------------------------------------ exercise 11.4: the keep mask of a padded batch
 
 
 def _mask_cases(attention_mask: Tensor) -> list[Tensor]:
@@ -178,7 +178,7 @@ def check_keep_mask(answer: Callable[[Tensor], Tensor], attention_mask: Tensor) 
     return correct("True for every real key, False for every [PAD], one row per sequence shared by all its queries.")
 
 
-# ------------------------------------------------------------------------------ 11.4 predict: padding
+# ------------------------------------------------------------------------------ exercise 11.1 (predict): padding
 
 
 @prediction_checker
