@@ -71,7 +71,8 @@ _MPL_DIR: list[Path] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Give this session's kernels a matplotlib folder of their own, its font cache built up front.
+    """Give this session's kernels a matplotlib folder of their own, its font cache built up front;
+    draw with the Agg backend in this process.
 
     The font cache in the user's home lists font files by path, including the ones inside whichever
     virtual environment wrote it last. When that environment is gone (a deleted clone, a rebuilt
@@ -83,13 +84,16 @@ def pytest_configure(config: pytest.Config) -> None:
     import sys
     import tempfile
 
-    if config.option.collectonly or "MPLCONFIGDIR" in os.environ:
-        return
-    folder = Path(tempfile.mkdtemp(prefix="attn-mpl-"))
-    os.environ["MPLCONFIGDIR"] = str(folder)
-    subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], check=True, capture_output=True,
-                   env={k: v for k, v in os.environ.items() if k not in LEAKY_ENV_VARS})
-    _MPL_DIR.append(folder)
+    if not config.option.collectonly and "MPLCONFIGDIR" not in os.environ:
+        folder = Path(tempfile.mkdtemp(prefix="attn-mpl-"))
+        os.environ["MPLCONFIGDIR"] = str(folder)
+        subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], check=True, capture_output=True,
+                       env={k: v for k, v in os.environ.items() if k not in LEAKY_ENV_VARS})
+        _MPL_DIR.append(folder)
+    # Once for the whole suite, before any test module imports pyplot: tests draw in this process, off screen.
+    import matplotlib
+
+    matplotlib.use("Agg")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -3,19 +3,15 @@ grouped-query attention, and the measuring tools; plus plotting.growth_plot."""
 
 from __future__ import annotations
 
-import matplotlib
+import math
 
-matplotlib.use("Agg")
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-import math  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from attn_helpers import (  # noqa: E402
+from attn_helpers import (
     KVCache,
     MultiHeadAttention,
     TensorMemoryTracker,

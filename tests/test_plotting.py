@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import warnings
 
-import matplotlib
 
-matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+from matplotlib.figure import Figure
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from attn_helpers import plotting  # noqa: E402
+from attn_helpers import plotting
 
 TOKENS = ["the", "cat", "sat", "on", "the", "mat"]
 SENTENCE = ("the cat sat on the mat because it was warm and the dog slept by the door while rain fell "

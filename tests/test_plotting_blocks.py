@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import matplotlib
+import matplotlib.pyplot as plt
+from matplotlib.colors import to_rgba
+import numpy as np
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from attn_helpers import plotting, split_heads  # noqa: E402
+from attn_helpers import plotting, split_heads
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +32,7 @@ def test_block_heatmap_rows_and_custom_colours():
     plotting.block_heatmap(np.ones((6, 3)), row_blocks=[("q", 2), ("k", 2), ("v", 2)], block_colours=["red", "green", "blue"],
                            ax=ax, colorbar=False)
     colours = [p.get_facecolor() for p in ax.patches]
-    assert colours == [matplotlib.colors.to_rgba(c) for c in ("red", "green", "blue")]
+    assert colours == [to_rgba(c) for c in ("red", "green", "blue")]
 
 
 @pytest.mark.parametrize(

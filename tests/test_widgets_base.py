@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import matplotlib
+import ipywidgets as W
+import pytest
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-import ipywidgets as W  # noqa: E402
-import pytest  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from attn_helpers.widgets import Explorer, InvalidCombination  # noqa: E402
+from attn_helpers.widgets import Explorer, InvalidCombination
 
 
 class Tiny(Explorer):

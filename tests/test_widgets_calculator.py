@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-from attn_helpers.measure import attention_flops, attention_parameters  # noqa: E402
-from attn_helpers.widgets import LayerCalculator  # noqa: E402
+from attn_helpers.measure import attention_flops, attention_parameters
+from attn_helpers.widgets import LayerCalculator
 
 
 def test_moving_a_slider_redraws_the_picture_and_the_status_line():

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from attn_helpers import widgets  # noqa: E402
-from attn_helpers.widgets import HeadsExplorer  # noqa: E402
-from widget_support import PNG_SIGNATURE, full_render_differs  # noqa: E402
+from attn_helpers import widgets
+from attn_helpers.widgets import HeadsExplorer
+from widget_support import PNG_SIGNATURE, full_render_differs
 
 
 @pytest.fixture

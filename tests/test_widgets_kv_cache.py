@@ -3,16 +3,11 @@ picture and the status line, the numbers are kv_cache_bytes', and an impossible 
 
 from __future__ import annotations
 
-import matplotlib
+import pytest
 
-matplotlib.use("Agg")
-
-
-import pytest  # noqa: E402
-
-from attn_helpers import kv_cache_bytes  # noqa: E402
-from attn_helpers.widgets import KVCacheCalculator  # noqa: E402
-from attn_helpers.widgets.kv_cache import format_bytes  # noqa: E402
+from attn_helpers import kv_cache_bytes
+from attn_helpers.widgets import KVCacheCalculator
+from attn_helpers.widgets.kv_cache import format_bytes
 
 DEFAULTS = dict(num_heads=64, kv_groups=8, num_layers=80, seq_len=4096, dtype_bytes=2)
 

@@ -3,24 +3,20 @@ line in the form the browser tests parse, the numbers are apply_rope's, and bad 
 
 from __future__ import annotations
 
-import matplotlib
+import math
+import re
+import sys
+from pathlib import Path
 
-matplotlib.use("Agg")
+import pytest
+import torch
 
-import math  # noqa: E402
-import re  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from attn_helpers import apply_rope, rope_frequencies  # noqa: E402
-from attn_helpers.widgets import Explorer, RopeExplorer  # noqa: E402
-from attn_helpers.widgets.rope import KEY_POSITION  # noqa: E402
+from attn_helpers import apply_rope, rope_frequencies
+from attn_helpers.widgets import Explorer, RopeExplorer
+from attn_helpers.widgets.rope import KEY_POSITION
 
 sys.path.insert(0, str(Path(__file__).parent))
-from browser_support import parse_status  # noqa: E402
+from browser_support import parse_status
 
 
 @pytest.fixture(scope="module")

@@ -3,15 +3,11 @@ line, the impossible combination is explained in words, and the numbers match th
 
 from __future__ import annotations
 
-import matplotlib
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from attn_helpers import signal_through_stack  # noqa: E402
-from attn_helpers.widgets import SkipExplorer  # noqa: E402
+from attn_helpers import signal_through_stack
+from attn_helpers.widgets import SkipExplorer
 
 
 @pytest.fixture(scope="module")

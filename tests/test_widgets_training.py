@@ -2,16 +2,12 @@
 picture and the status line, a step a run did not record is explained in words, the progress bar
 counts every step of every run, and the static pictures draw."""
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pytest
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-
-from attn_helpers import widgets  # noqa: E402
-from attn_helpers.training import LookupTask, PreviousTokenTask, TrainConfig, train_many  # noqa: E402
-from widget_support import full_render_differs  # noqa: E402
+from attn_helpers import widgets
+from attn_helpers.training import LookupTask, PreviousTokenTask, TrainConfig, train_many
+from widget_support import full_render_differs
 
 CONFIG = TrainConfig(steps=20, snapshot_every=5, held_out=32)
 JOBS = {
