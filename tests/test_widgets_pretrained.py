@@ -2,15 +2,12 @@
 the status line, a new sentence redraws it with its own tokens, an empty or too long sentence is
 explained in words (never a traceback), and the shares it shows are those of ``attention_shares``."""
 
-import matplotlib
 
-matplotlib.use("Agg")
+import pytest
+import torch
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from attn_helpers import BertEncoder, attention_shares, widgets  # noqa: E402
-from attn_helpers.pretrained import load_from_package, packaged_model_available  # noqa: E402
+from attn_helpers import BertEncoder, attention_shares, widgets
+from attn_helpers.pretrained import load_from_package, packaged_model_available
 
 
 @pytest.fixture(scope="module")
