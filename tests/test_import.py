@@ -46,3 +46,26 @@ def test_submodules_load_lazily_on_first_attribute_access(clean_env):
     result = run(code, clean_env)
     assert result.stdout.strip() == "module 'attn_helpers' has no attribute 'no_such_thing'"
     assert result.stderr == ""
+
+
+def _modules_of(package) -> list:
+    """Every topic module of ``package`` (not the private ``_*`` ones), imported."""
+    import importlib
+    import pkgutil
+
+    return [importlib.import_module(f"{package.__name__}.{info.name}")
+            for info in pkgutil.iter_modules(package.__path__) if not info.name.startswith("_")]
+
+
+def test_widgets_and_checks_export_every_name_of_every_topic_module():
+    """The packages list their exports by hand (so readers and type checkers see them): none forgotten."""
+    from attn_helpers import checks, widgets
+
+    for package in (widgets, checks):
+        for module in _modules_of(package):
+            assert hasattr(module, "__all__"), f"{module.__name__} has no __all__"
+            missing = [name for name in module.__all__ if name not in package.__all__]
+            assert not missing, f"{package.__name__}/__init__.py does not export {missing} of {module.__name__}"
+            for name in module.__all__:
+                assert getattr(package, name) is getattr(module, name), f"{package.__name__}.{name}"
+        assert len(set(package.__all__)) == len(package.__all__), f"{package.__name__}.__all__ repeats a name"

@@ -24,12 +24,12 @@ def test_is_exported_by_the_widgets_package():
 def test_default_explorer_shows_a_picture_and_its_values(explorer):
     assert explorer.valid
     assert bytes(explorer.image.value).startswith(PNG_SIGNATURE)
-    assert explorer.last_status == "num_heads=4 chan=64 tokens=8 | head_dim = 64/4 = 16; weights [1, 4, 8, 8]"
+    assert explorer.last_status == "num_heads=4 chan=64 tokens=8 | head_dim = 64 // 4 = 16; weights [1, 4, 8, 8]"
     assert len(explorer.images) == 4
 
 
 def test_repr_is_one_stable_line_and_is_the_text_nbval_compares(explorer):
-    expected = "HeadsExplorer(num_heads=4 chan=64 tokens=8 | head_dim = 64/4 = 16; weights [1, 4, 8, 8])"
+    expected = "HeadsExplorer(num_heads=4 chan=64 tokens=8 | head_dim = 64 // 4 = 16; weights [1, 4, 8, 8])"
     assert repr(explorer) == expected
     assert repr(HeadsExplorer()) == expected  # a second one prints the same
     assert explorer._repr_mimebundle_()["text/plain"] == expected
@@ -48,13 +48,13 @@ def test_moving_each_slider_changes_the_picture_and_the_status_line(explorer, na
 def test_moving_a_control_directly_as_the_browser_does_refreshes(explorer):
     before = explorer.image.value
     explorer.controls["chan"].value = 96
-    assert explorer.last_status.startswith("num_heads=4 chan=96 tokens=8 | head_dim = 96/4 = 24")
+    assert explorer.last_status.startswith("num_heads=4 chan=96 tokens=8 | head_dim = 96 // 4 = 24")
     assert explorer.image.value != before
 
 
 def test_the_status_names_the_new_values_after_several_moves(explorer):
     explorer.set(num_heads=8, chan=128, tokens=16)
-    assert explorer.last_status == "num_heads=8 chan=128 tokens=16 | head_dim = 128/8 = 16; weights [1, 8, 16, 16]"
+    assert explorer.last_status == "num_heads=8 chan=128 tokens=16 | head_dim = 128 // 8 = 16; weights [1, 8, 16, 16]"
     assert len(explorer.images) == 8
 
 
@@ -76,7 +76,7 @@ def test_returning_to_a_valid_combination_recovers(explorer):
     assert not explorer.valid
     explorer.set(num_heads=2)
     assert explorer.valid
-    assert explorer.last_status.startswith("num_heads=2 chan=64 tokens=8 | head_dim = 64/2 = 32")
+    assert explorer.last_status.startswith("num_heads=2 chan=64 tokens=8 | head_dim = 64 // 2 = 32")
     assert explorer.image.layout.visibility == "visible"
     assert len(explorer.images) == 2
 
@@ -84,7 +84,7 @@ def test_returning_to_a_valid_combination_recovers(explorer):
 def test_head_dim_of_one_is_a_valid_combination(explorer):
     explorer.set(chan=8, num_heads=8)
     assert explorer.valid
-    assert "head_dim = 8/8 = 1;" in explorer.last_status
+    assert "head_dim = 8 // 8 = 1;" in explorer.last_status
 
 
 def test_an_impossible_first_combination_shows_the_message_not_an_exception():

@@ -2,18 +2,14 @@
 changes the picture and the status line of row sums, each convention answers a fully masked row in
 its own way, temperature 0 is explained in words, and the global RNG is left alone."""
 
-import matplotlib
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from attn_helpers import attention_scores, causal_mask, scaled_dot_product_attention  # noqa: E402
-from attn_helpers.plotting import NAN_COLOUR, cmap_with_nan  # noqa: E402
-from attn_helpers.widgets import MaskExplorer  # noqa: E402
-from attn_helpers.widgets.masking import CONVENTIONS, MASK_TYPES, keep_mask, masked_weights  # noqa: E402
-from widget_support import full_render_differs  # noqa: E402
+from attn_helpers import attention_scores, causal_mask, scaled_dot_product_attention
+from attn_helpers.plotting import NAN_COLOUR, cmap_with_nan
+from attn_helpers.widgets import MaskExplorer
+from attn_helpers.widgets.masking import CONVENTIONS, MASK_TYPES, keep_mask, masked_weights
+from widget_support import full_render_differs
 
 
 @pytest.fixture
@@ -124,6 +120,7 @@ def test_masked_weights_temperature_divides_the_scores():
 
 
 def test_cmap_with_nan_paints_nan_grey():
+    import matplotlib
     import matplotlib.colors as mcolors
 
     cmap = cmap_with_nan()
@@ -145,7 +142,6 @@ def test_cmap_with_nan_paints_infinities_grey_so_annotations_stay_readable():
     texts = {t.get_text(): t.get_color() for t in ax.texts}
     assert texts["-inf"] == "black" and texts["nan"] == "black"  # dark text on the light grey
     plt.close(fig)
-
 
 
 def test_fast_redraw_shows_the_same_picture_as_a_full_render(explorer):

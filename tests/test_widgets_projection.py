@@ -1,15 +1,11 @@
 """ProjectionExplorer (lesson 01) driven without a browser: every control changes the picture and
 the status line, an impossible head count is explained in words, and the global RNG is left alone."""
 
-import matplotlib
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from attn_helpers.widgets import ProjectionExplorer  # noqa: E402
-from attn_helpers.widgets.projection import SENTENCE, sentence_embeddings  # noqa: E402
+from attn_helpers.widgets import ProjectionExplorer
+from attn_helpers.widgets.projection import SENTENCE, sentence_embeddings
 
 
 @pytest.fixture
@@ -78,7 +74,6 @@ def test_custom_tokens_and_empty_tokens():
     assert "x [1, 3, 5]" in e.last_status
     with pytest.raises(ValueError, match="at least one token"):
         ProjectionExplorer([])
-
 
 
 def test_running_example_words_use_the_series_embedding_table():

@@ -1,18 +1,14 @@
 """ScalingExplorer (lesson 02) driven without a browser: every control changes the picture and the
 status line, a zero temperature is explained in words, and the numbers follow the lesson's claims."""
 
-import matplotlib
+import math
+import re
 
-matplotlib.use("Agg")
+import pytest
+import torch
 
-import math  # noqa: E402
-import re  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from attn_helpers.widgets import ScalingExplorer  # noqa: E402
-from attn_helpers.widgets.scaling import scaled_logits  # noqa: E402
+from attn_helpers.widgets import ScalingExplorer
+from attn_helpers.widgets.scaling import scaled_logits
 
 
 def _status_number(explorer, name):

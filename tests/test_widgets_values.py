@@ -2,19 +2,15 @@
 picking a query, the temperature and the mask change the picture and the status line, the selected
 output is the weighted average of the values, temperature 0 is explained in words."""
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from attn_helpers.plotting import convex_hull, values_plot  # noqa: E402
-from attn_helpers.widgets import ValuesExplorer  # noqa: E402
-from attn_helpers.widgets.values import weights_and_outputs  # noqa: E402
-from widget_support import full_render_differs  # noqa: E402
+from attn_helpers.plotting import convex_hull, values_plot
+from attn_helpers.widgets import ValuesExplorer
+from attn_helpers.widgets.values import weights_and_outputs
+from widget_support import full_render_differs
 
 
 @pytest.fixture

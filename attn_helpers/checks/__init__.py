@@ -4,24 +4,114 @@ Correct; or not yet, with what differs (shape, values, a likely cause such as a 
 missing scale or the wrong softmax axis) and a hint. ``None`` prints "not attempted yet". A checker
 computes the right answer from the exercise's inputs; nothing is hard-coded.
 
-Each lesson's checkers live in a module of this package named after its topic; every public
-``check_*`` function of those modules is available here.
+Each lesson's checkers live in a module of this package named after its topic; every name in those
+modules' ``__all__`` is imported here by name (tests/test_import.py checks that none is missing).
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from ._core import NOT_ATTEMPTED, Verdict, checker, compare_tensors
+from .efficient import check_kv_cache_size, check_online_softmax_step, check_repeat_kv
+from .heads import check_head_shapes, check_merge_heads, check_split_heads, check_split_line
+from .layer import (
+    SUSPECT_LAYER,
+    SuspectLine,
+    check_mha_head_scale,
+    check_mha_parameter_count,
+    check_suspect_lines,
+    check_traced_shape,
+    numbered_listing,
+)
+from .masking import (
+    check_additive_mask,
+    check_causal_blocked_mask,
+    check_convention_prediction,
+    check_masked_row_prediction,
+    check_padding_keep_mask,
+    check_softmax_axis,
+)
+from .orientation import check_head_dim, check_largest_key, check_scores_shape, check_self_attention_weights
+from .positions import check_pair_rotation, check_rotated_tensors, check_shuffle_prediction
+from .pretrained import check_config_head_dim, check_head_weights, check_keep_mask, check_padding_prediction
+from .projection import check_key_layer, check_qkv_shape, check_split_qkv, check_weight_shape_prediction
+from .scaling import check_row_entropy, check_scaled_scores, check_score_variance, check_trend_prediction
+from .skip import check_merged_v_shape, check_residual_line, check_skip_through_v
+from .training import check_pattern_match, check_previous_token_pattern, check_slowest_run
+from .values import (
+    check_attention_function,
+    check_cross_attention_shape,
+    check_midpoint_weights,
+    check_output_shape_prediction,
+    check_weighted_sum_row,
+    check_weighted_values,
+)
 
-__all__ = ["NOT_ATTEMPTED", "Verdict", "checker", "compare_tensors"]
-
-for _info in pkgutil.iter_modules(__path__):
-    if _info.name.startswith("_"):
-        continue
-    _module = importlib.import_module(f".{_info.name}", __name__)
-    for _name in dir(_module):
-        if _name.startswith("check_"):
-            globals()[_name] = getattr(_module, _name)
-            __all__.append(_name)
+__all__ = [
+    "NOT_ATTEMPTED",
+    "Verdict",
+    "checker",
+    "compare_tensors",
+    # efficient
+    "check_online_softmax_step",
+    "check_kv_cache_size",
+    "check_repeat_kv",
+    # heads
+    "check_split_heads",
+    "check_merge_heads",
+    "check_head_shapes",
+    "check_split_line",
+    # layer
+    "SuspectLine",
+    "SUSPECT_LAYER",
+    "numbered_listing",
+    "check_traced_shape",
+    "check_mha_parameter_count",
+    "check_mha_head_scale",
+    "check_suspect_lines",
+    # masking
+    "check_additive_mask",
+    "check_causal_blocked_mask",
+    "check_convention_prediction",
+    "check_masked_row_prediction",
+    "check_padding_keep_mask",
+    "check_softmax_axis",
+    # orientation
+    "check_head_dim",
+    "check_largest_key",
+    "check_scores_shape",
+    "check_self_attention_weights",
+    # positions
+    "check_shuffle_prediction",
+    "check_pair_rotation",
+    "check_rotated_tensors",
+    # pretrained
+    "check_config_head_dim",
+    "check_head_weights",
+    "check_keep_mask",
+    "check_padding_prediction",
+    # projection
+    "check_qkv_shape",
+    "check_split_qkv",
+    "check_key_layer",
+    "check_weight_shape_prediction",
+    # scaling
+    "check_scaled_scores",
+    "check_score_variance",
+    "check_row_entropy",
+    "check_trend_prediction",
+    # skip
+    "check_skip_through_v",
+    "check_merged_v_shape",
+    "check_residual_line",
+    # training
+    "check_previous_token_pattern",
+    "check_pattern_match",
+    "check_slowest_run",
+    # values
+    "check_attention_function",
+    "check_cross_attention_shape",
+    "check_midpoint_weights",
+    "check_output_shape_prediction",
+    "check_weighted_sum_row",
+    "check_weighted_values",
+]

@@ -150,7 +150,7 @@ class HeadsExplorer(BlitExplorer):
         for image, head in zip(self.images, weights):
             image.set_data(head)
         head_dim = chan // num_heads
-        return f"head_dim = {chan}/{num_heads} = {head_dim}; weights {list(self._inter['weights'].shape)}"
+        return f"head_dim = {chan} // {num_heads} = {head_dim}; weights {list(self._inter['weights'].shape)}"
 
     def table(self, num_heads: int, chan: int, tokens: int) -> str:
         return shape_table_html(self._inter, Attention.AXES)
