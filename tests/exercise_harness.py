@@ -10,8 +10,8 @@ Conventions every lesson follows (tests/test_exercises.py enforces them):
 - A "predict before you run" exercise has no checker call in its own cell: the learner writes a
   prediction, and the *next* code cell computes the real thing and calls the checker. Such an
   exercise runs as the two cells together (its solution block sits between them).
-- Each lesson's test file ``tests/test_exercises_<NN>.py`` defines ``WRONG_ANSWERS``: exercise id ->
-  (code replacing the ``None`` line, a piece of the hint the checker must print for it).
+- ``tests/exercise_data.py`` holds ``WRONG_ANSWERS[<lesson prefix>]``: exercise id -> (code replacing
+  the ``None`` line, a piece of the hint the checker must print for it).
 
 The notebook's code cells run once, in order, in one namespace in this process (matplotlib on Agg);
 each exercise is then re-run on a copy of the namespace as it was just before that cell.

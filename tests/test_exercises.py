@@ -1,13 +1,11 @@
 """Every "check yourself" exercise: its solution is accepted, ``None`` is "not attempted yet", and a
-typical wrong answer (from the lesson's ``tests/test_exercises_<NN>.py``) is rejected with its hint."""
+typical wrong answer (``tests/exercise_data.py``) is rejected with its hint."""
 
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
-
 import pytest
 
+from exercise_data import WRONG_ANSWERS
 from exercise_harness import CORRECT, NOT_ATTEMPTED, NOT_YET, NOTEBOOKS, exercises
 
 LESSONS = sorted(p.name for p in NOTEBOOKS.glob("[0-9][0-9]*_*.ipynb"))
@@ -19,10 +17,7 @@ def _prefix(notebook: str) -> str:
 
 
 def _wrong_answers(notebook: str) -> dict[str, tuple[str, str]]:
-    module = f"test_exercises_{_prefix(notebook)}"
-    if not (Path(__file__).parent / f"{module}.py").exists():
-        return {}
-    return importlib.import_module(module).WRONG_ANSWERS
+    return WRONG_ANSWERS.get(_prefix(notebook), {})
 
 
 def _cases() -> list:
@@ -43,7 +38,8 @@ def test_every_lesson_has_at_least_two_exercises_each_with_a_wrong_answer_case(n
     found = exercises(notebook)
     assert len(found) >= 2, f"{notebook} has {len(found)} exercises; every lesson has at least two"
     missing = sorted(set(found) - set(_wrong_answers(notebook)))
-    assert not missing, f"{notebook}: exercises {missing} have no typical wrong answer in tests/test_exercises_{_prefix(notebook)}.py"
+    assert not missing, (f"{notebook}: exercises {missing} have no typical wrong answer in tests/exercise_data.py "
+                         f"(WRONG_ANSWERS[{_prefix(notebook)!r}])")
 
 
 @pytest.mark.parametrize(("notebook", "ex_id"), _cases())

@@ -1,25 +1,9 @@
-"""Typical wrong answers for the exercises of 01 · QKV projection (used by tests/test_exercises.py),
-and the lesson's checkers' other verdicts."""
+"""The checkers of 01 · QKV projection: verdicts beyond the exercise tests' solution, None and typical wrong answer."""
 
 import torch
 from torch import nn
 
 from attn_helpers import checks
-
-WRONG_ANSWERS = {
-    # the weight written as (in, out): nn.Linear stores (out_features, in_features)
-    "1.1": ("prediction = (49, 192)", "(out_features, in_features)"),
-    "1.2": ("answer = (4, 10, 48)", "3 × chan wide"),
-    "1.3": ("answer = qkv_ex.reshape(2, 3, 4, 3).unbind(-1)", "interleaves the features"),
-    "1.4": (
-        "to_k_ex = nn.Linear(6, 4)\n"
-        "with torch.no_grad():\n"
-        "    to_k_ex.weight.copy_(fused_ex.weight[0:4])\n"
-        "    to_k_ex.bias.copy_(fused_ex.bias[0:4])\n"
-        "answer = to_k_ex",
-        "the keys are the second block",
-    ),
-}
 
 
 # -- check_qkv_shape ----------------------------------------------------------------------------

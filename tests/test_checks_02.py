@@ -1,21 +1,11 @@
-"""Typical wrong answers for the exercises of 02 · Scores and scaling (used by tests/test_exercises.py),
-the lesson's checkers' other verdicts, and the softmax measurements it adds to attn_helpers.attention."""
+"""The checkers of 02 · Scores and scaling: verdicts beyond the exercise tests' solution, None and typical wrong answer."""
 
 import math
 
 import pytest
 import torch
 
-from attn_helpers import attention_entropy, checks, softmax_grad_norm, softmax_statistics
-
-WRONG_ANSWERS = {
-    # the softmax of a spread-out row puts more weight on its largest entry, not less
-    "2.1": ('prediction = "falls"', "more of its weight on its largest entry"),
-    "2.2": ("answer = q_ex @ k_ex.transpose(-2, -1)", "divide the dot products by sqrt(d_k)"),
-    # right for unit-variance entries, not for these
-    "2.3": ("answer = 72", "variances 0.5 and 0.5"),
-    "2.4": ("answer = (w_ex * torch.log(w_ex)).sum()", "minus"),
-}
+from attn_helpers import attention_entropy, checks
 
 
 def _qk(n_q=5, n_k=5, d_k=8, seed=0):
@@ -125,43 +115,3 @@ def test_row_entropy_names_typical_mistakes(make, words):
 
 
 # -- softmax_grad_norm and softmax_statistics ---------------------------------------------------
-
-def test_softmax_grad_norm_equals_autograd():
-    g = torch.Generator().manual_seed(0)
-    scores = (torch.randn(3, 4, 6, generator=g) * 3).requires_grad_()
-    upstream = torch.randn(3, 4, 6, generator=g)
-    (torch.softmax(scores, dim=-1) * upstream).sum().backward()
-    torch.testing.assert_close(softmax_grad_norm(scores.detach(), upstream), scores.grad.norm(dim=-1))
-
-
-def test_softmax_grad_norm_vanishes_for_saturated_rows():
-    scores = torch.tensor([[100.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
-    upstream = torch.tensor([[1.0, -2.0, 3.0], [1.0, -2.0, 3.0]])
-    norms = softmax_grad_norm(scores, upstream)
-    assert norms.shape == (2,)
-    assert norms[0] < 1e-6 < norms[1]
-
-
-def test_softmax_grad_norm_rejects_mismatched_shapes():
-    with pytest.raises(ValueError, match=r"upstream must have the shape of scores.*\[2, 3\].*\[3, 2\]"):
-        softmax_grad_norm(torch.zeros(2, 3), torch.zeros(3, 2))
-    with pytest.raises(TypeError, match="scores must be a floating-point tensor"):
-        softmax_grad_norm(torch.zeros(2, 3, dtype=torch.long), torch.zeros(2, 3))
-
-
-def test_softmax_statistics_uniform_and_one_hot_rows():
-    uniform = softmax_statistics(torch.zeros(5, 8))
-    assert uniform["variance"] == 0.0 and "grad_norm" not in uniform
-    assert math.isclose(uniform["max_weight"], 1 / 8, rel_tol=1e-6)
-    assert math.isclose(uniform["entropy"], math.log(8), rel_tol=1e-6)
-    peaked = softmax_statistics(torch.tensor([[50.0, 0.0, 0.0]]), torch.tensor([[1.0, 2.0, 3.0]]))
-    assert peaked["max_weight"] > 0.999 and peaked["entropy"] < 1e-6 and peaked["grad_norm"] < 1e-6
-
-
-def test_softmax_statistics_variance_grows_with_d_k_and_scaling_undoes_it():
-    g = torch.Generator().manual_seed(1)
-    for d_k in (16, 256):
-        q, k = torch.randn(8, 64, d_k, generator=g), torch.randn(8, 64, d_k, generator=g)
-        raw = q @ k.mT
-        assert abs(softmax_statistics(raw)["variance"] / d_k - 1) < 0.1
-        assert abs(softmax_statistics(raw / math.sqrt(d_k))["variance"] - 1) < 0.1

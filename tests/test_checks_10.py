@@ -1,5 +1,4 @@
-"""Typical wrong answers for the exercises of 10 · Positions (used by tests/test_exercises.py), and the
-positions checkers' other verdicts."""
+"""The checkers of 10 · Positions: verdicts beyond the exercise tests' solution, None and typical wrong answer."""
 
 import io
 from contextlib import redirect_stdout
@@ -8,15 +7,6 @@ import torch
 
 from attn_helpers import Attention, RotaryAttention, causal_mask, permute_tokens
 from attn_helpers import checks
-
-WRONG_ANSWERS = {
-    # "a mask only hides keys, so a shuffle still only reorders": it keeps keys by slot, so each query sees another set
-    "10.1": ('prediction = "reordered"', "allowed to see"),
-    # the signs of the sines swapped: the pair turns clockwise
-    "10.2": ("answer = lambda a, b, angle: (a * torch.cos(angle) + b * torch.sin(angle), "
-             "-a * torch.sin(angle) + b * torch.cos(angle))", "a_rot = a cos(angle) - b sin(angle)"),
-    "10.3": ('answer = {"q", "k", "v"}', "v is the content"),
-}
 
 
 def _outputs(layer, perm):

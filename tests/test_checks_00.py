@@ -1,5 +1,4 @@
-"""Typical wrong answers for the exercises of 00 · Orientation (used by tests/test_exercises.py),
-and the orientation checkers' other verdicts."""
+"""The checkers of 00 · Orientation: verdicts beyond the exercise tests' solution, None and typical wrong answer."""
 
 import io
 from contextlib import redirect_stdout
@@ -8,13 +7,6 @@ import torch
 
 from attn_helpers import checks
 
-WRONG_ANSWERS = {
-    # the query's own key points its way, but a longer key has the larger dot product
-    "0.1": ('prediction = "cat"', "compare the lengths"),
-    "0.2": ("answer = [8, 20, 2, 20]", "heads come before the tokens"),
-    # the scores were not divided by sqrt(d_k)
-    "0.3": ("weights_ex = torch.softmax(x_ex @ x_ex.mT, dim=-1)", "math.sqrt(3)"),
-}
 
 X = torch.tensor([[0.1, 0.0], [1.0, 0.2], [0.9, 1.0], [0.0, 0.8]])
 TOKENS = ["the", "cat", "sat", "down"]

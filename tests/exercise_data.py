@@ -1,0 +1,133 @@
+"""The typical wrong answer of every "check yourself" exercise, one lesson per entry.
+
+``WRONG_ANSWERS[prefix][exercise id] = (code that replaces the exercise's ``<name> = None`` line, a piece
+of the hint the checker must print for it)``; the prefix is the notebook's (``03a`` for the appendix).
+``tests/test_exercises.py`` runs each one, with the exercise's hidden solution and with ``None``.
+"""
+
+WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
+    # 00 · Orientation
+    "00": {
+        # the query's own key points its way, but a longer key has the larger dot product
+        "0.1": ('prediction = "cat"', "compare the lengths"),
+        "0.2": ("answer = [8, 20, 2, 20]", "heads come before the tokens"),
+        # the scores were not divided by sqrt(d_k)
+        "0.3": ("weights_ex = torch.softmax(x_ex @ x_ex.mT, dim=-1)", "math.sqrt(3)"),
+    },
+    # 01 · QKV projection
+    "01": {
+        # the weight written as (in, out): nn.Linear stores (out_features, in_features)
+        "1.1": ("prediction = (49, 192)", "(out_features, in_features)"),
+        "1.2": ("answer = (4, 10, 48)", "3 × chan wide"),
+        "1.3": ("answer = qkv_ex.reshape(2, 3, 4, 3).unbind(-1)", "interleaves the features"),
+        "1.4": (
+            "to_k_ex = nn.Linear(6, 4)\n"
+            "with torch.no_grad():\n"
+            "    to_k_ex.weight.copy_(fused_ex.weight[0:4])\n"
+            "    to_k_ex.bias.copy_(fused_ex.bias[0:4])\n"
+            "answer = to_k_ex",
+            "the keys are the second block",
+        ),
+    },
+    # 02 · Scores and scaling
+    "02": {
+        # the softmax of a spread-out row puts more weight on its largest entry, not less
+        "2.1": ('prediction = "falls"', "more of its weight on its largest entry"),
+        "2.2": ("answer = q_ex @ k_ex.transpose(-2, -1)", "divide the dot products by sqrt(d_k)"),
+        # right for unit-variance entries, not for these
+        "2.3": ("answer = 72", "variances 0.5 and 0.5"),
+        "2.4": ("answer = (w_ex * torch.log(w_ex)).sum()", "minus"),
+    },
+    # 03 · Softmax and masks
+    "03": {
+        # every exp(-inf) is 0, so the softmax divides 0 by 0: NaN, not zeros
+        "3.1": ('prediction = "zeros"', "divides 0 by 0"),
+        # the words-first layout of padding_mask (section 3.4.2), but these sentences are padded on the left
+        "3.2": ("keep_ex = (torch.arange(n)[None, :] < lengths_ex[:, None])[:, None, :]", "right-padded"),
+        # softmax over the queries: every column sums to one instead of every row
+        "3.3": ("weights_ex = torch.softmax(scores_ex, dim=-2)", "use dim=-1"),
+    },
+    # 03a · Mask conventions
+    "03a": {
+        # SDPA reproduced our output only with the keep mask
+        "3.4": ('prediction = "blocked"', "which mask reproduced our output"),
+        # the "True = keep" mask handed to masked_fill: it would block the past and keep the future
+        "3.5": ("blocked_causal = torch.ones(n, n, dtype=torch.bool).tril()", "invert the keep mask"),
+        # a multiplicative 1/0 mask added to the scores blocks nothing
+        "3.6": ("additive_ex = keep_ex.float()", "blocks nothing"),
+    },
+    # 04 · Weighted values and cross-attention
+    "04": {
+        # one output per key instead of one per query
+        "4.1": ("prediction = (3, 50, 256)", "one output per QUERY"),
+        # the scores not divided by sqrt(d_k)
+        "4.2": (
+            "def my_attention(q, k, v, mask=None):\n"
+            "    scores = q @ k.mT\n"
+            "    if mask is not None:\n"
+            "        scores = scores.masked_fill(~mask, float('-inf'))\n"
+            "    return torch.softmax(scores, dim=-1) @ v\n"
+            "attention_fn = my_attention",
+            "math.sqrt(d_k)",
+        ),
+        # the plain average of all six values, not the midpoint of two
+        "4.3": ("w_ex = torch.ones(6) / 6", "put 0.5 on keys 1 and 5"),
+    },
+    # 05 · Multi-head reshaping
+    "05": {
+        "5.1": ("answer = x_ex.reshape(2, H_ex, 4, 6 // H_ex)", "first split the last axis"),
+        "5.2": ("answer = heads_ex.reshape(2, 4, 6)", "first transpose(1, 2)"),
+        "5.3": ('answer = {"head_dim": 8, "qkv_heads": [3, 13, 6, 100, 8], "scores": [13, 6, 100, 100]}',
+                "not the input width dim=49"),
+        "5.4": ('answer = "a"', "split the last axis first"),
+    },
+    # 06 · Output projection and skip connection
+    "06": {
+        "6.1": ("answer = projected_ex + v_ex.reshape(2, 5, 8)", "transpose(1, 2) first"),
+        "6.2": ("answer = [13, 100, 4, 16]", "then reshape joins the last two axes"),
+        "6.3": ('answer = "a"', "both must have the same shape"),
+    },
+    # 07 · The complete layer
+    "07": {
+        # the shape right after the reshape, before permute(2, 0, 3, 1, 4)
+        "7.1": ("answer = (B, N, 3, 8, chan // 8)", "permute(2, 0, 3, 1, 4)"),
+        # the four weight matrices without their biases
+        "7.2": ("answer = 4 * d_feat * d_feat", "also has a bias"),
+        # seed 004's bug: the layer's width instead of the head's
+        "7.3": ("answer = 1 / math.sqrt(d_feat)", "not d_model"),
+        # two of the three buggy lines: the unused dropout argument is missed
+        "7.4": ("answer = {5, 13}", "every argument of __init__"),
+    },
+    # 08 · Watch attention learn
+    "08": {
+        "8.1": ("answer = torch.eye(6).roll(1, dims=1)", "one step to the LEFT"),
+        "8.2": ("answer = (weights10 * ideal).mean(dim=(-2, -1))", "sum over the keys"),
+        "8.3": ('answer = "no scaling"', "lowest final accuracy"),
+    },
+    # 09 · Efficient attention
+    "09": {
+        "9.1": ("answer = (3.0, (running_sum + torch.exp(new_block - 3.0).sum()).item())",
+                "rescale it with exp(running_max - new_max)"),
+        "9.2": ('answer = 2 * sizes["num_layers"] * sizes["num_heads"] * sizes["seq_len"] * sizes["head_dim"] * sizes["dtype_bytes"]',
+                "use G, not H"),
+        "9.3": ("answer = k_ex.repeat(1, 3, 1, 1)", "use repeat_interleave(3, dim=1)"),
+    },
+    # 10 · Positions
+    "10": {
+        # "a mask only hides keys, so a shuffle still only reorders": it keeps keys by slot, so each query sees another set
+        "10.1": ('prediction = "reordered"', "allowed to see"),
+        # the signs of the sines swapped: the pair turns clockwise
+        "10.2": ("answer = lambda a, b, angle: (a * torch.cos(angle) + b * torch.sin(angle), "
+                 "-a * torch.sin(angle) + b * torch.cos(angle))", "a_rot = a cos(angle) - b sin(angle)"),
+        "10.3": ('answer = {"q", "k", "v"}', "v is the content"),
+    },
+    # 11 · Inside a real pretrained transformer
+    "11": {
+        "11.1": ('prediction = "different"', "sets every [PAD] key's score to -inf"),
+        "11.2": ("def head_dim_of(config):\n    return 32\nanswer = head_dim_of", "not as a constant for this model"),
+        "11.3": ("def head_weights(weight, bias, h, num_heads):\n    return weight[h::num_heads], bias[h::num_heads]\n"
+                 "answer = head_weights", "contiguous block of rows"),
+        "11.4": ("def keep_mask(attention_mask):\n    return (attention_mask == 0)[:, None, :]\nanswer = keep_mask",
+                 "True = may attend"),
+    },
+}
