@@ -38,6 +38,7 @@ import torch
 from torch import Tensor, nn
 
 from .attention import Attention, attention_scores, merge_heads, scaled_dot_product_attention
+from .validation import check_tensor, shape_of
 
 __all__ = [
     "PAIRINGS",
@@ -58,20 +59,6 @@ DEFAULT_BASE = 10_000.0
 # --------------------------------------------------------------------------------------------
 # Input checks: every message names the argument and the shapes
 # --------------------------------------------------------------------------------------------
-
-def _shape(t: Tensor) -> list[int]:
-    return list(t.shape)
-
-
-def _check_float(name: str, x: object, min_ndim: int) -> Tensor:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if not x.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype} with shape {_shape(x)}")
-    if x.ndim < min_ndim:
-        raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {_shape(x)}")
-    return x
-
 
 def _check_even(name: str, size: int, where: str) -> int:
     if isinstance(size, bool) or not isinstance(size, int) or size < 2 or size % 2:
@@ -100,11 +87,11 @@ def _check_positions(positions: object, rows: torch.Size, device: torch.device) 
     n = rows[-1]
     if positions.shape[-1] != n:
         raise ValueError(f"positions must give one position per row of x: x has N={n} rows (x.shape[:-1] = "
-                         f"{list(rows)}), positions has shape {_shape(positions)}")
+                         f"{list(rows)}), positions has shape {shape_of(positions)}")
     lead, have = list(rows), list(positions.shape)
     fits = len(have) <= len(lead) and all(p in (1, r) for p, r in zip(reversed(have), reversed(lead)))
     if not fits:
-        raise ValueError(f"positions of shape {_shape(positions)} do not broadcast to x's rows {list(rows)}; for "
+        raise ValueError(f"positions of shape {shape_of(positions)} do not broadcast to x's rows {list(rows)}; for "
                          f"x (B, H, N, head_dim) pass (N,) or (B, 1, N), e.g. positions[:, None]")
     if positions.numel() and int(positions.min()) < 0:
         raise ValueError(f"positions must be token indices >= 0, got a smallest position of {int(positions.min())}")
@@ -140,8 +127,8 @@ def apply_rope(x: Tensor, positions: Tensor | Sequence[int], *, base: float = DE
     Angles are computed in float64 and the result has ``x``'s dtype. Applied to ``q`` and ``k`` (never
     ``v``), it makes ``rope(q, m) · rope(k, n)`` depend on the offset ``m - n`` only.
     """
-    x = _check_float("x", x, min_ndim=2)
-    head_dim = _check_even("head_dim", x.shape[-1], f" (the last dimension of x, shape {_shape(x)})")
+    x = check_tensor("x", x, min_ndim=2)
+    head_dim = _check_even("head_dim", x.shape[-1], f" (the last dimension of x, shape {shape_of(x)})")
     if pairing not in PAIRINGS:
         raise ValueError(f"pairing must be one of {list(PAIRINGS)}, got {pairing!r}")
     positions = _check_positions(positions, x.shape[:-1], x.device)  # (..., N)
@@ -163,14 +150,14 @@ def rope_pair_scores(q: Tensor, k: Tensor, offsets: Tensor | Sequence[int], *, b
     the score at each offset is the sum over the last axis. Pair ``i`` contributes
     ``|q_i| |k_i| cos(offset · θ_i + angle between k_i and q_i)``: it depends on the offset only.
     """
-    q = _check_float("q", q, min_ndim=1)
-    k = _check_float("k", k, min_ndim=1)
+    q = check_tensor("q", q, min_ndim=1)
+    k = check_tensor("k", k, min_ndim=1)
     if q.ndim != 1 or q.shape != k.shape:
-        raise ValueError(f"q and k must be single vectors of the same length (head_dim,), got q {_shape(q)} "
-                         f"and k {_shape(k)}")
+        raise ValueError(f"q and k must be single vectors of the same length (head_dim,), got q {shape_of(q)} "
+                         f"and k {shape_of(k)}")
     offsets = torch.as_tensor(offsets)
     if offsets.ndim != 1 or offsets.is_floating_point():
-        raise ValueError(f"offsets must be a 1-D tensor of integers, got {offsets.dtype} with shape {_shape(offsets)}")
+        raise ValueError(f"offsets must be a 1-D tensor of integers, got {offsets.dtype} with shape {shape_of(offsets)}")
     shift = int(min(0, int(offsets.min()))) if offsets.numel() else 0  # rotate both so no position is negative
     q_rot = apply_rope(q.expand(len(offsets), -1), offsets - shift, base=base, pairing=pairing)  # (T, head_dim)
     k_rot = apply_rope(k.expand(len(offsets), -1), torch.full_like(offsets, -shift), base=base,
@@ -229,7 +216,7 @@ class LearnedPositions(nn.Embedding):
         if positions.numel() and (int(positions.max()) >= self.num_embeddings or int(positions.min()) < 0):
             bad = int(positions.max()) if int(positions.max()) >= self.num_embeddings else int(positions.min())
             raise IndexError(f"no row for position {bad}: this table has {self.num_embeddings} rows, for positions "
-                             f"0..{self.num_embeddings - 1} (positions has shape {_shape(positions)})")
+                             f"0..{self.num_embeddings - 1} (positions has shape {shape_of(positions)})")
         return super().forward(positions)  # (..., dim)
 
     def extra_repr(self) -> str:
@@ -250,7 +237,7 @@ def permute_tokens(x: Tensor, perm: Tensor | Sequence[int]) -> Tensor:
     perm = torch.as_tensor(perm)
     n = x.shape[1]
     if perm.ndim != 1 or perm.is_floating_point() or not torch.equal(perm.sort().values, torch.arange(n)):
-        raise ValueError(f"perm must be a permutation of 0..{n - 1} (x has N={n} tokens, shape {_shape(x)}), "
+        raise ValueError(f"perm must be a permutation of 0..{n - 1} (x has N={n} tokens, shape {shape_of(x)}), "
                          f"got {perm.tolist()}")
     return x[:, perm]  # (B, N, ...)
 
@@ -262,7 +249,7 @@ def equivariance_gap(layer: Callable[[Tensor], Tensor], x: Tensor, perm: Tensor 
     self-attention); ``x (B, N, dim)``. Zero up to rounding means shuffling the input tokens only
     shuffles the output rows the same way: the layer cannot tell the order. Runs without gradients.
     """
-    x = _check_float("x", x, min_ndim=3)
+    x = check_tensor("x", x, min_ndim=3)
     with torch.no_grad():
         shuffled_then_layer = layer(permute_tokens(x, perm))  # (B, N, chan)
         layer_then_shuffled = permute_tokens(layer(x), perm)  # (B, N, chan)
@@ -295,10 +282,10 @@ class RotaryAttention(Attention):
     def forward(self, x: Tensor, mask: Tensor | None = None, *, positions: Tensor | None = None,
                 return_intermediates: bool = False):
         """``x (B, N, dim) -> (B, N, chan)``; with ``return_intermediates`` also a dict (see ``AXES``)."""
-        x = _check_float("x", x, min_ndim=3)
+        x = check_tensor("x", x, min_ndim=3)
         B, N, C = x.shape
         if x.ndim != 3 or C != self.dim:
-            raise ValueError(f"x must have shape (B, N, dim={self.dim}), got {_shape(x)}")
+            raise ValueError(f"x must have shape (B, N, dim={self.dim}), got {shape_of(x)}")
         positions = torch.arange(N, device=x.device) if positions is None else positions
         H, hd = self.num_heads, self.head_dim
         qkv = self.qkv(x)  # (B, N, 3*chan)

@@ -26,6 +26,7 @@ from matplotlib.patches import Rectangle
 from ..bert import PATTERNS, BertEncoder, attention_shares
 from ..plotting import WEIGHTS_CMAP, cmap_with_nan, heatmap, to_numpy
 from ._base import InvalidCombination
+from ..threads import one_thread
 from ._blit import BlitExplorer
 
 __all__ = ["PretrainedAttentionExplorer", "plot_all_heads"]
@@ -89,13 +90,8 @@ class PretrainedAttentionExplorer(BlitExplorer):
             self.problem = (f"this sentence makes {n} tokens with [CLS] and [SEP]; the heatmap shows at most "
                             f"{self.max_tokens}: shorten it by {n - self.max_tokens} or more")
             return
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # tiny matrices: a second thread costs more than it saves
-        try:
-            with torch.no_grad():
-                output = self.encoder(encoded.input_ids, encoded.attention_mask)
-        finally:
-            torch.set_num_threads(threads)
+        with one_thread(), torch.no_grad():  # tiny matrices: a second thread costs more than it saves
+            output = self.encoder(encoded.input_ids, encoded.attention_mask)
         self.weights = output.stacked_attentions()[0].to(torch.float64).numpy()  # (L, H, N, N)
         self.tokens = encoded.tokens[0]
         self.problem = ""
