@@ -84,6 +84,10 @@ def pytest_configure(config: pytest.Config) -> None:
     import sys
     import tempfile
 
+    # Several notebook kernels, a browser and this process share two cores during a run: threads that
+    # wait for work sleep instead of spinning (OpenMP's passive wait), which changes no result, only
+    # how much CPU time idle threads burn while others need it.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if not config.option.collectonly and "MPLCONFIGDIR" not in os.environ:
         folder = Path(tempfile.mkdtemp(prefix="attn-mpl-"))
         os.environ["MPLCONFIGDIR"] = str(folder)
