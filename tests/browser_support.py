@@ -1213,6 +1213,38 @@ class LabRun:
         return results
 
 
+class LabRuns:
+    """The planned notebooks shared out, every other one, between ``count`` :class:`LabRun` that go side by side.
+
+    One run opens the notebooks one after the other; with two, each has half the chain, and the two
+    fill the time the other spends waiting on its page or kernel (measured: the single chain was the
+    last thing the suite waited for).
+    """
+
+    def __init__(self, chromium: str, plan: dict[Path, list[LabCheck]], folder: Path, count: int = 2) -> None:
+        paths = list(plan)
+        self.runs: list[LabRun] = []
+        self._by_name: dict[str, LabRun] = {}
+        for i in range(count):
+            part = {path: plan[path] for path in paths[i::count]}
+            if part:
+                run = LabRun(chromium, part, folder / f"lab{i}")
+                self.runs.append(run)
+                self._by_name.update({path.name: run for path in part})
+
+    def verdict(self, check: LabCheck, path: Path) -> None:
+        """See :meth:`LabRun.verdict`."""
+        self._by_name[path.name].verdict(check, path)
+
+    def wait_server(self) -> dict[str, Any]:
+        """The kernelspecs the first run's server offers (every run's server is set up the same way)."""
+        return self.runs[0].wait_server()
+
+    def close(self) -> None:
+        for run in self.runs:
+            run.close()
+
+
 def with_tempdir() -> tempfile.TemporaryDirectory[str]:
     """A temporary folder for scripts that use :class:`JupyterServer` outside pytest."""
     return tempfile.TemporaryDirectory(prefix="attn-browser-")

@@ -210,12 +210,12 @@ def _start_lab(items: list[pytest.Item]) -> None:
         return
     import tempfile
 
-    from browser_support import LabRun, find_chromium
+    from browser_support import LabRuns, find_chromium
 
     chromium = find_chromium()
     if chromium is not None:  # without it the tests skip, or fail on CI (the chromium_path fixture)
         _lab["folder"] = Path(tempfile.mkdtemp(prefix="attn-lab-"))
-        _lab["run"] = LabRun(chromium, plan, _lab["folder"])
+        _lab["run"] = LabRuns(chromium, plan, _lab["folder"])
 
 
 def _start_classic_browser() -> None:
@@ -243,7 +243,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 @pytest.fixture(scope="session")
 def lab_run(chromium_path: str):
-    """The JupyterLab run (``browser_support.LabRun``), started when the tests were collected."""
+    """The JupyterLab runs (``browser_support.LabRuns``), started when the tests were collected."""
     if "run" not in _lab:
         pytest.fail("the JupyterLab run was not started for this test", pytrace=False)
     return _lab["run"]
