@@ -25,7 +25,7 @@ def test_qkv_shape_names_the_already_split_shape():
 
 def test_qkv_shape_rejects_a_non_shape_and_fractions():
     assert "list or tuple" in checks.check_qkv_shape.judge(144, B=4, N=10, dim=32, chan=48).message
-    assert "not whole" in checks.check_qkv_shape.judge((4, 10, 144.5), B=4, N=10, dim=32, chan=48).message
+    assert "whole numbers" in checks.check_qkv_shape.judge((4, 10, 144.5), B=4, N=10, dim=32, chan=48).message
 
 
 def test_qkv_shape_computes_the_answer_from_its_inputs():

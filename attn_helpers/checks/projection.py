@@ -7,21 +7,14 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ._core import Verdict, checker, compare_tensors, correct, wrong
+from ._core import Verdict, as_shape, checker, compare_tensors, correct, wrong
 from ._predict import prediction_checker
 
 __all__ = ["check_qkv_shape", "check_split_qkv", "check_key_layer", "check_weight_shape_prediction"]
 
 
 def _as_shape(answer: Any) -> list[int] | Verdict:
-    try:
-        shape = [int(s) for s in answer]
-    except (TypeError, ValueError):
-        return wrong(f"a shape is a list or tuple of ints, got {answer!r}.",
-                     "write it like (B, N, something) with numbers, e.g. (2, 3, 4).")
-    if any(s != a for s, a in zip(shape, answer)):
-        return wrong(f"{answer!r} contains a number that is not whole.", "every size in a shape is a whole number.")
-    return shape
+    return as_shape(answer, "a shape", hint="write it like (B, N, something) with numbers, e.g. (2, 3, 4).")
 
 
 @checker

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from .. import causal_mask, scaled_dot_product_attention
-from ._core import Verdict, checker, compare_tensors, correct, wrong
+from ._core import Verdict, as_shape, checker, compare_tensors, correct, wrong
 from ._predict import prediction_checker
 
 __all__ = ["check_attention_function", "check_cross_attention_shape", "check_midpoint_weights",
@@ -38,26 +38,15 @@ def check_weighted_values(answer: Any, attn: Tensor, v: Tensor) -> Verdict:
                            success="out = attn @ v: one weighted average of the value rows per query.")
 
 
-def _as_shape(answer: Any) -> tuple[int, ...] | None:
-    if isinstance(answer, Tensor):
-        return None
-    try:
-        shape = tuple(answer)
-    except TypeError:
-        return None
-    if not all(isinstance(s, int) and not isinstance(s, bool) for s in shape):
-        return None
-    return shape
-
-
 def _judge_output_shape(answer: Any, q: Tensor, k: Tensor, v: Tensor) -> Verdict:
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(f"the exercise's inputs do not fit together: q {list(q.shape)}, k {list(k.shape)}, "
                          f"v {list(v.shape)}")
-    shape = _as_shape(answer)
-    if shape is None:
-        return wrong(f"your answer {answer!r} is not a shape; write a tuple of ints like (2, 3, 4).",
-                     "the answer is the shape itself, not a tensor: a tuple such as (B, N_q, d_v) with numbers.")
+    shape = as_shape(answer, "your answer",
+                     hint="the answer is the shape itself, not a tensor: a tuple such as (B, N_q, d_v) with numbers.")
+    if isinstance(shape, Verdict):
+        return shape
+    shape = tuple(shape)
     (B, n_q, d_k), (n_k, d_v) = q.shape, v.shape[-2:]
     expected = (B, n_q, d_v)
     if shape == expected:
