@@ -153,6 +153,17 @@ class AttentionStack(nn.Module):
         return f"skip={self.skip!r}"
 
 
+def _size_and_spread(hidden: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
+    """Root mean square and token spread of each hidden state ``(B, N, chan)``: two ``(len(hidden),)``.
+
+    The spread is the standard deviation over the token axis, averaged over batch and features; one
+    below ``1e-12`` times the RMS is rounding noise (the tokens are equal) and reported as exactly 0.
+    """
+    rms = torch.stack([h.detach().pow(2).mean().sqrt() for h in hidden])
+    spread = torch.stack([h.detach().std(dim=1).mean() for h in hidden])
+    return rms, spread.masked_fill(spread < 1e-12 * rms, 0.0)
+
+
 def signal_through_stack(stack: AttentionStack, x: Tensor, *, depth: int | None = None) -> dict[str, Tensor]:
     """How big the signal and the gradient are at every layer of ``stack`` for the input ``x (B, N, dim)``.
 
@@ -175,9 +186,7 @@ def signal_through_stack(stack: AttentionStack, x: Tensor, *, depth: int | None 
         layers = stack.layers[: len(hidden) - 1]
         params = [list(layer.parameters()) for layer in layers]
         grads = torch.autograd.grad(out.norm(), [p for group in params for p in group])
-    rms = torch.stack([h.detach().pow(2).mean().sqrt() for h in hidden])  # (depth + 1,)
-    spread = torch.stack([h.detach().std(dim=1).mean() for h in hidden])  # (depth + 1,)
-    spread = spread.masked_fill(spread < 1e-12 * rms, 0.0)  # below rounding noise: the tokens are equal
+    rms, spread = _size_and_spread(hidden)  # (depth + 1,) each
     norms, start = [], 0
     for group in params:
         chunk = grads[start:start + len(group)]
@@ -208,7 +217,5 @@ def depth_sweep(stack: AttentionStack, x: Tensor, depths: Sequence[int]) -> dict
         for L in depths:
             g = torch.autograd.grad(hidden[L].norm(), first, retain_graph=True)
             grads.append(torch.sqrt(sum(t.pow(2).sum() for t in g)))
-    rms = torch.stack([hidden[L].detach().pow(2).mean().sqrt() for L in depths])  # (len(depths),)
-    spread = torch.stack([hidden[L].detach().std(dim=1).mean() for L in depths])  # (len(depths),)
-    spread = spread.masked_fill(spread < 1e-12 * rms, 0.0)  # below rounding noise: the tokens are equal
+    rms, spread = _size_and_spread([hidden[L] for L in depths])  # (len(depths),) each
     return {"rms": rms, "spread": spread, "grad_norm": torch.stack(grads)}
