@@ -1069,13 +1069,6 @@ def chromium_path() -> str:
     return require_chromium()
 
 
-@pytest.fixture(scope="session")
-def screenshot_dir() -> Path:
-    """``build/screenshots``; each notebook's old pictures are removed when its page opens."""
-    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
-    return SCREENSHOT_DIR
-
-
 # -- the JupyterLab run: every notebook, in a thread of its own -----------------------------------
 LabCheck = Callable[["LessonPage", Path], None]
 

@@ -1,6 +1,7 @@
 """Shared pytest set-up for the whole suite: where things are, and the series' notebooks.
 
-Kept small on purpose. Fixtures that only one area needs belong in that area's own test files.
+Fixtures that only one area needs belong in that area's own test files; what is here starts background
+work that must begin before any test runs.
 
 * ``repo_root``, ``notebooks_dir``, ``setup_cell_source``: paths and the canonical first cell.
 * ``clean_env``: ``os.environ`` without the variables that leak into a kernel and change what a
@@ -8,6 +9,11 @@ Kept small on purpose. Fixtures that only one area needs belong in that area's o
   ``PYTEST_ADDOPTS``, for tests that start Python or pytest in a subprocess.
 * ``colab_runtime``: the Colab stand-in (``tests/colab_standin.py``) with the helpers installed by
   the set-up cell, built once per session for ``tests/test_colab.py`` and the browser tests.
+* ``main_nbval``, ``lab_run``: strict nbval over every notebook (a child pytest) and the JupyterLab
+  browser runs, both started in the background when the tests are collected; their tests report
+  what the background work found, and run last (``REPORTING_LAST``), after the unit tests.
+* The session itself: matplotlib draws with Agg, kernels get a matplotlib folder with a prebuilt font
+  cache, and OpenMP threads wait passively (``pytest_configure``).
 * Any test that takes a ``notebook_path`` argument runs once per ``notebooks/*.ipynb``, with the
   file name as the test id. With no notebook at all pytest reports one skipped test
   ("got empty parameter set"), so an empty series is visible rather than silently green.
