@@ -66,6 +66,7 @@ from .positions import (
     rope_pair_scores,
     sinusoidal_encoding,
 )
+from .block import TransformerBlock
 from .shapes import shape_table, shape_trace, show
 from .source import show_source
 
@@ -85,6 +86,7 @@ __all__ = [
     "AttentionStack",
     "ConcatHeadsAttention",
     "MultiHeadAttention",
+    "TransformerBlock",
     "attention_entropy",
     "attention_flops",
     "attention_parameters",
