@@ -230,3 +230,113 @@ def test_the_suspect_layer_runs_and_its_bugs_are_real():
     })(49, 64, 4)
     fixed.load_state_dict(reference.state_dict())
     torch.testing.assert_close(fixed(x), reference(x))
+
+
+# ------------------------------------------------------------------- the whole multi-head class
+
+MHA_BY_HAND = '''
+class ByHand(nn.Module):
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        self.num_heads, self.head_dim = num_heads, d_model // num_heads
+        self.q_proj, self.k_proj = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+        self.v_proj, self.out_proj = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+
+    def forward(self, x):
+        B, N, d_model = x.shape
+        H, hd = self.num_heads, self.head_dim
+        q, k, v = (p(x).reshape(B, N, H, hd).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj))
+        scores = q @ k.transpose(-2, -1) * SCALE
+        heads = scores.softmax(dim=SOFTMAX_DIM) @ v
+        merged = MERGE
+        return OUT
+'''
+RIGHT = {"SCALE": "hd ** -0.5", "SOFTMAX_DIM": "-1", "MERGE": "heads.transpose(1, 2).reshape(B, N, d_model)",
+         "OUT": "self.out_proj(merged)"}
+
+
+def _by_hand(**changes: str) -> type:
+    source = MHA_BY_HAND
+    for key, value in {**RIGHT, **changes}.items():
+        source = source.replace(key, value)
+    namespace = {"nn": nn, "torch": torch}
+    exec(source, namespace)
+    return namespace["ByHand"]
+
+
+def test_mha_class_accepts_a_right_class():
+    verdict = checks.check_mha_class.judge(_by_hand())
+    assert verdict.ok, verdict
+    assert "nn.MultiheadAttention's agree with yours within 1e-5 too" in verdict.message
+
+
+@pytest.mark.parametrize("changes, words", [
+    (dict(SCALE="d_model ** -0.5"), "instead of 1/sqrt(head_dim)"),
+    (dict(SCALE="1.0"), "not scaled at all"),
+    (dict(SCALE="hd ** 0.5"), "multiplied by sqrt(head_dim)"),
+    (dict(MERGE="heads.reshape(B, N, d_model)"), "without transposing them back"),
+    (dict(SOFTMAX_DIM="-2"), "dim=-2"),
+    (dict(OUT="merged"), "out_proj was left out"),
+])
+def test_mha_class_names_typical_mistakes(changes, words):
+    verdict = checks.check_mha_class.judge(_by_hand(**changes))
+    assert not verdict.ok and words in verdict.message, verdict
+
+
+def test_mha_class_names_a_split_without_transpose():
+    source = MHA_BY_HAND.replace("reshape(B, N, H, hd).transpose(1, 2)", "reshape(B, H, N, hd)")
+    for key, value in RIGHT.items():
+        source = source.replace(key, value)
+    namespace = {"nn": nn, "torch": torch}
+    exec(source, namespace)
+    verdict = checks.check_mha_class.judge(namespace["ByHand"])
+    assert not verdict.ok and "without the transpose" in verdict.message, verdict
+
+
+@pytest.mark.parametrize("answer, words", [
+    (3, "nn.Module subclass"), (nn.Linear(4, 4), "nn.Module subclass"), (nn.Linear, "no nn.Linear named q_proj"),
+])
+def test_mha_class_rejects_answers_that_are_not_such_a_class(answer, words):
+    verdict = checks.check_mha_class.judge(answer)
+    assert not verdict.ok and words in verdict.message, verdict
+
+
+def test_mha_class_reports_a_wrong_shape_and_a_crash():
+    verdict = checks.check_mha_class.judge(_by_hand(OUT="merged[:, :1]"))
+    assert not verdict.ok and "returned shape" in verdict.message
+    verdict = checks.check_mha_class.judge(_by_hand(MERGE="heads.transpose(1, 2).view(B, N, d_model)"))
+    assert not verdict.ok and "failed" in verdict.message
+
+
+def test_mha_class_prints_a_verdict_not_a_traceback(capsys):
+    checks.check_mha_class(_by_hand(SCALE="undefined_name"))
+    assert "❌ Not yet" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------- dropout prediction
+
+def _dropout_weights(p: float = 0.1):
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(16, 4, dropout=p)
+    x = torch.randn(2, 6, 16)
+    weights_train = layer.train()(x, return_intermediates=True)[1]["weights"]
+    weights_eval = layer.eval()(x, return_intermediates=True)[1]["weights"]
+    return weights_train, weights_eval
+
+
+def test_dropout_prediction_right_and_wrong():
+    weights_train, weights_eval = _dropout_weights(0.1)
+    assert checks.check_dropout_prediction.judge("scaled up", weights_train, weights_eval, 0.1).ok
+    verdict = checks.check_dropout_prediction.judge(" Unchanged ", weights_train, weights_eval, 0.1)
+    assert not verdict.ok and "1 - p" in verdict.hint and "1.1111" in verdict.message
+    assert not checks.check_dropout_prediction.judge("bigger", weights_train, weights_eval, 0.1).ok
+
+
+def test_dropout_prediction_without_dropout_is_unchanged():
+    weights_train, weights_eval = _dropout_weights(0.0)
+    assert checks.check_dropout_prediction.judge("unchanged", weights_train, weights_eval, 0.0).ok
+
+
+def test_dropout_prediction_none_points_at_the_prediction_cell(capsys):
+    checks.check_dropout_prediction(None, *_dropout_weights(), 0.1)
+    assert "write your prediction in the cell above" in capsys.readouterr().out

@@ -14,8 +14,11 @@ from ._core import NOT_ATTEMPTED, Verdict, checker, compare_tensors
 from .efficient import check_kv_cache_size, check_online_softmax_step, check_repeat_kv
 from .heads import check_head_shapes, check_merge_heads, check_split_heads, check_split_line
 from .layer import (
+    DROPOUT_CHOICES,
     SUSPECT_LAYER,
     SuspectLine,
+    check_dropout_prediction,
+    check_mha_class,
     check_mha_head_scale,
     check_mha_parameter_count,
     check_suspect_lines,
@@ -68,6 +71,9 @@ __all__ = [
     "check_mha_parameter_count",
     "check_mha_head_scale",
     "check_suspect_lines",
+    "DROPOUT_CHOICES",
+    "check_dropout_prediction",
+    "check_mha_class",
     # masking
     "check_additive_mask",
     "check_causal_blocked_mask",

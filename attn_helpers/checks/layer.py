@@ -1,4 +1,5 @@
-"""Checkers for 07 · The complete layer: traced shapes, parameter counts, the head scale, spotting bugs.
+"""Checkers for 07 · The complete layer: traced shapes, parameter counts, the head scale, spotting bugs,
+dropout on the weights (a prediction) and the whole multi-head attention class written by hand.
 
 Each judge recomputes the right answer from what the notebook passes in (the layer, its input, the
 listing under review) and recognises the typical wrong answers.
@@ -13,7 +14,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ..attention import MultiHeadAttention
 from ._core import Verdict, as_shape, checker, correct, wrong
+from ._predict import as_choice, prediction_checker
 
 __all__ = [
     "SuspectLine",
@@ -23,6 +26,9 @@ __all__ = [
     "check_mha_parameter_count",
     "check_mha_head_scale",
     "check_suspect_lines",
+    "DROPOUT_CHOICES",
+    "check_dropout_prediction",
+    "check_mha_class",
 ]
 
 
@@ -203,3 +209,141 @@ def check_suspect_lines(answer: Any, listing: tuple[SuspectLine, ...] = SUSPECT_
         message += "\n   " + "\n   ".join(notes)
     hint = " / ".join(listing[i - 1].hint for i in missed) if missed else "remove the lines that are fine."
     return wrong(message, hint)
+
+
+# ------------------------------------------------------------------------ prediction: dropout
+
+DROPOUT_CHOICES = ("unchanged", "scaled up", "scaled down")
+
+
+@prediction_checker
+def check_dropout_prediction(prediction: Any, weights_train: Tensor, weights_eval: Tensor, p: float) -> Verdict:
+    """Prediction: in training mode, are the weights dropout keeps ``"unchanged"``, ``"scaled up"`` or
+    ``"scaled down"``? ``weights_train``, ``weights_eval``: ``(..., N_q, N_k)`` of one layer on one input."""
+    choice = as_choice(prediction, DROPOUT_CHOICES)
+    if isinstance(choice, Verdict):
+        return choice
+    kept = (weights_train != 0) & (weights_eval != 0)
+    ratio = (weights_train[kept] / weights_eval[kept]).median().item()
+    happened = "unchanged" if abs(ratio - 1) < 1e-4 else ("scaled up" if ratio > 1 else "scaled down")
+    dropped = ((weights_train == 0) & (weights_eval != 0)).float().mean().item()
+    facts = (f"{dropped:.0%} of the weights became 0 and every kept weight was multiplied by {ratio:.4f} "
+             f"(1 / (1 - p) = {1 / (1 - p):.4f})")
+    if choice == happened:
+        return correct(f"{facts}, so a row's expected sum stays 1 even though each row's actual sum moves.")
+    return wrong(f"{facts}: the kept weights are {happened}.",
+                 "dropout zeroes a share p of the weights; to keep each row's sum right on average, it divides the "
+                 "rest by 1 - p.")
+
+
+# ----------------------------------------------------------------- code: the whole multi-head class
+
+_MHA_CONFIGS = ((2, 5, 8, 2), (3, 7, 12, 3), (1, 4, 6, 1), (2, 6, 16, 4))  # (B, N, d_model, num_heads)
+
+
+def _variant(layer: MultiHeadAttention, x: Tensor, *, scale: float | None = None, split_transpose: bool = True,
+             merge_transpose: bool = True, softmax_dim: int = -1, out_proj: bool = True) -> Tensor:
+    """``layer(x)`` computed step by step, with one step changed the way a typical mistake changes it."""
+    B, N, d_model = x.shape
+    H, hd = layer.num_heads, layer.head_dim
+
+    def split(t: Tensor) -> Tensor:  # (B, N, d_model) -> (B, H, N, head_dim)
+        return t.reshape(B, N, H, hd).transpose(1, 2) if split_transpose else t.reshape(B, H, N, hd)
+
+    q, k, v = (split(proj(x)) for proj in (layer.q_proj, layer.k_proj, layer.v_proj))
+    scores = q @ k.transpose(-2, -1) * (hd ** -0.5 if scale is None else scale)  # (B, H, N, N)
+    heads = scores.softmax(dim=softmax_dim) @ v  # (B, H, N, head_dim)
+    merged = heads.transpose(1, 2).reshape(B, N, d_model) if merge_transpose else heads.reshape(B, N, d_model)
+    return layer.out_proj(merged) if out_proj else merged
+
+
+_MHA_MISTAKES: tuple[tuple[str, dict[str, Any], str], ...] = (
+    ("the scores were scaled by 1/sqrt(d_model) instead of 1/sqrt(head_dim)", {"scale": "d_model"},
+     "each head's dot products sum over head_dim features, so scale by head_dim ** -0.5 (lesson 05's scale bug)."),
+    ("the scores were not scaled at all", {"scale": 1.0},
+     "multiply q @ k.transpose(-2, -1) by head_dim ** -0.5 before the softmax."),
+    ("the scores were multiplied by sqrt(head_dim) instead of divided", {"scale": "sqrt"},
+     "the scale is head_dim ** -0.5, the inverse of the square root."),
+    ("the heads were split with reshape(B, H, N, head_dim), without the transpose", {"split_transpose": False},
+     "split with reshape(B, N, H, head_dim) and then transpose(1, 2): each head must get a slice of every token's "
+     "features, not a block of tokens."),
+    ("the heads were merged with reshape(B, N, d_model), without transposing them back first",
+     {"merge_transpose": False},
+     "merge with transpose(1, 2) (back to (B, N, H, head_dim)) and then reshape(B, N, d_model)."),
+    ("the softmax ran over the queries (dim=-2) instead of the keys", {"softmax_dim": -2},
+     "each query's weights must sum to one: softmax(dim=-1)."),
+    ("the output projection out_proj was left out", {"out_proj": False},
+     "finish with self.out_proj(merged)."),
+)
+
+
+@checker
+def check_mha_class(answer: Any) -> Verdict:
+    """Exercise: a class ``answer(d_model, num_heads)`` holding ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``
+    (each ``nn.Linear(d_model, d_model)``) whose ``forward(x (B, N, d_model))`` returns ``(B, N, d_model)``.
+
+    Its weights are copied from a :class:`MultiHeadAttention`; the outputs are compared with that layer's and
+    with ``nn.MultiheadAttention``'s (via ``to_torch``) on four sizes, and typical mistakes are named.
+    """
+    if not (isinstance(answer, type) and issubclass(answer, nn.Module)):
+        return wrong(f"the answer should be your class (an nn.Module subclass, not an instance), got {answer!r}.",
+                     "end the cell with answer = MyMultiHeadAttention (the class itself, no parentheses).")
+    torch_gap = 0.0
+    for B, N, d_model, num_heads in _MHA_CONFIGS:
+        g = torch.Generator().manual_seed(7 * d_model + num_heads)
+        torch.manual_seed(d_model + num_heads)
+        reference = MultiHeadAttention(d_model, num_heads).eval()
+        try:
+            mine = answer(d_model, num_heads)
+        except Exception as problem:
+            return wrong(f"{answer.__name__}({d_model}, {num_heads}) failed: {type(problem).__name__}: {problem}.",
+                         "__init__(self, d_model, num_heads) must build the layer from its two arguments.")
+        missing = [n for n in ("q_proj", "k_proj", "v_proj", "out_proj") if not isinstance(getattr(mine, n, None), nn.Linear)]
+        if missing:
+            return wrong(f"your layer has no nn.Linear named {', '.join(missing)}.",
+                         "build self.q_proj, self.k_proj, self.v_proj and self.out_proj, each nn.Linear(d_model, d_model), "
+                         "so their weights can be copied in.")
+        try:
+            with torch.no_grad():
+                for n in ("q_proj", "k_proj", "v_proj", "out_proj"):
+                    getattr(mine, n).load_state_dict(getattr(reference, n).state_dict())
+        except RuntimeError as problem:
+            return wrong(f"the weights of a MultiHeadAttention({d_model}, {num_heads}) do not fit your layers: "
+                         f"{str(problem).splitlines()[-1].strip()}", "each projection is nn.Linear(d_model, d_model) with a bias.")
+        mine.eval()
+        x = torch.randn(B, N, d_model, generator=g)
+        with torch.no_grad():
+            try:
+                got = mine(x)
+            except Exception as problem:
+                return wrong(f"forward on x of shape {[B, N, d_model]} with {num_heads} heads failed: "
+                             f"{type(problem).__name__}: {problem}.",
+                             "follow the shapes: (B, N, d_model) -> (B, H, N, head_dim) -> scores (B, H, N, N) -> back.")
+            expected = reference(x)
+            pytorch = reference.to_torch()(x, x, x, need_weights=False)[0]
+        if not isinstance(got, Tensor):
+            return wrong(f"forward returned a {type(got).__name__}, not a tensor.", "return the output tensor only.")
+        if got.shape != expected.shape:
+            return wrong(f"on x of shape {[B, N, d_model]} with {num_heads} heads your layer returned shape "
+                         f"{list(got.shape)}, expected {list(expected.shape)}.",
+                         "merge the heads back to (B, N, d_model) before out_proj.")
+        if torch.allclose(got, expected, atol=1e-5, rtol=1e-4):
+            torch_gap = max(torch_gap, (got - pytorch).abs().max().item())
+            continue
+        hd = d_model // num_heads
+        with torch.no_grad():
+            for cause, change, hint in _MHA_MISTAKES:
+                change = dict(change)
+                if change.get("scale") == "d_model":
+                    change["scale"] = d_model ** -0.5
+                elif change.get("scale") == "sqrt":
+                    change["scale"] = hd ** 0.5
+                if torch.allclose(got, _variant(reference, x, **change), atol=1e-5, rtol=1e-4):
+                    return wrong(f"with d_model={d_model}, {num_heads} heads, your output matches what you get when "
+                                 f"{cause}.", hint)
+        gap = (got - expected).abs().max().item()
+        return wrong(f"with d_model={d_model}, {num_heads} heads, your output differs from MultiHeadAttention's by up to "
+                     f"{gap:.3g}.", "print the shape after every line and compare with the shape trace of 7.2.")
+    agrees = "within 1e-5 too" if torch_gap < 1e-5 else f"only to {torch_gap:.3g}"
+    return correct(f"on {len(_MHA_CONFIGS)} sizes (d_model 6 to 16, 1 to 4 heads) your class gives MultiHeadAttention's "
+                   f"outputs within 1e-5 after copying its weights; nn.MultiheadAttention's agree with yours {agrees}.")
