@@ -1,0 +1,62 @@
+"""Tests of attn_helpers/dataflow.py: the flows match the modules' traces, the layout puts steps that run side
+by side in one row, and the picture draws one box per intermediate and one arrow per edge."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pytest
+import torch
+
+from attn_helpers import Attention, MultiHeadAttention, TransformerBlock
+from attn_helpers.dataflow import FLOWS, LATE, dataflow_diagram, flow_layout, flow_of
+
+MODULES = [(Attention(49, 64, 4), (2, 5, 49)), (MultiHeadAttention(64, 4), (2, 5, 64)),
+           (TransformerBlock(64, 4, 96), (2, 5, 64))]
+
+
+@pytest.mark.parametrize("module, shape", MODULES, ids=lambda m: type(m).__name__ if isinstance(m, torch.nn.Module) else "")
+def test_every_flow_names_exactly_the_traced_intermediates_in_order(module, shape):
+    _, inter = module(torch.randn(*shape), return_intermediates=True)
+    assert list(flow_of(module)) == list(inter) == list(module.AXES)
+    flow_layout(list(inter), flow_of(module), late=LATE[type(module).__name__])  # inputs come before their users
+
+
+def test_q_k_v_come_out_of_one_projection_side_by_side():
+    where = flow_layout(list(FLOWS["Attention"]), FLOWS["Attention"], late=LATE["Attention"])
+    assert where["q"][1] == where["k"][1] == where["v"][1] == where["qkv_heads"][1] + 1
+    assert where["q"][0] < where["k"][0] < where["v"][0]
+    assert where["scores"][1] == where["q"][1] + 1 and where["skip"][1] == where["out"][1] - 1
+    assert where["projected"][1] == where["skip"][1]  # the two summands of out sit side by side
+
+
+def test_block_is_one_column_with_two_residual_joins():
+    where = flow_layout(list(FLOWS["TransformerBlock"]), FLOWS["TransformerBlock"])
+    assert [r for _, r in where.values()] == list(range(8))
+    assert len({c for c, _ in where.values()}) == 1
+
+
+def test_diagram_draws_a_box_per_step_and_an_arrow_per_edge():
+    module, shape = MODULES[0]
+    _, inter = module(torch.randn(*shape), return_intermediates=True)
+    steps = [(n, list(t.shape), module.AXES[n]) for n, t in inter.items()]
+    ax = dataflow_diagram(steps, flow_of(module), late=LATE["Attention"], title="t")
+    texts = [t.get_text() for t in ax.texts]
+    assert texts[:len(steps)] == [f"{n}: {s}\n{a}" for n, s, a in steps]
+    edges = sum(len(p) for p in FLOWS["Attention"].values())
+    assert len(ax.texts) - len(steps) == edges  # every edge ends in one arrow (an annotation)
+    plt.close(ax.figure)
+
+
+def test_bad_inputs_are_named():
+    with pytest.raises(ValueError, match="not in the flow: \\['extra'\\]"):
+        flow_layout(["x", "extra"], {"x": ()})
+    with pytest.raises(ValueError, match="names \\['nowhere'\\]"):
+        flow_layout(["x"], {"x": ("nowhere",)})
+    with pytest.raises(ValueError, match="come after it"):
+        flow_layout(["y", "x"], {"x": (), "y": ("x",)})
+    with pytest.raises(ValueError, match="has 2 dimensions but axes"):
+        dataflow_diagram([("x", [2, 3], "batch")], {"x": ()})
+    with pytest.raises(ValueError, match="at least one"):
+        dataflow_diagram([], {})
+    with pytest.raises(TypeError, match="module must be one of"):
+        flow_of(torch.nn.Linear(2, 2))
