@@ -70,6 +70,7 @@ bench: setup
 
 bench-attention: setup
 	$(BIN)/python benchmarks/attention.py --threads 1
+	$(BIN)/python benchmarks/attention.py --threads 2 --no-rss
 
 clean:
 	rm -rf build .pytest_cache
