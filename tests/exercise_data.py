@@ -75,11 +75,23 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
     },
     # 05 · Multi-head reshaping
     "05": {
-        "5.1": ("answer = x_ex.reshape(2, H_ex, 4, 6 // H_ex)", "first split the last axis"),
-        "5.2": ("answer = heads_ex.reshape(2, 4, 6)", "first transpose(1, 2)"),
-        "5.3": ('answer = {"head_dim": 8, "qkv_heads": [3, 13, 6, 100, 8], "scores": [13, 6, 100, 100]}',
+        # "the same weights give the same layer": four softmaxes are not one
+        "5.1": ('prediction = "same"', "its own softmax over its own"),
+        "5.2": ("answer = x_ex.reshape(2, H_ex, 4, 6 // H_ex)", "first split the last axis"),
+        "5.3": ("answer = heads_ex.reshape(2, 4, 6)", "first transpose(1, 2)"),
+        "5.4": ('answer = {"head_dim": 8, "qkv_heads": [3, 13, 6, 100, 8], "scores": [13, 6, 100, 100]}',
                 "not the input width dim=49"),
-        "5.4": ('answer = "a"', "split the last axis first"),
+        "5.5": ('answer = "a"', "split the last axis first"),
+        # seed 004's bug: every head's scores divided by sqrt(chan), the full width
+        "5.6": (
+            "def multi_head(q, k, v, num_heads):\n"
+            "    B, N, chan = q.shape\n"
+            "    q_heads, k_heads, v_heads = (t.reshape(B, N, num_heads, -1).transpose(1, 2) for t in (q, k, v))\n"
+            "    weights = torch.softmax(q_heads @ k_heads.mT / math.sqrt(chan), dim=-1)\n"
+            "    return (weights @ v_heads).transpose(1, 2).reshape(B, N, chan)\n"
+            "answer = multi_head",
+            "divide by sqrt(head_dim)",
+        ),
     },
     # 06 · Output projection and skip connection
     "06": {

@@ -3,8 +3,11 @@ answers pass, typical mistakes are named with a hint, and odd inputs get words, 
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
+import torch.nn.functional as F
 
 from attn_helpers import Attention, merge_heads, split_heads
 from attn_helpers import checks
@@ -103,6 +106,114 @@ def test_split_line_reports_a_wrong_shape():
     assert not v.ok and "gives [2, 5, 2, 4]" in v.message
 
 
+
+# 05, exercise 5.1 (predict): one head against four with the same weights
+
+
+@pytest.fixture(scope="module")
+def one_and_four_heads():
+    torch.manual_seed(3)
+    four = Attention(dim=6, chan=8, num_heads=4)
+    one = Attention(dim=6, chan=8, num_heads=1)
+    one.load_state_dict(four.state_dict())
+    x = torch.randn(2, 5, 6)
+    with torch.no_grad():
+        return one(x), four(x)
+
+
+def test_heads_prediction_different_is_right_and_same_gets_the_softmax_hint(one_and_four_heads):
+    out1, out4 = one_and_four_heads
+    assert verdict(checks.check_heads_prediction, " Different ", out1, out4, 4).ok
+    same = verdict(checks.check_heads_prediction, "same", out1, out4, 4)
+    assert not same.ok and "far above float rounding" in same.message and "its own softmax" in same.hint
+
+
+def test_heads_prediction_follows_the_measurement_and_rejects_other_words(one_and_four_heads):
+    out1, _ = one_and_four_heads
+    assert verdict(checks.check_heads_prediction, "same", out1, out1 + 1e-7, 4).ok
+    assert not verdict(checks.check_heads_prediction, "different", out1, out1, 4).ok
+    other = verdict(checks.check_heads_prediction, "maybe", out1, out1, 4)
+    assert not other.ok and "'same', 'different'" in other.message
+    mismatch = verdict(checks.check_heads_prediction, "same", out1, out1[:, :2], 4)
+    assert not mismatch.ok and "same shape" in mismatch.message
+
+
+# 05, exercise 5.6 (code): multi-head attention written by the learner
+
+
+def _split(t, h):
+    B, N, chan = t.shape
+    return t.reshape(B, N, h, chan // h).transpose(1, 2)  # (B, H, N, head_dim)
+
+
+def _merge(t):
+    B, H, N, d = t.shape
+    return t.transpose(1, 2).reshape(B, N, H * d)  # (B, N, chan)
+
+
+def _multi_head(q, k, v, h, *, divisor=None, axis=-1, split=_split, merge=_merge, scale=True):
+    qh, kh, vh = split(q, h), split(k, h), split(v, h)
+    d = divisor(q.shape[-1], h) if divisor else math.sqrt(qh.shape[-1])
+    weights = torch.softmax(qh @ kh.mT / (d if scale else 1.0), dim=axis)
+    return merge(weights @ vh)
+
+
+def test_multi_head_function_accepts_a_loop_and_a_function_built_on_pytorchs_sdpa():
+    def with_sdpa(q, k, v, num_heads):  # PyTorch's own attention inside the learner's split and merge
+        return _merge(F.scaled_dot_product_attention(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads)))
+
+    def head_by_head(q, k, v, num_heads):  # seed 002's way: one head at a time, concatenated
+        d = q.shape[-1] // num_heads
+        return torch.cat([torch.softmax(q[..., i * d:(i + 1) * d] @ k[..., i * d:(i + 1) * d].mT / math.sqrt(d), -1)
+                          @ v[..., i * d:(i + 1) * d] for i in range(num_heads)], dim=-1)
+
+    for fn in (_multi_head, with_sdpa, head_by_head):
+        result = verdict(checks.check_multi_head_function, fn)
+        assert result.ok, result
+
+
+@pytest.mark.parametrize(("fn", "cause", "hint"), [
+    (lambda q, k, v, h: _multi_head(q, k, v, h, divisor=lambda chan, h: math.sqrt(chan)), "sqrt(chan)", "seed 004"),
+    (lambda q, k, v, h: _multi_head(q, k, v, 1), "no split into heads", "split q, k and v"),
+    (lambda q, k, v, h: _multi_head(q, k, v, 1, divisor=lambda chan, _: math.sqrt(chan // h)), "divided by sqrt(head_dim)",
+     "split q, k and v"),
+    (lambda q, k, v, h: _multi_head(q, k, v, h, scale=False), "not scaled", "sqrt(head_dim)"),
+    (lambda q, k, v, h: _multi_head(q, k, v, h, axis=-2), "over the queries", "dim=-1"),
+    (lambda q, k, v, h: _multi_head(q, k, v, h, split=lambda t, h: t.reshape(t.shape[0], h, t.shape[1], -1)),
+     "without the transpose", "whole tokens"),
+    (lambda q, k, v, h: _multi_head(q, k, v, h, merge=lambda t: t.reshape(t.shape[0], t.shape[2], -1)),
+     "reshape alone", "transpose(1, 2) first"),
+])
+def test_multi_head_function_names_each_typical_mistake(fn, cause, hint):
+    result = verdict(checks.check_multi_head_function, fn)
+    assert not result.ok and cause in result.message and hint in result.hint, result
+
+
+@pytest.mark.parametrize(("answer", "message"), [
+    (3, "should be a function"),
+    (lambda q, k, v, h: "x", "returned str"),
+    (lambda q, k, v, h: q.view(7, 7), "raised RuntimeError"),
+    (lambda q, k, v, h: _split(q, h), "the heads before merging"),
+    (lambda q, k, v, h: torch.zeros_like(q), "different values"),  # a constant cannot pass
+])
+def test_multi_head_function_explains_unusable_answers_in_words(answer, message):
+    result = verdict(checks.check_multi_head_function, answer)
+    assert not result.ok and message in result.message, result
+
+
+def test_multi_head_function_accepts_pytorchs_multihead_attention_with_identity_projections():
+    def with_torch_mha(q, k, v, num_heads):  # nn.MultiheadAttention whose projections change nothing
+        chan = q.shape[-1]
+        mha = torch.nn.MultiheadAttention(chan, num_heads, bias=False, batch_first=True)
+        with torch.no_grad():
+            mha.in_proj_weight.copy_(torch.eye(chan).repeat(3, 1))  # (3*chan, chan): q, k, v are the inputs
+            mha.out_proj.weight.copy_(torch.eye(chan))
+            return mha(q, k, v, need_weights=False)[0]  # (B, N, chan)
+
+    result = verdict(checks.check_multi_head_function, with_torch_mha)
+    assert result.ok, result
+
+
 # ------------------------------------------------------------------------------ 06
 
 
@@ -171,5 +282,7 @@ def test_residual_line_accepts_only_the_line_that_runs_with_the_right_shape(seed
 def test_unanswered_checkers_say_not_attempted(capsys):
     checks.check_split_heads(None, X, 3)
     checks.check_residual_line(None, {"a": "x"}, {"x": X}, (2, 4, 6))
+    checks.check_multi_head_function(None)
+    checks.check_heads_prediction(None, X, X, 3)
     printed = capsys.readouterr().out
-    assert printed.count("Not attempted yet") == 2
+    assert printed.count("Not attempted yet") == 4

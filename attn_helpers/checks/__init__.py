@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from ._core import NOT_ATTEMPTED, Verdict, checker, compare_tensors
 from .efficient import check_kv_cache_size, check_online_softmax_step, check_repeat_kv
-from .heads import check_head_shapes, check_merge_heads, check_split_heads, check_split_line
+from .heads import (
+    check_head_shapes,
+    check_heads_prediction,
+    check_merge_heads,
+    check_multi_head_function,
+    check_split_heads,
+    check_split_line,
+)
 from .layer import (
     DROPOUT_CHOICES,
     SUSPECT_LAYER,
@@ -63,6 +70,8 @@ __all__ = [
     "check_merge_heads",
     "check_head_shapes",
     "check_split_line",
+    "check_heads_prediction",
+    "check_multi_head_function",
     # layer
     "SuspectLine",
     "SUSPECT_LAYER",

@@ -1,8 +1,15 @@
-"""Checkers for 05 · Multi-head reshaping: split heads, merge heads, the shapes on the way, view vs reshape."""
+"""Checkers for 05 · Multi-head reshaping: split heads, merge heads, the shapes on the way, view vs reshape,
+one head against several with the same weights (a prediction), and multi-head attention written by the learner.
+
+The code exercise hands in a *function*; its judge runs it on inputs it makes up (several sizes and head
+counts), so nothing the lesson printed can pass, and recognises the typical wrong versions (one wide head,
+scaling by the full width, heads split or merged without the transpose, the softmax over the queries)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+import warnings
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -10,8 +17,10 @@ from torch import Tensor
 
 from ..attention import merge_heads, split_heads
 from ._core import Verdict, as_letter, as_shape, checker, compare_tensors, correct, error_text, wrong
+from ._predict import as_choice, prediction_checker
 
-__all__ = ["check_split_heads", "check_merge_heads", "check_head_shapes", "check_split_line"]
+__all__ = ["check_split_heads", "check_merge_heads", "check_head_shapes", "check_split_line",
+           "check_heads_prediction", "check_multi_head_function"]
 
 
 # ------------------------------------------------------------------------------ shared helpers
@@ -147,3 +156,115 @@ def check_split_line(answer: Any, options: Mapping[str, str], q: Tensor, num_hea
                      "split the last axis first (B, N, H, head_dim), then transpose(1, 2).")
     shape = list(got.shape) if isinstance(got, Tensor) else type(got).__name__
     return wrong(f"({letter}) gives {shape}, not {list(expected.shape)}.", "follow the shape after each operation.")
+
+
+# ------------------------------------------------------------------------------ predict: 1 head against H heads
+
+
+@prediction_checker
+def check_heads_prediction(prediction: Any, out_one: Tensor, out_many: Tensor, num_heads: int,
+                           tolerance: float = 1e-5) -> Verdict:
+    """Prediction: with the same weights, is a 1-head layer's output ``"same"`` as or ``"different"`` from a
+    ``num_heads``-head layer's? ``out_one``, ``out_many``: the two outputs, ``(B, N, chan)`` each."""
+    choice = as_choice(prediction, ["same", "different"])
+    if isinstance(choice, Verdict):
+        return choice
+    if out_one.shape != out_many.shape:
+        raise ValueError(f"out_one and out_many must have the same shape, got {list(out_one.shape)} and "
+                         f"{list(out_many.shape)}")
+    difference = (out_one - out_many).abs().max().item()
+    same = difference < tolerance
+    if choice == ("same" if same else "different"):
+        return correct(f"the outputs differ by up to {difference:.2g}, far above float rounding ({tolerance:g}): "
+                       f"{num_heads} softmaxes over {num_heads} narrow dot products are not one softmax over their sum."
+                       if not same else f"they agree to within {tolerance:g}.")
+    if not same:
+        return wrong(f"they differ by up to {difference:.2g}, far above float rounding ({tolerance:g}).",
+                     "the weights and q, k, v are the same, but each head takes its own softmax over its own "
+                     "head_dim-wide dot products; one wide head takes one softmax over the sum of those dot products.")
+    return wrong(f"they agree to within {tolerance:g}.", "look at the largest difference the cell printed.")
+
+
+# ------------------------------------------------------------------------------ code: multi-head attention
+
+
+def _multi_head_cases() -> list[tuple[int, Tensor, Tensor, Tensor]]:
+    """``(num_heads, q, k, v)`` with ``q, k, v (B, N, chan)``, made up here so no printed value can pass.
+    The first case has several heads, so a function that ignores ``num_heads`` fails at once."""
+    generator = torch.Generator().manual_seed(5)
+    cases = []
+    for B, N, chan, num_heads in ((2, 5, 8, 2), (3, 4, 12, 3), (1, 6, 16, 4), (2, 3, 6, 1)):
+        q, k, v = (2.0 * torch.randn(B, N, chan, generator=generator) for _ in range(3))  # each (B, N, chan)
+        cases.append((num_heads, q, k, v))
+    return cases
+
+
+def _heads_attention(q: Tensor, k: Tensor, v: Tensor, divisor: float, axis: int = -1) -> Tensor:
+    """``softmax(q @ k^T / divisor, dim=axis) @ v`` on ``(..., N, d)`` tensors."""
+    return torch.softmax(q @ k.transpose(-2, -1) / divisor, dim=axis) @ v
+
+
+@checker
+def check_multi_head_function(answer: Callable[[Tensor, Tensor, Tensor, int], Tensor]) -> Verdict:
+    """Exercise: a function ``multi_head(q, k, v, num_heads) -> (B, N, chan)`` that splits ``q, k, v (B, N, chan)``
+    into heads, runs scaled dot-product attention in every head and merges the heads. Run on four made-up
+    cases (1 to 4 heads) and compared with :func:`split_heads`, the formula and :func:`merge_heads`."""
+    if not callable(answer):
+        return wrong(f"the answer should be a function, got {type(answer).__name__} {answer!r:.60}.",
+                     "define it with def multi_head(q, k, v, num_heads): ... then write answer = multi_head "
+                     "(no brackets); the checker calls it.")
+    for num_heads, q, k, v in _multi_head_cases():
+        B, N, chan = q.shape
+        head_dim = chan // num_heads
+        what = f"q, k, v {[B, N, chan]} with num_heads={num_heads}"
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = answer(q.clone(), k.clone(), v.clone(), num_heads)
+        except Exception as problem:
+            return wrong(f"{what}: your function raised {error_text(problem)}",
+                         "run it on these shapes yourself and print the shape after each step: split "
+                         "(B, N, chan) -> (B, H, N, head_dim), attend, merge back to (B, N, chan).")
+        if not isinstance(got, Tensor):
+            return wrong(f"{what}: your function returned {type(got).__name__}, not a tensor.",
+                         "return the merged heads, one tensor of shape (B, N, chan).")
+        qh, kh, vh = (split_heads(t, num_heads) for t in (q, k, v))  # each (B, H, N, head_dim)
+        heads = _heads_attention(qh, kh, vh, math.sqrt(head_dim))  # (B, H, N, head_dim)
+        expected = merge_heads(heads)  # (B, N, chan)
+        if tuple(got.shape) == tuple(heads.shape):
+            return wrong(f"{what}: your function returns {list(got.shape)}, the heads before merging.",
+                         "merge them: transpose(1, 2) to (B, N, H, head_dim), then reshape(B, N, chan).")
+        view_split = [t.reshape(B, num_heads, N, head_dim) for t in (q, k, v)]  # whole tokens per head
+        mistakes = {
+            "the scores are divided by sqrt(chan), the full width, not sqrt(head_dim)": (
+                merge_heads(_heads_attention(qh, kh, vh, math.sqrt(chan))),
+                f"each head's dot products run over head_dim = {head_dim} features, so divide by "
+                f"sqrt(head_dim): seed 004's bug of section 5.6."),
+            "one wide head runs over all chan features (no split into heads)": (
+                _heads_attention(q, k, v, math.sqrt(chan)),
+                "split q, k and v into num_heads heads first: reshape(B, N, H, head_dim).transpose(1, 2)."),
+            "one wide head runs over all chan features, divided by sqrt(head_dim)": (
+                _heads_attention(q, k, v, math.sqrt(head_dim)),
+                "split q, k and v into num_heads heads first: reshape(B, N, H, head_dim).transpose(1, 2); "
+                "then each head's scores are over its own head_dim features."),
+            "the scores are not scaled at all": (
+                merge_heads(_heads_attention(qh, kh, vh, 1.0)),
+                "divide each head's scores by sqrt(head_dim) before the softmax."),
+            "the softmax runs over the queries (dim=-2)": (
+                merge_heads(_heads_attention(qh, kh, vh, math.sqrt(head_dim), axis=-2)),
+                "each query's weights over the keys sum to one: softmax(..., dim=-1)."),
+            "q, k and v are reshaped straight to (B, H, N, head_dim), without the transpose": (
+                merge_heads(_heads_attention(*view_split, math.sqrt(head_dim))),
+                "that hands whole tokens to each head (section 5.5): reshape(B, N, H, head_dim), then transpose(1, 2)."),
+            "the heads are merged with a reshape alone, without moving the heads axis back": (
+                heads.reshape(B, N, chan),
+                "merge with transpose(1, 2) first, to (B, N, H, head_dim), then reshape(B, N, chan)."),
+        }
+        if num_heads == 1:  # one head: several mistakes coincide with the right answer
+            mistakes = {cause: pair for cause, pair in mistakes.items() if not torch.allclose(pair[0], expected)}
+        verdict = compare_tensors(got, expected, name=f"{what}: your output", likely_mistakes=mistakes,
+                                  atol=1e-4, rtol=1e-4)
+        if not verdict.ok:
+            return verdict
+    return correct("with 1, 2, 3 and 4 heads on four sizes, your function gives split_heads, softmax(q_h k_h^T / "
+                   "sqrt(head_dim)) v_h in every head, and merge_heads, to within 1e-4.")
