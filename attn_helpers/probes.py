@@ -153,15 +153,15 @@ class AttentionStack(nn.Module):
         return f"skip={self.skip!r}"
 
 
-def _size_and_spread(hidden: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
-    """Root mean square and token spread of each hidden state ``(B, N, chan)``: two ``(len(hidden),)``.
+def _size_and_token_std(hidden: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
+    """Root mean square and token std of each hidden state ``(B, N, chan)``: two ``(len(hidden),)``.
 
-    The spread is the standard deviation over the token axis, averaged over batch and features; one
+    The token std is the standard deviation over the token axis, averaged over batch and features; one
     below ``1e-12`` times the RMS is rounding noise (the tokens are equal) and reported as exactly 0.
     """
     rms = torch.stack([h.detach().pow(2).mean().sqrt() for h in hidden])
-    spread = torch.stack([h.detach().std(dim=1).mean() for h in hidden])
-    return rms, spread.masked_fill(spread < 1e-12 * rms, 0.0)
+    token_std = torch.stack([h.detach().std(dim=1).mean() for h in hidden])
+    return rms, token_std.masked_fill(token_std < 1e-12 * rms, 0.0)
 
 
 def signal_through_stack(stack: AttentionStack, x: Tensor, *, depth: int | None = None) -> dict[str, Tensor]:
@@ -170,9 +170,9 @@ def signal_through_stack(stack: AttentionStack, x: Tensor, *, depth: int | None 
     Runs the first ``depth`` layers (default: all) and returns
 
     - ``"rms"``: ``(depth + 1,)`` the root mean square of ``x_0`` (the input), ``x_1``, ..., ``x_depth``;
-    - ``"spread"``: ``(depth + 1,)`` how different the tokens are: the standard deviation over the
+    - ``"token_std"``: ``(depth + 1,)`` how different the tokens are: the standard deviation over the
       token axis, averaged over batch and features; 0 when every token carries the same vector (a
-      spread below ``1e-12`` times the RMS is rounding noise and reported as exactly 0);
+      value below ``1e-12`` times the RMS is rounding noise and reported as exactly 0);
     - ``"grad_norm"``: ``(depth,)`` the norm of the gradient of the loss ``||x_depth||`` with respect to
       all parameters of layer ``l`` (``l = 0`` is the first layer). The loss's gradient at the output,
       ``x_depth / ||x_depth||``, has norm 1 whatever the depth, so the numbers compare across depths.
@@ -186,22 +186,23 @@ def signal_through_stack(stack: AttentionStack, x: Tensor, *, depth: int | None 
         layers = stack.layers[: len(hidden) - 1]
         params = [list(layer.parameters()) for layer in layers]
         grads = torch.autograd.grad(out.norm(), [p for group in params for p in group])
-    rms, spread = _size_and_spread(hidden)  # (depth + 1,) each
+    rms, token_std = _size_and_token_std(hidden)  # (depth + 1,) each
     norms, start = [], 0
     for group in params:
         chunk = grads[start:start + len(group)]
         start += len(group)
         norms.append(torch.sqrt(sum(g.pow(2).sum() for g in chunk)))
-    return {"rms": rms, "spread": spread, "grad_norm": torch.stack(norms)}  # (depth + 1,) x 2, (depth,)
+    return {"rms": rms, "token_std": token_std, "grad_norm": torch.stack(norms)}  # (depth + 1,) x 2, (depth,)
 
 
 def depth_sweep(stack: AttentionStack, x: Tensor, depths: Sequence[int]) -> dict[str, Tensor]:
     """The output's size and the first layer's gradient for several depths of ``stack``, at once.
 
     For every ``L`` in ``depths`` (each in ``[1, stack.depth]``), with ``x (B, N, dim)`` as input and
-    the first ``L`` layers: ``"rms"`` and ``"spread"`` of ``x_L`` and ``"grad_norm"``, the norm of the
-    gradient of ``||x_L||`` with respect to the first layer's parameters; each ``(len(depths),)``.
-    The same numbers as :func:`signal_through_stack` at each depth, from one forward pass.
+    the first ``L`` layers: ``"rms"`` and ``"token_std"`` of ``x_L`` and ``"grad_norm"``, the norm of
+    the gradient of ``||x_L||`` with respect to the first layer's parameters; each ``(len(depths),)``.
+    The same numbers as :func:`signal_through_stack` at each depth, from one forward pass, on one
+    thread (so the printed digits are the same on every machine). Lesson 06 writes this loop out.
     """
     if not isinstance(stack, AttentionStack):
         raise TypeError(f"stack must be an attn_helpers.AttentionStack, got {type(stack).__name__}")
@@ -217,5 +218,5 @@ def depth_sweep(stack: AttentionStack, x: Tensor, depths: Sequence[int]) -> dict
         for L in depths:
             g = torch.autograd.grad(hidden[L].norm(), first, retain_graph=True)
             grads.append(torch.sqrt(sum(t.pow(2).sum() for t in g)))
-    rms, spread = _size_and_spread([hidden[L] for L in depths])  # (len(depths),) each
-    return {"rms": rms, "spread": spread, "grad_norm": torch.stack(grads)}
+    rms, token_std = _size_and_token_std([hidden[L] for L in depths])  # (len(depths),) each
+    return {"rms": rms, "token_std": token_std, "grad_norm": torch.stack(grads)}

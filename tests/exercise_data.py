@@ -95,9 +95,13 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
     },
     # 06 · Output projection and skip connection
     "06": {
-        "6.1": ("answer = projected_ex + v_ex.reshape(2, 5, 8)", "transpose(1, 2) first"),
-        "6.2": ("answer = [13, 100, 4, 16]", "then reshape joins the last two axes"),
-        "6.3": ('answer = "a"', "both must have the same shape"),
+        # "stays": the residual's I passes the gradient on, but the other term adds to it
+        "6.1": ('prediction = "stays"', "the J terms add to the gradient"),
+        "6.2": ("answer = projected_ex + v_ex.reshape(2, 5, 8)", "transpose(1, 2) first"),
+        # the sum of x_L as the loss instead of its norm
+        "6.3": ("answer = lambda stack, x, L: torch.sqrt(sum(g.pow(2).sum() for g in torch.autograd.grad("
+                "stack(x, depth=L).sum(), list(stack.layers[0].parameters())))).item()", "the loss is x_L.norm()"),
+        "6.4": ('answer = "a"', "both must have the same shape"),
     },
     # 07 · The complete layer
     "07": {

@@ -82,14 +82,14 @@ def test_bad_calls_name_the_argument_and_the_shapes(stack, x):
     stack.skip = "none"
 
 
-def test_signal_through_stack_measures_rms_spread_and_every_layers_gradient(stack, x):
+def test_signal_through_stack_measures_rms_token_std_and_every_layers_gradient(stack, x):
     stack.skip = "identity"
     result = signal_through_stack(stack, x, depth=3)
-    assert set(result) == {"rms", "spread", "grad_norm"}
-    assert result["rms"].shape == (4,) and result["spread"].shape == (4,) and result["grad_norm"].shape == (3,)
+    assert set(result) == {"rms", "token_std", "grad_norm"}
+    assert result["rms"].shape == (4,) and result["token_std"].shape == (4,) and result["grad_norm"].shape == (3,)
     hidden = _by_hand(stack, x, "identity", 3)
     torch.testing.assert_close(result["rms"], torch.stack([h.pow(2).mean().sqrt() for h in hidden]).detach())
-    torch.testing.assert_close(result["spread"], torch.stack([h.std(dim=1).mean() for h in hidden]).detach())
+    torch.testing.assert_close(result["token_std"], torch.stack([h.std(dim=1).mean() for h in hidden]).detach())
     hidden[-1].norm().backward()
     for layer, norm in zip(stack.layers[:3], result["grad_norm"]):
         by_backward = math.sqrt(sum(p.grad.pow(2).sum().item() for p in layer.parameters()))
@@ -103,12 +103,12 @@ def test_signal_through_stack_leaves_no_gradients_behind(stack, x):
     assert all(p.grad is None for p in stack.parameters())
 
 
-def test_spread_below_rounding_noise_is_reported_as_zero(stack, x):
+def test_token_std_below_rounding_noise_is_reported_as_zero(stack, x):
     stack.skip = "none"
     result = signal_through_stack(stack, x)
-    assert result["spread"][-1] == 0.0  # without a skip the tokens become one vector
+    assert result["token_std"][-1] == 0.0  # without a skip the tokens become one vector
     stack.skip = "identity"
-    assert signal_through_stack(stack, x)["spread"][-1] > 0.1
+    assert signal_through_stack(stack, x)["token_std"][-1] > 0.1
 
 
 def test_depth_sweep_agrees_with_signal_through_stack_at_every_depth(stack, x):
@@ -117,7 +117,7 @@ def test_depth_sweep_agrees_with_signal_through_stack_at_every_depth(stack, x):
         sweep = depth_sweep(stack, x, [1, 3, 6])
         for i, depth in enumerate((1, 3, 6)):
             single = signal_through_stack(stack, x, depth=depth)
-            for key in ("rms", "spread"):
+            for key in ("rms", "token_std"):
                 assert sweep[key][i].item() == pytest.approx(single[key][-1].item(), rel=1e-9, abs=1e-300)
             assert sweep["grad_norm"][i].item() == pytest.approx(single["grad_norm"][0].item(), rel=1e-9)
 

@@ -247,22 +247,77 @@ def test_skip_through_v_names_the_mistake(seed_layer_parts, build, expected):
 
 
 @pytest.mark.parametrize(
-    ("answer", "ok", "expected"),
+    ("prediction", "ok", "expected"),
     [
-        ([13, 100, 64], True, "chan=64"),
-        ((13, 100, 64), True, "chan=64"),
-        (torch.Size([13, 100, 64]), True, "chan=64"),
-        ([13, 4, 100, 16], False, "before merging"),
-        ([13, 100, 4, 16], False, "only the transpose"),
-        ([13, 100, 16], False, "one head's width"),
-        ([13, 64, 100], False, "not the merged shape"),
-        ("13, 100, 64", False, "list or tuple of ints"),
-        ([13.0, 100, 64], False, "whole numbers"),
+        ("grows", True, "grows in 3, stays in 0, shrinks in 0"),
+        (" Grows ", True, "at L = 1 to"),
+        ("stays", False, "the J terms add to the gradient"),
+        ("shrinks", False, "that is what happens without a skip"),
+        ("bigger", False, "one of 'shrinks', 'stays', 'grows'"),
     ],
 )
-def test_merged_v_shape(answer, ok, expected):
-    v = verdict(checks.check_merged_v_shape, answer, torch.zeros(13, 4, 100, 16))
-    assert v.ok is ok and expected in v.message
+def test_gradient_trend_prediction(prediction, ok, expected):
+    first, last = torch.tensor([2.5, 3.0, 3.5]), torch.tensor([70.0, 90.0, 110.0])
+    v = verdict(checks.check_gradient_trend_prediction, prediction, first, last, (1, 32))
+    assert v.ok is ok and expected in v.message + v.hint
+
+
+def test_gradient_trend_prediction_needs_every_seed_to_agree():
+    v = verdict(checks.check_gradient_trend_prediction, "grows", torch.tensor([1.0, 1.0]), torch.tensor([5.0, 1.2]), (1, 8))
+    assert not v.ok and "grows in 1, stays in 1" in v.message
+
+
+def _grad_at_layer_1(stack, x, L):
+    x_L = stack(x, depth=L)  # (B, N, chan)
+    grads = torch.autograd.grad(x_L.norm(), list(stack.layers[0].parameters()))
+    return torch.sqrt(sum(g.pow(2).sum() for g in grads)).item()
+
+
+def _with_backward(stack, x, L):  # .grad accumulates across calls: the second call is wrong
+    stack(x, depth=L).norm().backward()
+    return torch.sqrt(sum(p.grad.pow(2).sum() for p in stack.layers[0].parameters())).item()
+
+
+def _grad_of(loss, params_of):
+    def fn(stack, x, L):
+        out = stack(x, depth=L)
+        grads = torch.autograd.grad(loss(out), params_of(stack, L))
+        return torch.sqrt(sum(g.pow(2).sum() for g in grads))
+    return fn
+
+
+def test_first_layer_grad_accepts_a_right_function_returning_a_float_or_a_tensor():
+    assert verdict(checks.check_first_layer_grad, _grad_at_layer_1).ok
+    as_tensor = _grad_of(lambda out: out.norm(), lambda stack, L: list(stack.layers[0].parameters()))
+    v = verdict(checks.check_first_layer_grad, as_tensor)
+    assert v.ok and "a stack the lesson never printed" in v.message
+
+
+@pytest.mark.parametrize(
+    ("fn", "expected"),
+    [
+        (_grad_of(lambda out: out.norm(), lambda s, L: [s.layers[0].qkv.weight, s.layers[0].proj.weight]), "leaves out proj.bias"),
+        (_grad_of(lambda out: out.norm(), lambda s, L: list(s.layers[L - 1].parameters())), "measures layer L, not layer 1"),
+        (_grad_of(lambda out: out.norm(), lambda s, L: list(s.layers[:L].parameters())), "every layer's parameters"),
+        (_grad_of(lambda out: out.sum(), lambda s, L: list(s.layers[0].parameters())), "the sum of x_L"),
+        (_grad_of(lambda out: out.pow(2).sum(), lambda s, L: list(s.layers[0].parameters())), "squared norm"),
+        (lambda s, x, L: _grad_at_layer_1(s, x, 1), "runs only the first layer"),
+        (_with_backward, "adds into p.grad on every call"),
+        (lambda s, x, L: 1.0, "the gradient at layer 1 is"),
+        (lambda s, x, L: [1.0, 2.0], "should be a number"),
+        (lambda s, x, L: s(x, depth=L, nonsense=True), "raised TypeError"),
+        (3.0, "not a function"),
+    ],
+)
+def test_first_layer_grad_names_the_mistake(fn, expected):
+    v = verdict(checks.check_first_layer_grad, fn)
+    assert not v.ok and expected in v.message + v.hint
+
+
+def test_first_layer_grad_leaves_the_global_rng_untouched():
+    state = torch.random.get_rng_state()
+    verdict(checks.check_first_layer_grad, _grad_at_layer_1)
+    assert torch.equal(torch.random.get_rng_state(), state)
 
 
 def test_residual_line_accepts_only_the_line_that_runs_with_the_right_shape(seed_layer_parts):

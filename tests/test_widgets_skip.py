@@ -3,6 +3,8 @@ line, the impossible combination is explained in words, and the numbers match th
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -19,21 +21,22 @@ def test_starts_valid_with_a_stable_one_line_repr(explorer):
     explorer.set(skip="identity", depth=4, dim=64)
     assert explorer.valid
     text = repr(explorer)
-    assert text.startswith("SkipExplorer(skip=identity depth=4 dim=64 | output RMS ")
+    assert text.startswith("SkipExplorer(skip=identity depth=4 dim=64 seed=0 v_scale=1 | output RMS ")
     assert "\n" not in text and "0x" not in text
     assert explorer._repr_mimebundle_()["text/plain"] == text
 
 
-@pytest.mark.parametrize("change", [dict(skip="none"), dict(skip="values"), dict(depth=9), dict(depth=1)])
+@pytest.mark.parametrize("change", [dict(skip="none"), dict(skip="values"), dict(depth=9), dict(depth=1),
+                                    dict(seed=3), dict(v_scale=math.sqrt(3.0))])
 def test_each_control_changes_the_picture_and_the_status(explorer, change):
-    explorer.set(skip="identity", depth=4, dim=64)
+    explorer.set(skip="identity", depth=4, dim=64, seed=0, v_scale=1.0)
     before_png, before_status = explorer.image.value, explorer.last_status
     explorer.set(**change)
     assert explorer.valid
     assert explorer.image.value != before_png
     assert explorer.last_status != before_status
     for name, value in change.items():
-        assert f"{name}={value}" in explorer.last_status
+        assert f"{name}={value:g}" in explorer.last_status if isinstance(value, float) else f"{name}={value}" in explorer.last_status
 
 
 def test_lines_are_updated_in_place_not_redrawn(explorer):
@@ -58,25 +61,38 @@ def test_identity_skip_with_a_different_width_is_explained_in_words(explorer):
 
 
 def test_numbers_are_the_helpers_numbers(explorer):
-    explorer.set(skip="none", depth=6, dim=64)
-    stack = explorer._stack(64)
+    explorer.set(skip="none", depth=6, dim=64, seed=2, v_scale=1.0)
+    stack = explorer._stack(64, 2)
     stack.skip = "none"
-    expected = signal_through_stack(stack, explorer.inputs[64], depth=6)
-    shown = explorer.measure("none", 6, 64)
+    expected = signal_through_stack(stack, explorer.inputs[2, 64], depth=6)
+    shown = explorer.measure("none", 6, 64, 2)
     for name, values in expected.items():
         assert torch.allclose(torch.as_tensor(shown[name]), values)
     assert f"gradient at layer 1 {expected['grad_norm'][0].item():.2g}" in explorer.last_status
 
 
 def test_without_skip_the_tokens_collapse_and_with_it_they_do_not(explorer):
-    collapsed = explorer.measure("none", 16, 64)
-    kept = explorer.measure("identity", 16, 64)
-    assert collapsed["spread"][-1] == 0.0
-    assert kept["spread"][-1] > 0.5
-    assert kept["grad_norm"][0] > 1e6 * collapsed["grad_norm"][0]
+    for seed in range(3):
+        collapsed = explorer.measure("none", 16, 64, seed)
+        kept = explorer.measure("identity", 16, 64, seed)
+        assert collapsed["token_std"][-1] == 0.0
+        assert kept["token_std"][-1] > 0.5
+        assert kept["grad_norm"][0] > 1e6 * collapsed["grad_norm"][0]
 
 
-@pytest.mark.parametrize("kwargs", [dict(skip="sideways"), dict(depth=0), dict(depth=33), dict(dim=50)])
+def test_scaling_w_v_scales_only_the_value_rows_and_keeps_the_tokens_apart_through_v(explorer):
+    default, scaled = explorer._stack(64, 0, 1.0), explorer._stack(64, 0, math.sqrt(3.0))
+    chan = explorer.chan
+    for a, b in zip(default.layers, scaled.layers):
+        torch.testing.assert_close(b.qkv.weight[:2 * chan], a.qkv.weight[:2 * chan])  # W_q, W_k untouched
+        torch.testing.assert_close(b.qkv.weight[2 * chan:], a.qkv.weight[2 * chan:] * math.sqrt(3.0))
+    shrunk = explorer.measure("values", 32, 64, 0, 1.0)
+    kept = explorer.measure("values", 32, 64, 0, math.sqrt(3.0))
+    assert shrunk["token_std"][-1] < 1e-6 < 0.5 < kept["token_std"][-1]
+
+
+@pytest.mark.parametrize("kwargs", [dict(skip="sideways"), dict(depth=0), dict(depth=33), dict(dim=50), dict(seed=8),
+                                    dict(seed=-1), dict(v_scale=2.0)])
 def test_bad_constructor_arguments_are_refused_with_their_name(kwargs):
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         SkipExplorer(**kwargs)
@@ -87,6 +103,7 @@ def test_layers_after_the_first_are_shared_between_widths_and_the_global_rng_is_
     e = SkipExplorer(skip="values", depth=3, dim=49)
     assert torch.equal(torch.random.get_rng_state(), state)
     wide, narrow = e._stack(64), e._stack(49)
+    assert set(e.stacks) == {(0, 64, 1.0), (0, 49, 1.0)}
     assert narrow.layers[0].dim == 49 and wide.layers[0].dim == 64
     for a, b in zip(wide.layers[1:], narrow.layers[1:]):
         assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))

@@ -45,7 +45,7 @@ from .positions import check_pair_rotation, check_rotated_tensors, check_shuffle
 from .pretrained import check_config_head_dim, check_head_weights, check_keep_mask, check_padding_prediction
 from .projection import check_key_layer, check_qkv_shape, check_split_qkv, check_weight_shape_prediction
 from .scaling import check_row_entropy, check_scaled_scores, check_score_variance, check_trend_prediction
-from .skip import check_merged_v_shape, check_residual_line, check_skip_through_v
+from .skip import check_first_layer_grad, check_gradient_trend_prediction, check_residual_line, check_skip_through_v
 from .training import check_pattern_match, check_previous_token_pattern, check_slowest_run
 from .values import (
     check_attention_function,
@@ -116,7 +116,8 @@ __all__ = [
     "check_trend_prediction",
     # skip
     "check_skip_through_v",
-    "check_merged_v_shape",
+    "check_gradient_trend_prediction",
+    "check_first_layer_grad",
     "check_residual_line",
     # training
     "check_previous_token_pattern",

@@ -1,17 +1,24 @@
-"""Checkers for 06 · Output projection and skip connection: the skip through V and valid residuals."""
+"""Checkers for 06 · Output projection and skip connection: the skip through V, the gradient that
+reaches a stack's first layer (a prediction, then a function the learner writes) and valid residuals."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from ..attention import merge_heads
-from ._core import Verdict, as_letter, as_shape, checker, compare_tensors, correct, error_text, wrong
+from ..probes import SKIP_KINDS, AttentionStack, depth_sweep
+from ._core import Verdict, as_letter, as_number, checker, compare_tensors, correct, error_text, wrong
+from ._predict import as_choice, prediction_checker
 from .heads import run_options
 
-__all__ = ["check_skip_through_v", "check_merged_v_shape", "check_residual_line"]
+__all__ = ["check_skip_through_v", "check_gradient_trend_prediction", "check_first_layer_grad", "check_residual_line"]
+
+TRENDS = ("shrinks", "stays", "grows")
 
 
 @checker
@@ -35,24 +42,112 @@ def check_skip_through_v(answer: Any, v: Tensor, projected: Tensor) -> Verdict:
                            success=f"{list(expected.shape)}: the projected heads plus the values, both chan={chan} wide.")
 
 
+def _trend(first: float, last: float) -> str:
+    """``"grows"`` (more than twice as big), ``"shrinks"`` (less than half) or ``"stays"``."""
+    ratio = last / first if first else math.inf
+    return "grows" if ratio > 2 else ("shrinks" if ratio < 0.5 else "stays")
+
+
+@prediction_checker
+def check_gradient_trend_prediction(prediction: Any, first: Tensor, last: Tensor, depths: tuple[int, int]) -> Verdict:
+    """Prediction: with ``x + attention(x)``, does the gradient at layer 1 shrink, stay or grow with depth?
+
+    ``first`` and ``last`` ``(seeds,)`` are that gradient at depth ``depths[0]`` and ``depths[1]``, one
+    value per seed; "grows" means more than twice as big, "shrinks" less than half. The verdict says
+    how many seeds did what.
+    """
+    choice = as_choice(prediction, TRENDS)
+    if isinstance(choice, Verdict):
+        return choice
+    first, last = torch.as_tensor(first, dtype=torch.float64), torch.as_tensor(last, dtype=torch.float64)
+    trends = [_trend(a, b) for a, b in zip(first.tolist(), last.tolist())]
+    count = {t: trends.count(t) for t in TRENDS}
+    a, b = depths
+    measured = (f"over {len(trends)} seeds the gradient at layer 1 goes from {first.min().item():.2g}–"
+                f"{first.max().item():.2g} at L = {a} to {last.min().item():.2g}–{last.max().item():.2g} at L = {b} "
+                f"(grows in {count['grows']}, stays in {count['stays']}, shrinks in {count['shrinks']})")
+    if count[choice] == len(trends):
+        return correct(f"{measured}.")
+    why = {"shrinks": "each layer's Jacobian is I + J: the identity I passes the gradient on whole, so nothing "
+                      "forces it to shrink; that is what happens without a skip.",
+           "stays": "each layer's Jacobian is I + J, not I: the J terms add to the gradient, and over many "
+                    "layers those additions pile up.",
+           "grows": "look at the seeds that did not grow."}
+    return wrong(f"{measured}.", why[choice])
+
+
+def _grad_norm(output: Tensor, params: list[Tensor]) -> float:
+    grads = torch.autograd.grad(output, params, retain_graph=True)
+    return torch.sqrt(sum(g.pow(2).sum() for g in grads)).item()
+
+
+def _first_layer_grad_cases() -> list[tuple[AttentionStack, Tensor, int]]:
+    """A small stack (not the lesson's) under each wiring, at depths 1 and 3: (stack, x, L)."""
+    with torch.random.fork_rng(devices=[]):  # seeded without touching the notebook's random state
+        torch.manual_seed(606)
+        stack = AttentionStack(3, 8, 8, 2).double()
+        x = torch.randn(2, 5, 8, dtype=torch.float64)  # (B, N, dim)
+    return [(stack, x, L) for _ in SKIP_KINDS for L in (1, 3)]
+
+
 @checker
-def check_merged_v_shape(answer: Any, v: Tensor) -> Verdict:
-    """Exercise: the shape of ``v (B, H, N, head_dim)`` after merging its heads, ``(B, N, H * head_dim)``."""
-    shape = as_shape(answer, "the shape")
-    if isinstance(shape, Verdict):
-        return shape
-    B, H, N, head_dim = v.shape
-    expected = list(merge_heads(v).shape)
-    if shape == expected:
-        return correct(f"{expected}: {H} heads of {head_dim} features make chan={H * head_dim} per token.")
-    if shape == list(v.shape):
-        return wrong(f"{shape} is v's shape before merging.", "merging removes the heads axis: (B, N, H * head_dim).")
-    if shape == [B, N, H, head_dim]:
-        return wrong(f"{shape} is only the transpose.", "then reshape joins the last two axes: H * head_dim features.")
-    if shape == [B, N, head_dim]:
-        return wrong(f"{shape} keeps only one head's width.",
-                     "merging puts all heads side by side, so the width is H * head_dim = chan.")
-    return wrong(f"{shape} is not the merged shape.", "merge: (B, H, N, head_dim) -> (B, N, H * head_dim).")
+def check_first_layer_grad(answer: Any) -> Verdict:
+    """Exercise: a function ``fn(stack, x, L)`` returning the norm of the gradient of ``||x_L||`` with
+    respect to all parameters of the stack's first layer, run on a small stack (3 layers, ``chan=8``,
+    2 heads, float64) under each wiring at ``L = 1`` and ``3`` and compared with :func:`depth_sweep`
+    to a relative ``1e-6``."""
+    if not callable(answer):
+        return wrong(f"your answer is not a function (it is of type {type(answer).__name__}).",
+                     "define it with def grad_at_layer_1(stack, x, L): ... and write its name, without ().")
+    cases = _first_layer_grad_cases()
+    for i, (stack, x, L) in enumerate(cases):
+        stack.skip = SKIP_KINDS[i // 2]
+        what = f"skip={stack.skip!r}, L={L}"
+        try:
+            got = answer(stack, x, L)
+        except Exception as problem:
+            return wrong(f"{what}: your function raised {error_text(problem)}",
+                         "x_L = stack(x, depth=L); then torch.autograd.grad(x_L.norm(), list(stack.layers[0].parameters())).")
+        value = as_number(got, f"{what}: your function's result",
+                          hint="return one number: the square root of the sum of every gradient entry squared.")
+        if isinstance(value, Verdict):
+            return value
+        expected = depth_sweep(stack, x, [L])["grad_norm"][0].item()
+        if math.isclose(value, expected, rel_tol=1e-6):
+            continue
+        with torch.enable_grad():
+            out, hidden = stack(x, depth=L, return_hidden=True)  # out: (B, N, chan)
+            first = list(stack.layers[0].parameters())
+            mistakes = {
+                "it leaves out proj.bias": (
+                    _grad_norm(out.norm(), [p for name, p in stack.layers[0].named_parameters() if "bias" not in name]),
+                    "take every parameter of the first layer, its bias included: list(stack.layers[0].parameters())."),
+                "it measures layer L, not layer 1": (
+                    _grad_norm(out.norm(), list(stack.layers[L - 1].parameters())),
+                    "the first layer is stack.layers[0], whatever L is."),
+                "it takes every layer's parameters, not only the first layer's": (
+                    _grad_norm(out.norm(), [p for layer in stack.layers[:L] for p in layer.parameters()]),
+                    "only stack.layers[0].parameters()."),
+                "the loss is the sum of x_L, not its norm": (
+                    _grad_norm(out.sum(), first), "the loss is x_L.norm(): its gradient at the output has norm 1."),
+                "the loss is the squared norm of x_L": (
+                    _grad_norm(out.pow(2).sum(), first), "the loss is x_L.norm(), not x_L.pow(2).sum()."),
+                "it runs only the first layer, not L layers": (
+                    _grad_norm(hidden[1].norm(), first) if L > 1 else math.nan,
+                    "run all L layers: stack(x, depth=L)."),
+            }
+        for cause, (wrong_value, hint) in mistakes.items():
+            if math.isclose(value, wrong_value, rel_tol=1e-6):
+                return wrong(f"{what}: you got {value:.4g}, the gradient at layer 1 is {expected:.4g}: {cause}.", hint)
+        if any(p.grad is not None for p in stack.parameters()):
+            return wrong(f"{what}: you got {value:.4g}, the gradient at layer 1 is {expected:.4g}.",
+                         ".backward() adds into p.grad on every call, so a second call counts the first one's gradient "
+                         "again; use torch.autograd.grad(x_L.norm(), params), which returns the gradient instead.")
+        return wrong(f"{what}: you got {value:.4g}, the gradient at layer 1 is {expected:.4g}.",
+                     "x_L = stack(x, depth=L); grads = torch.autograd.grad(x_L.norm(), list(stack.layers[0].parameters())); "
+                     "then the square root of the sum of every entry squared.")
+    return correct(f"your function gives the gradient at layer 1 for all {len(SKIP_KINDS)} wirings at L = 1 and 3 "
+                   "(to 1e-6 relative), on a stack the lesson never printed.")
 
 
 @checker

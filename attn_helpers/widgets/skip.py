@@ -1,17 +1,21 @@
 """Lesson 06's explorer: a stack of attention layers with or without a skip connection.
 
 A toggle picks how the layers are joined (``x + attention(x)``, seed 000's skip through V, or no
-skip), a slider picks the depth and a second toggle the input width ``dim``. The picture shows, at
-every layer, how big the hidden state is (its root mean square), how different the tokens still are
-(their spread), and how big the gradient reaching that layer's weights is, on a log scale.
+skip), a slider picks the depth, a second toggle the input width ``dim``, a slider the random seed
+of the weights and the input, and a last toggle the scale of every ``W_v`` (PyTorch's default, or
+``sqrt(3)`` times it). The picture shows, at every layer, how big the hidden state is (its root
+mean square), how different the tokens still are (their token std: the standard deviation across
+the tokens), and how big the gradient reaching that layer's weights is, on a log scale.
 
-The layers are built once per input width (seeded, on first use, without touching the notebook's
-random state) and reused: changing the skip re-wires the *same* weights, a smaller depth uses the
-first layers of the same stack, and both widths share every layer after the first, so every
+The layers are built once per (seed, input width, ``W_v`` scale) (on first use, without touching the
+notebook's random state) and reused: changing the skip re-wires the *same* weights, a smaller depth
+uses the first layers of the same stack, and both widths share every layer after the first, so every
 difference on screen comes from the control that moved.
 """
 
 from __future__ import annotations
+
+import math
 
 import ipywidgets as W
 import numpy as np
@@ -25,32 +29,40 @@ __all__ = ["SkipExplorer"]
 
 SKIP_OPTIONS = (("x + attention(x)", "identity"), ("v + attention (seed 000)", "values"), ("no skip", "none"))
 MAX_DEPTH = 32
-Y_RANGE = (1e-18, 1e4)  # fixed, so switching the skip shows the change in size instead of a rescaled axis
+MAX_SEED = 7
+V_SCALES = (("default", 1.0), ("× √3", math.sqrt(3.0)))  # PyTorch's Linear init, and that times sqrt(3)
+Y_RANGE = (1e-18, 1e6)  # fixed, so switching the skip shows the change in size instead of a rescaled axis
 
 
 class SkipExplorer(Explorer):
     """Toggle the skip connection and slide the depth of a stack of seed 000's attention layers.
 
-    ``SkipExplorer(skip="identity", depth=8, dim=64)``; display it as a cell's last line. The stack
-    has ``chan=64`` and 4 heads; the input is ``B=2`` sequences of ``N=8`` tokens. ``dim=49`` with
-    ``x + attention(x)`` is refused in words: x and the output would have different widths.
+    ``SkipExplorer(skip="identity", depth=8, dim=64, seed=0, v_scale=1.0)``; display it as a cell's
+    last line. The stack has ``chan=64`` and 4 heads; the input is ``B=2`` sequences of ``N=8`` tokens.
+    ``seed`` (0 to 7) draws the weights and the input; ``v_scale`` multiplies every layer's ``W_v``
+    (1 or sqrt(3)). ``dim=49`` with ``x + attention(x)`` is refused in words: x and the output would
+    have different widths.
     """
 
     chan = 64
     num_heads = 4
     B, N = 2, 8
 
-    def __init__(self, *, skip: str = "identity", depth: int = 8, dim: int = 64, seed: int = 0) -> None:
+    def __init__(self, *, skip: str = "identity", depth: int = 8, dim: int = 64, seed: int = 0,
+                 v_scale: float = 1.0) -> None:
         if skip not in dict((v, k) for k, v in SKIP_OPTIONS):
             raise ValueError(f"skip must be one of {[v for _, v in SKIP_OPTIONS]}, got {skip!r}")
         if not 1 <= depth <= MAX_DEPTH:
             raise ValueError(f"depth must lie in [1, {MAX_DEPTH}], got {depth}")
         if dim not in (self.chan, 49):
             raise ValueError(f"dim must be {self.chan} or 49, got {dim}")
-        self.seed = seed
-        self.stacks: dict[int, AttentionStack] = {}
-        self.inputs: dict[int, torch.Tensor] = {}
-        self._cache: dict[tuple[str, int, int], dict[str, np.ndarray]] = {}
+        if not (isinstance(seed, int) and 0 <= seed <= MAX_SEED):
+            raise ValueError(f"seed must be a whole number in [0, {MAX_SEED}], got {seed!r}")
+        if v_scale not in dict(V_SCALES).values():
+            raise ValueError(f"v_scale must be one of {[v for _, v in V_SCALES]}, got {v_scale!r}")
+        self.stacks: dict[tuple[int, int, float], AttentionStack] = {}
+        self.inputs: dict[tuple[int, int], torch.Tensor] = {}
+        self._cache: dict[tuple[str, int, int, int, float], dict[str, np.ndarray]] = {}
         style = {"description_width": "initial"}
         controls = {
             "skip": W.ToggleButtons(options=SKIP_OPTIONS, value=skip, description="skip", style=style),
@@ -58,38 +70,46 @@ class SkipExplorer(Explorer):
                                  continuous_update=False),
             "dim": W.ToggleButtons(options=[(f"dim = {self.chan}", self.chan), ("dim = 49", 49)], value=dim,
                                    description="input width", style=style),
+            "seed": W.IntSlider(value=seed, min=0, max=MAX_SEED, description="seed", style=style,
+                                continuous_update=False),
+            "v_scale": W.ToggleButtons(options=V_SCALES, value=v_scale, description="W_v scale", style=style),
         }
         super().__init__(controls, figsize=(8.0, 3.8), dpi=80)
 
     # -- numbers -----------------------------------------------------------------------------
-    def measure(self, skip: str, depth: int, dim: int) -> dict[str, np.ndarray]:
-        """The per-layer numbers the picture shows (cached): ``rms``, ``spread`` ``(depth + 1,)``, ``grad_norm`` ``(depth,)``."""
+    def measure(self, skip: str, depth: int, dim: int, seed: int = 0, v_scale: float = 1.0) -> dict[str, np.ndarray]:
+        """The per-layer numbers the picture shows (cached): ``rms``, ``token_std`` ``(depth + 1,)``, ``grad_norm`` ``(depth,)``."""
         if skip == "identity" and dim != self.chan:
             raise InvalidCombination(
                 f"x + attention(x) adds x ({dim} features per token) to an output of chan={self.chan} features; "
                 f"the widths must match, so pick dim = {self.chan}, or the skip through V, or no skip"
             )
-        key = (skip, depth, dim)
+        key = (skip, depth, dim, seed, v_scale)
         if key not in self._cache:
-            stack = self._stack(dim)
+            stack = self._stack(dim, seed, v_scale)
             stack.skip = skip
-            result = signal_through_stack(stack, self.inputs[dim], depth=depth)
+            result = signal_through_stack(stack, self.inputs[seed, dim], depth=depth)
             self._cache[key] = {name: t.numpy() for name, t in result.items()}
         return self._cache[key]
 
-    def _stack(self, dim: int) -> AttentionStack:
-        """The stack for input width ``dim``, built on first use; layers 2 and up are the same for every width."""
-        if dim not in self.stacks:
+    def _stack(self, dim: int, seed: int = 0, v_scale: float = 1.0) -> AttentionStack:
+        """The stack for input width ``dim``, ``seed`` and ``W_v`` scale, built on first use; layers 2 and
+        up are the same for every width."""
+        key = (seed, dim, v_scale)
+        if key not in self.stacks:
             with torch.random.fork_rng(devices=[]):  # seeded without touching the notebook's random state
-                torch.manual_seed(self.seed)
+                torch.manual_seed(seed)
                 stack = AttentionStack(MAX_DEPTH, dim, self.chan, self.num_heads, skip="none").double()
             if dim != self.chan:
-                for mine, shared in zip(stack.layers[1:], self._stack(self.chan).layers[1:]):
+                for mine, shared in zip(stack.layers[1:], self._stack(self.chan, seed, 1.0).layers[1:]):
                     mine.load_state_dict(shared.state_dict())
-            generator = torch.Generator().manual_seed(self.seed + 1)
-            self.inputs[dim] = torch.randn(self.B, self.N, dim, generator=generator, dtype=torch.float64)
-            self.stacks[dim] = stack
-        return self.stacks[dim]
+            with torch.no_grad():
+                for layer in stack.layers:
+                    layer.qkv.weight[2 * self.chan:] *= v_scale  # rows 2*chan.. of qkv.weight are W_v
+            generator = torch.Generator().manual_seed(seed + 1)
+            self.inputs[seed, dim] = torch.randn(self.B, self.N, dim, generator=generator, dtype=torch.float64)
+            self.stacks[key] = stack
+        return self.stacks[key]
 
     # -- figure ------------------------------------------------------------------------------
     def draw(self, figure: Figure) -> None:
@@ -100,23 +120,24 @@ class SkipExplorer(Explorer):
         self.ax.set_ylabel("size (log scale)")
         self.ax.grid(True, which="major", alpha=0.3)
         self.rms_line, = self.ax.plot([], [], "o-", color="#5b7fb5", ms=3, label="RMS of the hidden state")
-        self.spread_line, = self.ax.plot([], [], "s--", color="#1b9e77", ms=3, label="spread across tokens")
+        self.token_std_line, = self.ax.plot([], [], "s--", color="#1b9e77", ms=3, label="token std (across tokens)")
         self.grad_line, = self.ax.plot([], [], "^-", color="#e66101", ms=3, label="gradient at the layer's weights")
         self.ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
         self.title = self.ax.set_title("")
         self.note = figure.text(0.67, 0.16, "", fontsize=8, va="bottom", family="monospace")
 
-    def update(self, skip: str, depth: int, dim: int) -> str:
-        m = self.measure(skip, depth, dim)
+    def update(self, skip: str, depth: int, dim: int, seed: int, v_scale: float) -> str:
+        m = self.measure(skip, depth, dim, seed, v_scale)
         floor = Y_RANGE[0]
         layers = np.arange(depth + 1)
         self.rms_line.set_data(layers, np.maximum(m["rms"], floor))
-        self.spread_line.set_data(layers, np.maximum(m["spread"], floor))
+        self.token_std_line.set_data(layers, np.maximum(m["token_std"], floor))
         self.grad_line.set_data(layers[1:], np.maximum(m["grad_norm"], floor))
         self.ax.set_xlim(-0.5, depth + 0.5)
         label = dict((v, k) for k, v in SKIP_OPTIONS)[skip]
-        self.title.set_text(f"{depth} layers joined by: {label}")
-        spread = f"{m['spread'][-1]:.2g}"
-        self.note.set_text(f"at the output:\n RMS    {m['rms'][-1]:.2g}\n spread {spread}\n"
+        scale = dict((v, k) for k, v in V_SCALES)[v_scale]
+        self.title.set_text(f"{depth} layers joined by: {label} (seed {seed}, W_v {scale})")
+        token_std = f"{m['token_std'][-1]:.2g}"
+        self.note.set_text(f"at the output:\n RMS       {m['rms'][-1]:.2g}\n token std {token_std}\n"
                            f"gradient at\nlayer 1: {m['grad_norm'][0]:.2g}")
-        return f"output RMS {m['rms'][-1]:.2g}, token spread {spread}, gradient at layer 1 {m['grad_norm'][0]:.2g}"
+        return f"output RMS {m['rms'][-1]:.2g}, token std {token_std}, gradient at layer 1 {m['grad_norm'][0]:.2g}"
