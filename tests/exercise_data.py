@@ -108,11 +108,28 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
         # the shape right after the reshape, before permute(2, 0, 3, 1, 4)
         "7.1": ("answer = (B, N, 3, 8, chan // 8)", "permute(2, 0, 3, 1, 4)"),
         # the four weight matrices without their biases
-        "7.2": ("answer = 4 * d_feat * d_feat", "also has a bias"),
-        # seed 004's bug: the layer's width instead of the head's
-        "7.3": ("answer = 1 / math.sqrt(d_feat)", "not d_model"),
+        "7.2": ("answer = 4 * 200 * 200", "also has a bias"),
+        # dropout only zeroes weights, it does not rescale the rest
+        "7.3": ('prediction = "unchanged"', "divides the rest by 1 - p"),
+        # seed 004's bug: every head's scores scaled by 1/sqrt(d_model) instead of 1/sqrt(head_dim)
+        "7.4": (
+            "class MyMultiHeadAttention(nn.Module):\n"
+            "    def __init__(self, d_model, num_heads):\n"
+            "        super().__init__()\n"
+            "        self.num_heads = num_heads\n"
+            "        self.q_proj, self.k_proj = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)\n"
+            "        self.v_proj, self.out_proj = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)\n"
+            "    def forward(self, x):\n"
+            "        B, N, d_model = x.shape\n"
+            "        q, k, v = (p(x).reshape(B, N, self.num_heads, -1).transpose(1, 2)\n"
+            "                   for p in (self.q_proj, self.k_proj, self.v_proj))\n"
+            "        weights = (q @ k.transpose(-2, -1) / math.sqrt(d_model)).softmax(dim=-1)\n"
+            "        return self.out_proj((weights @ v).transpose(1, 2).reshape(B, N, d_model))\n"
+            "answer = MyMultiHeadAttention",
+            "scale by head_dim ** -0.5",
+        ),
         # two of the three buggy lines: the unused dropout argument is missed
-        "7.4": ("answer = {5, 13}", "every argument of __init__"),
+        "7.5": ("answer = {5, 13}", "every argument of __init__"),
     },
     # 08 · Watch attention learn
     "08": {
