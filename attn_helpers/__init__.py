@@ -36,6 +36,7 @@ from .efficient import (
     tiled_attention,
 )
 from .measure import (
+    MODEL_ATTENTION_SIZES,
     MatmulFlopCounter,
     TensorMemoryTracker,
     attention_flops,
@@ -103,6 +104,7 @@ __all__ = [
     "softmax_statistics",
     "split_heads",
     "KVCache",
+    "MODEL_ATTENTION_SIZES",
     "MatmulFlopCounter",
     "TensorMemoryTracker",
     "cached_attention_step",

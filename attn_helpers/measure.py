@@ -20,7 +20,7 @@ from torch.utils._pytree import tree_flatten
 
 from .validation import check_heads, check_positive_int
 
-__all__ = ["SOFTMAX_FLOPS_PER_SCORE", "attention_parameters", "attention_flops", "kv_cache_bytes",
+__all__ = ["SOFTMAX_FLOPS_PER_SCORE", "MODEL_ATTENTION_SIZES", "attention_parameters", "attention_flops", "kv_cache_bytes",
            "TensorMemoryTracker", "measure_peak_memory", "MatmulFlopCounter", "count_matmul_flops",
            "median_seconds", "fastest_seconds", "growth_exponent"]
 
@@ -113,6 +113,19 @@ def kv_cache_bytes(
                         ("seq_len", seq_len), ("batch", batch), ("dtype_bytes", dtype_bytes)):
         check_positive_int(name, value)
     return 2 * num_layers * batch * num_kv_heads * seq_len * head_dim * dtype_bytes
+
+
+# The attention sizes of a few well-known decoders, as their published configuration files give them
+# (Hugging Face ``config.json``): GPT-2 ``n_layer``, ``n_head``, ``n_embd`` (head_dim = n_embd / n_head, no
+# grouping); Llama-2 and Mistral ``num_hidden_layers``, ``num_attention_heads``, ``num_key_value_heads``,
+# ``hidden_size`` (head_dim = hidden_size / num_attention_heads). Mistral-7B also has ``sliding_window``
+# 4096: it attends to (and needs to keep) at most the last 4096 tokens.
+MODEL_ATTENTION_SIZES: dict[str, dict[str, int]] = {
+    "GPT-2 small": dict(num_layers=12, num_heads=12, num_kv_heads=12, head_dim=64),  # n_embd 768
+    "Llama-2-7B": dict(num_layers=32, num_heads=32, num_kv_heads=32, head_dim=128),  # hidden_size 4096
+    "Llama-2-70B": dict(num_layers=80, num_heads=64, num_kv_heads=8, head_dim=128),  # hidden_size 8192, GQA
+    "Mistral-7B": dict(num_layers=32, num_heads=32, num_kv_heads=8, head_dim=128),  # hidden_size 4096, GQA
+}
 
 
 # --------------------------------------------------------------------------------------------

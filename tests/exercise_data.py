@@ -139,11 +139,22 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
     },
     # 09 · Efficient attention
     "09": {
-        "9.1": ("answer = (3.0, (running_sum + torch.exp(new_block - 3.0).sum()).item())",
+        # t squared: as if the cached step were free instead of one query meeting all t keys
+        "9.1": ("prediction = 1024 ** 2", "the ratio of the two is t, not t²"),
+        "9.2": ("answer = (3.0, (running_sum + torch.exp(new_block - 3.0).sum()).item())",
                 "rescale it with exp(running_max - new_max)"),
-        "9.2": ('answer = 2 * sizes["num_layers"] * sizes["num_heads"] * sizes["seq_len"] * sizes["head_dim"] * sizes["dtype_bytes"]',
+        "9.3": ('answer = 2 * sizes["num_layers"] * sizes["num_heads"] * sizes["seq_len"] * sizes["head_dim"] * sizes["dtype_bytes"]',
                 "use G, not H"),
-        "9.3": ("answer = k_ex.repeat(1, 3, 1, 1)", "use repeat_interleave(3, dim=1)"),
+        "9.4": ("answer = k_ex.repeat(1, 3, 1, 1)", "use repeat_interleave(3, dim=1)"),
+        # no prefill: the loop starts from the prompt's last token only
+        "9.5": ("def generate_with_cache(model, prompt, num_new):\n"
+                "    cache = KVCache(max_tokens=prompt.shape[1] + num_new)\n"
+                "    tokens, newest = prompt, prompt[:, -1:]\n"
+                "    for _ in range(num_new):\n"
+                "        newest = model.step(newest, cache)[:, -1].argmax(dim=-1, keepdim=True)\n"
+                "        tokens = torch.cat([tokens, newest], dim=1)\n"
+                "    return tokens\n"
+                "answer = generate_with_cache", "the prefill: logits = model.step(prompt, cache)"),
     },
     # 10 · Positions
     "10": {

@@ -1,15 +1,16 @@
 """KVCacheCalculator (09 · Efficient attention) driven without a browser: every control changes the
-picture and the status line, the numbers are kv_cache_bytes', and an impossible grouping is explained."""
+picture and the status line, the numbers are kv_cache_bytes', an impossible grouping is explained, and
+the model menu sets the published sizes of real models (and names them when the sliders match)."""
 
 from __future__ import annotations
 
 import pytest
 
-from attn_helpers import kv_cache_bytes
+from attn_helpers import MODEL_ATTENTION_SIZES, kv_cache_bytes
 from attn_helpers.widgets import KVCacheCalculator
 from attn_helpers.widgets.kv_cache import format_bytes
 
-DEFAULTS = dict(num_heads=64, kv_groups=8, num_layers=80, seq_len=4096, dtype_bytes=2)
+DEFAULTS = dict(num_heads=64, kv_groups=8, num_layers=80, seq_len=4096, dtype_bytes=2, head_dim=128)
 
 
 @pytest.fixture(scope="module")
@@ -22,13 +23,14 @@ def test_starts_valid_with_a_stable_one_line_repr(calc):
     text = repr(calc)
     assert calc.valid
     assert text == repr(KVCacheCalculator())
-    assert text.startswith("KVCacheCalculator(num_heads=64 kv_groups=8 num_layers=80 seq_len=4096 dtype_bytes=2 | ")
+    assert text.startswith("KVCacheCalculator(num_heads=64 kv_groups=8 num_layers=80 seq_len=4096 dtype_bytes=2 "
+                           "head_dim=128 | Llama-2-70B | ")
     assert "\n" not in text and "0x" not in text
     assert calc._repr_mimebundle_()["text/plain"] == text
 
 
 @pytest.mark.parametrize("change", [dict(num_heads=32), dict(kv_groups=1), dict(num_layers=40),
-                                    dict(seq_len=32768), dict(dtype_bytes=4)])
+                                    dict(seq_len=32768), dict(dtype_bytes=4), dict(head_dim=64)])
 def test_each_control_changes_the_picture_and_the_status(calc, change):
     calc.set(**DEFAULTS)
     before_png, before_status = calc.image.value, calc.last_status
@@ -41,7 +43,7 @@ def test_each_control_changes_the_picture_and_the_status(calc, change):
 
 
 def test_the_bars_and_the_table_are_kv_cache_bytes(calc):
-    calc.set(num_heads=32, kv_groups=4, num_layers=24, seq_len=8192, dtype_bytes=2)
+    calc.set(num_heads=32, kv_groups=4, num_layers=24, seq_len=8192, dtype_bytes=2, head_dim=128)
     sizes = {g: kv_cache_bytes(num_layers=24, num_kv_heads=g, head_dim=128, seq_len=8192, dtype_bytes=2)
              for g in (32, 4, 1)}
     assert [bar.get_width() for bar in calc.bars] == [sizes[32], sizes[4], sizes[1]]
@@ -71,9 +73,43 @@ def test_bad_sizes_are_rejected_at_construction():
         KVCacheCalculator(num_layers=0)
     with pytest.raises(ValueError, match="dtype_bytes must be one of"):
         KVCacheCalculator(dtype_bytes=3)
+    with pytest.raises(ValueError, match="head_dim must be one of"):
+        KVCacheCalculator(head_dim=100)
 
 
 def test_format_bytes():
     assert format_bytes(512) == "512 B"
     assert format_bytes(3 * 2 ** 10) == "3 KiB"
     assert format_bytes(1.25 * 2 ** 30) == "1.25 GiB"
+
+
+def test_llama_2_70b_caches_320_kib_per_token_in_float16():
+    sizes = MODEL_ATTENTION_SIZES["Llama-2-70B"]
+    per_token = kv_cache_bytes(num_layers=sizes["num_layers"], num_kv_heads=sizes["num_kv_heads"],
+                               head_dim=sizes["head_dim"], seq_len=1, dtype_bytes=2)
+    assert per_token == 320 * 2 ** 10  # 2 x 80 layers x 8 KV heads x 128 x 2 bytes
+
+
+@pytest.mark.parametrize("name", list(MODEL_ATTENTION_SIZES))
+def test_the_model_menu_sets_the_published_sizes_and_names_the_model(calc, name):
+    calc.set(**DEFAULTS)
+    calc.set(num_layers=7)  # sizes of no model: the menu says so
+    assert calc.model_menu.value == "(your own sizes)"
+    calc.model_menu.value = name
+    sizes = MODEL_ATTENTION_SIZES[name]
+    assert calc.valid
+    assert calc.values["num_heads"] == sizes["num_heads"] and calc.values["kv_groups"] == sizes["num_kv_heads"]
+    assert calc.values["num_layers"] == sizes["num_layers"] and calc.values["head_dim"] == sizes["head_dim"]
+    assert f"| {name} |" in calc.last_status and calc.title.get_text().startswith(f"{name}: ")
+    expected = kv_cache_bytes(num_layers=sizes["num_layers"], num_kv_heads=sizes["num_kv_heads"],
+                              head_dim=sizes["head_dim"], seq_len=4096, dtype_bytes=2)
+    assert calc.bars[1].get_width() == expected
+    calc.set(num_layers=sizes["num_layers"] + 1)  # moving a slider off the model: the menu follows
+    assert calc.model_menu.value == "(your own sizes)" and name not in calc.last_status
+    calc.set(**DEFAULTS)
+
+
+def test_the_model_menu_is_part_of_the_widget_and_rejects_unknown_names(calc):
+    assert calc.widget.children[0] is calc.model_menu
+    with pytest.raises(ValueError, match="name must be one of"):
+        calc.choose_model("GPT-5")

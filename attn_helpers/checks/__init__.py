@@ -11,7 +11,13 @@ modules' ``__all__`` is imported here by name (tests/test_import.py checks that 
 from __future__ import annotations
 
 from ._core import NOT_ATTEMPTED, Verdict, checker, compare_tensors
-from .efficient import check_kv_cache_size, check_online_softmax_step, check_repeat_kv
+from .efficient import (
+    check_cache_flops_prediction,
+    check_generate_with_cache,
+    check_kv_cache_size,
+    check_online_softmax_step,
+    check_repeat_kv,
+)
 from .heads import (
     check_head_shapes,
     check_heads_prediction,
@@ -65,6 +71,8 @@ __all__ = [
     "check_online_softmax_step",
     "check_kv_cache_size",
     "check_repeat_kv",
+    "check_cache_flops_prediction",
+    "check_generate_with_cache",
     # heads
     "check_split_heads",
     "check_merge_heads",

@@ -2,7 +2,8 @@
 head (multi-head), per group of query heads (grouped-query) or one for all (multi-query).
 
 Three bars, always in the same order, so moving a slider shows at once what sharing key/value
-heads saves; the numbers come from :func:`attn_helpers.efficient.kv_cache_bytes`.
+heads saves; the numbers come from :func:`attn_helpers.measure.kv_cache_bytes`. A menu of real models
+(:data:`attn_helpers.measure.MODEL_ATTENTION_SIZES`) sets the sliders to a model the learner has heard of.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import html
 import ipywidgets as W
 from matplotlib.figure import Figure
 
-from ..measure import kv_cache_bytes
+from ..measure import MODEL_ATTENTION_SIZES, kv_cache_bytes
 from ._base import Explorer, InvalidCombination
 
 __all__ = ["KVCacheCalculator"]
@@ -21,6 +22,8 @@ BAR_COLOURS = ("#0072B2", "#E69F00", "#009E73")  # Okabe-Ito: multi-head, groupe
 KINDS = ("multi-head", "grouped-query", "multi-query")
 SEQ_LENS = tuple(2 ** p for p in range(9, 18))  # 512 ... 131072 tokens
 DTYPES = (("float32 (4 bytes)", 4), ("float16 / bfloat16 (2 bytes)", 2), ("8-bit (1 byte)", 1))
+HEAD_DIMS = (32, 64, 96, 128, 256)
+OWN_SIZES = "(your own sizes)"
 
 
 def format_bytes(n: float) -> str:
@@ -37,8 +40,9 @@ class KVCacheCalculator(Explorer):
     ``KVCacheCalculator(num_heads=64, kv_groups=8, num_layers=80, seq_len=4096, dtype_bytes=2,
     head_dim=128, batch=1)``; display it as a cell's last line. ``kv_groups`` is the number of
     key/value heads ``G``: each is shared by ``num_heads / G`` query heads, so ``num_heads`` must be
-    a multiple of ``G`` (otherwise the calculator says why, in words). ``head_dim`` and ``batch`` are
-    fixed when it is made.
+    a multiple of ``G`` (otherwise the calculator says why, in words). ``batch`` is fixed when it is
+    made. The ``model`` menu (:meth:`choose_model`) sets heads, groups, layers and ``head_dim`` to a
+    published model's; the title names the model whenever the sliders match one.
     """
 
     def __init__(self, num_heads: int = 64, kv_groups: int = 8, num_layers: int = 80, seq_len: int = 4096,
@@ -49,7 +53,8 @@ class KVCacheCalculator(Explorer):
             raise ValueError(f"seq_len must be one of {list(SEQ_LENS)}, got {seq_len}")
         if dtype_bytes not in dict((b, n) for n, b in DTYPES):
             raise ValueError(f"dtype_bytes must be one of {[b for _, b in DTYPES]}, got {dtype_bytes}")
-        self.head_dim = head_dim
+        if head_dim not in HEAD_DIMS:
+            raise ValueError(f"head_dim must be one of {list(HEAD_DIMS)}, got {head_dim}")
         self.batch = batch
         style = {"description_width": "initial"}
         controls = {
@@ -62,12 +67,45 @@ class KVCacheCalculator(Explorer):
             "seq_len": W.SelectionSlider(options=[(f"{n:,}", n) for n in SEQ_LENS], value=seq_len,
                                          description="tokens cached", style=style, continuous_update=False),
             "dtype_bytes": W.Dropdown(options=DTYPES, value=dtype_bytes, description="dtype", style=style),
+            "head_dim": W.Dropdown(options=HEAD_DIMS, value=head_dim, description="head_dim", style=style),
         }
+        self.model_menu = W.Dropdown(options=[OWN_SIZES, *MODEL_ATTENTION_SIZES], value=OWN_SIZES,
+                                     description="model", style=style)
+        self._syncing_menu = False
         super().__init__(controls, figsize=(8.0, 2.8))
+        self.model_menu.observe(lambda change: self.choose_model(change["new"]), names="value")
+        self.widget.children = (self.model_menu, *self.widget.children)
+
+    # -- real models ----------------------------------------------------------------------------
+    def choose_model(self, name: str) -> None:
+        """Set the sliders to the published sizes of model ``name`` (a key of ``MODEL_ATTENTION_SIZES``)."""
+        if self._syncing_menu or name == OWN_SIZES:
+            return
+        if name not in MODEL_ATTENTION_SIZES:
+            raise ValueError(f"name must be one of {list(MODEL_ATTENTION_SIZES)}, got {name!r}")
+        sizes = MODEL_ATTENTION_SIZES[name]
+        self.set(num_heads=sizes["num_heads"], kv_groups=sizes["num_kv_heads"], num_layers=sizes["num_layers"],
+                 head_dim=sizes["head_dim"])
+
+    @staticmethod
+    def model_matching(num_heads: int, kv_groups: int, num_layers: int, head_dim: int) -> str | None:
+        """The name of the published model with these sizes, or ``None``."""
+        for name, sizes in MODEL_ATTENTION_SIZES.items():
+            if (sizes["num_heads"], sizes["num_kv_heads"], sizes["num_layers"], sizes["head_dim"]) == \
+                    (num_heads, kv_groups, num_layers, head_dim):
+                return name
+        return None
+
+    def _sync_menu(self, name: str | None) -> None:
+        self._syncing_menu = True
+        try:
+            self.model_menu.value = name or OWN_SIZES
+        finally:
+            self._syncing_menu = False
 
     # -- counting -------------------------------------------------------------------------------
     def sizes(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int,
-              dtype_bytes: int) -> dict[str, int]:
+              dtype_bytes: int, head_dim: int) -> dict[str, int]:
         """Bytes of the cache for each kind (:data:`KINDS`) at these control values."""
         if kv_groups > num_heads or num_heads % kv_groups:
             options = [g for g in range(1, num_heads + 1) if num_heads % g == 0]
@@ -76,7 +114,7 @@ class KVCacheCalculator(Explorer):
                 f"{num_heads} / {kv_groups} = {num_heads / kv_groups:.2f} query heads per group, not a whole "
                 f"number (try G in {options})")
         groups = {"multi-head": num_heads, "grouped-query": kv_groups, "multi-query": 1}
-        return {kind: kv_cache_bytes(num_layers=num_layers, num_kv_heads=g, head_dim=self.head_dim,
+        return {kind: kv_cache_bytes(num_layers=num_layers, num_kv_heads=g, head_dim=head_dim,
                                      seq_len=seq_len, batch=self.batch, dtype_bytes=dtype_bytes)
                 for kind, g in groups.items()}
 
@@ -93,8 +131,11 @@ class KVCacheCalculator(Explorer):
         self.title = self.ax.set_title("", fontsize=10)
         figure.subplots_adjust(left=0.17, right=0.98, top=0.83, bottom=0.06)
 
-    def update(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int, dtype_bytes: int) -> str:
-        sizes = self.sizes(num_heads, kv_groups, num_layers, seq_len, dtype_bytes)
+    def update(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int, dtype_bytes: int,
+               head_dim: int) -> str:
+        model = self.model_matching(num_heads, kv_groups, num_layers, head_dim)
+        self._sync_menu(model)  # the menu names the model whenever the sliders match one
+        sizes = self.sizes(num_heads, kv_groups, num_layers, seq_len, dtype_bytes, head_dim)
         top = sizes["multi-head"]
         groups = {"multi-head": num_heads, "grouped-query": kv_groups, "multi-query": 1}
         for bar, label, kind in zip(self.bars, self.labels, KINDS):
@@ -102,16 +143,18 @@ class KVCacheCalculator(Explorer):
             label.set_x(sizes[kind] + 0.02 * top)
             label.set_text(f"{format_bytes(sizes[kind])}  (G = {groups[kind]}, {100 * sizes[kind] / top:.3g}%)")
         self.ax.set_xlim(0, 1.6 * top)
-        self.title.set_text(f"KV cache = 2 × {num_layers} layers × {seq_len:,} tokens × G × head_dim {self.head_dim} × "
+        self.title.set_text((f"{model}: " if model else "") +
+                            f"KV cache = 2 × {num_layers} layers × {seq_len:,} tokens × G × head_dim {head_dim} × "
                             f"{dtype_bytes} bytes (batch {self.batch})")
         saved = top - sizes["grouped-query"]
-        return (f"grouped-query {format_bytes(sizes['grouped-query'])} vs multi-head {format_bytes(top)}: "
+        return ((f"{model} | " if model else "") + f"grouped-query {format_bytes(sizes['grouped-query'])} vs multi-head {format_bytes(top)}: "
                 f"saves {format_bytes(saved)} ({100 * saved / top:.3g}%)")
 
-    def table(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int, dtype_bytes: int) -> str:
-        sizes = self.sizes(num_heads, kv_groups, num_layers, seq_len, dtype_bytes)
+    def table(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int, dtype_bytes: int,
+              head_dim: int) -> str:
+        sizes = self.sizes(num_heads, kv_groups, num_layers, seq_len, dtype_bytes, head_dim)
         formula = (f"2 (K and V) x {num_layers} layers x {self.batch} batch x G x {seq_len:,} tokens x "
-                   f"{self.head_dim} head_dim x {dtype_bytes} bytes")
+                   f"{head_dim} head_dim x {dtype_bytes} bytes")
         rows = "".join(f"<tr><td>{kind}</td><td style='text-align:right'>{g}</td>"
                        f"<td style='text-align:right'>{sizes[kind]:,}</td></tr>"
                        for kind, g in zip(KINDS, (num_heads, kv_groups, 1)))
