@@ -70,7 +70,7 @@ class SkipExplorer(Explorer):
                                  continuous_update=False),
             "dim": W.ToggleButtons(options=[(f"dim = {self.chan}", self.chan), ("dim = 49", 49)], value=dim,
                                    description="input width", style=style),
-            "seed": W.IntSlider(value=seed, min=0, max=MAX_SEED, description="seed", style=style,
+            "seed": W.IntSlider(value=seed, min=0, max=MAX_SEED, description="random seed", style=style,
                                 continuous_update=False),
             "v_scale": W.ToggleButtons(options=V_SCALES, value=v_scale, description="W_v scale", style=style),
         }
@@ -136,7 +136,7 @@ class SkipExplorer(Explorer):
         self.ax.set_xlim(-0.5, depth + 0.5)
         label = dict((v, k) for k, v in SKIP_OPTIONS)[skip]
         scale = dict((v, k) for k, v in V_SCALES)[v_scale]
-        self.title.set_text(f"{depth} layers joined by: {label} (seed {seed}, W_v {scale})")
+        self.title.set_text(f"{depth} layers joined by: {label}; random seed {seed}, W_v {scale}")
         token_std = f"{m['token_std'][-1]:.2g}"
         self.note.set_text(f"at the output:\n RMS       {m['rms'][-1]:.2g}\n token std {token_std}\n"
                            f"gradient at\nlayer 1: {m['grad_norm'][0]:.2g}")
