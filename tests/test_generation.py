@@ -124,3 +124,63 @@ def test_bad_inputs_name_the_argument():
         generate_greedy(torch.nn.Linear(2, 2), torch.tensor([[0]]), 3, use_cache=True)
     with pytest.raises(ValueError, match="num_new must be at least 1"):
         generate_greedy(model, torch.tensor([[0]]), 0, use_cache=True)
+
+
+# ------------------------------------------------------------------------------ lesson 09's checkers
+
+
+def _loop(prefill: bool = True, refeed: bool = False, rerun: bool = False):
+    """A learner's generate_with_cache, right or with one typical mistake."""
+
+    def generate_with_cache(model, prompt, num_new):
+        cache = KVCache(max_tokens=prompt.shape[1] + num_new)
+        tokens = prompt
+        if rerun:
+            for _ in range(num_new):
+                tokens = torch.cat([tokens, model(tokens)[:, -1].argmax(-1, keepdim=True)], dim=1)
+            return tokens
+        logits = model.step(prompt if prefill else prompt[:, -1:], cache)[:, -1]
+        for _ in range(num_new):
+            newest = logits.argmax(dim=-1, keepdim=True)
+            tokens = torch.cat([tokens, newest], dim=1)
+            logits = model.step(tokens if refeed else newest, cache)[:, -1]
+        return tokens
+
+    return generate_with_cache
+
+
+@pytest.mark.parametrize(("answer", "ok", "says"), [
+    (_loop(), True, "the same 12 tokens as the loop without the cache"),
+    (_loop(prefill=False), False, "the prefill: logits = model.step(prompt, cache)"),
+    (_loop(refeed=True), False, "each step feeds only the newest token"),
+    (_loop(rerun=True), False, "the loop without the cache"),
+    (lambda model, prompt, num_new: prompt, False, "expected a tensor of shape [2, 15]"),
+    (42, False, "the answer should be a function"),
+])
+def test_generate_with_cache_checker_names_the_mistake(answer, ok, says):
+    from attn_helpers.checks import check_generate_with_cache
+
+    model = _random_model(4)
+    prompt = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    verdict = check_generate_with_cache.judge(answer, model, prompt, 12)
+    assert verdict.ok is ok
+    assert says in verdict.message + verdict.hint
+
+
+def test_generate_with_cache_checker_leaves_the_model_untouched():
+    from attn_helpers.checks import check_generate_with_cache
+
+    model = _random_model(5)
+    check_generate_with_cache.judge(_loop(), model, torch.tensor([[1, 2]]), 3)
+    assert "step" not in vars(model) and "forward" not in vars(model)  # the checker recorded calls on a copy
+
+
+@pytest.mark.parametrize(("prediction", "ok", "says"), [
+    (1024, True, "1,024 times as many"), (1000, True, "1,024 times as many"), (1024 ** 2, False, "not t²"),
+    (1, False, "every one of the t tokens again"), (10, False, "count the rows"), ("many", False, "should be a number"),
+])
+def test_cache_flops_prediction_checker(prediction, ok, says):
+    from attn_helpers.checks import check_cache_flops_prediction
+
+    verdict = check_cache_flops_prediction.judge(prediction, 142_606_336, 139_264, 1024)
+    assert verdict.ok is ok and says in verdict.message + verdict.hint
