@@ -175,11 +175,11 @@ def check_heads_prediction(prediction: Any, out_one: Tensor, out_many: Tensor, n
     difference = (out_one - out_many).abs().max().item()
     same = difference < tolerance
     if choice == ("same" if same else "different"):
-        return correct(f"the outputs differ by up to {difference:.2g}, far above float rounding ({tolerance:g}): "
-                       f"{num_heads} softmaxes over {num_heads} narrow dot products are not one softmax over their sum."
-                       if not same else f"they agree to within {tolerance:g}.")
+        return correct(f"the outputs differ by up to {difference:#.2g}, far above float rounding ({tolerance:g}): "
+                       f"{num_heads} heads take {num_heads} softmaxes over narrow dot products, one head takes one "
+                       "softmax over their sum." if not same else f"they agree to within {tolerance:g}.")
     if not same:
-        return wrong(f"they differ by up to {difference:.2g}, far above float rounding ({tolerance:g}).",
+        return wrong(f"they differ by up to {difference:#.2g}, far above float rounding ({tolerance:g}).",
                      "the weights and q, k, v are the same, but each head takes its own softmax over its own "
                      "head_dim-wide dot products; one wide head takes one softmax over the sum of those dot products.")
     return wrong(f"they agree to within {tolerance:g}.", "look at the largest difference the cell printed.")
