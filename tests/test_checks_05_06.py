@@ -252,7 +252,7 @@ def test_skip_through_v_names_the_mistake(seed_layer_parts, build, expected):
         ("grows", True, "grows in 3, stays in 0, shrinks in 0"),
         (" Grows ", True, "at L = 1 to"),
         ("stays", False, "the J terms add to the gradient"),
-        ("shrinks", False, "that is what happens without a skip"),
+        ("shrinks", False, "shrinking is what happens without a skip"),
         ("bigger", False, "one of 'shrinks', 'stays', 'grows'"),
     ],
 )

@@ -68,10 +68,10 @@ def check_gradient_trend_prediction(prediction: Any, first: Tensor, last: Tensor
                 f"(grows in {count['grows']}, stays in {count['stays']}, shrinks in {count['shrinks']})")
     if count[choice] == len(trends):
         return correct(f"{measured}.")
-    why = {"shrinks": "each layer's Jacobian is I + J: the identity I passes the gradient on whole, so nothing "
-                      "forces it to shrink; that is what happens without a skip.",
-           "stays": "each layer's Jacobian is I + J, not I: the J terms add to the gradient, and over many "
-                    "layers those additions pile up.",
+    why = {"shrinks": "each layer's Jacobian is I + J (J = d projected_l / d x_l): the identity I passes the gradient "
+                      "on whole, so nothing forces it to shrink; shrinking is what happens without a skip.",
+           "stays": "each layer's Jacobian is I + J (J = d projected_l / d x_l), not I alone: the J terms add to "
+                    "the gradient, and over many layers those additions pile up.",
            "grows": "look at the seeds that did not grow."}
     return wrong(f"{measured}.", why[choice])
 
