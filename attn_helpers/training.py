@@ -29,7 +29,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from .attention import Attention
+from .attention import Attention, merge_heads
 from .positions import RotaryAttention, sinusoidal_encoding
 from .probes import SKIP_KINDS
 from .threads import one_thread
@@ -48,11 +48,18 @@ __all__ = [
     "TrainingRun",
     "pattern_match",
     "initial_model",
+    "batch_generator",
+    "training_step",
     "train",
     "train_many",
     "results_table",
     "timing_table",
     "pattern_match_table",
+    "steps_table",
+    "HeadKnockout",
+    "head_knockout",
+    "knockout_table",
+    "knockout_summary",
     "NoWrapPreviousTokenTask",
     "held_out_accuracy",
     "order_blind_accuracy",
@@ -285,13 +292,18 @@ class TinyAttentionModel(nn.Module):
         return cls(task.vocab_size, task.n_classes, task.seq_len, dim=config.dim, num_heads=config.num_heads,
                    num_layers=config.num_layers, skip=config.skip, scaled=config.scaled, positions=config.positions)
 
-    def forward(self, tokens: Tensor, *, return_weights: bool = False, return_intermediates: bool = False):
+    def forward(self, tokens: Tensor, *, return_weights: bool = False, return_intermediates: bool = False,
+                keep_heads: Tensor | None = None):
         """``tokens (B, N) -> logits (B, N, n_classes)``.
 
         With ``return_weights`` also every layer's attention weights, ``(B, L, H, N, N)``; with
         ``return_intermediates`` instead a list with one dict per layer: that layer's
         :class:`Attention` intermediates (names and shapes in ``Attention.AXES``) plus ``"hidden"``,
         the hidden state ``(B, N, dim)`` after the layer and its skip connection.
+
+        ``keep_heads (L, H)`` knocks heads out: each head's output ``heads (B, H, N, head_dim)`` is
+        multiplied by its entry (0 = knocked out, 1 = kept) before the output projection, and the
+        intermediates ``"heads"``, ``"merged"``, ``"projected"`` and ``"out"`` are those of the knocked-out layer.
         """
         if not isinstance(tokens, Tensor) or tokens.is_floating_point() or tokens.ndim != 2:
             raise TypeError(f"tokens must be an integer tensor (B, N), got "
@@ -307,9 +319,16 @@ class TinyAttentionModel(nn.Module):
             h = h + sinusoidal_encoding(tokens.shape[1], h.shape[-1], dtype=h.dtype).to(h.device)  # (B, N, dim)
         else:  # "none", or "rope": the rotary layers rotate q and k themselves
             h = self.embed(tokens)  # (B, N, dim)
+        keep = self._check_keep_heads(keep_heads, h.dtype)
         layers = []
-        for layer in self.layers:
+        for index, layer in enumerate(self.layers):
             out, inter = layer(h, return_intermediates=True)  # (B, N, dim)
+            if keep is not None:  # knock heads out: zero their outputs before the output projection
+                heads = inter["heads"] * keep[index][None, :, None, None]  # (B, H, N, head_dim)
+                merged = merge_heads(heads)  # (B, N, dim)
+                projected = layer.proj(merged)  # (B, N, dim)
+                out = projected + inter["skip"]  # (B, N, dim): seed 000's skip through v
+                inter = {**inter, "heads": heads, "merged": merged, "projected": projected, "out": out}
             if self.skip == "identity":
                 h = h + inter["projected"]  # (B, N, dim)
             elif self.skip == "values":
@@ -323,6 +342,15 @@ class TinyAttentionModel(nn.Module):
         if return_weights:
             return logits, torch.stack([inter["weights"] for inter in layers], dim=1)  # (B, L, H, N, N)
         return logits
+
+    def _check_keep_heads(self, keep_heads: object, dtype: torch.dtype) -> Tensor | None:
+        if keep_heads is None:
+            return None
+        shape = (len(self.layers), self.layers[0].num_heads)
+        if not isinstance(keep_heads, Tensor) or tuple(keep_heads.shape) != shape:
+            raise ValueError(f"keep_heads must be a tensor of shape (L, H) = {list(shape)}, got "
+                             f"{list(keep_heads.shape) if isinstance(keep_heads, Tensor) else type(keep_heads).__name__}")
+        return keep_heads.to(dtype)
 
 
 # --------------------------------------------------------------------------------------------
@@ -534,11 +562,34 @@ def initial_model(task: Task, config: TrainConfig) -> TinyAttentionModel:
         return TinyAttentionModel.for_task(task, config).to(torch.float64)
 
 
+def batch_generator(config: TrainConfig) -> torch.Generator:
+    """The random generator :func:`train` draws its training batches from (seeded by ``config.seed``):
+    ``task.sample(config.batch_size, batch_generator(config))`` gives its first batch, and so on."""
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+    return torch.Generator().manual_seed(10_000 + config.seed)
+
+
+def training_step(model: nn.Module, optimizer: Adam, task: Task, batches: torch.Generator,
+                  batch_size: int) -> tuple[Tensor, float]:
+    """One step of :func:`train`: draw ``batch_size`` fresh sequences of ``task`` with ``batches``,
+    forward, loss, backward, one optimizer step. Returns the batch's tokens ``(batch, N)`` (train()
+    counts the sequences it has seen) and the batch's loss."""
+    tokens, targets = task.sample(batch_size, batches)  # (batch, N) each: fresh sequences
+    logits = model(tokens)  # (batch, N, C): forward
+    loss = F.cross_entropy(logits.reshape(-1, task.n_classes),  # (batch*N, C)
+                           targets.reshape(-1), ignore_index=IGNORE)  # (batch*N,): positions without a target skipped
+    optimizer.zero_grad()  # drop the previous step's gradients
+    loss.backward()  # backward: the gradient of the loss for every weight
+    optimizer.step()  # move every weight a little against its gradient (Adam)
+    return tokens, loss.item()
+
+
 def _train(task: Task, config: TrainConfig, progress: Callable[[int, int], None] | None) -> TrainingRun:
     dtype = torch.float64
     model = initial_model(task, config)
     optimizer = Adam(model.parameters(), lr=config.lr)
-    batches = torch.Generator().manual_seed(10_000 + config.seed)
+    batches = batch_generator(config)
     held_tokens, held_targets = task.sample(config.held_out, torch.Generator().manual_seed(HELD_OUT_SEED))
     held_ideal = task.ideal_attention(held_tokens).to(dtype)  # (held_out, N, N)
     held_set = {tuple(row) for row in held_tokens.tolist()}
@@ -562,15 +613,9 @@ def _train(task: Task, config: TrainConfig, progress: Callable[[int, int], None]
                 progress(step, config.steps)
         if step == config.steps:
             break
-        tokens, targets = task.sample(config.batch_size, batches)  # (batch, N) each
+        tokens, loss = training_step(model, optimizer, task, batches, config.batch_size)
         seen.update(tuple(row) for row in tokens.tolist())
-        logits = model(tokens)  # (batch, N, C)
-        loss = F.cross_entropy(logits.reshape(-1, task.n_classes),  # (batch*N, C)
-                               targets.reshape(-1), ignore_index=IGNORE)  # (batch*N,)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        train_loss.append(loss.item())
+        train_loss.append(loss)
     seconds = time.perf_counter() - start
     model.eval()
     return TrainingRun(
@@ -641,6 +686,117 @@ def pattern_match_table(run: TrainingRun, *, every: int | None = None) -> str:
             continue
         values = "  ".join(f"{v:>7.2f}" for v in run.pattern_match[i].reshape(-1).tolist())  # (L*H,)
         lines.append(f"{step:>5}  {run.held_out_accuracy[i].item():>8.3f}  {values}")
+    return "\n".join(lines)
+
+
+def steps_table(runs: Mapping[str, Mapping[int, TrainingRun]], *, accuracies: Sequence[float] = (0.9, 0.99)) -> str:
+    """Steps to each of ``accuracies`` held-out accuracy, per run and seed: ``runs[name][seed]``.
+
+    One line per name, one column per seed, cells like ``60/90`` (``never``: not within the run's steps)."""
+    seeds = sorted({seed for by_seed in runs.values() for seed in by_seed})
+    width = max([len(name) for name in runs] + [3])
+    cells = {name: {seed: "/".join(_steps_text(run.steps_to(a)) for a in accuracies) for seed, run in by_seed.items()}
+             for name, by_seed in runs.items()}
+    column = max([len(c) for row in cells.values() for c in row.values()] + [len(f"seed {seeds[-1]}")])
+    lines = [f"{'run':<{width}}  " + "  ".join(f"{f'seed {seed}':>{column}}" for seed in seeds)]
+    for name, row in cells.items():
+        lines.append(f"{name:<{width}}  " + "  ".join(f"{row.get(seed, '-'):>{column}}" for seed in seeds))
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Knocking heads out: which head does which lookups?
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class HeadKnockout:
+    """What :func:`head_knockout` measured on one model. ``K = 1 + L*H`` rows: nothing knocked out,
+    then each head alone knocked out (``labels``: ``"nothing"``, ``"head 0"``, ... or ``"layer 0 head 1"``).
+
+    - ``accuracy (K,)``: held-out accuracy over all questions;
+    - ``by_letter (K, num_letters)``: held-out accuracy over the questions that ask for each letter;
+    - ``questions (num_letters,)``: how many held-out questions ask for each letter.
+    """
+
+    labels: list[str]
+    accuracy: Tensor
+    by_letter: Tensor
+    questions: Tensor
+
+    def cost(self) -> Tensor:
+        """``(K - 1, num_letters)``: how much accuracy knocking out each head costs on each letter."""
+        return self.by_letter[:1] - self.by_letter[1:]
+
+
+def head_knockout(model: TinyAttentionModel, task: LookupTask, *, held_out: int = 256) -> HeadKnockout:
+    """Held-out accuracy of ``model`` on ``task`` with each head knocked out in turn (its output zeroed
+    before the output projection: ``model(tokens, keep_heads=...)``), overall and per letter asked for.
+
+    The held-out sequences are those :func:`train` measures on. Runs without gradients on one CPU
+    thread, so the same model gives the same numbers on every machine."""
+    if not isinstance(model, TinyAttentionModel):
+        raise TypeError(f"model must be a TinyAttentionModel, got {type(model).__name__}")
+    if not isinstance(task, LookupTask):
+        raise TypeError(f"task must be a LookupTask (its questions ask for letters), got {type(task).__name__}")
+    check_positive_int("held_out", held_out)
+    L, H = len(model.layers), model.layers[0].num_heads
+    tokens, targets = task.sample(held_out, torch.Generator().manual_seed(HELD_OUT_SEED))  # (B, N) each
+    letters = task.question_letters(tokens)  # (B, N): -1 at the pairs
+    scored = targets != IGNORE  # (B, N)
+    labels, masks = ["nothing"], [torch.ones(L, H)]
+    for layer in range(L):
+        for head in range(H):
+            keep = torch.ones(L, H)  # (L, H)
+            keep[layer, head] = 0.0
+            labels.append(f"layer {layer} head {head}" if L > 1 else f"head {head}")
+            masks.append(keep)
+    questions = torch.stack([(letters == c).sum() for c in range(task.num_letters)])  # (num_letters,)
+    accuracy, by_letter = [], []
+    with torch.no_grad(), one_thread():
+        for keep in masks:
+            right = (model(tokens, keep_heads=keep).argmax(dim=-1) == targets).to(torch.float64)  # (B, N)
+            accuracy.append(right[scored].mean())
+            by_letter.append(torch.stack([right[letters == c].sum() for c in range(task.num_letters)])
+                             / questions.clamp_min(1))  # (num_letters,)
+    return HeadKnockout(labels, torch.stack(accuracy), torch.stack(by_letter), questions)
+
+
+def knockout_table(results: Mapping[object, HeadKnockout], *, key_name: str = "seed") -> str:
+    """:func:`head_knockout`'s accuracies as text: per result (e.g. per seed) one line with nothing
+    knocked out and one per head knocked out; columns: all questions, then each letter."""
+    first = next(iter(results.values()))
+    letters = [LETTERS[c].upper() for c in range(first.by_letter.shape[1])]
+    label = max([len(text) for result in results.values() for text in result.labels] + [len("knocked out")])
+    key = max([len(str(k)) for k in results] + [len(key_name)])
+    lines = [f"{key_name:>{key}}  {'knocked out':<{label}}  {'all':>5}  " + "  ".join(f"{c:>4}" for c in letters)]
+    for name, result in results.items():
+        for i, text in enumerate(result.labels):
+            values = "  ".join(f"{v:4.2f}" for v in result.by_letter[i].tolist())
+            lines.append(f"{str(name) if i == 0 else '':>{key}}  {text:<{label}}  {result.accuracy[i].item():5.3f}  {values}")
+    return "\n".join(lines)
+
+
+def knockout_summary(results: Mapping[object, HeadKnockout], *, key_name: str = "seed", small: float = 0.1,
+                     large: float = 0.3) -> str:
+    """Per result: the accuracy with each head knocked out; the letters *one head answers alone*
+    (knocking that head out costs at least ``large``, knocking out any other head less than ``small``);
+    and how many letters *need every head* (knocking out any one head costs at least ``small``)."""
+    key = max([len(str(k)) for k in results] + [len(key_name)])
+    first = next(iter(results.values()))
+    heads = first.labels[1:]
+    head_cols = [f"without {h}" for h in heads]
+    lines = [f"{key_name:>{key}}  " + "  ".join(head_cols) + "  every head needed  one head answers alone"]
+    for name, result in results.items():
+        cost = result.cost()  # (K-1, letters)
+        alone = []
+        for c in range(cost.shape[1]):
+            big = (cost[:, c] >= large).nonzero().flatten().tolist()
+            others_small = [h for h in big if all(cost[o, c] < small for o in range(cost.shape[0]) if o != h)]
+            alone += [f"{LETTERS[c].upper()} ({heads[h]})" for h in others_small]
+        needed = int((cost >= small).all(dim=0).sum())
+        accs = "  ".join(f"{result.accuracy[i + 1].item():>{len(col)}.3f}" for i, col in enumerate(head_cols))
+        lines.append(f"{str(name):>{key}}  {accs}  {f'{needed} of {cost.shape[1]}':>17}  "
+                     + (", ".join(alone) if alone else "none"))
     return "\n".join(lines)
 
 

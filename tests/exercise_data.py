@@ -133,9 +133,25 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
     },
     # 08 · Watch attention learn
     "08": {
-        "8.1": ("answer = torch.eye(6).roll(1, dims=1)", "one step to the LEFT"),
-        "8.2": ("answer = (weights10 * ideal).mean(dim=(-2, -1))", "sum over the keys"),
-        "8.3": ('answer = "no scaling"', "lowest final accuracy"),
+        # "the other head covers for it": but head 1 alone answers only about two thirds
+        "8.1": ('prediction = "same"', "removing the other would change little"),
+        "8.2": ("answer = torch.eye(6).roll(1, dims=1)", "one step to the LEFT"),
+        "8.3": ("answer = (weights10 * ideal).mean(dim=(-2, -1))", "sum over the keys"),
+        # the head's features zeroed after the output projection, which mixes every head into every feature
+        "8.4": (
+            "def without_head(model, tokens, layer, head):\n"
+            "    h = model.embed(tokens) + model.position.weight\n"
+            "    for index, attention in enumerate(model.layers):\n"
+            "        _, inter = attention(h, return_intermediates=True)\n"
+            "        projected = inter['projected'].clone()\n"
+            "        if index == layer:\n"
+            "            d = attention.head_dim\n"
+            "            projected[..., head * d:(head + 1) * d] = 0.0\n"
+            "        h = h + projected\n"
+            "    return model.readout(h)\n"
+            "answer = without_head",
+            "proj mixes every head",
+        ),
     },
     # 09 · Efficient attention
     "09": {

@@ -10,23 +10,38 @@ import math
 import pytest
 import torch
 
-from attn_helpers import Attention
-from attn_helpers.checks import check_pattern_match, check_previous_token_pattern, check_slowest_run
+from attn_helpers import Attention, merge_heads
+from attn_helpers.checks import (
+    check_knockout,
+    check_knockout_prediction,
+    check_pattern_match,
+    check_previous_token_pattern,
+)
+from attn_helpers.checks.training import _KNOCKOUT_MISTAKES, _knockout_logits
+from attn_helpers.threads import one_thread
 from attn_helpers.training import (
     IGNORE,
     Adam,
+    HeadKnockout,
     LookupTask,
     PreviousTokenTask,
     ReverseTask,
     TinyAttentionModel,
     TrainConfig,
+    batch_generator,
+    head_knockout,
+    held_out_accuracy,
     initial_model,
+    knockout_summary,
+    knockout_table,
     pattern_match,
     pattern_match_table,
     results_table,
+    steps_table,
     timing_table,
     train,
     train_many,
+    training_step,
 )
 
 TASKS = [PreviousTokenTask(), ReverseTask(), LookupTask(), PreviousTokenTask(seq_len=5, vocab_size=3),
@@ -319,17 +334,166 @@ def test_check_pattern_match():
         assert not verdict.ok and hint in verdict.hint, verdict
 
 
-def test_check_slowest_run():
+def test_check_knockout_prediction():
+    for accuracy, right in ((0.99, "same"), (0.66, "lower"), (0.13, "chance")):
+        assert check_knockout_prediction.judge(right, accuracy, 0.999, 0.125).ok
+        for other in {"same", "lower", "chance"} - {right}:
+            assert not check_knockout_prediction.judge(other, accuracy, 0.999, 0.125).ok
+    assert "removing the other would change little" in check_knockout_prediction.judge("same", 0.66, 0.999, 0.125).hint
+    assert "one of" in check_knockout_prediction.judge("half", 0.66, 0.999, 0.125).message
+    assert check_knockout_prediction.judge(" Lower ", 0.66, 0.999, 0.125).ok
+
+
+def _without_head(model, tokens, layer, head):
+    """The exercise's solution, as a learner would write it."""
+    h = model.embed(tokens) + model.position.weight  # (B, N, dim)
+    for index, attention in enumerate(model.layers):
+        _, inter = attention(h, return_intermediates=True)
+        heads = inter["heads"].clone()  # (B, H, N, head_dim)
+        if index == layer:
+            heads[:, head] = 0.0
+        h = h + attention.proj(merge_heads(heads))
+    return model.readout(h)
+
+
+@pytest.fixture(scope="module")
+def two_layer_model():
+    return initial_model(LookupTask(), TrainConfig(num_layers=2)).eval()
+
+
+def test_check_knockout_accepts_the_solution_and_names_each_mistake(two_layer_model):
+    tokens, _ = _sample(LookupTask(), batch=16)
+    assert check_knockout.judge(_without_head, two_layer_model, tokens).ok
+    for key, (cause, hint) in _KNOCKOUT_MISTAKES.items():
+        verdict = check_knockout.judge(
+            lambda m, t, l, h, key=key: _knockout_logits(m, t, l, h, mistake=key), two_layer_model, tokens)
+        assert not verdict.ok and cause in verdict.message and verdict.hint == hint, (key, verdict)
+    verdict = check_knockout.judge(lambda m, t, l, h: m(t), two_layer_model, tokens)
+    assert not verdict.ok and "nothing was knocked out" in verdict.message
+
+
+def test_check_knockout_explains_bad_answers(two_layer_model):
+    tokens, _ = _sample(LookupTask(), batch=4)
+    assert "should be a function" in check_knockout.judge(3, two_layer_model, tokens).message
+    verdict = check_knockout.judge(lambda m, t, l, h: 1 / 0, two_layer_model, tokens)
+    assert not verdict.ok and "ZeroDivisionError" in verdict.message and "layer=0, head=0" in verdict.message
+    only_two_layers = lambda m, t, l, h: _without_head(m, t, l, h) if len(m.layers) == 2 else m(t)
+    verdict = check_knockout.judge(only_two_layers, two_layer_model, tokens)
+    assert not verdict.ok and "3-layer model" in verdict.message
+
+
+# ------------------------------------------------------------------------------ the loop, shown
+
+def test_training_step_is_the_loop_train_runs():
+    """The lesson's loop, written with training_step from initial_model and batch_generator, ends with
+    exactly the weights and losses of train()."""
+    task, config = LookupTask(), SMALL.replace(steps=12)
+    model = initial_model(task, config)
+    optimizer, batches = Adam(model.parameters(), lr=config.lr), batch_generator(config)
+    with one_thread():
+        losses = [training_step(model, optimizer, task, batches, config.batch_size)[1] for _ in range(config.steps)]
+    run = train(task, config)
+    assert losses == run.train_loss.tolist()
+    theirs = run.model.state_dict()
+    assert all(torch.equal(value, theirs[name]) for name, value in model.state_dict().items())
+    assert math.isclose(held_out_accuracy(model, task, held_out=32), run.final_accuracy)
+
+
+def test_batch_generator_is_seeded_by_the_config():
+    a, b = batch_generator(SMALL), batch_generator(SMALL.replace(seed=1))
+    first = LookupTask().sample(4, a)[0]
+    assert torch.equal(first, LookupTask().sample(4, batch_generator(SMALL))[0])
+    assert not torch.equal(first, LookupTask().sample(4, b)[0])
+    with pytest.raises(TypeError, match="TrainConfig"):
+        batch_generator(3)
+
+
+# ------------------------------------------------------------------------------ knocking heads out
+
+@pytest.mark.parametrize("skip", ["identity", "values", "none"])
+def test_keep_heads_zeroes_a_head_before_the_projection(skip):
+    torch.manual_seed(0)
+    model = TinyAttentionModel(10, 4, 6, dim=16, num_heads=2, skip=skip).double()
+    tokens = torch.randint(0, 10, (3, 6))
+    assert torch.equal(model(tokens, keep_heads=torch.ones(1, 2)), model(tokens))
+    h0 = model.embed(tokens) + model.position.weight  # (B, N, dim)
+    _, inter = model.layers[0](h0, return_intermediates=True)
+    heads = inter["heads"].clone()
+    heads[:, 1] = 0.0
+    projected = model.layers[0].proj(merge_heads(heads))
+    h1 = {"identity": h0 + projected, "values": projected + inter["skip"], "none": projected}[skip]
+    logits, layers = model(tokens, keep_heads=torch.tensor([[1.0, 0.0]]), return_intermediates=True)
+    torch.testing.assert_close(logits, model.readout(h1))
+    assert torch.equal(layers[0]["heads"][:, 1], torch.zeros_like(heads[:, 1]))
+    torch.testing.assert_close(layers[0]["hidden"], h1)
+
+
+def test_keep_heads_is_checked():
+    model = TinyAttentionModel(10, 4, 6, dim=16, num_heads=2, num_layers=2)
+    tokens = torch.zeros(2, 6, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"keep_heads must be a tensor of shape \(L, H\) = \[2, 2\], got \[1, 2\]"):
+        model(tokens, keep_heads=torch.ones(1, 2))
+    with pytest.raises(ValueError, match="got list"):
+        model(tokens, keep_heads=[[1, 1], [1, 1]])
+
+
+@pytest.fixture(scope="module")
+def trained_lookup():
+    return train(LookupTask(), TrainConfig(steps=60, snapshot_every=20, held_out=64))
+
+
+def test_head_knockout_measures_each_head(trained_lookup):
+    task, model = trained_lookup.task, trained_lookup.model
+    result = head_knockout(model, task, held_out=64)
+    assert result.labels == ["nothing", "head 0", "head 1"]
+    assert result.accuracy.shape == (3,) and result.by_letter.shape == (3, task.num_letters)
+    assert math.isclose(result.accuracy[0].item(), held_out_accuracy(model, task, held_out=64))
+    assert int(result.questions.sum()) == 64 * task.num_pairs
+    weighted = (result.by_letter * result.questions).sum(dim=1) / result.questions.sum()  # (3,)
+    torch.testing.assert_close(weighted, result.accuracy)
+    tokens, targets = task.sample(64, torch.Generator().manual_seed(20_240))
+    with torch.no_grad():
+        logits = _without_head(model, tokens, 0, 1)
+    scored = targets != IGNORE
+    manual = (logits.argmax(-1) == targets)[scored].double().mean().item()
+    assert math.isclose(result.accuracy[2].item(), manual)
+    torch.testing.assert_close(result.cost(), result.by_letter[:1] - result.by_letter[1:])
+
+
+def test_head_knockout_names_layers_and_checks_its_arguments():
+    model = initial_model(LookupTask(), TrainConfig(num_layers=2, num_heads=1))
+    assert head_knockout(model, LookupTask(), held_out=8).labels == ["nothing", "layer 0 head 0", "layer 1 head 0"]
+    with pytest.raises(TypeError, match="LookupTask"):
+        head_knockout(model, PreviousTokenTask())
+    with pytest.raises(TypeError, match="TinyAttentionModel"):
+        head_knockout(torch.nn.Linear(2, 2), LookupTask())
+
+
+def _knockout(by_letter):
+    by_letter = torch.tensor(by_letter, dtype=torch.float64)  # (3, 4)
+    return HeadKnockout(["nothing", "head 0", "head 1"], by_letter.mean(dim=1), by_letter, torch.full((4,), 10))
+
+
+def test_knockout_table_and_summary():
+    results = {0: _knockout([[1.0, 1.0, 1.0, 1.0],   # A: head 1 alone, B: head 0 alone,
+                             [1.0, 0.5, 0.8, 0.95],  # C: needs both, D: neither knockout matters
+                             [0.2, 1.0, 0.7, 1.0]]),
+               7: _knockout([[1.0] * 4, [0.5] * 4, [0.5] * 4])}
+    table = knockout_table(results).splitlines()
+    assert table[0].split() == ["seed", "knocked", "out", "all", "A", "B", "C", "D"]
+    assert table[1].split()[:3] == ["0", "nothing", "1.000"] and table[2].split()[:4] == ["head", "0", "0.812", "1.00"]
+    assert table[4].split()[0] == "7" and len(table) == 7
+    summary = knockout_summary(results).splitlines()
+    assert "every head needed" in summary[0] and "one head answers alone" in summary[0]
+    assert summary[1].split()[:5] == ["0", "0.812", "0.725", "1", "of"]
+    assert summary[1].endswith("A (head 1), B (head 0)")
+    assert summary[2].endswith("4 of 4  none")
+
+
+def test_steps_table():
     base = train(PreviousTokenTask(), SMALL.replace(steps=10))
-    def fake(accuracies):
-        return dataclasses.replace(base, held_out_accuracy=torch.tensor(accuracies, dtype=torch.float64))
-    runs = {"fast": fake([0.1, 0.995, 1.0]), "slow": fake([0.1, 0.5, 0.995]),
-            "stuck": fake([0.1, 0.5, 0.9]), "stuck worse": fake([0.1, 0.4, 0.6])}
-    assert check_slowest_run.judge("stuck worse", runs).ok
-    assert "fastest" in check_slowest_run.judge("fast", runs).message
-    assert "lowest final accuracy" in check_slowest_run.judge("stuck", runs).hint
-    assert "steps_to" in check_slowest_run.judge("slow", runs).hint
-    assert "write one of" in check_slowest_run.judge("nope", runs).hint
-    assert "string" in check_slowest_run.judge(3, runs).message
-    assert check_slowest_run.judge("slow", {k: runs[k] for k in ("fast", "slow")}).ok
-    assert math.isclose(runs["stuck"].final_accuracy, 0.9)
+    fake = lambda accuracies: dataclasses.replace(base, held_out_accuracy=torch.tensor(accuracies, dtype=torch.float64))
+    table = steps_table({"a": {0: fake([0.1, 0.95, 1.0]), 3: fake([0.1, 0.5, 0.6])}, "b": {0: fake([0.1, 0.2, 0.99])}})
+    lines = table.splitlines()
+    assert lines[0].split() == ["run", "seed", "0", "seed", "3"]
+    assert lines[1].split() == ["a", "5/10", "never/never"] and lines[2].split() == ["b", "10/10", "-"]

@@ -52,7 +52,7 @@ from .pretrained import check_config_head_dim, check_head_weights, check_keep_ma
 from .projection import check_key_layer, check_qkv_shape, check_split_qkv, check_weight_shape_prediction
 from .scaling import check_row_entropy, check_scaled_scores, check_score_variance, check_trend_prediction
 from .skip import check_first_layer_grad, check_gradient_trend_prediction, check_residual_line, check_skip_through_v
-from .training import check_pattern_match, check_previous_token_pattern, check_slowest_run
+from .training import check_knockout, check_knockout_prediction, check_pattern_match, check_previous_token_pattern
 from .values import (
     check_attention_function,
     check_cross_attention_shape,
@@ -128,9 +128,10 @@ __all__ = [
     "check_first_layer_grad",
     "check_residual_line",
     # training
+    "check_knockout_prediction",
     "check_previous_token_pattern",
     "check_pattern_match",
-    "check_slowest_run",
+    "check_knockout",
     # values
     "check_attention_function",
     "check_cross_attention_shape",

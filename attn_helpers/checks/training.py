@@ -1,18 +1,47 @@
-"""Checkers for 08 · Watch attention learn: the ideal pattern of a task, the pattern-match number,
-and which training run learned slowest."""
+"""Checkers for 08 · Watch attention learn: a prediction of what knocking out a head does, the ideal
+pattern of a task, the pattern-match number, and a function that knocks out one head of any layer."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from ..training import PreviousTokenTask, TrainingRun, pattern_match
-from ._core import Verdict, checker, compare_tensors, correct, wrong
+from ..attention import merge_heads
+from ..training import LookupTask, PreviousTokenTask, TinyAttentionModel, pattern_match
+from ._core import Verdict, as_number, checker, compare_tensors, correct, error_text, wrong
+from ._predict import as_choice, prediction_checker
 
-__all__ = ["check_previous_token_pattern", "check_pattern_match", "check_slowest_run"]
+__all__ = ["check_knockout_prediction", "check_previous_token_pattern", "check_pattern_match", "check_knockout"]
+
+KNOCKOUT_CHOICES = ("same", "lower", "chance")
+
+
+@prediction_checker
+def check_knockout_prediction(prediction: Any, accuracy: float, full_accuracy: float, chance: float) -> Verdict:
+    """Prediction: with one head of the trained lookup model knocked out, is the held-out ``accuracy``
+    about the ``"same"`` as ``full_accuracy`` (within 0.05), down to ``"chance"`` (at most twice
+    ``chance``), or ``"lower"`` in between?"""
+    choice = as_choice(prediction, KNOCKOUT_CHOICES)
+    if isinstance(choice, Verdict):
+        return choice
+    if accuracy >= full_accuracy - 0.05:
+        happened = "same"
+    elif accuracy <= 2 * chance:
+        happened = "chance"
+    else:
+        happened = "lower"
+    measured = f"{accuracy:.3f} without the head, {full_accuracy:.3f} with both, chance {chance:.3f}"
+    if choice == happened:
+        return correct(f"{measured}.")
+    if happened == "lower":
+        if choice == "same":
+            return wrong(f"{measured}: the other head does not cover for the missing one.",
+                         "if the remaining head could answer every question alone, removing the other would change little.")
+        return wrong(f"{measured}: far above chance, so the remaining head still answers many questions.",
+                     "chance would mean the remaining head answers nothing; look at its pattern match in 8.4.")
+    return wrong(f"{measured}.", "compare the measured accuracy with both reference numbers.")
 
 
 @checker
@@ -63,38 +92,102 @@ def check_pattern_match(answer: Any, weights: Tensor, ideal: Tensor) -> Verdict:
                            success="one number per head: " + ", ".join(f"{v:.2f}" for v in expected.tolist()) + ".")
 
 
-def _slowness(run: TrainingRun, accuracy: float) -> tuple[float, float]:
-    """Sort key: later to reach ``accuracy`` is slower; among runs that never do, lower final accuracy is slower."""
-    reached = run.steps_to(accuracy)
-    return (float("inf") if reached is None else float(reached), -run.final_accuracy)
+def _knockout_logits(model: TinyAttentionModel, tokens: Tensor, layer: int, head: int, *,
+                     mistake: str | None = None) -> Tensor:
+    """The logits of ``model`` with ``head`` of ``layer`` knocked out, written step by step; ``mistake``
+    reproduces one typical error (the keys of :data:`_KNOCKOUT_MISTAKES`). ``(B, N) -> (B, N, C)``."""
+    if mistake == "no positions":
+        h = model.embed(tokens)  # (B, N, dim)
+    else:
+        h = model.embed(tokens) + model.position.weight[: tokens.shape[1]]  # (B, N, dim)
+    for index, attention in enumerate(model.layers):
+        out, inter = attention(h, return_intermediates=True)
+        heads = inter["heads"].clone()  # (B, H, N, head_dim)
+        hit = index == layer or mistake == "every layer"
+        if hit and mistake == "token axis":
+            heads[:, :, head] = 0.0  # zeroes token `head` of every head
+        elif hit and mistake != "after projection":
+            heads[:, head] = 0.0
+        projected = attention.proj(merge_heads(heads))  # (B, N, dim)
+        if hit and mistake == "after projection":
+            hd = attention.head_dim
+            projected = projected.clone()
+            projected[..., head * hd:(head + 1) * hd] = 0.0
+        if mistake == "no skip":
+            h = projected
+        elif mistake == "layer output":
+            h = h + projected + inter["skip"]  # Attention's own output adds the merged v too
+        else:
+            h = h + projected
+    return model.readout(h)  # (B, N, C)
 
 
-def _describe(run: TrainingRun, accuracy: float) -> str:
-    reached = run.steps_to(accuracy)
-    if reached is None:
-        return f"never reached {accuracy:.0%} in {run.config.steps} steps (ended at {run.final_accuracy:.3f})"
-    return f"reached {accuracy:.0%} held-out accuracy at step {reached}"
+_KNOCKOUT_MISTAKES = {
+    "after projection": (
+        "the head's slice of features was zeroed AFTER the output projection",
+        "proj mixes every head into every output feature: zero the head in heads (B, H, N, head_dim), then project."),
+    "token axis": (
+        "a token was zeroed instead of a head (heads[:, :, head])",
+        "heads has shape (B, H, N, head_dim): the head axis is dim 1, heads[:, head] = 0."),
+    "every layer": (
+        "that head was knocked out in every layer",
+        "zero the head only in the layer you were given (compare the layer index in your loop)."),
+    "no skip": (
+        "the skip connection was left out (h = proj(...))",
+        "the model adds each layer's projected output to its input: h = h + proj(merged)."),
+    "layer output": (
+        "each layer's full output (projected + merged v, seed 000's skip) was added",
+        "the tiny model adds only the projected heads, inter['projected'], to h, not the layer's out."),
+    "no positions": (
+        "the position vectors were left out",
+        "the model's input is model.embed(tokens) + model.position.weight, before the first layer."),
+}
+
+
+def _other_model(task: LookupTask) -> TinyAttentionModel:
+    """A model the learner has not seen: 3 layers of 4 heads, seeded, float64."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(8)
+        model = TinyAttentionModel(task.vocab_size, task.n_classes, task.seq_len, dim=16, num_heads=4, num_layers=3)
+    return model.to(torch.float64).eval()
 
 
 @checker
-def check_slowest_run(answer: Any, runs: Mapping[str, TrainingRun], accuracy: float = 0.99) -> Verdict:
-    """Exercise: the name of the run in ``runs`` that learned slowest: the last to reach ``accuracy``
-    held-out accuracy; among runs that never reach it, the one with the lowest final accuracy."""
-    if not isinstance(answer, str):
-        return wrong(f"the answer should be a run's name (a string), got {type(answer).__name__}.",
-                     f"write one of: {', '.join(repr(n) for n in runs)}.")
-    if answer not in runs:
-        return wrong(f"there is no run called {answer!r}.", f"write one of: {', '.join(repr(n) for n in runs)}.")
-    ranked = sorted(runs, key=lambda name: _slowness(runs[name], accuracy))
-    slowest, fastest = ranked[-1], ranked[0]
-    if answer == slowest:
-        return correct(f"{answer!r} {_describe(runs[answer], accuracy)}.")
-    mine = f"{answer!r} {_describe(runs[answer], accuracy)}"
-    if answer == fastest:
-        return wrong(f"{mine}: that is the fastest run, not the slowest.",
-                     "look for the run that takes the MOST steps to reach the threshold, or never reaches it.")
-    if runs[answer].steps_to(accuracy) is None:
-        return wrong(f"{mine}, but another run that never reached it ended lower.",
-                     "when several runs never reach the threshold, the one with the lowest final accuracy is slowest.")
-    return wrong(f"{mine}, but another run took longer.",
-                 "compare run.steps_to(accuracy) for every run; None means it never got there, which is slowest.")
+def check_knockout(answer: Any, model: TinyAttentionModel, tokens: Tensor) -> Verdict:
+    """Exercise: ``answer(model, tokens, layer, head) -> logits (B, N, C)``, ``model``'s logits with one head of
+    one layer knocked out (its output zeroed before that layer's projection). Run on ``model`` for every
+    layer and head, and on a 3-layer, 4-head model; compared with ``model(tokens, keep_heads=...)``."""
+    if not callable(answer):
+        return wrong(f"the answer should be a function without_head(model, tokens, layer, head), got "
+                     f"{type(answer).__name__}.", "define it with def without_head(model, tokens, layer, head): ... "
+                                                  "and write answer = without_head.")
+    if not isinstance(model, TinyAttentionModel) or model.skip != "identity" or model.positions != "learned":
+        raise TypeError("model must be a TinyAttentionModel with skip='identity' and learned positions")
+    task = LookupTask(num_pairs=tokens.shape[1] // 2)
+    models = [("the model you were given", model), ("a 3-layer model with 4 heads", _other_model(task))]
+    for described, net in models:
+        net = net.to(torch.float64).eval()
+        L, H = len(net.layers), net.layers[0].num_heads
+        for layer in range(L):
+            for head in range(H):
+                keep = torch.ones(L, H)
+                keep[layer, head] = 0.0
+                with torch.no_grad():
+                    expected = net(tokens, keep_heads=keep)  # (B, N, C)
+                    try:
+                        got = answer(net, tokens.clone(), layer, head)
+                    except Exception as problem:
+                        return wrong(f"without_head(model, tokens, layer={layer}, head={head}) on {described} "
+                                     f"raised {error_text(problem)}.",
+                                     "loop over model.layers; in each, take the intermediates, zero one head where "
+                                     "the index matches, project, add to h; end with model.readout(h).")
+                    mistakes = {cause: (_knockout_logits(net, tokens, layer, head, mistake=key), hint)
+                                for key, (cause, hint) in _KNOCKOUT_MISTAKES.items()}
+                    mistakes["nothing was knocked out"] = (net(tokens), "set heads[:, head] = 0.0 in the chosen layer "
+                                                                        "before the projection.")
+                verdict = compare_tensors(got, expected, name=f"your logits (layer {layer}, head {head}, {described})",
+                                          likely_mistakes=mistakes, atol=1e-6, rtol=1e-6)
+                if not verdict.ok:
+                    return verdict
+    return correct("the same logits as the model with that head's output zeroed, for every layer and head of "
+                   "the model you were given and of a 3-layer model with 4 heads.")
