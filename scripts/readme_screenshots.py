@@ -5,8 +5,8 @@ Opens the notebooks in real JupyterLab in headless Chromium (the browser tests' 
 
 * ``docs/images/heads_explorer.png`` — the multi-head explorer: its sliders, status line and the
   heads' attention heatmaps (the shape table under it is left out);
-* ``docs/images/heads_not_possible.png`` — the same explorer at chan=64, num_heads=5: the picture
-  gives way to an explanation in words;
+* ``docs/images/heads_eight.png`` — the same explorer at num_heads=8, chan=32, tokens=12: eight
+  heads of head_dim 4, each with its own pattern;
 * ``docs/images/heatmap_cell.png`` — a lesson cell and its heatmap, as a learner sees it.
 
 Each is kept under 150 KB (colours reduced if needed).
@@ -88,11 +88,13 @@ def heads_pictures(server: JupyterServer, browser: Browser) -> None:
         lesson.page.evaluate("() => document.activeElement && document.activeElement.blur()")
         save_small(explorer_picture(explorer), OUT / "heads_explorer.png")
 
-        explorer.set_slider("chan", 64)
-        state = explorer.set_slider("num_heads", 5)
-        assert "not possible" in state.status, state.status
+        explorer.set_slider("chan", 32)
+        explorer.set_slider("tokens", 12)
+        state = explorer.set_slider("num_heads", 8)
+        assert "head_dim = 32 // 8 = 4" in state.status, state.status
+        explorer.wait_for_image(None)
         lesson.page.evaluate("() => document.activeElement && document.activeElement.blur()")
-        save_small(explorer_picture(explorer, with_image=False), OUT / "heads_not_possible.png")
+        save_small(explorer_picture(explorer), OUT / "heads_eight.png")
     finally:
         lesson.close()
 

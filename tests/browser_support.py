@@ -885,7 +885,11 @@ class ExplorerView:
         def reached(i: dict[str, Any]) -> bool:
             if isinstance(target, dict):
                 return i["pos"] == target["pos"] and i["readout"] == target["readout"]
-            return abs(i["now"] - target) <= self.slider_step.get(name, 1e-9) / 2
+            # A number slider's handle sits at its value (aria rounds it to one decimal): within half a
+            # step is there. A selection slider's handle sits at an index, and its values need not be
+            # evenly spaced (e.g. 1, 2, 4, 8): only the value itself is there.
+            even = abs(i["pos"] - i["now"]) <= 0.051
+            return abs(i["now"] - target) <= (self.slider_step.get(name, 1e-9) / 2 if even else 1e-9)
 
         def key_for(i: dict[str, Any]) -> str:
             if isinstance(target, dict):  # by position; aria rounds a float slider's, then by value

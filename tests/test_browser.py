@@ -5,8 +5,8 @@ an error or stderr, that every figure of the committed notebook is drawn and eve
 there with its picture. Then move every control of every explorer — sliders by arrow keys and by
 dragging, every dropdown option, checkboxes and toggles by clicking — and after each change wait
 for the status line to show the new value, then check the picture changed (or, for an impossible
-combination, that it is hidden and explained). The heads explorer is driven to an impossible
-combination and back.
+combination, that it is hidden and explained). The heads explorer is driven through every head
+count on its narrowest width and back.
 
 Then every notebook again with a kernel of the Colab stand-in (Colab's ipywidgets 7.7.1, IPython 7.34,
 ...) in the classic Notebook, the front end that draws ipywidgets 7: Run All and a slider moved.
@@ -139,24 +139,26 @@ def test_every_control_of_every_explorer(lesson: LessonPage, screenshot_dir: Pat
 
 
 @on_each(WITH_HEADS)
-def test_heads_explorer_explains_an_impossible_split(lesson: LessonPage, screenshot_dir: Path):
+def test_heads_explorer_lays_out_every_head_count(lesson: LessonPage, screenshot_dir: Path):
+    """num_heads offers 1, 2, 4 and 8 only (each divides every chan on offer): the narrowest split
+    (chan=8 over 8 heads, head_dim 1) is drawn, and the grid is laid out again for each count."""
     heads = [e for e in lesson.explorers() if e.class_name == "HeadsExplorer"]
     assert heads, f"{lesson.name}: no HeadsExplorer rendered"
     for explorer in heads:
         explorer.box.scroll_into_view_if_needed()
-        explorer.set_slider("chan", 64)
-        state = explorer.set_slider("num_heads", 5)
-        assert state.values.get("chan") == "64" and state.values.get("num_heads") == "5", state.status
-        assert "not possible" in state.status, f"{explorer.label}: chan=64, num_heads=5 shows {state.status!r}"
-        assert not state.visible, f"{explorer.label}: the picture is still shown for {state.status!r}"
-        explorer.box.screenshot(path=str(screenshot_dir / f"{Path(lesson.name).stem}__3_heads_not_possible.png"))
-        problems = lesson.problems()
-        assert not problems, f"{lesson.name}: an impossible combination produced:\n" + "\n".join(problems)
-
-        state = explorer.set_slider("num_heads", 4)
-        assert state.valid and "not possible" not in state.status, state.status
+        explorer.set_slider("chan", 8)
+        state = explorer.set_slider("num_heads", 8)
+        assert state.values.get("chan") == "8" and state.values.get("num_heads") == "8", state.status
+        assert state.valid and "head_dim = 8 // 8 = 1" in state.status, state.status
         state = explorer.wait_for_image(None)
-        assert state.visible and state.natural_width > 0, f"{explorer.label}: no picture again for {state.status!r}"
+        assert state.visible and state.natural_width > 0, f"{explorer.label}: no picture for {state.status!r}"
+        explorer.box.screenshot(path=str(screenshot_dir / f"{Path(lesson.name).stem}__3_heads_8_by_1.png"))
+        for count in (4, 2, 1):  # ArrowLeft visits every count on offer, and nothing in between
+            state = explorer.set_slider("num_heads", count)
+            assert state.valid and f"head_dim = 8 // {count} = {8 // count}" in state.status, state.status
+        state = explorer.set_slider("chan", 64)
+        state = explorer.set_slider("num_heads", 4)
+        assert state.valid and "head_dim = 64 // 4 = 16" in state.status, state.status
     assert not lesson.problems()
 
 

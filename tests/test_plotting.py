@@ -196,6 +196,60 @@ def test_head_grid_draws_into_a_given_figure_keeping_or_fitting_its_size():
     assert len([ax for ax in figure.axes if ax.images]) == 2  # cleared first, not drawn twice
 
 
+def label_centres(ax, texts: list) -> list[tuple[float, float]]:
+    renderer = ax.figure.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    return [((b.x0 + b.x1) / 2, (b.y0 + b.y1) / 2) for b in boxes]
+
+
+def test_head_grid_text_labels_stand_where_the_tick_labels_stand():
+    ticked = plotting.head_grid(weights(8, 12, 12), SENTENCE[:12], figure=plt.figure(), resize_figure=True)
+    texted = plotting.head_grid(weights(8, 12, 12), SENTENCE[:12], figure=plt.figure(), resize_figure=True,
+                                text_labels=True)
+    for a, b in ((ticked[0].axes, texted[0].axes), (ticked[4].axes, texted[4].axes)):
+        a.figure.canvas.draw()
+        b.figure.canvas.draw()
+        assert b.get_xticks().size == 0 and b.get_yticks().size == 0  # no ticks at all
+        rows = [t for t in b.texts if t.get_ha() == "right"]
+        assert [t.get_text() for t in rows] == SENTENCE[:12]
+        np.testing.assert_allclose(label_centres(b, rows), label_centres(a, a.get_yticklabels()), atol=3.0)
+        assert b.get_ylabel() == "query" and b.yaxis.label.get_window_extent().x1 < min(
+            t.get_window_extent().x0 for t in rows)  # the axis label clears the token labels
+    bottom_ticked, bottom_texted = ticked[4].axes, texted[4].axes
+    columns = [t for t in bottom_texted.texts if t.get_va() == "top"]
+    assert [t.get_text() for t in columns] == SENTENCE[:12]
+    xs = [x for x, _ in label_centres(bottom_texted, columns)]
+    np.testing.assert_allclose(xs, [x for x, _ in label_centres(bottom_ticked, bottom_ticked.get_xticklabels())],
+                               atol=3.0)
+    assert len(texted[1].axes.texts) == 0  # inner panels carry no labels
+
+
+def test_live_head_grid_lays_out_the_same_grid_as_head_grid_without_new_axes():
+    figure = Figure()
+    grid = plotting.LiveHeadGrid(figure, 8)
+    axes_before = list(figure.axes)
+    for heads, n in ((8, 32), (2, 6), (4, 12), (1, 4)):
+        images = grid.layout(heads, SENTENCE[:n])
+        assert figure.axes == axes_before  # moved and relabelled, never made anew
+        assert len(images) == heads and all(image.get_array().shape == (n, n) for image in images)
+        assert [ax.get_visible() for ax in figure.axes[:8]] == [h < heads for h in range(8)]
+        reference = plotting.head_grid(weights(heads, n, n), SENTENCE[:n], figure=Figure(), resize_figure=True)
+        assert tuple(figure.get_size_inches()) == pytest.approx(tuple(reference[0].axes.figure.get_size_inches()))
+        for image, ref in zip(images, reference):
+            np.testing.assert_allclose(image.axes.get_position().bounds, ref.axes.get_position().bounds, atol=1e-9)
+            assert image.axes.get_title() == ref.axes.get_title()
+        labels = [t.get_text() for ax in figure.axes for t in ax.texts]
+        assert len(labels) == n * (min(heads, 4) + -(-heads // 4))  # keys under each column, queries per row
+
+
+def test_live_head_grid_rejects_a_head_count_it_has_no_panels_for():
+    grid = plotting.LiveHeadGrid(Figure(), 4)
+    with pytest.raises(ValueError, match=r"num_heads must be in \[1, 4\], got 8"):
+        grid.layout(8, TOKENS)
+    with pytest.raises(ValueError, match="max_heads must be at least 1, got 0"):
+        plotting.LiveHeadGrid(Figure(), 0)
+
+
 def test_head_grid_cross_attention_labels_the_keys_only():
     images = plotting.head_grid(weights(2, 3, 5), list("abcde"))
     assert tick_texts(images[0].axes, "x") == list("abcde")

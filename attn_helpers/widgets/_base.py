@@ -133,9 +133,14 @@ class Explorer:
         self.image.layout.visibility = "visible"
         self._show_status(f"{self._values_text(values)} | {status}" if status else self._values_text(values), ok=True)
 
+    #: False for an explorer whose ``draw`` lays out again the artists it made the first time
+    #: (faster than making new ones); the figure is then not cleared before ``draw``.
+    clear_on_rebuild = True
+
     def rebuild(self) -> None:
         """Lay the figure out anew (``needs_redraw`` said the layout changed): clear it, ``draw`` again."""
-        self.figure.clear()
+        if self.clear_on_rebuild:
+            self.figure.clear()
         self.draw(self.figure)
 
     def render_png(self) -> bytes:

@@ -1,14 +1,17 @@
 """The multi-head lesson's explorer: how many heads, how wide, how many tokens, and what each head looks at.
 
-Sliders for ``num_heads`` (1 to 8), ``chan`` (8 to 128 in steps of 8) and ``tokens`` (4 to 32)
-over one running sentence. The picture shows every head's attention weights for the first
+Sliders for ``num_heads`` (1, 2, 4 or 8), ``chan`` (8 to 128 in steps of 8) and ``tokens`` (4 to
+32) over one running sentence. Every ``chan`` on offer is a multiple of 8, so every head count on
+offer cuts it into equal heads: no slider position is impossible. The picture shows every head's attention weights for the first
 ``tokens`` words (one heatmap per head, token labels, one colour bar); under it a table lists the
 shape of every step of :class:`attn_helpers.Attention` for the current values.
 
 Speed: matplotlib draws the grid of labelled heatmaps once per layout (number of heads and
-tokens). A move that keeps the layout (``chan``) only changes the heatmaps' data, and only they are
-drawn again onto the kept picture (:class:`~attn_helpers.widgets._blit.BlitExplorer`), so the update
-stays under 100 ms (``make bench`` measures it against redrawing everything, as ``interact`` would).
+tokens), with the token labels as plain text rather than ticks (``head_grid(text_labels=True)``:
+well under half the time). A move that keeps the layout (``chan``) only changes the heatmaps' data,
+and only they are drawn again onto the kept picture (:class:`~attn_helpers.widgets._blit.BlitExplorer`),
+so the update stays under 100 ms (``make bench`` measures it against redrawing everything, as
+``interact`` would, and times the layout changes too).
 """
 
 from __future__ import annotations
@@ -23,10 +26,9 @@ from matplotlib.figure import Figure
 from torch import Tensor
 
 from ..attention import Attention
-from ..plotting import head_grid, to_numpy
+from ..plotting import LiveHeadGrid, to_numpy
 from ..shapes import shape_rows
 from ..threads import one_thread
-from ._base import InvalidCombination
 from ._blit import BlitExplorer
 
 __all__ = ["HeadsExplorer"]
@@ -35,7 +37,7 @@ SENTENCE = tuple(
     "the cat sat on the mat because it was warm and the dog slept by the door while rain fell "
     "on the old roof of the quiet house near the river bank".split()
 )  # 32 words; the explorer shows the first `tokens` of them
-MAX_HEADS = 8
+HEAD_COUNTS = (1, 2, 4, 8)  # each divides every chan on offer
 CHAN_MIN, CHAN_MAX, CHAN_STEP = 8, 128, 8
 TOKENS_MIN, TOKENS_MAX = 4, len(SENTENCE)
 EMBED_STD = 2.5  # token vectors' spread: with 1.0 every random head's weights sit near 1 / tokens
@@ -81,14 +83,6 @@ def _intermediates(num_heads: int, chan: int, tokens: int, dim: int, seed: int) 
     return inter
 
 
-def _not_divisible(chan: int, num_heads: int) -> str:
-    heads_ok = [h for h in range(1, MAX_HEADS + 1) if chan % h == 0]
-    chans_ok = [c for c in range(CHAN_MIN, CHAN_MAX + 1, CHAN_STEP) if c % num_heads == 0]
-    return (f"chan={chan} cannot be cut into {num_heads} equal heads: head_dim = chan / num_heads = "
-            f"{chan}/{num_heads} = {chan / num_heads:.3g} is not a whole number of features. "
-            f"With chan={chan} try num_heads in {heads_ok}; with {num_heads} heads try chan in {chans_ok}.")
-
-
 class HeadsExplorer(BlitExplorer):
     """Move ``num_heads``, ``chan`` and ``tokens``: every head's attention weights and every shape.
 
@@ -97,13 +91,18 @@ class HeadsExplorer(BlitExplorer):
     width of its token vectors (seed 000's 49). Same slider values, same picture: the token vectors
     and the layer's weights are drawn from ``seed`` every time (the notebook's random state is not
     touched). Equal words have equal vectors, so their rows and columns look alike in every head.
-    ``chan`` not divisible by ``num_heads`` is explained in words, with the values that work.
+    ``num_heads`` offers 1, 2, 4 and 8 only: each divides every ``chan`` on offer (multiples of 8),
+    so every combination of the sliders is a valid layer.
     """
 
     SENTENCE = SENTENCE
+    clear_on_rebuild = False  # self.grid lays its panels out again
 
     def __init__(self, num_heads: int = 4, chan: int = 64, tokens: int = 8, *, dim: int = 49, seed: int = 0) -> None:
-        for name, value, low, high in (("num_heads", num_heads, 1, MAX_HEADS), ("chan", chan, CHAN_MIN, CHAN_MAX),
+        if num_heads not in HEAD_COUNTS or isinstance(num_heads, bool):
+            raise ValueError(f"num_heads must be one of {list(HEAD_COUNTS)} (each divides every chan on offer), "
+                             f"got {num_heads!r}")
+        for name, value, low, high in (("chan", chan, CHAN_MIN, CHAN_MAX),
                                        ("tokens", tokens, TOKENS_MIN, TOKENS_MAX), ("dim", dim, 1, 4096)):
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise ValueError(f"{name} must be an int in [{low}, {high}], got {value!r}")
@@ -111,12 +110,13 @@ class HeadsExplorer(BlitExplorer):
             raise ValueError(f"chan must be a multiple of {CHAN_STEP} (the slider's step), got {chan}")
         self.dim, self.seed = dim, int(seed)
         self.images: list = []
+        self.grid: LiveHeadGrid | None = None  # the panels, made once and laid out again on each layout change
         self.layout: tuple[int, int] | None = None  # (num_heads, tokens) the figure is drawn for
         self._inter: dict[str, Tensor] = {}
         style = {"description_width": "initial"}
         controls = {
-            "num_heads": W.IntSlider(value=num_heads, min=1, max=MAX_HEADS, description="num_heads", style=style,
-                                     continuous_update=False),
+            "num_heads": W.SelectionSlider(options=list(HEAD_COUNTS), value=num_heads, description="num_heads",
+                                           style=style, continuous_update=False),
             "chan": W.IntSlider(value=chan, min=CHAN_MIN, max=CHAN_MAX, step=CHAN_STEP, description="chan",
                                 style=style, continuous_update=True),
             "tokens": W.IntSlider(value=tokens, min=TOKENS_MIN, max=TOKENS_MAX, description="tokens", style=style,
@@ -132,19 +132,16 @@ class HeadsExplorer(BlitExplorer):
     # -- figure ------------------------------------------------------------------------------
     def draw(self, figure: Figure) -> None:
         num_heads, tokens = self.controls["num_heads"].value, self.controls["tokens"].value
-        self.images = head_grid(np.zeros((num_heads, tokens, tokens)), SENTENCE[:tokens], figure=figure,
-                                resize_figure=True)
+        if self.grid is None:
+            self.grid = LiveHeadGrid(figure, max(HEAD_COUNTS))
+        self.images = self.grid.layout(num_heads, SENTENCE[:tokens])
         self.dynamic(self.images)
         self.layout = (num_heads, tokens)
 
     def needs_redraw(self, num_heads: int, chan: int, tokens: int) -> bool:
-        # An impossible combination shows no picture, so it keeps the old layout (no wasted redraw).
-        return chan % num_heads == 0 and (num_heads, tokens) != self.layout
+        return (num_heads, tokens) != self.layout
 
     def update(self, num_heads: int, chan: int, tokens: int) -> str:
-        if chan % num_heads:
-            self._inter = {}
-            raise InvalidCombination(_not_divisible(chan, num_heads))
         self._inter = self.intermediates(num_heads, chan, tokens)
         weights = to_numpy(self._inter["weights"][0])  # (H, N, N)
         for image, head in zip(self.images, weights):
