@@ -25,14 +25,14 @@ import os
 import shutil
 from pathlib import Path
 
+import background
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 SETUP_CELL_FILE = REPO_ROOT / "tests" / "notebook_setup_cell.py"
 
-# Environment variables that must not reach a kernel or a child pytest.
-LEAKY_ENV_VARS = ("MPLBACKEND", "PYTHONWARNINGS", "PYTEST_ADDOPTS")
+LEAKY_ENV_VARS = background.LEAKY_ENV_VARS  # must not reach a kernel, a child Python or a child pytest
 
 
 def series_notebooks() -> list[Path]:
@@ -65,10 +65,7 @@ def setup_cell_source() -> str:
 @pytest.fixture
 def clean_env() -> dict[str, str]:
     """A copy of the environment for subprocesses, without the leaky variables."""
-    env = dict(os.environ)
-    for name in LEAKY_ENV_VARS:
-        env.pop(name, None)
-    return env
+    return background.clean_environ()
 
 
 
@@ -168,6 +165,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if "main_nbval" in needed:
         _start_main_nbval()
     _start_lab(session.items)
+    modules = {item.module: None for item in session.items if getattr(item, "module", None) is not None}
+    for module in modules:  # child processes some tests only check the outcome of (background.py)
+        background.start(getattr(module, "BACKGROUND_JOBS", {}).items())
 
 
 # -- strict nbval over every notebook (tests/test_notebooks.py) ------------------------------------------
@@ -233,6 +233,7 @@ def _start_classic_browser() -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    background.shutdown()
     if "run" in _nbval:
         _nbval["stop"].set()
         _nbval["pool"].shutdown(wait=True)

@@ -1,9 +1,15 @@
-"""``import attn_helpers`` stays cheap: plotting, widgets and checks load on first use."""
+"""``import attn_helpers`` stays cheap: plotting, widgets and checks load on first use.
+
+Each import is checked in a fresh Python (this process has imported everything long ago); the two
+children run in the background from the start of the session (``background.py``).
+"""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+
+import background
 
 HEAVY = ("matplotlib", "ipywidgets")
 
@@ -13,13 +19,37 @@ def imported_modules(stderr: str) -> set[str]:
     return {line.rsplit("|", 1)[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
 
 
-def run(code: str, env: dict[str, str], *flags: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *flags, "-c", code], capture_output=True, text=True, env=env,
-                          timeout=300, check=True)
+def run(code: str, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *flags, "-c", code], capture_output=True, text=True,
+                          env=background.clean_environ(), timeout=300, check=True)
 
 
-def test_importing_the_package_imports_neither_matplotlib_nor_ipywidgets(clean_env):
-    result = run("import attn_helpers", clean_env, "-X", "importtime")
+LAZY_CODE = "\n".join([
+    "import sys",
+    "import attn_helpers",
+    "assert 'matplotlib' not in sys.modules",
+    "plotting = attn_helpers.plotting",
+    "assert 'matplotlib' in sys.modules and 'ipywidgets' not in sys.modules",
+    "assert callable(plotting.heatmap) and attn_helpers.plotting is plotting",
+    "assert callable(attn_helpers.widgets.HeadsExplorer)",
+    "assert callable(attn_helpers.checks.checker)",
+    "try:",
+    "    attn_helpers.no_such_thing",
+    "except AttributeError as error:",
+    "    print(error)",
+])
+BACKGROUND_JOBS = {
+    "test_import: import time": lambda: run("import attn_helpers", "-X", "importtime"),
+    "test_import: lazy submodules": lambda: run(LAZY_CODE),
+}
+
+
+def outcome(name: str) -> subprocess.CompletedProcess:
+    return background.result(name, BACKGROUND_JOBS[name])
+
+
+def test_importing_the_package_imports_neither_matplotlib_nor_ipywidgets():
+    result = outcome("test_import: import time")
     modules = imported_modules(result.stderr)
     assert "attn_helpers" in modules and "torch" in modules  # the measurement saw the import
     for heavy in HEAVY:
@@ -28,22 +58,8 @@ def test_importing_the_package_imports_neither_matplotlib_nor_ipywidgets(clean_e
     assert not {"attn_helpers.plotting", "attn_helpers.widgets", "attn_helpers.checks"} & modules
 
 
-def test_submodules_load_lazily_on_first_attribute_access(clean_env):
-    code = "\n".join([
-        "import sys",
-        "import attn_helpers",
-        "assert 'matplotlib' not in sys.modules",
-        "plotting = attn_helpers.plotting",
-        "assert 'matplotlib' in sys.modules and 'ipywidgets' not in sys.modules",
-        "assert callable(plotting.heatmap) and attn_helpers.plotting is plotting",
-        "assert callable(attn_helpers.widgets.HeadsExplorer)",
-        "assert callable(attn_helpers.checks.checker)",
-        "try:",
-        "    attn_helpers.no_such_thing",
-        "except AttributeError as error:",
-        "    print(error)",
-    ])
-    result = run(code, clean_env)
+def test_submodules_load_lazily_on_first_attribute_access():
+    result = outcome("test_import: lazy submodules")
     assert result.stdout.strip() == "module 'attn_helpers' has no attribute 'no_such_thing'"
     assert result.stderr == ""
 

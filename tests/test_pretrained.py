@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
+import background
 import pytest
 import torch
 from hypothesis import given, settings
@@ -391,12 +394,17 @@ def test_checkers_recognise_typical_mistakes(model):
     assert not checks.check_padding_prediction.judge("same", 0.2).ok
 
 
-def test_importing_the_package_loads_no_hugging_face_library(clean_env):
-    import subprocess
-    import sys
-
+def _import_in_a_fresh_python() -> subprocess.CompletedProcess:
     code = ("import sys, attn_helpers, attn_helpers.bert, attn_helpers.pretrained\n"
             "print(sorted(m for m in ('transformers', 'tokenizers', 'safetensors', 'huggingface_hub') if m in sys.modules))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env, timeout=300,
-                            check=True)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=background.clean_environ(),
+                          timeout=300, check=True)
+
+
+# A fresh Python imports the package while the other tests run (background.py).
+BACKGROUND_JOBS = {"test_pretrained: import without hugging face": _import_in_a_fresh_python}
+
+
+def test_importing_the_package_loads_no_hugging_face_library():
+    result = background.result("test_pretrained: import without hugging face", _import_in_a_fresh_python)
     assert result.stdout.strip() == "[]", result.stdout
