@@ -52,6 +52,22 @@ def test_forward_uses_the_causal_mask_of_multi_head_attention():
         torch.testing.assert_close(model(tokens), expected)
 
 
+def test_cached_decoding_logits_equal_a_model_built_on_torch_multihead_attention():
+    """The reference: the same model with PyTorch's nn.MultiheadAttention under its own causal mask."""
+    model = _random_model(3)
+    torch_attn = model.attn.to_torch().eval()
+    tokens = torch.randint(0, 11, (2, 10), generator=torch.Generator().manual_seed(3))
+    blocked = torch.nn.Transformer.generate_square_subsequent_mask(10)  # (N, N): -inf above the diagonal
+    cache = KVCache(max_tokens=10)
+    with torch.no_grad():
+        x = model.embed(tokens)
+        h = x + torch_attn(x, x, x, attn_mask=blocked, need_weights=False)[0]
+        expected = model.readout(h + model.mlp(h))  # (2, 10, V)
+        stepwise = torch.cat([model.step(tokens[:, :4], cache)] +
+                             [model.step(tokens[:, i:i + 1], cache) for i in range(4, 10)], dim=1)
+    torch.testing.assert_close(stepwise, expected, rtol=1e-5, atol=1e-5)
+
+
 @settings(max_examples=15, deadline=None)
 @given(n=st.integers(1, 12), split=st.integers(0, 12), batch=st.integers(1, 3), seed=st.integers(0, 10_000))
 def test_step_by_step_logits_equal_the_full_forward_pass(n, split, batch, seed):
