@@ -63,6 +63,15 @@ def _execute(source: str, namespace: dict[str, Any], label: str) -> str:
 
 
 @lru_cache(maxsize=None)
+def exercise_ids(notebook: str) -> list[str]:
+    """The ids of ``notebooks/<notebook>``'s exercises, in order, read from the cells' first lines
+    without running anything (for collecting tests: :func:`exercises` runs the whole notebook)."""
+    nb = nbformat.read(NOTEBOOKS / notebook, as_version=4)
+    return [header.group(1) for cell in nb.cells
+            if cell.cell_type == "code" and (header := EXERCISE_HEADER.match(cell.source))]
+
+
+@lru_cache(maxsize=None)
 def exercises(notebook: str) -> dict[str, Exercise]:
     """Every exercise of ``notebooks/<notebook>``, by id, in notebook order."""
     import matplotlib

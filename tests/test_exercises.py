@@ -1,14 +1,33 @@
 """Every "check yourself" exercise: its solution is accepted, ``None`` is "not attempted yet", and a
-typical wrong answer (``tests/exercise_data.py``) is rejected with its hint."""
+typical wrong answer (``tests/exercise_data.py``) is rejected with its hint.
+
+Reaching the exercises means running every notebook's cells (``exercise_harness.py``), about a minute
+of work. So this file runs twice: in a child pytest started in the background when the tests are
+collected (``background.py``; ``ATTN_EXERCISES_CHILD=1``), where each test does the work, and in this
+session, where each test of the same name reports the child's verdict, failing with the child's
+message. The tests are collected from the notebooks' exercise headers without running anything.
+"""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from pathlib import Path
+
+import background
 import pytest
 
 from exercise_data import WRONG_ANSWERS
-from exercise_harness import CORRECT, NOT_ATTEMPTED, NOT_YET, NOTEBOOKS, exercises
+from exercise_harness import CORRECT, NOT_ATTEMPTED, NOT_YET, NOTEBOOKS, exercise_ids, exercises
 
 LESSONS = sorted(p.name for p in NOTEBOOKS.glob("[0-9][0-9]*_*.ipynb"))
+IN_CHILD = os.environ.get("ATTN_EXERCISES_CHILD") == "1"
+JOB = "test_exercises: the child run"
+PASSED = None  # a test's verdict in the child's report: None, or its failure text
 
 
 def _prefix(notebook: str) -> str:
@@ -21,20 +40,51 @@ def _wrong_answers(notebook: str) -> dict[str, tuple[str, str]]:
 
 
 def _cases() -> list:
-    cases = []
-    for notebook in LESSONS:
-        try:
-            found = exercises(notebook)
-        except Exception as problem:  # report a notebook that does not run as a failing case, not a collection error
-            cases.append(pytest.param(notebook, f"runs: {type(problem).__name__}: {problem}", id=f"{_prefix(notebook)}-runs"))
-            continue
-        for ex_id in found:
-            cases.append(pytest.param(notebook, ex_id, id=f"{_prefix(notebook)}-{ex_id}"))
-    return cases
+    return [pytest.param(notebook, ex_id, id=f"{_prefix(notebook)}-{ex_id}")
+            for notebook in LESSONS for ex_id in exercise_ids(notebook)]
 
 
-@pytest.mark.parametrize("notebook", LESSONS)
-def test_every_lesson_has_at_least_two_exercises_each_with_a_wrong_answer_case(notebook):
+# -- the child run and its report -------------------------------------------------------------------
+
+def _run_child() -> dict[str, str | None]:
+    """This file's tests run for real in a child pytest: ``{test name: None if it passed, else why not}``."""
+    with tempfile.TemporaryDirectory(prefix="attn-exercises-") as folder:
+        report = Path(folder) / "report.xml"
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(Path(__file__).resolve()),
+               f"--junitxml={report}"]
+        env = {**background.clean_environ(), "ATTN_EXERCISES_CHILD": "1"}
+        child = subprocess.run(cmd, cwd=Path(__file__).resolve().parent.parent, env=env, capture_output=True,
+                               text=True, timeout=1800)
+        if not report.exists():
+            raise RuntimeError(f"the child pytest wrote no report (exit {child.returncode}):\n"
+                               f"{(child.stdout + child.stderr)[-6000:]}")
+        verdicts: dict[str, str | None] = {}
+        for case in ET.parse(report).getroot().iter("testcase"):
+            problem = next((e for e in case if e.tag in ("failure", "error", "skipped")), None)
+            verdicts[case.get("name", "")] = PASSED if problem is None else (
+                f"[{problem.tag} in the child run] {problem.get('message', '')}\n{problem.text or ''}"[:6000])
+        return verdicts
+
+
+BACKGROUND_JOBS = {} if IN_CHILD else {JOB: _run_child}
+
+
+def _check(request: pytest.FixtureRequest, check: Callable[..., None], *args: str) -> None:
+    """Run ``check`` here (in the child), or report the child's verdict on this test (in the session)."""
+    if IN_CHILD:
+        check(*args)
+        return
+    verdicts = background.result(JOB, _run_child)
+    name = request.node.name
+    if name not in verdicts:
+        pytest.fail(f"the child run has no result for {name}", pytrace=False)
+    if verdicts[name] is not PASSED:
+        pytest.fail(verdicts[name], pytrace=False)
+
+
+# -- the checks -------------------------------------------------------------------------------------
+
+def _has_two_exercises_with_wrong_answers(notebook: str) -> None:
     found = exercises(notebook)
     assert len(found) >= 2, f"{notebook} has {len(found)} exercises; every lesson has at least two"
     missing = sorted(set(found) - set(_wrong_answers(notebook)))
@@ -42,26 +92,42 @@ def test_every_lesson_has_at_least_two_exercises_each_with_a_wrong_answer_case(n
                          f"(WRONG_ANSWERS[{_prefix(notebook)!r}])")
 
 
-@pytest.mark.parametrize(("notebook", "ex_id"), _cases())
-def test_solution_is_accepted(notebook, ex_id):
+def _solution_is_accepted(notebook: str, ex_id: str) -> None:
     exercise = exercises(notebook)[ex_id]
     assert exercise.solution, f"exercise {ex_id} of {notebook} has no <details> solution block after it"
     printed = exercise.run(exercise.solution)
     assert CORRECT in printed, f"the solution of exercise {ex_id} was not accepted; the checker printed:\n{printed}"
 
 
-@pytest.mark.parametrize(("notebook", "ex_id"), _cases())
-def test_unanswered_exercise_says_not_attempted(notebook, ex_id):
+def _unanswered_says_not_attempted(notebook: str, ex_id: str) -> None:
     printed = exercises(notebook)[ex_id].run(None)
     assert NOT_ATTEMPTED in printed, printed
 
 
-@pytest.mark.parametrize(("notebook", "ex_id"), _cases())
-def test_typical_wrong_answer_is_rejected_with_its_hint(notebook, ex_id):
+def _wrong_answer_is_rejected_with_its_hint(notebook: str, ex_id: str) -> None:
     wrong = _wrong_answers(notebook).get(ex_id)
-    if wrong is None:
-        pytest.fail(f"no typical wrong answer for exercise {ex_id} of {notebook}")
+    assert wrong is not None, f"no typical wrong answer for exercise {ex_id} of {notebook}"
     code, hint = wrong
     printed = exercises(notebook)[ex_id].run(code)
     assert NOT_YET in printed, f"the wrong answer {code!r} was accepted:\n{printed}"
     assert hint in printed, f"expected the hint to mention {hint!r}; the checker printed:\n{printed}"
+
+
+@pytest.mark.parametrize("notebook", LESSONS)
+def test_every_lesson_has_at_least_two_exercises_each_with_a_wrong_answer_case(notebook, request):
+    _check(request, _has_two_exercises_with_wrong_answers, notebook)
+
+
+@pytest.mark.parametrize(("notebook", "ex_id"), _cases())
+def test_solution_is_accepted(notebook, ex_id, request):
+    _check(request, _solution_is_accepted, notebook, ex_id)
+
+
+@pytest.mark.parametrize(("notebook", "ex_id"), _cases())
+def test_unanswered_exercise_says_not_attempted(notebook, ex_id, request):
+    _check(request, _unanswered_says_not_attempted, notebook, ex_id)
+
+
+@pytest.mark.parametrize(("notebook", "ex_id"), _cases())
+def test_typical_wrong_answer_is_rejected_with_its_hint(notebook, ex_id, request):
+    _check(request, _wrong_answer_is_rejected_with_its_hint, notebook, ex_id)
