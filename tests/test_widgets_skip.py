@@ -3,12 +3,15 @@ line, the impossible combination is explained in words, and the numbers match th
 
 from __future__ import annotations
 
+import io
 import math
 
+import numpy as np
 import pytest
 import torch
+from PIL import Image
 
-from attn_helpers import signal_through_stack
+from attn_helpers import AttentionStack, signal_through_stack
 from attn_helpers.widgets import SkipExplorer
 
 
@@ -107,3 +110,45 @@ def test_layers_after_the_first_are_shared_between_widths_and_the_global_rng_is_
     assert narrow.layers[0].dim == 49 and wide.layers[0].dim == 64
     for a, b in zip(wide.layers[1:], narrow.layers[1:]):
         assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+
+
+def test_a_narrow_input_changes_only_the_first_layer_of_a_full_seeded_build():
+    e = SkipExplorer(skip="values", depth=2, dim=49, seed=3, v_scale=math.sqrt(3.0))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(3)
+        full = AttentionStack(32, 49, 64, 4).double()  # what one seeded build of the narrow stack draws
+    narrow, wide = e._stack(49, 3, math.sqrt(3.0)), e._stack(64, 3, math.sqrt(3.0))
+    torch.testing.assert_close(narrow.layers[0].qkv.weight[:128], full.layers[0].qkv.weight[:128], rtol=0, atol=0)
+    torch.testing.assert_close(narrow.layers[0].qkv.weight[128:], full.layers[0].qkv.weight[128:] * math.sqrt(3.0))
+    torch.testing.assert_close(narrow.layers[0].proj.weight, full.layers[0].proj.weight, rtol=0, atol=0)
+    assert all(a is b for a, b in zip(narrow.layers[1:], wide.layers[1:]))  # the same modules, W_v scaled once
+    assert len(narrow.layers) == 32
+
+
+@pytest.mark.parametrize("change", [dict(seed=5), dict(depth=3), dict(skip="values", v_scale=math.sqrt(3.0)), dict(dim=49)])
+def test_a_move_redraws_only_what_changed_and_shows_the_full_picture(change):
+    e = SkipExplorer(skip="values")
+    e.set(**change)
+    assert e.valid
+    redrawn = [e.ax.xaxis, e.rms_line, e.token_std_line, e.grad_line, e.title, e.note]
+    for artist in redrawn:
+        artist.set_animated(False)
+    buffer = io.BytesIO()
+    e.canvas.print_png(buffer)  # a full draw of the same figure, every artist included
+    for artist in redrawn:
+        artist.set_animated(True)
+    full = np.asarray(Image.open(buffer).convert("RGB")).astype(int)
+    shown = np.asarray(Image.open(io.BytesIO(e.image.value)).convert("RGB")).astype(int)
+    assert full.shape == shown.shape
+    differing = (np.abs(full - shown).max(axis=-1) > 0).mean()
+    assert differing < 0.003  # only where the x grid lines cross the frame (drawn in another order)
+
+
+def test_layer_ticks_are_whole_numbers(explorer):
+    explorer.set(skip="identity", depth=2, dim=64)
+    explorer.render_png()
+    ticks = [t for t in explorer.ax.get_xticks() if -0.5 <= t <= 2.5]
+    assert ticks and all(float(t).is_integer() for t in ticks)
+    assert explorer.title.get_text().startswith("2 layers")
+    explorer.set(depth=1)
+    assert explorer.title.get_text().startswith("1 layer joined")

@@ -11,6 +11,10 @@ The layers are built once per (seed, input width, ``W_v`` scale) (on first use, 
 notebook's random state) and reused: changing the skip re-wires the *same* weights, a smaller depth
 uses the first layers of the same stack, and both widths share every layer after the first, so every
 difference on screen comes from the control that moved.
+
+A move redraws only what changes (see :class:`~attn_helpers.widgets._blit.BlitExplorer`): the three
+curves, the title, the note and the x axis (its range follows the depth); the y axis, legend and
+frame are kept from the first picture.
 """
 
 from __future__ import annotations
@@ -21,9 +25,12 @@ import ipywidgets as W
 import numpy as np
 import torch
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from ..probes import AttentionStack, signal_through_stack
-from ._base import Explorer, InvalidCombination
+from ..threads import one_thread
+from ._base import InvalidCombination
+from ._blit import BlitExplorer
 
 __all__ = ["SkipExplorer"]
 
@@ -34,7 +41,7 @@ V_SCALES = (("default", 1.0), ("× √3", math.sqrt(3.0)))  # PyTorch's Linear i
 Y_RANGE = (1e-18, 1e6)  # fixed, so switching the skip shows the change in size instead of a rescaled axis
 
 
-class SkipExplorer(Explorer):
+class SkipExplorer(BlitExplorer):
     """Toggle the skip connection and slide the depth of a stack of seed 000's attention layers.
 
     ``SkipExplorer(skip="identity", depth=8, dim=64, seed=0, v_scale=1.0)``; display it as a cell's
@@ -94,18 +101,21 @@ class SkipExplorer(Explorer):
 
     def _stack(self, dim: int, seed: int = 0, v_scale: float = 1.0) -> AttentionStack:
         """The stack for input width ``dim``, ``seed`` and ``W_v`` scale, built on first use; layers 2 and
-        up are the same for every width."""
+        up are the same modules for every width."""
         key = (seed, dim, v_scale)
         if key not in self.stacks:
-            with torch.random.fork_rng(devices=[]):  # seeded without touching the notebook's random state
+            shared = None if dim == self.chan else self._stack(self.chan, seed, v_scale)
+            with torch.random.fork_rng(devices=[]), one_thread():  # seeded without touching the notebook's random state
                 torch.manual_seed(seed)
-                stack = AttentionStack(MAX_DEPTH, dim, self.chan, self.num_heads, skip="none").double()
-            if dim != self.chan:
-                for mine, shared in zip(stack.layers[1:], self._stack(self.chan, seed, 1.0).layers[1:]):
-                    mine.load_state_dict(shared.state_dict())
-            with torch.no_grad():
-                for layer in stack.layers:
-                    layer.qkv.weight[2 * self.chan:] *= v_scale  # rows 2*chan.. of qkv.weight are W_v
+                # Layer 0 draws the first random numbers, so it is the layer a full seeded build would
+                # make; a narrower input reuses the other layers (W_v already scaled) instead of drawing them.
+                stack = AttentionStack(MAX_DEPTH if shared is None else 1, dim, self.chan, self.num_heads,
+                                       skip="none").double()
+                with torch.no_grad():
+                    for layer in stack.layers:
+                        layer.qkv.weight[2 * self.chan:] *= v_scale  # rows 2*chan.. of qkv.weight are W_v
+                if shared is not None:
+                    stack.layers.extend(shared.layers[1:])
             generator = torch.Generator().manual_seed(seed + 1)
             self.inputs[seed, dim] = torch.randn(self.B, self.N, dim, generator=generator, dtype=torch.float64)
             self.stacks[key] = stack
@@ -117,6 +127,7 @@ class SkipExplorer(Explorer):
         self.ax.set_yscale("log")
         self.ax.set_ylim(*Y_RANGE)
         self.ax.set_xlabel("layer (0 = the input)")
+        self.ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # layers are whole numbers
         self.ax.set_ylabel("size (log scale)")
         self.ax.grid(True, which="major", alpha=0.3)
         self.rms_line, = self.ax.plot([], [], "o-", color="#5b7fb5", ms=3, label="RMS of the hidden state")
@@ -125,6 +136,8 @@ class SkipExplorer(Explorer):
         self.ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
         self.title = self.ax.set_title("")
         self.note = figure.text(0.67, 0.16, "", fontsize=8, va="bottom", family="monospace")
+        # redrawn on every move; the x axis too, as its range follows the depth
+        self.dynamic([self.ax.xaxis, self.rms_line, self.token_std_line, self.grad_line, self.title, self.note])
 
     def update(self, skip: str, depth: int, dim: int, seed: int, v_scale: float) -> str:
         m = self.measure(skip, depth, dim, seed, v_scale)
@@ -136,7 +149,7 @@ class SkipExplorer(Explorer):
         self.ax.set_xlim(-0.5, depth + 0.5)
         label = dict((v, k) for k, v in SKIP_OPTIONS)[skip]
         scale = dict((v, k) for k, v in V_SCALES)[v_scale]
-        self.title.set_text(f"{depth} layers joined by: {label}; random seed {seed}, W_v {scale}")
+        self.title.set_text(f"{depth} layer{'s' if depth > 1 else ''} joined by: {label}; random seed {seed}, W_v {scale}")
         token_std = f"{m['token_std'][-1]:.2g}"
         self.note.set_text(f"at the output:\n RMS       {m['rms'][-1]:.2g}\n token std {token_std}\n"
                            f"gradient at\nlayer 1: {m['grad_norm'][0]:.2g}")
