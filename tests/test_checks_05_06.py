@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_helpers import Attention, merge_heads, split_heads
+from attn_helpers import Attention, depth_sweep, merge_heads, split_heads
 from attn_helpers import checks
 
 torch.manual_seed(0)
@@ -286,6 +286,10 @@ def _grad_of(loss, params_of):
     return fn
 
 
+def measure_depths(stack, x, skip, depths):  # stands in for the loop lesson 06 writes out; only its name is read
+    raise AssertionError("the checker must refuse a function that calls measure_depths before running it")
+
+
 def test_first_layer_grad_accepts_a_right_function_returning_a_float_or_a_tensor():
     assert verdict(checks.check_first_layer_grad, _grad_at_layer_1).ok
     as_tensor = _grad_of(lambda out: out.norm(), lambda stack, L: list(stack.layers[0].parameters()))
@@ -303,6 +307,10 @@ def test_first_layer_grad_accepts_a_right_function_returning_a_float_or_a_tensor
         (_grad_of(lambda out: out.pow(2).sum(), lambda s, L: list(s.layers[0].parameters())), "squared norm"),
         (lambda s, x, L: _grad_at_layer_1(s, x, 1), "runs only the first layer"),
         (_with_backward, "adds into p.grad on every call"),
+        (lambda s, x, L: _grad_at_layer_1(s, x, L) ** 2, "without the square root"),
+        (lambda s, x, L: depth_sweep(s, x, [L])["grad_norm"][0], "hands the measurement to depth_sweep"),
+        (lambda s, x, L: measure_depths(s, x, s.skip, [L])["grad_norm"][0], "hands the measurement to measure_depths"),
+        (depth_sweep, "hands the measurement to depth_sweep"),
         (lambda s, x, L: 1.0, "the gradient at layer 1 is"),
         (lambda s, x, L: [1.0, 2.0], "should be a number"),
         (lambda s, x, L: s(x, depth=L, nonsense=True), "raised TypeError"),

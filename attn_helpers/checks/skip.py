@@ -3,6 +3,7 @@ reaches a stack's first layer (a prediction, then a function the learner writes)
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -90,6 +91,21 @@ def _first_layer_grad_cases() -> list[tuple[AttentionStack, Tensor, int]]:
     return [(stack, x, L) for _ in SKIP_KINDS for L in (1, 3)]
 
 
+#: Functions that already measure the gradient at layer 1: the helpers', and the loop lesson 06 writes out.
+MEASURING_FUNCTIONS = ("depth_sweep", "signal_through_stack", "measure_depths")
+
+
+def _borrowed_measurement(fn: Any) -> str:
+    """The name of a ready-made measurement that ``fn`` is or calls ('' when ``fn`` measures it itself)."""
+    if getattr(fn, "__name__", "") in MEASURING_FUNCTIONS or (getattr(fn, "__module__", None) or "").startswith("attn_helpers"):
+        return getattr(fn, "__name__", type(fn).__name__)
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):  # no source to read: judged by its results alone
+        return ""
+    return next((name for name in MEASURING_FUNCTIONS if f"{name}(" in source), "")
+
+
 @checker
 def check_first_layer_grad(answer: Any) -> Verdict:
     """Exercise: a function ``fn(stack, x, L)`` returning the norm of the gradient of ``||x_L||`` with
@@ -99,6 +115,11 @@ def check_first_layer_grad(answer: Any) -> Verdict:
     if not callable(answer):
         return wrong(f"your answer is not a function (it is of type {type(answer).__name__}).",
                      "define it with def grad_at_layer_1(stack, x, L): ... and write its name, without ().")
+    borrowed = _borrowed_measurement(answer)
+    if borrowed:
+        return wrong(f"your function hands the measurement to {borrowed}, which is already written: the exercise asks "
+                     "you to write it.", "x_L = stack(x, depth=L); torch.autograd.grad(x_L.norm(), "
+                     "list(stack.layers[0].parameters())); then the square root of the sum of every entry squared.")
     cases = _first_layer_grad_cases()
     for i, (stack, x, L) in enumerate(cases):
         stack.skip = SKIP_KINDS[i // 2]
@@ -132,6 +153,8 @@ def check_first_layer_grad(answer: Any) -> Verdict:
                     _grad_norm(out.sum(), first), "the loss is x_L.norm(): its gradient at the output has norm 1."),
                 "the loss is the squared norm of x_L": (
                     _grad_norm(out.pow(2).sum(), first), "the loss is x_L.norm(), not x_L.pow(2).sum()."),
+                "it returns the squared norm (the sum of the squares, without the square root)": (
+                    expected ** 2, "take the square root of the sum of every gradient entry squared."),
                 "it runs only the first layer, not L layers": (
                     _grad_norm(hidden[1].norm(), first) if L > 1 else math.nan,
                     "run all L layers: stack(x, depth=L)."),
