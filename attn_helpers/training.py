@@ -14,6 +14,11 @@ without a target):
   second half asks for letters (``"C?"``); each question outputs the digit stored with its letter.
   The right pattern depends on the content: each question looks at the pair with its letter.
 
+Training: :func:`train` runs :func:`training_step` (forward, loss, backward, optimizer step) on fresh
+batches and keeps snapshots; lesson 08 writes the same loop out. Knocking heads out:
+``model(tokens, keep_heads=...)`` zeroes chosen heads' outputs before the output projection, and
+:func:`head_knockout` measures a lookup model's accuracy per letter with each head out in turn.
+
 Shapes: ``B`` batch, ``N`` tokens, ``L`` layers, ``H`` heads, ``S`` snapshots, ``C`` classes.
 """
 
@@ -694,6 +699,8 @@ def steps_table(runs: Mapping[str, Mapping[int, TrainingRun]], *, accuracies: Se
 
     One line per name, one column per seed, cells like ``60/90`` (``never``: not within the run's steps)."""
     seeds = sorted({seed for by_seed in runs.values() for seed in by_seed})
+    if not seeds:
+        raise ValueError("runs must map at least one name to at least one seed's TrainingRun, got none")
     width = max([len(name) for name in runs] + [3])
     cells = {name: {seed: "/".join(_steps_text(run.steps_to(a)) for a in accuracies) for seed, run in by_seed.items()}
              for name, by_seed in runs.items()}
@@ -761,9 +768,18 @@ def head_knockout(model: TinyAttentionModel, task: LookupTask, *, held_out: int 
     return HeadKnockout(labels, torch.stack(accuracy), torch.stack(by_letter), questions)
 
 
+def _check_knockouts(results: object) -> None:
+    if not isinstance(results, Mapping) or not results:
+        raise ValueError("results must be a non-empty mapping, e.g. seed -> HeadKnockout")
+    for key, result in results.items():
+        if not isinstance(result, HeadKnockout):
+            raise TypeError(f"results[{key!r}] must be a HeadKnockout (from head_knockout), got {type(result).__name__}")
+
+
 def knockout_table(results: Mapping[object, HeadKnockout], *, key_name: str = "seed") -> str:
     """:func:`head_knockout`'s accuracies as text: per result (e.g. per seed) one line with nothing
     knocked out and one per head knocked out; columns: all questions, then each letter."""
+    _check_knockouts(results)
     first = next(iter(results.values()))
     letters = [LETTERS[c].upper() for c in range(first.by_letter.shape[1])]
     label = max([len(text) for result in results.values() for text in result.labels] + [len("knocked out")])
@@ -781,6 +797,7 @@ def knockout_summary(results: Mapping[object, HeadKnockout], *, key_name: str = 
     """Per result: the accuracy with each head knocked out; the letters *one head answers alone*
     (knocking that head out costs at least ``large``, knocking out any other head less than ``small``);
     and how many letters *need every head* (knocking out any one head costs at least ``small``)."""
+    _check_knockouts(results)
     key = max([len(str(k)) for k in results] + [len(key_name)])
     first = next(iter(results.values()))
     heads = first.labels[1:]

@@ -490,6 +490,15 @@ def test_knockout_table_and_summary():
     assert summary[2].endswith("4 of 4  none")
 
 
+def test_tables_reject_empty_or_wrong_results():
+    with pytest.raises(ValueError, match="non-empty mapping"):
+        knockout_table({})
+    with pytest.raises(TypeError, match=r"results\[0\] must be a HeadKnockout"):
+        knockout_summary({0: 1.0})
+    with pytest.raises(ValueError, match="at least one seed"):
+        steps_table({"a": {}})
+
+
 def test_steps_table():
     base = train(PreviousTokenTask(), SMALL.replace(steps=10))
     fake = lambda accuracies: dataclasses.replace(base, held_out_accuracy=torch.tensor(accuracies, dtype=torch.float64))
