@@ -103,9 +103,13 @@ def test_depth_sweep_gives_the_same_digits_whatever_the_thread_count():
 
 
 def test_lesson_06_directions_hold_in_every_seed_and_the_numbers_do_not():
-    """What lesson 06 says holds in every seed (0 to 8), and the seed-to-seed factor it prints."""
-    depths = [1, 4, 32]
+    """What lesson 06 says holds in every seed (0 to 8), at both scales of W_v, and the seed-to-seed factor it prints."""
+    depths = [1, 2, 4, 8, 16, 32]
     grad_32 = {"identity": [], "values": []}
+
+    def rising(t):  # bigger at each depth than at the one before
+        return bool((t[1:] > t[:-1]).all())
+
     for seed in range(9):
         stack, x = _seeded_stack(seed)
         result = {}
@@ -114,12 +118,20 @@ def test_lesson_06_directions_hold_in_every_seed_and_the_numbers_do_not():
             result[skip] = depth_sweep(stack, x, depths)
         identity, values, none = result["identity"], result["values"], result["none"]
         assert (identity["token_std"] >= 0.9).all()
-        assert identity["grad_norm"][-1] > 2 * identity["grad_norm"][0]
+        assert identity["grad_norm"][-1] > 2 * identity["grad_norm"][0] and rising(identity["grad_norm"])
         assert 2.0 < identity["rms"][-1] < 3.5  # the residual's output grows: it does not keep its size
         assert values["token_std"][-1] < 1e-6 and values["grad_norm"][-1] < 1e-3 < 1 < values["grad_norm"][0]
-        assert (none["token_std"][1:] == 0).all() and none["grad_norm"][-1] < 1e-12
+        assert (none["token_std"][2:] == 0).all() and none["grad_norm"][-1] < 1e-12  # from L = 4 on
+        assert rising(-values["grad_norm"]) and rising(-none["grad_norm"])
         for skip in grad_32:
             grad_32[skip].append(result[skip]["grad_norm"][-1].item())
+        with torch.no_grad():
+            for layer in stack.layers:
+                layer.qkv.weight[2 * 64:] *= math.sqrt(3)  # W_v only
+        stack.skip = "identity"
+        scaled = depth_sweep(stack, x, depths)  # the residual grows faster, in the same directions
+        assert (scaled["token_std"] >= 0.9).all() and scaled["grad_norm"][-1] > 2 * scaled["grad_norm"][0]
+        assert scaled["rms"][-1] > 5 * identity["rms"][-1]
     assert max(grad_32["values"]) / min(grad_32["values"]) > 5  # the number is not robust across seeds
     assert max(grad_32["identity"]) / min(grad_32["identity"]) < 2
 
