@@ -2,6 +2,8 @@
 
 A module's ``AXES`` (and :func:`attn_helpers.shape_trace`) give the intermediates in the order the forward
 pass makes them, with their shapes; a *flow* adds the edges: ``{name: (the names it is computed from)}``.
+:func:`traced_flow` reads the edges of one forward pass from the graph autograd records while it runs; the
+table :data:`FLOWS` writes the same edges by hand (the tests check that the two agree).
 :func:`flow_layout` places each intermediate one row below the last of its inputs, so steps that run side
 by side (``q``, ``k`` and ``v`` out of one projection) sit side by side. :func:`dataflow_diagram` draws it;
 matplotlib is imported inside it, so importing this module stays cheap.
@@ -12,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["FLOWS", "LATE", "flow_of", "flow_layout", "dataflow_diagram"]
+__all__ = ["FLOWS", "LATE", "flow_of", "traced_flow", "flow_layout", "dataflow_diagram"]
 
 _COLUMN, _HALF = 2.6, 1.1  # data units between columns, and half a box's width (boxes hold about 30 characters)
 
@@ -49,6 +51,59 @@ def flow_of(module: Any) -> dict[str, tuple[str, ...]]:
     if name not in FLOWS:
         raise TypeError(f"module must be one of {sorted(FLOWS)}, got {name}")
     return FLOWS[name]
+
+
+def _node(t: Any) -> tuple[Any, int] | None:
+    """The autograd node that produced ``t`` and ``t``'s place among its outputs (a leaf: its AccumulateGrad)."""
+    if t.grad_fn is not None:
+        return t.grad_fn, t.output_nr
+    if t.requires_grad:  # a leaf: the node that receives its gradient sits behind any view of it
+        return t.view_as(t).grad_fn.next_functions[0][0], 0
+    return None
+
+
+def traced_flow(module: Any, *inputs: Any) -> dict[str, tuple[str, ...]]:
+    """``{name: the intermediates it is computed from}`` for one forward pass of ``module(*inputs)``, read from
+    the graph autograd records: from each intermediate, walk back through unnamed steps to the named ones.
+
+    ``module`` is one of the package's traced modules (``return_intermediates=True``); ``inputs`` are
+    floating-point tensors, e.g. ``x (B, N, dim)`` (copied, so the caller's tensors stay untouched). Give
+    ``MultiHeadAttention`` three different tensors: with one tensor for query, key and value the three are
+    the same node. Parents are listed in the order the forward pass makes them.
+    """
+    import torch
+
+    if not all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in inputs):
+        raise TypeError(f"inputs must be floating-point tensors, got {[type(t).__name__ for t in inputs]}")
+    inputs = tuple(t.detach().clone().requires_grad_(True) for t in inputs)
+    with torch.enable_grad():
+        _, inter = module(*inputs, return_intermediates=True)
+    named: dict[tuple[int, int], str] = {}  # (id of a node, output number) -> the intermediate it made
+    alive: list[Any] = []  # every node looked at stays referenced, so no id is reused during the walk
+    for name, t in inter.items():
+        key = _node(t)
+        if key is not None:
+            alive.append(key[0])
+            named.setdefault((id(key[0]), key[1]), name)
+    order = {name: i for i, name in enumerate(inter)}
+    flow: dict[str, tuple[str, ...]] = {}
+    for name, t in inter.items():
+        key = _node(t)
+        parents: set[str] = set()
+        todo = list(key[0].next_functions) if key is not None and t.grad_fn is not None else []
+        seen: set[int] = set()
+        while todo:
+            fn, nr = todo.pop()
+            if fn is None:
+                continue
+            alive.append(fn)
+            if (id(fn), nr) in named:
+                parents.add(named[(id(fn), nr)])
+            elif id(fn) not in seen:  # an unnamed step (a parameter's node has no inputs): look behind it
+                seen.add(id(fn))
+                todo.extend(fn.next_functions)
+        flow[name] = tuple(sorted(parents, key=order.__getitem__))
+    return flow
 
 
 def _check_flow(names: Sequence[str], flow: Flow) -> None:

@@ -108,7 +108,7 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
         # the shape right after the reshape, before permute(2, 0, 3, 1, 4)
         "7.1": ("answer = (B, N, 3, 8, chan // 8)", "permute(2, 0, 3, 1, 4)"),
         # the four weight matrices without their biases
-        "7.2": ("answer = 4 * 200 * 200", "also has a bias"),
+        "7.2": ("answer = lambda d_model, num_heads: 4 * d_model * d_model", "also has a bias"),
         # dropout only zeroes weights, it does not rescale the rest
         "7.3": ('prediction = "unchanged"', "divides the rest by 1 - p"),
         # seed 004's bug: every head's scores scaled by 1/sqrt(d_model) instead of 1/sqrt(head_dim)

@@ -102,6 +102,7 @@ def test_traced_shape_accepts_the_right_shape_in_any_sequence_type():
     ((13, 8, 100, 8), "q (or k, or v) alone"),
     ((3, 13, 8, 100, 16), "head_dim"),
     ((3, 13, 100, 8, 8), "wrong order"),
+    ((3, 13, 4, 100, 16), "a layer with 4 heads"),  # copied from the 4-head trace printed in 7.2
     ((1, 2, 3), "is not the shape"),
     ("3, 13", "tuple of ints"),
     ((3.5, 13, 8, 100, 8), "whole numbers"),
@@ -122,24 +123,41 @@ def test_traced_shape_works_for_other_intermediates():
 
 
 @pytest.mark.parametrize("d_model, heads", [(200, 5), (64, 8), (6, 3)])
-def test_parameter_count_accepts_the_count_of_any_size(d_model, heads):
+def test_parameter_count_accepts_a_formula_of_d_model(d_model, heads):
     module = MultiHeadAttention(d_model, heads)
-    assert checks.check_mha_parameter_count.judge(4 * d_model * d_model + 4 * d_model, module).ok
-    assert checks.check_mha_parameter_count.judge(torch.tensor(4 * d_model * d_model + 4 * d_model), module).ok
+    verdict = checks.check_mha_parameter_count.judge(lambda d, h: 4 * d * d + 4 * d, module)
+    assert verdict.ok and f"{4 * d_model * d_model + 4 * d_model:,}" in verdict.message, verdict
+    assert checks.check_mha_parameter_count.judge(lambda d, h: torch.tensor(4 * d * (d + 1)), module).ok
 
 
 @pytest.mark.parametrize("answer, words", [
-    (4 * 200 * 200, "bias"),
-    (3 * 200 * 200 + 3 * 200, "out_proj"),
-    (5 * (4 * 200 * 200 + 4 * 200), "share the projections"),
-    (4 * 200 * 40 + 4 * 40, "single head"),
-    (12345, "each Linear"),
+    (lambda d, h: 4 * d * d, "bias"),
+    (lambda d, h: 3 * d * d + 3 * d, "out_proj"),
+    (lambda d, h: h * (4 * d * d + 4 * d), "share the projections"),
+    (lambda d, h: 4 * d * (d // h) + 4 * (d // h), "single head"),
+    (lambda d, h: 12345, "each Linear"),
+    (lambda d, h: 160800, "must follow d_model"),  # this lesson's number written in: right at 200 only
+    (lambda d, h: d / 3, "whole number"),
+    (lambda d: d, "takes two numbers"),
+    (160800, "a function of d_model and num_heads"),
     (2.5, "whole number"),
     ("160800", "whole number"),
 ])
 def test_parameter_count_names_the_typical_mistakes(answer, words):
     verdict = checks.check_mha_parameter_count.judge(answer, MultiHeadAttention(200, 5))
-    assert not verdict.ok and words in verdict.message + verdict.hint
+    assert not verdict.ok and words in verdict.message + verdict.hint, verdict
+
+
+def test_parameter_count_refuses_a_function_that_counts_a_layer_instead_of_a_formula():
+    module = MultiHeadAttention(200, 5)
+    for answer in (lambda d, h: sum(p.numel() for p in MultiHeadAttention(d, h).parameters()),
+                   lambda d, h: sum(p.numel() for p in module.parameters()),
+                   lambda d, h: sum(t.numel() for t in module.state_dict().values()),
+                   lambda d, h: 4 * (d * d + d) + 0 * torch.zeros(d).numel()):
+        verdict = checks.check_mha_parameter_count.judge(answer, module)
+        assert not verdict.ok and "instead of computing them" in verdict.message, verdict
+    import sys
+    assert sys.getprofile() is None  # the watch is removed again
 
 
 # --------------------------------------------------------------------------- check_mha_head_scale
@@ -192,7 +210,9 @@ def test_suspect_lines_hints_at_missed_bugs_without_giving_the_numbers():
     assert "13" not in verdict.hint and "5" not in verdict.hint
 
 
-@pytest.mark.parametrize("answer, words", [({0, 2}, "outside"), ({2, 99}, "outside"), ("two", "set of line numbers")])
+@pytest.mark.parametrize("answer, words", [({0, 2}, "outside"), ({2, 99}, "outside"), ("two", "set of line numbers"),
+                                           ("2, 5, 13", "set of line numbers"), ({2.5, 5, 13}, "set of line numbers"),
+                                           (True, "set of line numbers")])
 def test_suspect_lines_rejects_unusable_answers(answer, words):
     verdict = checks.check_suspect_lines.judge(answer, SUSPECT_LAYER)
     assert not verdict.ok and words in verdict.message
@@ -299,6 +319,34 @@ def test_mha_class_names_a_split_without_transpose():
 def test_mha_class_rejects_answers_that_are_not_such_a_class(answer, words):
     verdict = checks.check_mha_class.judge(answer)
     assert not verdict.ok and words in verdict.message, verdict
+
+
+def test_mha_class_refuses_a_library_layer_or_a_library_call():
+    verdict = checks.check_mha_class.judge(MultiHeadAttention)
+    assert not verdict.ok and "library's multi-head attention layer" in verdict.message
+
+    class Holds(nn.Module):
+        def __init__(self, d_model, num_heads):
+            super().__init__()
+            self.q_proj, self.k_proj = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+            self.v_proj, self.out_proj = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+            self.inner = nn.MultiheadAttention(d_model, num_heads, batch_first=True)
+
+        def forward(self, x):
+            return self.inner(x, x, x)[0]
+
+    assert "holds a MultiheadAttention" in checks.check_mha_class.judge(Holds).message
+    calls = {"F.scaled_dot_product_attention": "heads = torch.nn.functional.scaled_dot_product_attention(q, k, v)",
+             "attn_helpers.scaled_dot_product_attention": "heads = attn_helpers.scaled_dot_product_attention(q, k, v)",
+             "attn_helpers.merge_heads": "heads = scores.softmax(dim=-1) @ v; merged = attn_helpers.merge_heads(heads)"}
+    for name, line in calls.items():
+        source = MHA_BY_HAND.replace("        heads = scores.softmax(dim=SOFTMAX_DIM) @ v\n", f"        {line}\n")
+        for key, value in RIGHT.items():
+            source = source.replace(key, value)
+        namespace = {"nn": nn, "torch": torch, "attn_helpers": __import__("attn_helpers")}
+        exec(source, namespace)
+        verdict = checks.check_mha_class.judge(namespace["ByHand"])
+        assert not verdict.ok and f"your forward calls {name}" in verdict.message, (name, verdict)
 
 
 def test_mha_class_reports_a_wrong_shape_and_a_crash():

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attn_helpers import Attention, MultiHeadAttention, TransformerBlock
-from attn_helpers.dataflow import FLOWS, LATE, dataflow_diagram, flow_layout, flow_of
+from attn_helpers.dataflow import FLOWS, LATE, dataflow_diagram, flow_layout, flow_of, traced_flow
 
 MODULES = [(Attention(49, 64, 4), (2, 5, 49)), (MultiHeadAttention(64, 4), (2, 5, 64)),
            (TransformerBlock(64, 4, 96), (2, 5, 64))]
@@ -19,6 +19,38 @@ def test_every_flow_names_exactly_the_traced_intermediates_in_order(module, shap
     _, inter = module(torch.randn(*shape), return_intermediates=True)
     assert list(flow_of(module)) == list(inter) == list(module.AXES)
     flow_layout(list(inter), flow_of(module), late=LATE[type(module).__name__])  # inputs come before their users
+
+
+@pytest.mark.parametrize("module, shape", MODULES, ids=lambda m: type(m).__name__ if isinstance(m, torch.nn.Module) else "")
+@pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
+def test_the_hand_written_flows_are_the_edges_autograd_records(module, shape, training):
+    """FLOWS (what the picture draws) equals the dependencies read from autograd's graph of one forward pass."""
+    module.train(training)
+    inputs = [torch.randn(*shape) for _ in range(3 if isinstance(module, MultiHeadAttention) else 1)]
+    traced = traced_flow(module, *inputs)
+    assert list(traced) == list(FLOWS[type(module).__name__])
+    assert {n: set(p) for n, p in traced.items()} == {n: set(p) for n, p in FLOWS[type(module).__name__].items()}
+    assert all(not t.requires_grad for t in inputs)  # the caller's tensors are untouched
+    module.eval()
+
+
+def test_traced_flow_lists_parents_in_forward_order_and_ignores_masks():
+    layer = Attention(8, 8, 2)
+    flow = traced_flow(layer, torch.randn(1, 4, 8))
+    assert flow["heads"] == ("v", "weights") and flow["out"] == ("projected", "skip") and flow["x"] == ()
+
+    class Masked(torch.nn.Module):  # the mask carries no gradient, so it adds no edge
+        AXES = Attention.AXES
+
+        def forward(self, x, return_intermediates=False):
+            return layer(x, mask=torch.ones(4, 4, dtype=torch.bool).tril(), return_intermediates=return_intermediates)
+
+    assert traced_flow(Masked(), torch.randn(1, 4, 8)) == flow
+
+
+def test_traced_flow_rejects_integer_inputs():
+    with pytest.raises(TypeError, match="floating-point"):
+        traced_flow(Attention(8, 8, 2), torch.ones(1, 4, 8, dtype=torch.long))
 
 
 def test_q_k_v_come_out_of_one_projection_side_by_side():

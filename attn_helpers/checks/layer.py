@@ -7,12 +7,18 @@ listing under review) and recognises the typical wrong answers.
 
 from __future__ import annotations
 
+import inspect
 import math
+import numbers
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from ..attention import MultiHeadAttention
 from ._core import Verdict, as_shape, checker, correct, wrong
@@ -63,6 +69,11 @@ def check_traced_shape(answer: Any, layer: nn.Module, x: Tensor, name: str = "qk
         if shape == [B, H, N, hd]:
             return wrong(f"{shape} is the shape of q (or k, or v) alone.",
                          "qkv_heads still holds all three: a leading axis of size 3 comes first.")
+        other = shape[2] if len(shape) == 5 and isinstance(shape[2], int) and shape[2] > 0 else 0
+        if other and other != H and chan % other == 0 and shape == [3, B, other, N, chan // other]:
+            return wrong(f"{shape} is qkv_heads for a layer with {other} heads (like the trace of 7.2), "
+                         f"not for this one with {H}.",
+                         "the heads axis holds num_heads, and each head gets chan // num_heads features.")
         if shape[:-1] == expected[:-1] and shape[-1] != hd:
             return wrong(f"the last size {shape[-1]} is not this layer's head_dim.",
                          f"head_dim = chan // num_heads = {chan} // {H}; the heads share chan, they do not each get all of it.")
@@ -76,30 +87,86 @@ def check_traced_shape(answer: Any, layer: nn.Module, x: Tensor, name: str = "qk
 # -------------------------------------------------------------------------- parameter count
 
 
+@contextmanager
+def _calls_into(codes: dict[Any, str], builtins: dict[str, str]) -> Iterator[list[str]]:
+    """Record, while the block runs, which of the watched functions get called: ``codes`` maps Python code
+    objects to a name, ``builtins`` maps a built-in function's ``__name__`` to one. The list holds the names."""
+    seen: list[str] = []
+    previous = sys.getprofile()
+
+    def watch(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code in codes:
+            seen.append(codes[frame.f_code])
+        elif event == "c_call" and getattr(arg, "__name__", None) in builtins:
+            seen.append(builtins[arg.__name__])
+
+    sys.setprofile(watch)
+    try:
+        yield seen
+    finally:
+        sys.setprofile(previous)
+
+
+_COUNTING = {nn.Module.__init__.__code__: "builds a module", nn.Module.parameters.__code__: "reads .parameters()",
+             nn.Module.named_parameters.__code__: "reads .named_parameters()",
+             nn.Module.state_dict.__code__: "reads .state_dict()"}
+_COUNT_SIZES = ((8, 2), (64, 4), (200, 5), (768, 12))  # (d_model, num_heads): a small layer to GPT-2's
+
+
 @checker
 def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
-    """Exercise: the number of learnable numbers of a ``MultiHeadAttention(d_model, num_heads)``."""
-    value = _as_count(answer, "the parameter count")
-    if isinstance(value, Verdict):
-        return value
-    expected = sum(p.numel() for p in module.parameters())
+    """Exercise: a function ``answer(d_model, num_heads)`` giving the number of learnable numbers of a
+    ``MultiHeadAttention(d_model, num_heads)``, from a formula. ``module`` is the lesson's layer (its sizes are
+    the ones named in messages). Checked against ``sum(p.numel() ...)`` of layers the checker builds at four
+    sizes; a function that builds a layer or reads its parameters is refused."""
     d, H = module.d_model, module.num_heads
-    if value == expected:
-        return correct(f"{expected:,} = 4·d_model² + 4·d_model with d_model = {d}; the {H} heads add nothing.")
-    if value == 4 * d * d:
-        return wrong(f"{value:,} = 4·d_model² counts the four weight matrices only.",
-                     "each of the four Linear layers also has a bias of d_model numbers.")
-    if value == 3 * d * d + 3 * d:
-        return wrong(f"{value:,} counts q_proj, k_proj and v_proj only.",
-                     "the output projection out_proj is a fourth Linear(d_model, d_model).")
-    if value == H * (4 * d * d + 4 * d):
-        return wrong(f"{value:,} is one full layer per head, times {H}.",
-                     "the heads share the projections: each head only gets a slice of d_model columns.")
-    if value in (4 * d * module.head_dim + 4 * module.head_dim, 4 * d * module.head_dim):
-        return wrong(f"{value:,} looks like the weights of a single head.",
-                     "count whole Linear(d_model, d_model) layers: the head split is a reshape, not a smaller layer.")
-    return wrong(f"{value:,} is not the number of learnable numbers.",
-                 "each Linear(d_in, d_out) holds d_in·d_out weights and d_out biases; this layer has four.")
+    expected = sum(p.numel() for p in module.parameters())
+    if not callable(answer):
+        value = _as_count(answer, "the parameter count")
+        if isinstance(value, Verdict):
+            return value
+        said = "is right for this layer" if value == expected else "is one number"
+        return wrong(f"{value:,} {said}, but the exercise asks for a function of d_model and num_heads.",
+                     "write answer = lambda d_model, num_heads: ... with a formula, so it can be tried at other sizes.")
+    sizes = ((d, H), *[size for size in _COUNT_SIZES if size != (d, H)])
+    for d_model, num_heads in sizes:
+        try:
+            with _calls_into(_COUNTING, {"numel": "calls .numel()"}) as seen:
+                got = answer(d_model, num_heads)
+        except Exception as problem:
+            return wrong(f"answer({d_model}, {num_heads}) failed: {type(problem).__name__}: {problem}.",
+                         "the function takes two numbers, d_model and num_heads, and returns a whole number.")
+        if seen:
+            return wrong(f"your function {seen[0]}: that counts the numbers of a layer instead of computing them.",
+                         "write the count from the four Linear(d_model, d_model) layers, with d_model and num_heads only.")
+        value = _as_count(got, f"answer({d_model}, {num_heads})")
+        if isinstance(value, Verdict):
+            return value
+        torch.manual_seed(0)
+        right = sum(p.numel() for p in MultiHeadAttention(d_model, num_heads).parameters())
+        if value == right:
+            continue
+        hd = d_model // num_heads
+        at = f"at d_model = {d_model}, num_heads = {num_heads}: "
+        if value == 4 * d_model * d_model:
+            return wrong(f"{at}{value:,} = 4·d_model² counts the four weight matrices only.",
+                         "each of the four Linear layers also has a bias of d_model numbers.")
+        if value == 3 * d_model * d_model + 3 * d_model:
+            return wrong(f"{at}{value:,} counts q_proj, k_proj and v_proj only.",
+                         "the output projection out_proj is a fourth Linear(d_model, d_model).")
+        if value == num_heads * right and num_heads > 1:
+            return wrong(f"{at}{value:,} is one full layer per head, times {num_heads}.",
+                         "the heads share the projections: each head only gets a slice of d_model columns.")
+        if value in (4 * d_model * hd + 4 * hd, 4 * d_model * hd) and num_heads > 1:
+            return wrong(f"{at}{value:,} looks like the weights of a single head.",
+                         "count whole Linear(d_model, d_model) layers: the head split is a reshape, not a smaller layer.")
+        if (d_model, num_heads) != (d, H):
+            return wrong(f"{at}your function gives {value:,}, the layer holds {right:,} (at d_model = {d} it was right).",
+                         "the count must follow d_model: no number of this lesson's layer may be written in.")
+        return wrong(f"{at}{value:,} is not the number of learnable numbers.",
+                     "each Linear(d_in, d_out) holds d_in·d_out weights and d_out biases; this layer has four.")
+    return correct(f"{expected:,} = 4·d_model² + 4·d_model for d_model = {d}, and right at {len(sizes) - 1} more sizes "
+                   f"(d_model up to {max(s[0] for s in sizes)}); the heads add nothing.")
 
 
 # ---------------------------------------------------------------------------------- head scale
@@ -190,10 +257,13 @@ def numbered_listing(listing: tuple[SuspectLine, ...] = SUSPECT_LAYER) -> str:
 @checker
 def check_suspect_lines(answer: Any, listing: tuple[SuspectLine, ...] = SUSPECT_LAYER) -> Verdict:
     """Exercise: the set of line numbers of ``listing`` that hold a bug; every flag is explained."""
-    try:
-        picked = {int(n) for n in ([answer] if isinstance(answer, int) else answer)}
-    except (TypeError, ValueError):
+    def whole(n: Any) -> bool:
+        return isinstance(n, numbers.Integral) and not isinstance(n, bool)
+
+    items = [answer] if whole(answer) else answer
+    if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__") or not all(whole(n) for n in items):
         return wrong(f"give a set of line numbers like {{1, 2}}, got {answer!r}.", "list the numbers of the buggy lines.")
+    picked = {int(n) for n in items}
     buggy = {i for i, line in enumerate(listing, start=1) if line.bug}
     outside = sorted(n for n in picked if not 1 <= n <= len(listing))
     if outside:
@@ -277,17 +347,43 @@ _MHA_MISTAKES: tuple[tuple[str, dict[str, Any], str], ...] = (
 )
 
 
+_WRITE_IT = ("write each step with nn.Linear and tensor operations (reshape, transpose, @, softmax): the split, "
+             "the scaled scores, the softmax, weights @ v and the merge are the exercise.")
+_LIBRARY_BUILTINS = {"scaled_dot_product_attention": "F.scaled_dot_product_attention",
+                     "_native_multi_head_attention": "PyTorch's fused multi-head attention"}
+
+
+def _library_attention() -> dict[Any, str]:
+    """Code objects of the library functions that compute part of a multi-head layer: the functions of the
+    package's attention module and ``F.multi_head_attention_forward`` (``nn.MultiheadAttention``)."""
+    from .. import attention as package_attention
+
+    codes: dict[Any, str] = {F.multi_head_attention_forward.__code__: "F.multi_head_attention_forward"}
+    for name, obj in vars(package_attention).items():
+        functions = [obj] if inspect.isfunction(obj) else (
+            [f for f in vars(obj).values() if inspect.isfunction(f)] if inspect.isclass(obj) else [])
+        for f in functions:
+            if f.__module__ == package_attention.__name__:
+                codes[f.__code__] = f"attn_helpers' {f.__qualname__}" if inspect.isclass(obj) else f"attn_helpers.{name}"
+    return codes
+
+
 @checker
 def check_mha_class(answer: Any) -> Verdict:
     """Exercise: a class ``answer(d_model, num_heads)`` holding ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``
     (each ``nn.Linear(d_model, d_model)``) whose ``forward(x (B, N, d_model))`` returns ``(B, N, d_model)``.
 
     Its weights are copied from a :class:`MultiHeadAttention`; the outputs are compared with that layer's and
-    with ``nn.MultiheadAttention``'s (via ``to_torch``) on four sizes, and typical mistakes are named.
+    with ``nn.MultiheadAttention``'s (via ``to_torch``) on four sizes, and typical mistakes are named. A class
+    that is, holds or calls a library's attention (``MultiHeadAttention``, ``nn.MultiheadAttention``,
+    ``F.scaled_dot_product_attention``, the functions of ``attn_helpers.attention``) is refused.
     """
     if not (isinstance(answer, type) and issubclass(answer, nn.Module)):
         return wrong(f"the answer should be your class (an nn.Module subclass, not an instance), got {answer!r}.",
                      "end the cell with answer = MyMultiHeadAttention (the class itself, no parentheses).")
+    if issubclass(answer, (MultiHeadAttention, nn.MultiheadAttention)):
+        return wrong(f"{answer.__name__} is (or builds on) a library's multi-head attention layer.",
+                     _WRITE_IT)
     torch_gap = 0.0
     for B, N, d_model, num_heads in _MHA_CONFIGS:
         g = torch.Generator().manual_seed(7 * d_model + num_heads)
@@ -311,10 +407,16 @@ def check_mha_class(answer: Any) -> Verdict:
             return wrong(f"the weights of a MultiHeadAttention({d_model}, {num_heads}) do not fit your layers: "
                          f"{str(problem).splitlines()[-1].strip()}", "each projection is nn.Linear(d_model, d_model) with a bias.")
         mine.eval()
+        inside = [type(m).__name__ for m in mine.modules() if isinstance(m, (MultiHeadAttention, nn.MultiheadAttention))]
+        if inside:
+            return wrong(f"your layer holds a {inside[0]}, a library's multi-head attention layer.", _WRITE_IT)
         x = torch.randn(B, N, d_model, generator=g)
         with torch.no_grad():
             try:
-                got = mine(x)
+                with _calls_into(_library_attention(), _LIBRARY_BUILTINS) as seen:
+                    got = mine(x)
+                if seen:
+                    return wrong(f"your forward calls {seen[0]}, which does part of the exercise for you.", _WRITE_IT)
             except Exception as problem:
                 return wrong(f"forward on x of shape {[B, N, d_model]} with {num_heads} heads failed: "
                              f"{type(problem).__name__}: {problem}.",
