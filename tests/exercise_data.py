@@ -157,11 +157,19 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
     "09": {
         # t squared: as if the cached step were free instead of one query meeting all t keys
         "9.1": ("prediction = 1024 ** 2", "the ratio of the two is t, not t²"),
-        "9.2": ("answer = (3.0, (running_sum + torch.exp(new_block - 3.0).sum()).item())",
-                "rescale it with exp(running_max - new_max)"),
-        "9.3": ('answer = 2 * sizes["num_layers"] * sizes["num_heads"] * sizes["seq_len"] * sizes["head_dim"] * sizes["dtype_bytes"]',
-                "use G, not H"),
-        "9.4": ("answer = k_ex.repeat(1, 3, 1, 1)", "use repeat_interleave(3, dim=1)"),
+        # the old sum added without rescaling it to the new max
+        "9.2": ("def fold_block(running_max, running_sum, block):\n"
+                "    new_max = torch.maximum(running_max, block.max())\n"
+                "    return new_max, running_sum + torch.exp(block - new_max).sum()\n"
+                "answer = fold_block", "rescale it with exp(running_max - new_max)"),
+        # the query heads counted instead of the key/value heads
+        "9.3": ("def cache_bytes(num_layers, num_heads, num_kv_heads, head_dim, seq_len, dtype_bytes):\n"
+                "    return 2 * num_layers * num_heads * seq_len * head_dim * dtype_bytes\n"
+                "answer = cache_bytes", "use num_kv_heads, not num_heads"),
+        # repeat tiles the heads (0, 1, 0, 1, ...) instead of keeping each head's copies together
+        "9.4": ("def repeat_heads(k, num_heads):\n"
+                "    return k.repeat(1, num_heads // k.shape[1], 1, 1)\n"
+                "answer = repeat_heads", "use repeat_interleave(3, dim=1)"),
         # no prefill: the loop starts from the prompt's last token only
         "9.5": ("def generate_with_cache(model, prompt, num_new):\n"
                 "    cache = KVCache(max_tokens=prompt.shape[1] + num_new)\n"

@@ -406,3 +406,80 @@ def test_fastest_and_median_seconds_pick_from_the_same_runs(monkeypatch):
         fastest_seconds(work, warmup=-1)
     with pytest.raises(TypeError, match="fn must be callable"):
         fastest_seconds(3)
+
+
+# ------------------------------------------------------------------------------ lesson 09's code-writing checkers
+
+_SIZES = dict(num_layers=28, num_heads=28, num_kv_heads=4, head_dim=128, seq_len=32768, dtype_bytes=2)
+
+
+def _formula(num_layers, num_heads, num_kv_heads, head_dim, seq_len, dtype_bytes):
+    return 2 * num_layers * num_kv_heads * seq_len * head_dim * dtype_bytes
+
+
+@pytest.mark.parametrize(("answer", "ok", "says"), [
+    (_formula, True, "right for three more models"),
+    (lambda num_layers, num_heads, num_kv_heads, head_dim, seq_len, dtype_bytes:
+     2 * num_layers * num_heads * seq_len * head_dim * dtype_bytes, False, "use num_kv_heads, not num_heads"),
+    (lambda num_layers, num_heads, num_kv_heads, head_dim, seq_len, dtype_bytes:
+     num_layers * num_kv_heads * seq_len * head_dim * dtype_bytes, False, "keys AND values"),
+    (lambda num_layers, num_heads, num_kv_heads, head_dim, seq_len, dtype_bytes:
+     2 * num_layers * num_kv_heads * seq_len * head_dim * 2, False, "For num_layers=12"),  # float16 hard-coded
+    (lambda **sizes: 1879048192, False, "For num_layers=12"),  # the exercise's number, copied
+    (lambda num_layers, num_heads, num_kv_heads, head_dim, seq_len, dtype_bytes: kv_cache_bytes(
+        num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=head_dim, seq_len=seq_len,
+        dtype_bytes=dtype_bytes), False, "calls kv_cache_bytes"),
+    (kv_cache_bytes, False, "calls kv_cache_bytes"),
+    (1879048192, False, "should be your function"),
+    (lambda layers: 1, False, "keep the six parameter names"),
+])
+def test_kv_cache_size_checker_runs_the_learners_formula_on_several_models(answer, ok, says):
+    from attn_helpers.checks import check_kv_cache_size
+
+    verdict = check_kv_cache_size.judge(answer, **_SIZES)
+    assert verdict.ok is ok, verdict
+    assert says in verdict.message + verdict.hint
+
+
+@pytest.mark.parametrize(("answer", "ok", "says"), [
+    (lambda k, num_heads: k.repeat_interleave(num_heads // k.shape[1], dim=1), True, "right for multi-query"),
+    (lambda k, num_heads: k.repeat(1, num_heads // k.shape[1], 1, 1), False, "repeat_interleave(3, dim=1)"),
+    (lambda k, num_heads: k.repeat_interleave(3, dim=1), False, "from the shapes"),  # the exercise's 3, hard-coded
+    (lambda k, num_heads: k.repeat_interleave(num_heads // k.shape[1], dim=2), False, "along dim=1"),
+    (lambda k, num_heads: repeat_kv_heads(k, num_heads), False, "calls repeat_kv_heads"),
+    (torch.zeros(1, 6, 3, 2), False, "should be your function"),
+])
+def test_repeat_kv_checker_runs_the_learners_function_on_several_shapes(answer, ok, says):
+    from attn_helpers.checks import check_repeat_kv
+
+    verdict = check_repeat_kv.judge(answer, torch.randn(1, 2, 3, 2), 6)
+    assert verdict.ok is ok, verdict
+    assert says in verdict.message + verdict.hint
+
+
+def _fold(rescale: bool = True, keep_old_max: bool = False):
+    """A learner's fold_block, right or with one typical mistake."""
+
+    def fold_block(running_max, running_sum, block):
+        new_max = block.max() if keep_old_max else torch.maximum(running_max, block.max())
+        old = running_sum * torch.exp(running_max - new_max) if rescale else running_sum
+        return new_max, old + torch.exp(block - new_max).sum()
+
+    return fold_block
+
+
+@pytest.mark.parametrize(("answer", "ok", "says"), [
+    (_fold(), True, "right for a first block"),
+    (_fold(rescale=False), False, "without rescaling the old sum"),
+    (_fold(keep_old_max=True), False, "the running max never goes down"),  # right on the exercise's row only
+    (lambda m, l, b: (3.0, 2.3758), False, "For running_max = -inf"),  # the exercise's numbers, copied
+    (lambda m, l, b: online_softmax_update(m, l, b), False, "calls online_softmax_update"),
+    (lambda m, l, b: m, False, "expected a pair"),
+    ((3.0, 2.3758), False, "should be your function"),
+])
+def test_online_softmax_step_checker_runs_the_learners_function_on_several_rows(answer, ok, says):
+    from attn_helpers.checks import check_online_softmax_step
+
+    verdict = check_online_softmax_step.judge(answer, torch.tensor(2.0), torch.tensor(1.5), torch.tensor([0.5, 3.0, 1.0, 2.5]))
+    assert verdict.ok is ok, verdict
+    assert says in verdict.message + verdict.hint

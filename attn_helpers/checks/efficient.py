@@ -4,7 +4,8 @@ own greedy generation loop with a KV cache.
 
 Each judge recomputes the right answer from the exercise's own inputs and recognises the typical
 wrong answers (the old sum not rescaled, K or V forgotten, query heads counted instead of groups,
-``repeat`` instead of ``repeat_interleave``).
+``repeat`` instead of ``repeat_interleave``). Where the learner writes a function, it is run on more
+cases than the exercise's, and a function that calls the library's answer is refused.
 """
 
 from __future__ import annotations
@@ -29,18 +30,24 @@ __all__ = ["check_online_softmax_step", "check_kv_cache_size", "check_repeat_kv"
 # ------------------------------------------------------------------------------ online softmax
 
 
-@checker
-def check_online_softmax_step(answer: Any, running_max: Tensor, running_sum: Tensor, block: Tensor) -> Verdict:
-    """Exercise: fold ``block (b,)`` into ``running_max`` and ``running_sum`` (one row); answer ``(new_max, new_sum)``."""
-    if not isinstance(answer, (tuple, list)) or len(answer) != 2:
-        return wrong(f"the answer should be a pair (new_max, new_sum), got {answer!r}.",
-                     "write answer = (new_max, new_sum).")
-    got = [as_number(a, name, hint="the running max and the running sum are one number each for one row of scores.")
-           for a, name in zip(answer, ("new_max", "new_sum"))]
-    for g in got:
-        if isinstance(g, Verdict):
-            return g
-    got_max, got_sum = got  # type: ignore[misc]
+_FOLD_CASES = (  # more rows the learner's function must fold right: (running_max, running_sum, block)
+    (float("-inf"), 0.0, (1.0, -2.0, 0.5)),  # the first block: nothing seen before
+    (4.0, 2.5, (1.0, 3.5, -1.0, 2.0, 0.0)),  # the maximum does not change
+    (-1.0, 3.0, (2.0,)),  # a block of one score, above the old maximum
+)
+
+
+def _judge_fold(got: Any, running_max: Tensor, running_sum: Tensor, block: Tensor, where: str) -> Verdict | None:
+    """The verdict on one folded row ``got = (new_max, new_sum)``, or ``None`` when it is right."""
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return wrong(f"{where}your function returned {got!r:.60}; expected a pair (new_max, new_sum).",
+                     "end the function with return new_max, new_sum.")
+    numbers = [as_number(a, name, hint="the running max and the running sum are one number each for one row of scores.")
+               for a, name in zip(got, ("new_max", "new_sum"))]
+    for n in numbers:
+        if isinstance(n, Verdict):
+            return wrong(where + n.message, n.hint)
+    got_max, got_sum = numbers  # type: ignore[misc]
     new_max, new_sum = (t.item() for t in online_softmax_update(running_max, running_sum, block))
     m, l = running_max.item(), running_sum.item()
     block_max = block.max().item()
@@ -53,13 +60,15 @@ def check_online_softmax_step(answer: Any, running_max: Tensor, running_sum: Ten
 
     if not close(got_max, new_max):
         if close(got_max, m):
-            return wrong(f"new_max = {got_max:.4f} is the old running max, but the block has a larger score "
+            return wrong(f"{where}new_max = {got_max:.4f} is the old running max, but the block has a larger score "
                          f"({block_max:.4f}).", "new_max = max(running_max, block.max()).")
-        return wrong(f"new_max = {got_max:.4f}, expected the largest score seen so far.",
+        if close(got_max, block_max):
+            return wrong(f"{where}new_max = {got_max:.4f} is the block's own max, but an earlier score was larger "
+                         f"({m:.4f}).", "new_max = max(running_max, block.max()): the running max never goes down.")
+        return wrong(f"{where}new_max = {got_max:.4f}, expected the largest score seen so far.",
                      "new_max = max(running_max, block.max()).")
     if close(got_sum, new_sum):
-        return correct(f"new_max = {new_max:.4f}, new_sum = {new_sum:.4f}: the old sum shrank by "
-                       f"exp(running_max - new_max) = {math.exp(m - new_max):.4f} before the block's terms were added.")
+        return None
     mistakes = {
         "you added the block's terms without rescaling the old sum": l + block_sum(new_max),
         "you rescaled the old sum by exp(new_max - running_max), upside down": l * math.exp(new_max - m) + block_sum(new_max),
@@ -68,74 +77,186 @@ def check_online_softmax_step(answer: Any, running_max: Tensor, running_sum: Ten
     }
     for cause, value in mistakes.items():
         if close(got_sum, value):
-            return wrong(f"new_sum = {got_sum:.4f} is what you get when {cause}.",
+            return wrong(f"{where}new_sum = {got_sum:.4f} is what you get when {cause}.",
                          "the old sum was computed relative to the old max: rescale it with "
                          "exp(running_max - new_max), then add exp(block - new_max).sum().")
-    return wrong(f"new_sum = {got_sum:.4f}, expected a different value.",
+    return wrong(f"{where}new_sum = {got_sum:.4f}, expected {new_sum:.4f}.",
                  "new_sum = running_sum * exp(running_max - new_max) + exp(block - new_max).sum().")
+
+
+@checker
+def check_online_softmax_step(answer: Any, running_max: Tensor, running_sum: Tensor, block: Tensor) -> Verdict:
+    """Exercise: a function ``answer(running_max, running_sum, block (b,)) -> (new_max, new_sum)`` folding one
+    block into one row's running max and sum. Run on the exercise's row and on three more (the first
+    block, a block below the running max, a block of one score); calling ``online_softmax_update``
+    or ``online_softmax`` is refused."""
+    refused = _not_own_function(answer, "fold_block", ("online_softmax_update", "online_softmax"),
+                                "write the two lines yourself: the new max, then the rescaled old sum plus the block's terms.")
+    if refused:
+        return refused
+    cases = [(running_max, running_sum, block)] + [
+        (torch.tensor(m), torch.tensor(l), torch.tensor(b)) for m, l, b in _FOLD_CASES]
+    for case_number, (m, l, b) in enumerate(cases):
+        where = "" if case_number == 0 else (f"For running_max = {m.item():g}, running_sum = {l.item():g}, "
+                                             f"block = {[round(x, 2) for x in b.tolist()]}: ")
+        try:
+            got = answer(m.clone(), l.clone(), b.clone())
+        except Exception as problem:  # the learner's code failed: say how, never a traceback
+            return wrong(f"{where}your function raised {error_text(problem)}",
+                         "work on the three tensors it receives: running_max and running_sum (one number each), block (b,).")
+        verdict = _judge_fold(got, m, l, b, where)
+        if verdict is not None:
+            return verdict
+    new_max, new_sum = (t.item() for t in online_softmax_update(running_max, running_sum, block))
+    return correct(f"new_max = {new_max:.4f}, new_sum = {new_sum:.4f}: the old sum shrank by "
+                   f"exp(running_max - new_max) = {math.exp(running_max.item() - new_max):.4f} before the block's "
+                   f"terms were added; right for a first block and for a block below the running max too.")
+
+
+# ------------------------------------------------------------------------------ the learner's own code
+
+
+def _library_call(fn: Any, names: tuple[str, ...]) -> str:
+    """The first of ``names`` (library functions that answer the exercise) that ``fn`` is or calls, else ''.
+
+    Reads the names the function's code refers to (``__code__.co_names``, nested functions included),
+    so ``kv_cache_bytes(...)`` and ``attn_helpers.kv_cache_bytes(...)`` are both seen."""
+    if getattr(fn, "__name__", None) in names and (getattr(fn, "__module__", None) or "").startswith("attn_helpers"):
+        return fn.__name__
+    codes = [getattr(fn, "__code__", None)]
+    while codes:
+        code = codes.pop()
+        if code is None:
+            continue
+        for name in names:
+            if name in code.co_names:
+                return name
+        codes.extend(c for c in code.co_consts if hasattr(c, "co_names"))
+    return ""
+
+
+def _not_own_function(answer: Any, name: str, library: tuple[str, ...], how: str) -> Verdict | None:
+    """Why ``answer`` is not the learner's own function ``name`` (not callable, or calling one of
+    ``library``, the library's answers), or ``None`` when the checker can run it. ``how``: a hint."""
+    if not callable(answer):
+        return wrong(f"the answer should be your function, got {type(answer).__name__} {answer!r:.40}.",
+                     f"define {name} with def, then write answer = {name} (no brackets).")
+    called = _library_call(answer, library)
+    if called:
+        return wrong(f"your function calls {called}, the library's answer to this exercise.", how)
+    return None
 
 
 # ------------------------------------------------------------------------------ KV cache size
 
+_CACHE_SIZES = (  # further models the learner's formula must get right: (num_layers, num_heads, num_kv_heads, head_dim, seq_len, dtype_bytes)
+    (12, 12, 12, 64, 1024, 4),  # multi-head, float32
+    (80, 64, 8, 128, 4096, 2),  # grouped-query, float16
+    (3, 4, 1, 16, 100, 1),  # multi-query, 8-bit
+)
+
 
 @checker
 def check_kv_cache_size(answer: Any, *, num_layers: int, num_heads: int, num_kv_heads: int, head_dim: int,
-                        seq_len: int, dtype_bytes: int, batch: int = 1) -> Verdict:
-    """Exercise: the bytes of a grouped-query model's KV cache for the given sizes."""
-    if isinstance(answer, Tensor) and answer.numel() == 1:
-        answer = answer.item()
-    if isinstance(answer, bool) or not isinstance(answer, (int, float)) or int(answer) != answer:
-        return wrong(f"the answer should be a whole number of bytes, got {answer!r}.",
-                     "multiply the sizes together: the result is an int.")
-    got = int(answer)
-    sizes = dict(num_layers=num_layers, head_dim=head_dim, seq_len=seq_len, batch=batch, dtype_bytes=dtype_bytes)
-    expected = kv_cache_bytes(num_kv_heads=num_kv_heads, **sizes)
-    if got == expected:
-        return correct(f"{expected:,} bytes = {expected / 2 ** 30:.3g} GiB; with one key/value head per query head "
-                       f"it would be {num_heads // num_kv_heads} times as much.")
-    mistakes = {
-        "you counted the keys but not the values (or the other way round)": (
-            expected // 2, "the cache holds keys AND values: a factor of 2."),
-        f"you used all {num_heads} query heads instead of the {num_kv_heads} key/value heads": (
-            kv_cache_bytes(num_kv_heads=num_heads, **sizes),
-            "in grouped-query attention only the key/value heads are cached: use G, not H."),
-        "you forgot the layers": (
-            expected // num_layers, "every layer keeps its own cache: multiply by num_layers."),
-        "you counted bits instead of bytes": (
-            expected * 8, "dtype_bytes is already in bytes (float16 = 2 bytes); do not multiply by 8."),
-        "you used 4 bytes per number (float32)": (
-            expected // dtype_bytes * 4, f"the cache is stored in {dtype_bytes}-byte numbers here."),
-    }
-    for cause, (value, hint) in mistakes.items():
-        if got == value:
-            return wrong(f"{got:,} is what you get when {cause}.", hint)
-    return wrong(f"{got:,} bytes; expected {expected / got:.3g} times that." if got else "0 bytes cannot be right.",
-                 "bytes = 2 (K and V) x layers x batch x G x seq_len x head_dim x dtype_bytes.")
+                        seq_len: int, dtype_bytes: int) -> Verdict:
+    """Exercise: a function ``answer(num_layers, num_heads, num_kv_heads, head_dim, seq_len, dtype_bytes) -> int``,
+    the bytes of one sequence's KV cache. Run on the given sizes (typical mistakes named) and on
+    three more models (multi-head, grouped-query, multi-query); calling ``kv_cache_bytes`` is refused."""
+    refused = _not_own_function(answer, "cache_bytes", ("kv_cache_bytes",),
+                                "write the product yourself: keys and values, layers, heads, tokens, features, bytes.")
+    if refused:
+        return refused
+    keys = ("num_layers", "num_heads", "num_kv_heads", "head_dim", "seq_len", "dtype_bytes")
+    given = (num_layers, num_heads, num_kv_heads, head_dim, seq_len, dtype_bytes)
+    for case_number, case in enumerate((given, *_CACHE_SIZES)):
+        sizes = dict(zip(keys, case))
+        try:
+            got = answer(**sizes)
+        except Exception as problem:  # the learner's code failed: say how, never a traceback
+            return wrong(f"cache_bytes({', '.join(f'{k}={v}' for k, v in sizes.items())}) raised {error_text(problem)}",
+                         "keep the six parameter names of the exercise's def line.")
+        if isinstance(got, Tensor) and got.numel() == 1:
+            got = got.item()
+        if isinstance(got, bool) or not isinstance(got, (int, float)) or int(got) != got:
+            return wrong(f"your function returned {got!r:.40}; expected a whole number of bytes.",
+                         "return the product of the sizes: an int.")
+        got = int(got)
+        expected = kv_cache_bytes(num_layers=sizes["num_layers"], num_kv_heads=sizes["num_kv_heads"],
+                                  head_dim=sizes["head_dim"], seq_len=sizes["seq_len"], dtype_bytes=sizes["dtype_bytes"])
+        if got == expected:
+            continue
+        where = "" if case_number == 0 else f" For {', '.join(f'{k}={v}' for k, v in sizes.items())}:"
+        both = sizes["num_heads"] == sizes["num_kv_heads"]
+        mistakes = {
+            "you counted the keys but not the values (or the other way round)": (
+                expected // 2, "the cache holds keys AND values: a factor of 2."),
+            "you used the query heads instead of the key/value heads": (
+                None if both else expected // sizes["num_kv_heads"] * sizes["num_heads"],
+                "in grouped-query attention only the key/value heads are cached: use num_kv_heads, not num_heads."),
+            "you forgot the layers": (expected // sizes["num_layers"], "every layer keeps its own cache: multiply by num_layers."),
+            "you counted bits instead of bytes": (expected * 8, "dtype_bytes is already in bytes (float16 = 2 bytes); "
+                                                                 "do not multiply by 8."),
+            "you used 4 bytes per number whatever dtype_bytes says": (
+                None if sizes["dtype_bytes"] == 4 else expected // sizes["dtype_bytes"] * 4,
+                "multiply by dtype_bytes, the bytes of one number."),
+        }
+        for cause, (value, hint) in mistakes.items():
+            if got == value:
+                return wrong(f"{where} {got:,} is what you get when {cause}.".lstrip(), hint)
+        return wrong(f"{where} your function gives {got:,} bytes, expected {expected:,}.".lstrip(),
+                     "bytes = 2 (K and V) x num_layers x num_kv_heads x seq_len x head_dim x dtype_bytes.")
+    expected = kv_cache_bytes(num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=head_dim,
+                              seq_len=seq_len, dtype_bytes=dtype_bytes)
+    return correct(f"{expected:,} bytes = {expected / 2 ** 30:.3g} GiB for these sizes, and right for three more "
+                   f"models; with one key/value head per query head it would be {num_heads // num_kv_heads} times as much.")
 
 
 # ------------------------------------------------------------------------------ repeat K/V heads
 
+_REPEAT_CASES = ((1, 1, 4, 3, 4), (2, 3, 2, 2, 3), (1, 2, 5, 4, 8))  # more (B, G, N, d, H): multi-query, G = H, 4 per group
+
 
 @checker
 def check_repeat_kv(answer: Any, k: Tensor, num_heads: int) -> Verdict:
-    """Exercise: turn ``k (B, G, N, d)`` into ``(B, num_heads, N, d)`` so query head ``h`` meets key/value head ``h // (H / G)``."""
+    """Exercise: a function ``answer(k (B, G, N, d), num_heads) -> (B, num_heads, N, d)`` giving query head ``h``
+    key/value head ``h // (H / G)``. Run on ``k`` and on three more shapes (multi-query, ``G = H``,
+    4 query heads per group); calling ``repeat_kv_heads`` or ``grouped_query_attention`` is refused."""
+    refused = _not_own_function(answer, "repeat_heads", ("repeat_kv_heads", "grouped_query_attention"),
+                                "write it with one tensor operation on the heads axis (dim=1).")
+    if refused:
+        return refused
+    g = torch.Generator().manual_seed(5)
+    cases = [(k, num_heads)] + [(torch.randn(B, G, N, d, generator=g), H) for B, G, N, d, H in _REPEAT_CASES]
+    for case_number, (k_case, heads) in enumerate(cases):
+        per_group = heads // k_case.shape[1]
+        try:
+            got = answer(k_case.clone(), heads)
+        except Exception as problem:  # the learner's code failed: say how, never a traceback
+            return wrong(f"repeat_heads(k of shape {list(k_case.shape)}, {heads}) raised {error_text(problem)}",
+                         "compute how many query heads share one key head from the shapes: num_heads // k.shape[1].")
+        mistakes = {
+            "you tiled the heads with repeat (heads 0, 1, 0, 1, ...)": (
+                k_case.repeat(1, per_group, 1, 1),
+                f"query head h must use key/value head h // (H / G), so the copies of one head sit next to each "
+                f"other (0, 0, ..., 1, 1, ...): use repeat_interleave({per_group}, dim=1)" if case_number == 0 else
+                "the copies of one head must sit next to each other: repeat_interleave(H // G, dim=1)."),
+            "you repeated the tokens instead of the heads": (
+                k_case.repeat_interleave(per_group, dim=2),
+                "the heads are axis 1 of (B, G, N, d): repeat_interleave along dim=1."),
+            "you repeated the head_dim features instead of the heads": (
+                k_case.repeat_interleave(per_group, dim=3),
+                "the heads are axis 1 of (B, G, N, d): repeat_interleave along dim=1."),
+        }
+        name = "your repeated k" if case_number == 0 else f"for k of shape {list(k_case.shape)} and {heads} query heads, your result"
+        verdict = compare_tensors(got, repeat_kv_heads(k_case, heads), name=name, likely_mistakes=mistakes)
+        if not verdict.ok:
+            if case_number and "what you get when" not in verdict.message:  # right on the exercise's k only
+                verdict = wrong(verdict.message, "work out the copies per key head from the shapes "
+                                                 "(num_heads // k.shape[1]), not from this exercise's numbers.")
+            return verdict
     per_group = num_heads // k.shape[1]
-    expected = repeat_kv_heads(k, num_heads)  # (B, H, N, d)
-    mistakes = {
-        "you tiled the heads with repeat (heads 0, 1, 0, 1, ...)": (
-            k.repeat(1, per_group, 1, 1),
-            f"query head h must use key/value head h // {per_group}, so the copies of one head sit next to each "
-            f"other (0, 0, ..., 1, 1, ...): use repeat_interleave({per_group}, dim=1)."),
-        "you repeated the tokens instead of the heads": (
-            k.repeat_interleave(per_group, dim=2),
-            "the heads are axis 1 of (B, G, N, d): repeat_interleave along dim=1."),
-        "you repeated the head_dim features instead of the heads": (
-            k.repeat_interleave(per_group, dim=3),
-            "the heads are axis 1 of (B, G, N, d): repeat_interleave along dim=1."),
-    }
-    return compare_tensors(answer, expected, name="your repeated k", likely_mistakes=mistakes,
-                           success=f"{list(expected.shape)}: each of the {k.shape[1]} key/value heads serves "
-                                   f"{per_group} query heads in a row.")
+    return correct(f"{[k.shape[0], num_heads, *k.shape[2:]]}: each of the {k.shape[1]} key/value heads serves "
+                   f"{per_group} query heads in a row; right for multi-query (G = 1) and G = H too.")
 
 
 # ------------------------------------------------------------------------------ predict: what the cache saves
@@ -192,9 +313,11 @@ def check_generate_with_cache(answer: Any, model: Any, prompt: Tensor, num_new: 
     greedy decoding that fills a ``KVCache`` with the prompt once (the prefill) and then feeds
     ``model.step`` one new token per step. Run on ``model`` and ``prompt``; compared with the loop
     without the cache, token for token, and with the calls it made."""
-    if not callable(answer):
-        return wrong(f"the answer should be a function, got {type(answer).__name__} {answer!r:.60}.",
-                     "define it with def, then write answer = generate_with_cache (no brackets).")
+    refused = _not_own_function(answer, "generate_with_cache", ("generate_greedy",),
+                                "write the loop: the prefill model.step(prompt, cache), then one model.step(newest, cache) "
+                                "per new token.")
+    if refused:
+        return refused
     expected = generate_greedy(model, prompt, num_new, use_cache=False)  # (B, N_prompt + num_new)
     n_prompt = prompt.shape[1]
     recorder, calls = _recording(model)
