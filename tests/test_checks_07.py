@@ -336,6 +336,13 @@ def test_mha_class_refuses_a_library_layer_or_a_library_call():
             return self.inner(x, x, x)[0]
 
     assert "holds a MultiheadAttention" in checks.check_mha_class.judge(Holds).message
+    source = MHA_BY_HAND.replace("        heads = scores.softmax(dim=SOFTMAX_DIM) @ v\n",
+                                 "        heads = scores.softmax(dim=SOFTMAX_DIM) @ v\n        attn_helpers.causal_mask(N)\n")
+    for key, value in RIGHT.items():
+        source = source.replace(key, value)
+    namespace = {"nn": nn, "torch": torch, "attn_helpers": __import__("attn_helpers")}
+    exec(source, namespace)
+    assert checks.check_mha_class.judge(namespace["ByHand"]).ok  # building a mask is not a library doing the work
     calls = {"F.scaled_dot_product_attention": "heads = torch.nn.functional.scaled_dot_product_attention(q, k, v)",
              "attn_helpers.scaled_dot_product_attention": "heads = attn_helpers.scaled_dot_product_attention(q, k, v)",
              "attn_helpers.merge_heads": "heads = scores.softmax(dim=-1) @ v; merged = attn_helpers.merge_heads(heads)"}

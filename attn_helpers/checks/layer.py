@@ -354,12 +354,16 @@ _LIBRARY_BUILTINS = {"scaled_dot_product_attention": "F.scaled_dot_product_atten
 
 
 def _library_attention() -> dict[Any, str]:
-    """Code objects of the library functions that compute part of a multi-head layer: the functions of the
-    package's attention module and ``F.multi_head_attention_forward`` (``nn.MultiheadAttention``)."""
+    """Code objects of the library functions that compute part of a multi-head layer: the functions and methods
+    of the package's attention module (its mask builders aside) and ``F.multi_head_attention_forward``
+    (``nn.MultiheadAttention``)."""
     from .. import attention as package_attention
 
     codes: dict[Any, str] = {F.multi_head_attention_forward.__code__: "F.multi_head_attention_forward"}
+    masks = {"causal_mask", "padding_mask", "blocked_to_keep", "mask_to_additive"}  # build masks, compute nothing
     for name, obj in vars(package_attention).items():
+        if name in masks:
+            continue
         functions = [obj] if inspect.isfunction(obj) else (
             [f for f in vars(obj).values() if inspect.isfunction(f)] if inspect.isclass(obj) else [])
         for f in functions:
