@@ -65,14 +65,14 @@ def test_num_heads_offers_only_counts_that_divide_every_chan(explorer):
     assert all(chan % heads == 0 for heads in control.options for chan in chans)
 
 
-@pytest.mark.parametrize("num_heads", [1, 2, 4, 8])
-@pytest.mark.parametrize("chan", [8, 40, 128])
-def test_every_slider_position_draws_a_picture(explorer, num_heads, chan):
-    explorer.set(num_heads=num_heads, chan=chan, tokens=5)
-    assert explorer.valid, explorer.last_status
-    assert f"head_dim = {chan} // {num_heads} = {chan // num_heads};" in explorer.last_status
-    assert explorer.image.layout.visibility == "visible"
-    assert len(explorer.images) == num_heads
+def test_every_head_count_draws_a_picture_at_the_narrowest_and_widest_chan(explorer):
+    for chan in (8, 128):
+        for num_heads in (1, 2, 4, 8):
+            explorer.set(num_heads=num_heads, chan=chan, tokens=5)
+            assert explorer.valid, explorer.last_status
+            assert f"head_dim = {chan} // {num_heads} = {chan // num_heads};" in explorer.last_status
+            assert explorer.image.layout.visibility == "visible"
+            assert len(explorer.images) == num_heads
 
 
 def test_moving_back_to_fewer_heads_hides_the_panels_no_longer_used(explorer):
