@@ -77,12 +77,18 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
     "05": {
         # "the same weights give the same layer": four softmaxes are not one
         "5.1": ('prediction = "same"', "its own softmax over its own"),
-        "5.2": ("answer = x_ex.reshape(2, H_ex, 4, 6 // H_ex)", "first split the last axis"),
-        "5.3": ("answer = heads_ex.reshape(2, 4, 6)", "first transpose(1, 2)"),
-        "5.4": ('answer = {"head_dim": 8, "qkv_heads": [3, 13, 6, 100, 8], "scores": [13, 6, 100, 100]}',
+        # reshaped straight to (B, H, N, head_dim): each head gets pieces of several tokens
+        "5.2": ("def my_split(x, num_heads):\n"
+                "    B, N, chan = x.shape\n"
+                "    return x.reshape(B, num_heads, N, chan // num_heads)\n"
+                "answer = my_split", "first split the last axis"),
+        # flattened without moving the heads axis back
+        "5.3": ("answer = lambda heads: heads.reshape(heads.shape[0], heads.shape[2], -1)", "first transpose(1, 2)"),
+        # head_dim from the input width: dim // num_heads = 49 // 8
+        "5.4": ('answer = {"head_dim": 6, "qkv_heads": [3, 13, 8, 100, 6], "scores": [13, 8, 100, 100]}',
                 "not the input width dim=49"),
         "5.5": ('answer = "a"', "split the last axis first"),
-        # seed 004's bug: every head's scores divided by sqrt(chan), the full width
+        # walkthrough 004's bug: every head's scores divided by sqrt(chan), the full width
         "5.6": (
             "def multi_head(q, k, v, num_heads):\n"
             "    B, N, chan = q.shape\n"

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_helpers import Attention, depth_sweep, merge_heads, split_heads
+from attn_helpers import Attention, depth_sweep, merge_heads, scaled_dot_product_attention, split_heads
 from attn_helpers import checks
 
 torch.manual_seed(0)
@@ -30,30 +30,94 @@ def verdict(check, answer, *args, **kwargs):
 # ------------------------------------------------------------------------------ 05
 
 
-def test_split_heads_accepts_the_library_result_and_names_the_view_mistake():
-    assert verdict(checks.check_split_heads, split_heads(X, 3), X, 3).ok
-    v = verdict(checks.check_split_heads, X.reshape(2, 3, 4, 2), X, 3)
-    assert not v.ok and "straight to (B, H, N, head_dim)" in v.message
+def _split(t, h):
+    B, N, chan = t.shape
+    return t.reshape(B, N, h, chan // h).transpose(1, 2)  # (B, H, N, head_dim)
 
 
-def test_split_heads_names_a_missing_transpose_and_swapped_factors():
-    v = verdict(checks.check_split_heads, X.reshape(2, 4, 3, 2), X, 3)
-    assert not v.ok and "did not move the heads axis" in v.message
-    v = verdict(checks.check_split_heads, X.reshape(2, 4, 2, 3).permute(0, 3, 1, 2), X, 3)
-    assert not v.ok and "(head_dim, H)" in v.message
+def _merge(t):
+    B, H, N, d = t.shape
+    return t.transpose(1, 2).reshape(B, N, H * d)  # (B, N, chan)
 
 
-def test_split_heads_rejects_a_non_tensor_in_words():
-    v = verdict(checks.check_split_heads, "reshape", X, 3)
-    assert not v.ok
+def _view_split(t, h):  # the learner's view of a fresh tensor: works, like reshape
+    return t.view(t.shape[0], t.shape[1], h, -1).transpose(1, 2)
 
 
-def test_merge_heads_accepts_the_library_result_and_names_three_mistakes():
-    assert verdict(checks.check_merge_heads, merge_heads(HEADS), HEADS).ok
-    assert "without moving" in verdict(checks.check_merge_heads, HEADS.reshape(2, 4, 6), HEADS).message
-    assert "did not flatten" in verdict(checks.check_merge_heads, HEADS.transpose(1, 2), HEADS).message
-    strided = HEADS.permute(0, 2, 3, 1).reshape(2, 4, 6)
-    assert "stride" in verdict(checks.check_merge_heads, strided, HEADS).message
+def test_split_heads_accepts_a_function_of_the_learners_own():
+    for fn in (_split, _view_split, lambda x, h: x.unflatten(-1, (h, -1)).permute(0, 2, 1, 3)):
+        result = verdict(checks.check_split_heads, fn)
+        assert result.ok and "four inputs" in result.message, result
+
+
+@pytest.mark.parametrize(("fn", "cause"), [
+    (lambda x, h: x.reshape(x.shape[0], h, x.shape[1], -1), "straight to (B, H, N, head_dim)"),
+    (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1), "did not move the heads axis"),
+    (lambda x, h: x.reshape(x.shape[0], x.shape[1], -1, h).permute(0, 3, 1, 2), "(head_dim, H)"),
+])
+def test_split_heads_names_each_typical_mistake_on_its_own_inputs(fn, cause):
+    result = verdict(checks.check_split_heads, fn)
+    assert not result.ok and cause in result.message and "x [2, 5, 12] with num_heads=3" in result.message, result
+
+
+@pytest.mark.parametrize(("answer", "message", "hint"), [
+    (split_heads, "is attn_helpers' split_heads", "transpose(1, 2)"),
+    (lambda x, h: split_heads(x, h), "calls attn_helpers' split_heads", "reshape(B, N, num_heads"),
+    (lambda x, h: merge_heads(split_heads(x, h)).reshape(x.shape[0], x.shape[1], h, -1).transpose(1, 2),
+     "calls attn_helpers' split_heads", "transpose(1, 2)"),
+])
+def test_split_heads_refuses_the_librarys_split(answer, message, hint):
+    result = verdict(checks.check_split_heads, answer)
+    assert not result.ok and message in result.message and hint in result.hint, result
+
+
+@pytest.mark.parametrize(("answer", "message", "hint"), [
+    (split_heads(X, 3), "should be a function, got a tensor of shape [2, 3, 4, 2]", "answer = my_split"),
+    ("reshape", "should be a function", "def my_split(x, num_heads)"),
+    (lambda x, h: x.reshape(2, 4, 3, 2).transpose(1, 2), "raised RuntimeError", "B, N, chan = x.shape"),
+    (lambda x: x, "raised TypeError", "B, N, chan = x.shape"),
+    (lambda x, h: x[..., :2], "has shape", "follow each operation's shape"),
+])
+def test_split_heads_explains_unusable_answers_in_words(answer, message, hint):
+    result = verdict(checks.check_split_heads, answer)
+    assert not result.ok and message in result.message and hint in result.hint, result
+
+
+def test_merge_heads_accepts_a_function_of_the_learners_own():
+    for fn in (_merge, lambda t: t.permute(0, 2, 1, 3).flatten(2), lambda t: t.transpose(1, 2).contiguous().view(
+            t.shape[0], t.shape[2], -1)):
+        result = verdict(checks.check_merge_heads, fn)
+        assert result.ok and "four inputs" in result.message, result
+
+
+@pytest.mark.parametrize(("fn", "cause", "hint"), [
+    (lambda t: t.reshape(t.shape[0], t.shape[2], -1), "without moving the heads axis back", "transpose(1, 2)"),
+    (lambda t: t.transpose(1, 2), "did not flatten", "reshape(B, N, chan)"),
+    (lambda t: t.permute(0, 2, 3, 1).reshape(t.shape[0], t.shape[2], -1), "stride instead of a block", "transpose(1, 2)"),
+    (lambda t: t.transpose(1, 2).view(t.shape[0], t.shape[2], -1), "raised RuntimeError: view size", "not contiguous"),
+])
+def test_merge_heads_names_each_typical_mistake(fn, cause, hint):
+    result = verdict(checks.check_merge_heads, fn)
+    assert not result.ok and cause in result.message and hint in result.hint, result
+
+
+@pytest.mark.parametrize(("answer", "message"), [
+    (merge_heads, "is attn_helpers' merge_heads"),
+    (lambda t: merge_heads(t), "calls attn_helpers' merge_heads"),
+    (merge_heads(HEADS), "should be a function, got a tensor"),
+])
+def test_merge_heads_refuses_the_library_and_a_computed_tensor(answer, message):
+    result = verdict(checks.check_merge_heads, answer)
+    assert not result.ok and message in result.message, result
+
+
+def test_the_call_watch_is_removed_after_a_check_even_when_the_function_raises():
+    import sys
+
+    before = sys.getprofile()
+    verdict(checks.check_split_heads, lambda x, h: 1 / 0)
+    verdict(checks.check_multi_head_function, _split)
+    assert sys.getprofile() is before
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +139,9 @@ def test_head_shapes_accepts_the_right_dict(layer_and_x):
         ({"head_dim": 4, "qkv_heads": [2, 5, 3, 3, 4], "scores": [2, 3, 5, 5]}, "permute(2, 0, 3, 1, 4)"),
         ({"head_dim": 4, "qkv_heads": [3, 2, 3, 5, 4], "scores": [2, 5, 5]}, "(B, H, N, N)"),
         ({"head_dim": 4, "qkv_heads": [3, 2, 3, 5, 4], "scores": [2, 3, 5, 4]}, "contracts head_dim away"),
+        ({"head_dim": 6, "qkv_heads": [3, 2, 3, 5, 4], "scores": [2, 3, 5, 5]}, "3 heads of 6 features make 18"),
+        ({"head_dim": 4, "qkv_heads": [3, 2, 2, 5, 6], "scores": [2, 3, 5, 5]}, "has 2 heads; this layer has num_heads = 3"),
+        ({"head_dim": 4, "qkv_heads": [3, 2, 3, 5, 4], "scores": [2, 4, 5, 5]}, "has 4 heads; this layer has num_heads = 3"),
         ({"head_dim": 4, "qkv_heads": "3x2x3x5x4", "scores": [2, 3, 5, 5]}, "one number per axis"),
         ({"head_dim": 4.0, "qkv_heads": [3, 2, 3, 5, 4], "scores": [2, 3, 5, 5]}, "chan // num_heads"),
         ([4, [3, 2, 3, 5, 4], [2, 3, 5, 5]], "fill in the dict"),
@@ -91,11 +158,14 @@ def test_split_line_runs_every_option_and_explains_the_wrong_ones():
     assert verdict(checks.check_split_line, "b", SPLIT_OPTIONS, q, 2).ok
     assert verdict(checks.check_split_line, " (B) ", SPLIT_OPTIONS, q, 2).ok
     a = verdict(checks.check_split_line, "a", SPLIT_OPTIONS, q, 2)
-    assert not a.ok and "right shape" in a.message
+    assert not a.ok and "right shape" in a.message and "head 0, token 1" in a.message
+    first_wrong = q[0, 0, 4:].tolist()  # (a)'s head 0, token 1: the second half of token 0
+    assert ", ".join(f"{value:.2f}" for value in first_wrong) in a.message
     c = verdict(checks.check_split_line, "c", SPLIT_OPTIONS, q, 2)
     assert not c.ok and "does not even run: RuntimeError: view size is not compatible" in c.message
     assert "contiguous" in c.hint
-    assert not verdict(checks.check_split_line, "d", SPLIT_OPTIONS, q, 2).ok
+    d = verdict(checks.check_split_line, "d", SPLIT_OPTIONS, q, 2)
+    assert not d.ok and "head 0, token 0" in d.message and "one token's block" in d.hint
     e = verdict(checks.check_split_line, "e", SPLIT_OPTIONS, q, 2)
     assert not e.ok and "one of the letters" in e.message
 
@@ -141,16 +211,6 @@ def test_heads_prediction_follows_the_measurement_and_rejects_other_words(one_an
 # 05, exercise 5.6 (code): multi-head attention written by the learner
 
 
-def _split(t, h):
-    B, N, chan = t.shape
-    return t.reshape(B, N, h, chan // h).transpose(1, 2)  # (B, H, N, head_dim)
-
-
-def _merge(t):
-    B, H, N, d = t.shape
-    return t.transpose(1, 2).reshape(B, N, H * d)  # (B, N, chan)
-
-
 def _multi_head(q, k, v, h, *, divisor=None, axis=-1, split=_split, merge=_merge, scale=True):
     qh, kh, vh = split(q, h), split(k, h), split(v, h)
     d = divisor(q.shape[-1], h) if divisor else math.sqrt(qh.shape[-1])
@@ -158,22 +218,25 @@ def _multi_head(q, k, v, h, *, divisor=None, axis=-1, split=_split, merge=_merge
     return merge(weights @ vh)
 
 
-def test_multi_head_function_accepts_a_loop_and_a_function_built_on_pytorchs_sdpa():
+def test_multi_head_function_accepts_a_loop_and_functions_built_on_an_sdpa():
     def with_sdpa(q, k, v, num_heads):  # PyTorch's own attention inside the learner's split and merge
         return _merge(F.scaled_dot_product_attention(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads)))
 
-    def head_by_head(q, k, v, num_heads):  # seed 002's way: one head at a time, concatenated
+    def head_by_head(q, k, v, num_heads):  # walkthrough 002's way: one head at a time, concatenated
         d = q.shape[-1] // num_heads
         return torch.cat([torch.softmax(q[..., i * d:(i + 1) * d] @ k[..., i * d:(i + 1) * d].mT / math.sqrt(d), -1)
                           @ v[..., i * d:(i + 1) * d] for i in range(num_heads)], dim=-1)
 
-    for fn in (_multi_head, with_sdpa, head_by_head):
+    def with_library_sdpa(q, k, v, num_heads):  # the series' own attention step is allowed too
+        return _merge(scaled_dot_product_attention(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads)))
+
+    for fn in (_multi_head, with_sdpa, head_by_head, with_library_sdpa):
         result = verdict(checks.check_multi_head_function, fn)
         assert result.ok, result
 
 
 @pytest.mark.parametrize(("fn", "cause", "hint"), [
-    (lambda q, k, v, h: _multi_head(q, k, v, h, divisor=lambda chan, h: math.sqrt(chan)), "sqrt(chan)", "seed 004"),
+    (lambda q, k, v, h: _multi_head(q, k, v, h, divisor=lambda chan, h: math.sqrt(chan)), "sqrt(chan)", "walkthrough 004"),
     (lambda q, k, v, h: _multi_head(q, k, v, 1), "no split into heads", "split q, k and v"),
     (lambda q, k, v, h: _multi_head(q, k, v, 1, divisor=lambda chan, _: math.sqrt(chan // h)), "divided by sqrt(head_dim)",
      "split q, k and v"),
@@ -191,6 +254,7 @@ def test_multi_head_function_names_each_typical_mistake(fn, cause, hint):
 
 @pytest.mark.parametrize(("answer", "message"), [
     (3, "should be a function"),
+    (torch.zeros(2, 5, 8), "should be a function, got a tensor of shape [2, 5, 8]"),
     (lambda q, k, v, h: "x", "returned str"),
     (lambda q, k, v, h: q.view(7, 7), "raised RuntimeError"),
     (lambda q, k, v, h: _split(q, h), "the heads before merging"),
@@ -201,17 +265,32 @@ def test_multi_head_function_explains_unusable_answers_in_words(answer, message)
     assert not result.ok and message in result.message, result
 
 
-def test_multi_head_function_accepts_pytorchs_multihead_attention_with_identity_projections():
-    def with_torch_mha(q, k, v, num_heads):  # nn.MultiheadAttention whose projections change nothing
-        chan = q.shape[-1]
-        mha = torch.nn.MultiheadAttention(chan, num_heads, bias=False, batch_first=True)
-        with torch.no_grad():
-            mha.in_proj_weight.copy_(torch.eye(chan).repeat(3, 1))  # (3*chan, chan): q, k, v are the inputs
-            mha.out_proj.weight.copy_(torch.eye(chan))
-            return mha(q, k, v, need_weights=False)[0]  # (B, N, chan)
+def _with_torch_mha(q, k, v, num_heads):  # nn.MultiheadAttention whose projections change nothing
+    chan = q.shape[-1]
+    mha = torch.nn.MultiheadAttention(chan, num_heads, bias=False, batch_first=True)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.eye(chan).repeat(3, 1))  # (3*chan, chan): q, k, v are the inputs
+        mha.out_proj.weight.copy_(torch.eye(chan))
+        return mha(q, k, v, need_weights=False)[0]  # (B, N, chan)
 
-    result = verdict(checks.check_multi_head_function, with_torch_mha)
-    assert result.ok, result
+
+def _with_eval_torch_mha(q, k, v, num_heads):  # the same in eval mode without grad: PyTorch's fused fast path
+    with torch.no_grad():
+        return _with_torch_mha(q, k, v, num_heads)
+
+
+@pytest.mark.parametrize(("fn", "message"), [
+    (lambda q, k, v, h: merge_heads(F.scaled_dot_product_attention(split_heads(q, h), split_heads(k, h), split_heads(v, h))),
+     "calls attn_helpers' split_heads"),
+    (lambda q, k, v, h: merge_heads(F.scaled_dot_product_attention(_split(q, h), _split(k, h), _split(v, h))),
+     "calls attn_helpers' merge_heads"),
+    (_with_torch_mha, "calls torch.nn.MultiheadAttention"),
+    (_with_eval_torch_mha, "calls torch.nn.MultiheadAttention"),
+    (Attention(8, 8, 2), "is attn_helpers' Attention"),
+])
+def test_multi_head_function_refuses_the_librarys_split_merge_and_whole_layers(fn, message):
+    result = verdict(checks.check_multi_head_function, fn)
+    assert not result.ok and message in result.message and "your own reshape and transpose" in result.hint, result
 
 
 # ------------------------------------------------------------------------------ 06
@@ -343,7 +422,7 @@ def test_residual_line_accepts_only_the_line_that_runs_with_the_right_shape(seed
 
 
 def test_unanswered_checkers_say_not_attempted(capsys):
-    checks.check_split_heads(None, X, 3)
+    checks.check_split_heads(None)
     checks.check_residual_line(None, {"a": "x"}, {"x": X}, (2, 4, 6))
     checks.check_multi_head_function(None)
     checks.check_heads_prediction(None, X, X, 3)

@@ -1,13 +1,17 @@
-"""Checkers for 05 · Multi-head reshaping: split heads, merge heads, the shapes on the way, view vs reshape,
-one head against several with the same weights (a prediction), and multi-head attention written by the learner.
+"""Checkers for 05 · Multi-head reshaping: split heads and merge heads (functions the learner writes), the
+shapes on the way, view vs reshape, one head against several with the same weights (a prediction), and
+multi-head attention written by the learner.
 
-The code exercise hands in a *function*; its judge runs it on inputs it makes up (several sizes and head
-counts), so nothing the lesson printed can pass, and recognises the typical wrong versions (one wide head,
+The code exercises hand in a *function*; its judge runs it on inputs it makes up (several sizes and head
+counts), so nothing the lesson printed can pass, refuses a function that is or calls the library's own
+``split_heads`` / ``merge_heads`` (or, for multi-head attention, a whole multi-head layer), watching the calls
+while the function runs (:func:`run_watching`), and recognises the typical wrong versions (one wide head,
 scaling by the full width, heads split or merged without the transpose, the softmax over the queries)."""
 
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -41,13 +45,79 @@ def run_options(options: Mapping[str, str], namespace: Mapping[str, Any]) -> dic
 # ------------------------------------------------------------------------------ the checkers
 
 
-@checker
-def check_split_heads(answer: Any, x: Tensor, num_heads: int) -> Verdict:
-    """Exercise: split ``x (B, N, chan)`` into heads ``(B, H, N, head_dim)``."""
+#: What a split or a merge the learner writes must not call: the library's own two steps.
+_SPLIT_AND_MERGE = {split_heads.__code__: "attn_helpers' split_heads", merge_heads.__code__: "attn_helpers' merge_heads"}
+
+
+def _whole_layers() -> dict[Any, str]:
+    """Code objects of the multi-head layers that split, attend and merge in one call (exercise 5.6 refuses them)."""
+    from .. import attention as package_attention
+
+    layers = {package_attention.Attention: "attn_helpers' Attention",
+              package_attention.ConcatHeadsAttention: "attn_helpers' ConcatHeadsAttention",
+              package_attention.MultiHeadAttention: "attn_helpers' MultiHeadAttention",
+              torch.nn.MultiheadAttention: "torch.nn.MultiheadAttention"}
+    codes = {layer.forward.__code__: name for layer, name in layers.items()}
+    codes[torch.nn.functional.multi_head_attention_forward.__code__] = "F.multi_head_attention_forward"
+    return {**_SPLIT_AND_MERGE, **codes}
+
+
+def run_watching(fn: Callable[..., Any], args: tuple[Any, ...], watched: Mapping[Any, str]) -> tuple[Any, list[str]]:
+    """``fn(*args)`` and the names (``watched``: code object -> name) of the watched Python functions it called,
+    in call order. Exceptions from ``fn`` propagate; warnings it raises are silenced."""
+    called: list[str] = []
+    previous = sys.getprofile()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code in watched:
+            called.append(watched[frame.f_code])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sys.setprofile(profile)
+        try:
+            result = fn(*args)
+        finally:
+            sys.setprofile(previous)
+    return result, called
+
+
+def _library_itself(answer: Any, watched: Mapping[Any, str]) -> str:
+    """The watched name ``answer`` *is* (``answer = split_heads``), else ''."""
+    return watched.get(getattr(answer, "__code__", None), "") or watched.get(
+        getattr(getattr(answer, "forward", None), "__code__", None), "")
+
+
+def _function_answer(answer: Any, example: str) -> Verdict | None:
+    """A Verdict when ``answer`` is not a function (a tensor computed once, a number), else None."""
+    if callable(answer) and not isinstance(answer, Tensor):
+        return None
+    got = f"a tensor of shape {list(answer.shape)}" if isinstance(answer, Tensor) else f"{type(answer).__name__} {answer!r:.60}"
+    return wrong(f"the answer should be a function, got {got}.",
+                 f"define it with def {example}: ... and write answer = {example.split('(')[0]} (no brackets): "
+                 "the checker calls it on inputs of its own.")
+
+
+def _raised_hint(problem: BaseException, default: str) -> str:
+    """The hint for a function that raised: ``view`` on a transposed tensor has its own, else ``default``."""
+    if "view size is not compatible" in str(problem):
+        return ("after transpose(1, 2) the tensor is not contiguous, so view cannot merge its axes: use reshape "
+                "(or .contiguous().view), section 5.5.1.")
+    return default
+
+
+def _split_cases() -> list[tuple[Tensor, int]]:
+    """``(x (B, N, chan), num_heads)`` made up here, none of them a tensor the lesson printed. The first has
+    several heads and chan != N * head_dim, so a line written for one example's sizes fails."""
+    generator = torch.Generator().manual_seed(52)
+    return [(torch.randn(B, N, chan, generator=generator), num_heads)
+            for B, N, chan, num_heads in ((2, 5, 12, 3), (1, 4, 8, 2), (3, 2, 16, 4), (2, 3, 5, 1))]
+
+
+def _split_mistakes(x: Tensor, num_heads: int) -> dict[str, tuple[Tensor, str]]:
     B, N, chan = x.shape
     head_dim = chan // num_heads
-    expected = split_heads(x, num_heads)  # (B, H, N, head_dim)
-    mistakes = {
+    return {
         "you reshaped straight to (B, H, N, head_dim)": (
             x.reshape(B, num_heads, N, head_dim),
             "the shape is right but each head now holds pieces of several tokens: first split the last axis "
@@ -60,18 +130,12 @@ def check_split_heads(answer: Any, x: Tensor, num_heads: int) -> Verdict:
             "head h owns the block of features h*head_dim ... (h+1)*head_dim - 1, so the heads axis comes first: "
             "reshape(B, N, H, head_dim)."),
     }
-    return compare_tensors(answer, expected, name="your split", likely_mistakes=mistakes,
-                           success=f"{list(expected.shape)}: {num_heads} heads of {head_dim} features, each "
-                                   "seeing every token.")
 
 
-@checker
-def check_merge_heads(answer: Any, heads: Tensor) -> Verdict:
-    """Exercise: merge ``heads (B, H, N, head_dim)`` back into ``(B, N, chan)``."""
+def _merge_mistakes(heads: Tensor) -> dict[str, tuple[Tensor, str]]:
     B, H, N, head_dim = heads.shape
     chan = H * head_dim
-    expected = merge_heads(heads)  # (B, N, chan)
-    mistakes = {
+    return {
         "you flattened without moving the heads axis back": (
             heads.reshape(B, N, chan),
             "the shape is right but the values are scrambled: first transpose(1, 2) to (B, N, H, head_dim), "
@@ -84,9 +148,64 @@ def check_merge_heads(answer: Any, heads: Tensor) -> Verdict:
             "head h's features must end up next to each other (columns h*head_dim ... (h+1)*head_dim - 1): "
             "use transpose(1, 2), which keeps (H, head_dim) in that order."),
     }
-    return compare_tensors(answer, expected, name="your merge", likely_mistakes=mistakes,
-                           success=f"{list(expected.shape)}: the heads sit side by side again, head 0's "
-                                   f"{head_dim} features first.")
+
+
+def _judge_reshaping(answer: Any, cases: list[tuple[tuple[Any, ...], Tensor, dict[str, tuple[Tensor, str]], str]],
+                     *, what: str, example: str, lines: str, success: str) -> Verdict:
+    """Run the learner's split or merge on every case ``(args, expected, mistakes, description)``; refuse one that
+    is or calls the library's ``split_heads`` / ``merge_heads``."""
+    not_a_function = _function_answer(answer, example)
+    if not_a_function:
+        return not_a_function
+    itself = _library_itself(answer, _SPLIT_AND_MERGE)
+    if itself:
+        return wrong(f"your answer is {itself}, the library's own {what}: the exercise is to write it.", lines)
+    for args, expected, mistakes, description in cases:
+        try:
+            got, called = run_watching(answer, tuple(a.clone() if isinstance(a, Tensor) else a for a in args),
+                                       _SPLIT_AND_MERGE)
+        except Exception as problem:
+            return wrong(f"{description}: your function raised {error_text(problem)}", _raised_hint(
+                problem, "read the sizes from the input (e.g. B, N, chan = x.shape) instead of writing the "
+                         f"numbers of one example; {lines}"))
+        if called:
+            return wrong(f"your function calls {called[0]}, which does the exercise for you.", lines)
+        mistakes = {cause: pair for cause, pair in mistakes.items()  # with one head, some mistakes are right
+                    if not (pair[0].shape == expected.shape and torch.equal(pair[0], expected))}
+        verdict = compare_tensors(got, expected, name=f"{description}: your {what}", likely_mistakes=mistakes)
+        if not verdict.ok:
+            return verdict
+    return correct(success)
+
+
+@checker
+def check_split_heads(answer: Callable[[Tensor, int], Tensor]) -> Verdict:
+    """Exercise: a function ``split(x, num_heads)``: ``x (B, N, chan) -> (B, H, N, head_dim)``, written with
+    reshape and transpose. Run on four made-up inputs (1 to 4 heads) and compared with :func:`split_heads`;
+    a function that is or calls the library's ``split_heads`` / ``merge_heads`` is refused."""
+    cases = [((x, num_heads), split_heads(x, num_heads), _split_mistakes(x, num_heads),
+              f"x {list(x.shape)} with num_heads={num_heads}") for x, num_heads in _split_cases()]
+    return _judge_reshaping(
+        answer, cases, what="split", example="my_split(x, num_heads)",
+        lines="B, N, chan = x.shape; x.reshape(B, N, num_heads, chan // num_heads).transpose(1, 2).",
+        success="on four inputs of other sizes (1 to 4 heads), every head gets its own block of head_dim "
+                "features of every token: (B, N, chan) -> (B, H, N, head_dim).")
+
+
+@checker
+def check_merge_heads(answer: Callable[[Tensor], Tensor]) -> Verdict:
+    """Exercise: a function ``merge(heads)``: ``heads (B, H, N, head_dim) -> (B, N, chan)``, written with
+    transpose and reshape. Run on four made-up inputs (1 to 4 heads) and compared with :func:`merge_heads`;
+    a function that is or calls the library's ``split_heads`` / ``merge_heads`` is refused."""
+    cases = []
+    for x, num_heads in _split_cases():
+        heads = split_heads(x, num_heads).contiguous()  # (B, H, N, head_dim), stored like a head's output
+        cases.append(((heads,), x, _merge_mistakes(heads), f"heads {list(heads.shape)}"))
+    return _judge_reshaping(
+        answer, cases, what="merge", example="my_merge(heads)",
+        lines="B, H, N, head_dim = heads.shape; heads.transpose(1, 2).reshape(B, N, H * head_dim).",
+        success="on four inputs of other sizes (1 to 4 heads), the heads sit side by side again, head 0's "
+                "features first: (B, H, N, head_dim) -> (B, N, chan).")
 
 
 @checker
@@ -110,7 +229,8 @@ def check_head_shapes(answer: Any, layer: torch.nn.Module, x: Tensor) -> Verdict
         if hd == dim // H:
             return wrong(f"head_dim={hd} is dim // num_heads.",
                          f"the heads split the projected width chan={chan}, not the input width dim={dim}.")
-        return wrong(f"head_dim={hd} is not right.", "head_dim = chan // num_heads.")
+        return wrong(f"head_dim={hd} is not right: {H} heads of {hd} features make {H * hd}, and this layer's "
+                     f"chan is {chan}.", "head_dim = chan // num_heads.")
     for key, axes in (("qkv_heads", "(3, B, H, N, head_dim)"), ("scores", "(B, H, N, N)")):
         shape = as_shape(answer[key], key)
         if isinstance(shape, Verdict):
@@ -118,6 +238,12 @@ def check_head_shapes(answer: Any, layer: torch.nn.Module, x: Tensor) -> Verdict
         expected = list(inter[key].shape)
         if shape == expected:
             continue
+        heads_axis, free = {"qkv_heads": (2, {2, 4}), "scores": (1, {1})}[key]  # free: the axes H changes
+        if (len(shape) == len(expected) and shape[heads_axis] != H
+                and all(a == b for i, (a, b) in enumerate(zip(shape, expected)) if i not in free)):
+            return wrong(f"{key} {shape} has {shape[heads_axis]} heads; this layer has num_heads = {H}.",
+                         f"{key} has the axes {axes}, with H = num_heads of the exercise's layer, not of an "
+                         "earlier one.")
         if key == "qkv_heads" and shape == [B, N, 3, H, head_dim]:
             return wrong(f"qkv_heads {shape} is the shape before the permute.",
                          "permute(2, 0, 3, 1, 4) puts axis 2 (q/k/v) first, then batch, heads, tokens, head_dim.")
@@ -152,10 +278,20 @@ def check_split_line(answer: Any, options: Mapping[str, str], q: Tensor, num_hea
         return wrong(f"({letter}) does not even run: {error_text(got)}",
                      "view needs a contiguous tensor; after a transpose, reshape (or .contiguous()) works.")
     if isinstance(got, Tensor) and got.shape == expected.shape:
-        return wrong(f"({letter}) has the right shape {list(got.shape)} but puts features of different tokens in one head.",
-                     "split the last axis first (B, N, H, head_dim), then transpose(1, 2).")
+        b, h, n = (int(i) for i in (~torch.isclose(got, expected)).any(dim=-1).nonzero()[0])  # first wrong row
+        d = chan // num_heads
+        return wrong(f"({letter}) has the right shape {list(got.shape)} but the wrong numbers: its row for sequence {b}, "
+                     f"head {h}, token {n} is {_short(got[b, h, n])}, but head {h}'s features of that token, "
+                     f"q[{b}, {n}, {h * d}:{(h + 1) * d}], are {_short(expected[b, h, n])}.",
+                     "every (head, token) row must be one token's block of head_dim features: split the last axis "
+                     "first (B, N, H, head_dim), then transpose(1, 2).")
     shape = list(got.shape) if isinstance(got, Tensor) else type(got).__name__
     return wrong(f"({letter}) gives {shape}, not {list(expected.shape)}.", "follow the shape after each operation.")
+
+
+def _short(row: Tensor) -> str:
+    """A row of numbers with two decimals, for a verdict."""
+    return "[" + ", ".join(f"{value:.2f}" for value in row.tolist()) + "]"
 
 
 # ------------------------------------------------------------------------------ predict: 1 head against H heads
@@ -204,27 +340,39 @@ def _heads_attention(q: Tensor, k: Tensor, v: Tensor, divisor: float, axis: int 
     return torch.softmax(q @ k.transpose(-2, -1) / divisor, dim=axis) @ v
 
 
+_WRITE_MULTI_HEAD = ("split q, k and v with your own reshape and transpose (exercise 5.2), attend in every head "
+                     "(your own softmax, or torch.nn.functional.scaled_dot_product_attention), and merge with your own "
+                     "transpose and reshape (exercise 5.3).")
+
+
 @checker
 def check_multi_head_function(answer: Callable[[Tensor, Tensor, Tensor, int], Tensor]) -> Verdict:
     """Exercise: a function ``multi_head(q, k, v, num_heads) -> (B, N, chan)`` that splits ``q, k, v (B, N, chan)``
     into heads, runs scaled dot-product attention in every head and merges the heads. Run on four made-up
-    cases (1 to 4 heads) and compared with :func:`split_heads`, the formula and :func:`merge_heads`."""
-    if not callable(answer):
-        return wrong(f"the answer should be a function, got {type(answer).__name__} {answer!r:.60}.",
-                     "define it with def multi_head(q, k, v, num_heads): ... then write answer = multi_head "
-                     "(no brackets); the checker calls it.")
+    cases (1 to 4 heads) and compared with :func:`split_heads`, the formula and :func:`merge_heads`. The
+    attention step may be PyTorch's or the library's ``scaled_dot_product_attention``; a function that is or
+    calls the library's ``split_heads``, ``merge_heads`` or a whole multi-head layer (``Attention``,
+    ``MultiHeadAttention``, ``nn.MultiheadAttention``, ...) is refused."""
+    not_a_function = _function_answer(answer, "multi_head(q, k, v, num_heads)")
+    if not_a_function:
+        return not_a_function
+    library = _whole_layers()
+    itself = _library_itself(answer, library)
+    if itself:
+        return wrong(f"your answer is {itself}: the exercise is to write the split, the attention and the merge.",
+                     _WRITE_MULTI_HEAD)
     for num_heads, q, k, v in _multi_head_cases():
         B, N, chan = q.shape
         head_dim = chan // num_heads
         what = f"q, k, v {[B, N, chan]} with num_heads={num_heads}"
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                got = answer(q.clone(), k.clone(), v.clone(), num_heads)
+            got, called = run_watching(answer, (q.clone(), k.clone(), v.clone(), num_heads), library)
         except Exception as problem:
-            return wrong(f"{what}: your function raised {error_text(problem)}",
-                         "run it on these shapes yourself and print the shape after each step: split "
-                         "(B, N, chan) -> (B, H, N, head_dim), attend, merge back to (B, N, chan).")
+            return wrong(f"{what}: your function raised {error_text(problem)}", _raised_hint(
+                problem, "run it on these shapes yourself and print the shape after each step: split "
+                         "(B, N, chan) -> (B, H, N, head_dim), attend, merge back to (B, N, chan)."))
+        if called:
+            return wrong(f"your function calls {called[0]}, which does part of the exercise for you.", _WRITE_MULTI_HEAD)
         if not isinstance(got, Tensor):
             return wrong(f"{what}: your function returned {type(got).__name__}, not a tensor.",
                          "return the merged heads, one tensor of shape (B, N, chan).")
@@ -239,7 +387,7 @@ def check_multi_head_function(answer: Callable[[Tensor, Tensor, Tensor, int], Te
             "the scores are divided by sqrt(chan), the full width, not sqrt(head_dim)": (
                 merge_heads(_heads_attention(qh, kh, vh, math.sqrt(chan))),
                 f"each head's dot products run over head_dim = {head_dim} features, so divide by "
-                f"sqrt(head_dim): seed 004's bug of section 5.6."),
+                f"sqrt(head_dim): walkthrough 004's bug of section 5.6."),
             "one wide head runs over all chan features (no split into heads)": (
                 _heads_attention(q, k, v, math.sqrt(chan)),
                 "split q, k and v into num_heads heads first: reshape(B, N, H, head_dim).transpose(1, 2)."),
