@@ -581,8 +581,8 @@ def training_step(model: nn.Module, optimizer: Adam, task: Task, batches: torch.
     forward, loss, backward, one optimizer step. Returns the batch's tokens ``(batch, N)`` (train()
     counts the sequences it has seen) and the batch's loss."""
     tokens, targets = task.sample(batch_size, batches)  # (batch, N) each: fresh sequences
-    logits = model(tokens)  # (batch, N, C): forward
-    loss = F.cross_entropy(logits.reshape(-1, task.n_classes),  # (batch*N, C)
+    logits = model(tokens)  # (batch, N, n_classes): forward
+    loss = F.cross_entropy(logits.reshape(-1, task.n_classes),  # (batch*N, n_classes)
                            targets.reshape(-1), ignore_index=IGNORE)  # (batch*N,): positions without a target skipped
     optimizer.zero_grad()  # drop the previous step's gradients
     loss.backward()  # backward: the gradient of the loss for every weight

@@ -141,8 +141,13 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
     "08": {
         # "the other head covers for it": but head 1 alone answers only about two thirds
         "8.1": ('prediction = "same"', "removing the other would change little"),
-        "8.2": ("answer = torch.eye(6).roll(1, dims=1)", "one step to the LEFT"),
-        "8.3": ("answer = (weights10 * ideal).mean(dim=(-2, -1))", "sum over the keys"),
+        "8.2": ("def previous_token_pattern(n):\n"
+                "    return torch.eye(n).roll(1, dims=1)\n"
+                "answer = previous_token_pattern", "one step to the LEFT"),
+        # averaged over every row: right on the previous token, wrong on a lookup's pair rows (no target)
+        "8.3": ("def match(weights, ideal):\n"
+                "    return (weights * ideal).sum(dim=-1).mean(dim=-1)\n"
+                "answer = match", "rows with a target only"),
         # the head's features zeroed after the output projection, which mixes every head into every feature
         "8.4": (
             "def without_head(model, tokens, layer, head):\n"

@@ -312,26 +312,68 @@ def test_tables():
 
 # -------------------------------------------------------------------------------------- checkers
 
+def _previous_token_pattern(n):
+    return torch.eye(n).roll(-1, dims=1)
+
+
 def test_check_previous_token_pattern():
     task = PreviousTokenTask(seq_len=6)
-    assert check_previous_token_pattern.judge(torch.eye(6).roll(-1, dims=1), task).ok
-    assert check_previous_token_pattern.judge(torch.eye(6).roll(1, dims=0), task).ok
-    for answer, hint in ((torch.eye(6).roll(1, dims=1), "to the LEFT"), (torch.eye(6), "column i - 1"),
-                         (torch.diag(torch.ones(5), -1), "wraps around")):
+    assert check_previous_token_pattern.judge(_previous_token_pattern, task).ok
+    assert check_previous_token_pattern.judge(lambda n: torch.eye(n).roll(1, dims=0), task).ok
+    for answer, hint in ((lambda n: torch.eye(n).roll(1, dims=1), "to the LEFT"), (torch.eye, "column i - 1"),
+                         (lambda n: torch.diag(torch.ones(n - 1), -1), "wraps around")):
         verdict = check_previous_token_pattern.judge(answer, task)
         assert not verdict.ok and hint in verdict.hint
+
+
+def test_check_previous_token_pattern_refuses_copies_and_the_task_itself():
+    task = PreviousTokenTask(seq_len=6)
+    verdict = check_previous_token_pattern.judge(torch.eye(6).roll(-1, dims=1), task)  # a tensor, not a function
+    assert not verdict.ok and "should be a function" in verdict.message
+    verdict = check_previous_token_pattern.judge(lambda n: torch.eye(6).roll(-1, dims=1), task)  # only N = 6
+    assert not verdict.ok and "(3)" in verdict.message and "shape" in verdict.message
+
+    def borrowed(n):
+        return PreviousTokenTask(seq_len=n).ideal_attention(torch.zeros(1, n, dtype=torch.long))[0]
+
+    for answer in (borrowed, lambda n: task.ideal_attention(torch.zeros(1, n, dtype=torch.long))[0]):
+        verdict = check_previous_token_pattern.judge(answer, task)
+        assert not verdict.ok and "hands the work" in verdict.message, verdict
+    verdict = check_previous_token_pattern.judge(lambda n: 1 / 0, task)
+    assert not verdict.ok and "ZeroDivisionError" in verdict.message
+
+
+def _match(weights, ideal):
+    """The exercise's solution, as a learner would write it."""
+    on_target = (weights * ideal).sum(dim=-1)  # (H, N)
+    return on_target[:, ideal.sum(dim=-1) > 0].mean(dim=-1)  # (H,)
 
 
 def test_check_pattern_match():
     weights = torch.softmax(torch.randn(2, 6, 6, generator=torch.Generator().manual_seed(1)), dim=-1)
     ideal = torch.eye(6).roll(-1, dims=1)
-    assert check_pattern_match.judge((weights * ideal).sum(-1).mean(-1), weights, ideal).ok
-    for answer, hint in (((weights * ideal).mean((-2, -1)), "sum over the keys"),
-                         ((weights * ideal).sum((-2, -1)), "average over the rows"),
-                         (weights.max(-1).values.mean(-1), "multiply by ideal"),
-                         ((weights * ideal).sum(-1).mean(), "one number per head")):
+    assert check_pattern_match.judge(_match, weights, ideal).ok
+    for answer, hint in ((lambda w, i: (w * i).mean((-2, -1)), "sum over the keys"),
+                         (lambda w, i: (w * i).sum((-2, -1)), "average over the rows"),
+                         (lambda w, i: w.max(-1).values.mean(-1), "multiply by ideal"),
+                         (lambda w, i: (w * i).sum(-1).mean(), "one number per head"),
+                         # right where every row has a target, wrong on the lookup's pair rows
+                         (lambda w, i: (w * i).sum(-1).mean(-1), "rows with a target only")):
         verdict = check_pattern_match.judge(answer, weights, ideal)
         assert not verdict.ok and hint in verdict.hint, verdict
+
+
+def test_check_pattern_match_refuses_copies_and_the_library():
+    weights = torch.softmax(torch.randn(2, 6, 6, generator=torch.Generator().manual_seed(1)), dim=-1)
+    ideal = torch.eye(6).roll(-1, dims=1)
+    printed = _match(weights, ideal)
+    verdict = check_pattern_match.judge(printed, weights, ideal)
+    assert not verdict.ok and "should be a function" in verdict.message
+    verdict = check_pattern_match.judge(lambda w, i: printed, weights, ideal)  # the step-10 numbers, copied
+    assert not verdict.ok and "lookup" in verdict.message
+    for answer in (lambda w, i: pattern_match(w[None], i[None]), pattern_match):
+        verdict = check_pattern_match.judge(answer, weights, ideal)
+        assert not verdict.ok and "pattern_match" in verdict.message, verdict
 
 
 def test_check_knockout_prediction():
@@ -370,6 +412,18 @@ def test_check_knockout_accepts_the_solution_and_names_each_mistake(two_layer_mo
         assert not verdict.ok and cause in verdict.message and verdict.hint == hint, (key, verdict)
     verdict = check_knockout.judge(lambda m, t, l, h: m(t), two_layer_model, tokens)
     assert not verdict.ok and "nothing was knocked out" in verdict.message
+
+
+def test_check_knockout_refuses_the_models_own_knockout(two_layer_model):
+    tokens, _ = _sample(LookupTask(), batch=4)
+
+    def with_keep_heads(model, tokens, layer, head):
+        keep = torch.ones(len(model.layers), model.layers[0].num_heads)
+        keep[layer, head] = 0.0
+        return model(tokens, keep_heads=keep)
+
+    verdict = check_knockout.judge(with_keep_heads, two_layer_model, tokens)
+    assert not verdict.ok and "keep_heads" in verdict.message
 
 
 def test_check_knockout_explains_bad_answers(two_layer_model):

@@ -1,8 +1,11 @@
-"""Checkers for 08 · Watch attention learn: a prediction of what knocking out a head does, the ideal
-pattern of a task, the pattern-match number, and a function that knocks out one head of any layer."""
+"""Checkers for 08 · Watch attention learn: a prediction of what knocking out a head does, and three
+functions the learner writes: the ideal pattern of the previous-token task for any length, the pattern
+match of each head, and the knockout of one head of any layer (each refused when it hands the work to
+the helper that already does it)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -10,7 +13,7 @@ from torch import Tensor
 
 from ..attention import merge_heads
 from ..training import LookupTask, PreviousTokenTask, TinyAttentionModel, pattern_match
-from ._core import Verdict, as_number, checker, compare_tensors, correct, error_text, wrong
+from ._core import Verdict, checker, compare_tensors, correct, error_text, wrong
 from ._predict import as_choice, prediction_checker
 
 __all__ = ["check_knockout_prediction", "check_previous_token_pattern", "check_pattern_match", "check_knockout"]
@@ -44,52 +47,141 @@ def check_knockout_prediction(prediction: Any, accuracy: float, full_accuracy: f
     return wrong(f"{measured}.", "compare the measured accuracy with both reference numbers.")
 
 
+def _code_words(code: Any) -> Iterator[str]:
+    """Every name and string constant of ``code`` and of the functions defined inside it: attributes and
+    globals it reads (``pattern_match``) and the keyword names of its calls (``keep_heads=``)."""
+    yield from code.co_names
+    for const in code.co_consts:
+        if isinstance(const, str):
+            yield const
+        elif isinstance(const, tuple):  # a call's keyword names: ('keep_heads',)
+            yield from (c for c in const if isinstance(c, str))
+        elif hasattr(const, "co_names"):  # a nested function or lambda
+            yield from _code_words(const)
+
+
+def _refers_to(fn: Any, names: tuple[str, ...]) -> str:
+    """The first of ``names`` (library functions and arguments that already answer an exercise) that
+    ``fn`` is or whose code refers to, else ``''``; ``training.pattern_match(...)`` is seen too."""
+    if getattr(fn, "__name__", None) in names and (getattr(fn, "__module__", None) or "").startswith("attn_helpers"):
+        return fn.__name__
+    code = getattr(fn, "__code__", None)
+    words = set(_code_words(code)) if code is not None else set()
+    return next((name for name in names if name in words), "")
+
+
+#: What already builds the previous-token pattern: the task's own method and classes.
+PATTERN_BUILDERS = ("ideal_attention", "PreviousTokenTask", "NoWrapPreviousTokenTask")
+
+
+def _call(answer: Any, what: str, *args: Any) -> Any:
+    """``answer(*args)``, or a :class:`Verdict` naming the exception it raised."""
+    try:
+        return answer(*args)
+    except Exception as problem:
+        return wrong(f"{what} raised {error_text(problem)}.", "run your function on a small example and print "
+                                                              "the shape of each intermediate.")
+
+
 @checker
 def check_previous_token_pattern(answer: Any, task: PreviousTokenTask) -> Verdict:
-    """Exercise: the ideal attention ``(N, N)`` of ``task``: row ``i`` one-hot at key ``(i - 1) mod N``."""
+    """Exercise: a function ``answer(n) -> (n, n)``, the ideal attention of the previous-token task of
+    length ``n``: row ``i`` one-hot at key ``(i - 1) mod n``. Run for ``n = task.seq_len``, 3 and 9
+    (typical mistakes named); a function that calls the task's own ``ideal_attention`` is refused."""
     if not isinstance(task, PreviousTokenTask):
         raise TypeError(f"task must be a PreviousTokenTask, got {type(task).__name__}")
+    if not callable(answer):
+        return wrong(f"the answer should be a function previous_token_pattern(n), got {type(answer).__name__}.",
+                     "define it with def previous_token_pattern(n): ... return the (n, n) tensor, then write "
+                     "answer = previous_token_pattern (no brackets).")
+    borrowed = _refers_to(answer, PATTERN_BUILDERS)
+    if borrowed:
+        return wrong(f"your function hands the work to {borrowed}, which already builds the pattern: the "
+                     "exercise asks you to build it.", "start from torch.eye(n) (a 1 in column i of row i) and "
+                                                       "move each row's 1 one column to the left.")
+    for N in dict.fromkeys((task.seq_len, 3, 9)):
+        got = _call(answer, f"previous_token_pattern({N})", N)
+        if isinstance(got, Verdict):
+            return got
+        tokens = torch.zeros(1, N, dtype=torch.long)  # the pattern does not depend on the tokens
+        expected = PreviousTokenTask(seq_len=N).ideal_attention(tokens)[0]  # (N, N)
+        eye = torch.eye(N)  # (N, N)
+        no_wrap = torch.diag(torch.ones(N - 1), -1)  # (N, N): row 0 left empty
+        mistakes = {
+            "each query looks at the NEXT token": (
+                eye.roll(1, dims=1), "row i is query i and must put its 1 in column i - 1, one step to the LEFT."),
+            "each query looks at itself": (eye, "the target of position i is the token before it: column i - 1."),
+            "position 0 has nothing to look at": (
+                no_wrap, "position 0 wraps around: its target is the LAST token, so row 0 has its 1 in column N - 1."),
+            "position 0 looks at itself": (
+                no_wrap + torch.diag(torch.eye(N)[0]),
+                "position 0 wraps around: its target is the last token, so row 0 has its 1 in column N - 1."),
+        }
+        verdict = compare_tensors(got, expected, name=f"previous_token_pattern({N})", likely_mistakes=mistakes)
+        if not verdict.ok:
+            return verdict
+    return correct(f"for N = {task.seq_len}, 3 and 9: every row has one 1, one step left of the diagonal, and "
+                   f"row 0 wraps around to the last key.")
+
+
+def _lookup_case() -> tuple[Tensor, Tensor]:
+    """Weights ``(H, N, N)`` of 3 random heads and the ideal ``(N, N)`` of one lookup sequence, whose
+    first half (the pairs) has no target: the rows the exercise's average must leave out."""
+    task = LookupTask()
+    generator = torch.Generator().manual_seed(8)
+    tokens, _ = task.sample(1, generator)  # (1, N)
     N = task.seq_len
-    tokens = torch.zeros(1, N, dtype=torch.long)  # the pattern does not depend on the tokens
-    expected = task.ideal_attention(tokens)[0]  # (N, N)
-    eye = torch.eye(N)  # (N, N)
-    no_wrap = torch.diag(torch.ones(N - 1), -1)  # (N, N): row 0 left empty
-    mistakes = {
-        "each query looks at the NEXT token": (
-            eye.roll(1, dims=1), "row i is query i and must put its 1 in column i - 1, one step to the LEFT."),
-        "each query looks at itself": (eye, "the target of position i is the token before it: column i - 1."),
-        "position 0 has nothing to look at": (
-            no_wrap, "position 0 wraps around: its target is the LAST token, so row 0 has its 1 in column N - 1."),
-        "position 0 looks at itself": (
-            no_wrap + torch.diag(torch.eye(N)[0]),
-            "position 0 wraps around: its target is the last token, so row 0 has its 1 in column N - 1."),
-    }
-    return compare_tensors(answer, expected, name="your pattern", likely_mistakes=mistakes,
-                           success=f"{N} × {N}: every row has one 1, one step left of the diagonal, and row 0 "
-                                   f"wraps around to key {N - 1}.")
+    weights = torch.softmax(2 * torch.randn(3, N, N, generator=generator, dtype=torch.float64), dim=-1)  # (H, N, N)
+    return weights, task.ideal_attention(tokens)[0].to(torch.float64)  # (N, N)
 
 
 @checker
 def check_pattern_match(answer: Any, weights: Tensor, ideal: Tensor) -> Verdict:
-    """Exercise: each head's pattern match on one sequence: ``weights (H, N, N)``, ``ideal (N, N)`` ->
-    ``(H,)``, the weight on the ideal key summed over keys and averaged over the rows (all rows have a target)."""
-    expected = pattern_match(weights[None], ideal[None])  # (H,)
-    on_target = weights * ideal  # (H, N, N)
-    N = ideal.shape[-1]
-    mistakes = {
-        "you averaged over all N × N cells": (
-            on_target.mean(dim=(-2, -1)),
-            f"each row has one right key: sum over the keys (dim=-1) first, then average the {N} rows."),
-        "you summed over the rows instead of averaging them": (
-            on_target.sum(dim=(-2, -1)), f"average over the rows (divide by {N}), so a perfect head scores 1."),
-        "you measured how peaked each row is, not where its peak is": (
-            weights.max(dim=-1).values.mean(dim=-1),
-            "the largest weight can sit on the wrong key; multiply by ideal to keep only the right key's weight."),
-        "you left out the heads axis": (
-            on_target.sum(dim=-1).mean(), "keep one number per head: average over the rows only (dim=-1 after the sum)."),
-    }
-    return compare_tensors(answer, expected, name="your pattern match", likely_mistakes=mistakes, atol=1e-6,
-                           success="one number per head: " + ", ".join(f"{v:.2f}" for v in expected.tolist()) + ".")
+    """Exercise: a function ``answer(weights (H, N, N), ideal (N, N)) -> (H,)``, each head's pattern match on
+    one sequence: the weight on the ideal key summed over keys, averaged over the rows that have a target
+    (all-zero rows of ``ideal`` are left out). Run on ``weights``/``ideal`` and on a lookup sequence whose
+    pair rows have no target; a function that calls :func:`attn_helpers.training.pattern_match` is refused."""
+    if not callable(answer):
+        return wrong(f"the answer should be a function match(weights, ideal), got {type(answer).__name__}.",
+                     "define it with def match(weights, ideal): ... return one number per head, then write "
+                     "answer = match (no brackets).")
+    borrowed = _refers_to(answer, ("pattern_match",))
+    if borrowed:
+        return wrong("your function hands the work to training.pattern_match, which already computes it: the "
+                     "exercise asks you to write it.", "multiply weights by ideal, sum over the keys, then "
+                                                       "average over the rows that have a target.")
+    cases = (("the step-10 heads of the previous-token run", weights, ideal),
+             ("3 random heads on a lookup sequence (its 4 pair rows have no target)", *_lookup_case()))
+    for described, w, target in cases:
+        got = _call(answer, f"match(weights, ideal) on {described}", w.clone(), target.clone())
+        if isinstance(got, Verdict):
+            return got
+        expected = pattern_match(w[None], target[None])  # (H,)
+        on_target = w * target  # (H, N, N)
+        N = target.shape[-1]
+        mistakes = {
+            "you averaged over all N × N cells": (
+                on_target.mean(dim=(-2, -1)),
+                "each row has one right key: sum over the keys (dim=-1) first, then average the rows."),
+            "you summed over the rows instead of averaging them": (
+                on_target.sum(dim=(-2, -1)), "average over the rows, so a perfect head scores 1."),
+            "you measured how peaked each row is, not where its peak is": (
+                w.max(dim=-1).values.mean(dim=-1),
+                "the largest weight can sit on the wrong key; multiply by ideal to keep only the right key's weight."),
+            "you left out the heads axis": (
+                on_target.sum(dim=-1).mean(), "keep one number per head: average over the rows only (dim=-1 after the sum)."),
+        }
+        if bool((target.sum(dim=-1) == 0).any()):
+            mistakes["you averaged over every row, also the rows without a target"] = (
+                on_target.sum(dim=-1).mean(dim=-1),
+                f"a row of ideal that is all zeros has no target (the set R of 8.2.1 leaves it out): average over "
+                f"the rows with a target only, ideal.sum(dim=-1) > 0, not over all {N}.")
+        verdict = compare_tensors(got, expected, name=f"your match on {described}", likely_mistakes=mistakes,
+                                  atol=1e-6)
+        if not verdict.ok:
+            return verdict
+    values = ", ".join(f"{v:.2f}" for v in pattern_match(weights[None], ideal[None]).tolist())
+    return correct(f"one number per head ({values} at step 10), and rows without a target left out on the lookup.")
 
 
 def _knockout_logits(model: TinyAttentionModel, tokens: Tensor, layer: int, head: int, *,
@@ -152,17 +244,27 @@ def _other_model(task: LookupTask) -> TinyAttentionModel:
     return model.to(torch.float64).eval()
 
 
+#: What already knocks a head out: the model's own argument and the lesson's helper.
+KNOCKOUT_SHORTCUTS = ("keep_heads", "head_knockout")
+
+
 @checker
 def check_knockout(answer: Any, model: TinyAttentionModel, tokens: Tensor) -> Verdict:
     """Exercise: ``answer(model, tokens, layer, head) -> logits (B, N, C)``, ``model``'s logits with one head of
     one layer knocked out (its output zeroed before that layer's projection). Run on ``model`` for every
-    layer and head, and on a 3-layer, 4-head model; compared with ``model(tokens, keep_heads=...)``."""
+    layer and head, and on a 3-layer, 4-head model; compared with ``model(tokens, keep_heads=...)``. A function
+    that uses ``keep_heads`` or :func:`attn_helpers.training.head_knockout` itself is refused."""
     if not callable(answer):
         return wrong(f"the answer should be a function without_head(model, tokens, layer, head), got "
                      f"{type(answer).__name__}.", "define it with def without_head(model, tokens, layer, head): ... "
                                                   "and write answer = without_head.")
     if not isinstance(model, TinyAttentionModel) or model.skip != "identity" or model.positions != "learned":
         raise TypeError("model must be a TinyAttentionModel with skip='identity' and learned positions")
+    borrowed = _refers_to(answer, KNOCKOUT_SHORTCUTS)
+    if borrowed:
+        return wrong(f"your function hands the knockout to {borrowed}, which already does it: the exercise asks "
+                     "you to write it step by step.", "start from h = model.embed(tokens) + model.position.weight "
+                     "and loop over model.layers, zeroing the head in inter['heads'] before the projection.")
     task = LookupTask(num_pairs=tokens.shape[1] // 2)
     models = [("the model you were given", model), ("a 3-layer model with 4 heads", _other_model(task))]
     for described, net in models:
