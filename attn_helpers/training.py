@@ -519,16 +519,17 @@ class Adam:
 
     @torch.no_grad()
     def step(self) -> None:
-        self.t += 1
+        self.t += 1  # steps taken so far
         b1, b2 = self.betas
-        step_size = self.lr / (1 - b1 ** self.t)
-        root_correction = math.sqrt(1 - b2 ** self.t)
+        step_size = self.lr / (1 - b1 ** self.t)  # lr, and the correction for m starting at zero
+        root_correction = math.sqrt(1 - b2 ** self.t)  # the same correction for the root of v
         for p, m, v in zip(self.params, self.m, self.v):
             if p.grad is None:
                 continue
-            m.mul_(b1).add_(p.grad, alpha=1 - b1)
-            v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
-            p.addcdiv_(m, (v.sqrt() / root_correction).add_(self.eps), value=-step_size)
+            m.mul_(b1).add_(p.grad, alpha=1 - b1)  # m: running mean of the gradient
+            v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)  # v: running mean of the gradient squared
+            root = v.sqrt() / root_correction  # the gradient's typical size
+            p.addcdiv_(m, root.add_(self.eps), value=-step_size)  # p -= step_size * m / (root + eps)
 
 
 def _snapshot_steps(steps: int, every: int) -> list[int]:
