@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..attention import merge_heads, split_heads
+from ..attention import Attention, ConcatHeadsAttention, MultiHeadAttention, merge_heads, split_heads
 from ._core import Verdict, as_letter, as_shape, checker, compare_tensors, correct, error_text, wrong
 from ._predict import as_choice, prediction_checker
 
@@ -49,17 +49,16 @@ def run_options(options: Mapping[str, str], namespace: Mapping[str, Any]) -> dic
 _SPLIT_AND_MERGE = {split_heads.__code__: "attn_helpers' split_heads", merge_heads.__code__: "attn_helpers' merge_heads"}
 
 
-def _whole_layers() -> dict[Any, str]:
-    """Code objects of the multi-head layers that split, attend and merge in one call (exercise 5.6 refuses them)."""
-    from .. import attention as package_attention
-
-    layers = {package_attention.Attention: "attn_helpers' Attention",
-              package_attention.ConcatHeadsAttention: "attn_helpers' ConcatHeadsAttention",
-              package_attention.MultiHeadAttention: "attn_helpers' MultiHeadAttention",
-              torch.nn.MultiheadAttention: "torch.nn.MultiheadAttention"}
-    codes = {layer.forward.__code__: name for layer, name in layers.items()}
-    codes[torch.nn.functional.multi_head_attention_forward.__code__] = "F.multi_head_attention_forward"
-    return {**_SPLIT_AND_MERGE, **codes}
+#: What a multi-head function must not call (exercise 5.6): the split and merge above, and the layers that split,
+#: attend and merge in one call. Their attention step alone (an SDPA) is allowed.
+_WHOLE_LAYERS = {
+    **_SPLIT_AND_MERGE,
+    Attention.forward.__code__: "attn_helpers' Attention",
+    ConcatHeadsAttention.forward.__code__: "attn_helpers' ConcatHeadsAttention",
+    MultiHeadAttention.forward.__code__: "attn_helpers' MultiHeadAttention",
+    torch.nn.MultiheadAttention.forward.__code__: "torch.nn.MultiheadAttention",
+    torch.nn.functional.multi_head_attention_forward.__code__: "F.multi_head_attention_forward",
+}
 
 
 def run_watching(fn: Callable[..., Any], args: tuple[Any, ...], watched: Mapping[Any, str]) -> tuple[Any, list[str]]:
@@ -356,7 +355,7 @@ def check_multi_head_function(answer: Callable[[Tensor, Tensor, Tensor, int], Te
     not_a_function = _function_answer(answer, "multi_head(q, k, v, num_heads)")
     if not_a_function:
         return not_a_function
-    library = _whole_layers()
+    library = _WHOLE_LAYERS
     itself = _library_itself(answer, library)
     if itself:
         return wrong(f"your answer is {itself}: the exercise is to write the split, the attention and the merge.",
