@@ -134,12 +134,11 @@ def tiled_attention(
     out_batch = broadcast_shape(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     out = q.new_empty(*out_batch, n_q, v.shape[-1])  # (..., N_q, d_v), filled block by block
     k_t = k.transpose(-2, -1)  # (..., d_k, N_k), a view
+    can_block = mask is not None or is_causal  # only then can a score be -inf (a row may see no key yet)
     for i0 in range(0, n_q, block_size):
         i1 = min(i0 + block_size, n_q)
         q_blk = q[..., i0:i1, :] * (scale * LOG2_E)  # (..., bq, d_k): its scores come out in base 2
-        m = q.new_full((*scores_shape[:-2], i1 - i0, 1), float("-inf"))  # (..., bq, 1) running max
-        l = q.new_zeros((*scores_shape[:-2], i1 - i0, 1))  # (..., bq, 1) running sum of exp2
-        acc = q.new_zeros((*out_batch, i1 - i0, v.shape[-1]))  # (..., bq, d_v) running weighted values
+        m = l = acc = None  # (..., bq, 1) running max and sum of exp2, (..., bq, d_v) running weighted values
         k_end = min(n_k, i1) if is_causal else n_k  # causal: keys after the block's last query never count
         for j0 in range(0, k_end, block_size):
             j1 = min(j0 + block_size, k_end)
@@ -152,13 +151,20 @@ def tiled_attention(
                 rows = torch.arange(i0, i1, device=q.device)[:, None]  # (bq, 1)
                 cols = torch.arange(j0, j1, device=q.device)[None, :]  # (1, bk)
                 s = s.masked_fill_(cols > rows, float("-inf"))
-            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))  # (..., bq, 1)
-            safe = _safe_max(m_new)  # (..., bq, 1)
+            block_max = s.amax(dim=-1, keepdim=True)  # (..., bq, 1)
+            m_new = block_max if m is None else torch.maximum(m, block_max)  # (..., bq, 1)
+            safe = m_new if can_block is False else _safe_max(m_new)  # (..., bq, 1): no -inf without a mask
             p = s.sub_(safe).exp2_()  # (..., bq, bk), unnormalised weights of this block (in place of s)
-            rescale = (m - safe).exp2_()  # (..., bq, 1)
-            l = l.mul_(rescale).add_(p.sum(dim=-1, keepdim=True))  # (..., bq, 1)
-            acc = acc.mul_(rescale).add_(p @ v[..., j0:j1, :])  # (..., bq, d_v)
+            if m is None:  # the first key block: nothing to rescale yet
+                l, acc = p.sum(dim=-1, keepdim=True), p @ v[..., j0:j1, :]
+            else:
+                rescale = (m - safe).exp2_()  # (..., bq, 1)
+                l = l.mul_(rescale).add_(p.sum(dim=-1, keepdim=True))  # (..., bq, 1)
+                acc = acc.mul_(rescale).add_(p @ v[..., j0:j1, :])  # (..., bq, d_v)
             m = m_new
+        if acc is None:  # no key at all (N_k = 0): nothing to attend to
+            out[..., i0:i1, :] = 0.0
+            continue
         out[..., i0:i1, :] = acc.div_(l.masked_fill_(l == 0, 1.0))  # rows with nothing to attend to stay 0
     return out
 
