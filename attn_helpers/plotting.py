@@ -154,9 +154,14 @@ def _measuring_renderer() -> Any:
 
 def _text_width(texts: Sequence[str], fontsize: float) -> float:
     """The widest of ``texts`` in points at ``fontsize`` (as matplotlib's Agg renderer lays them out)."""
-    renderer = _measuring_renderer()
+    return max((_one_text_width(str(t), float(fontsize)) for t in texts), default=0.0)
+
+
+@functools.lru_cache(maxsize=4096)
+def _one_text_width(text: str, fontsize: float) -> float:
+    """One text's width in points (remembered: an explorer measures the same labels on every layout)."""
     prop = FontProperties(size=fontsize)
-    return max((renderer.get_text_width_height_descent(str(t), prop, ismath=False)[0] for t in texts), default=0.0)
+    return _measuring_renderer().get_text_width_height_descent(text, prop, ismath=False)[0]
 
 
 def _points(size: Any) -> float:
