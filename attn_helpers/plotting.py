@@ -69,6 +69,9 @@ def heatmap(
     fmt: str = "{:.2f}",
     fontsize: float | None = None,
     colorbar_label: str | None = None,
+    x_ticks: bool = True,
+    y_ticks: bool = True,
+    text_labels: bool = False,
 ) -> AxesImage:
     """Draw one matrix (e.g. attention weights ``(N_q, N_k)``) with token labels and a colour bar.
 
@@ -78,11 +81,13 @@ def heatmap(
     [0, 1] use ``viridis`` from 0 to 1; signed values use the diverging ``PuOr`` centred on zero.
     ``fontsize`` of the tick labels: ``None`` shrinks them (down to ``MIN_FONTSIZE``) when many
     tokens share the axes; column labels turn vertical only when they do not fit side by side.
-    Returns the image artist.
+    Returns the image artist. A grid's inner panels pass ``x_ticks=False`` / ``y_ticks=False`` (no
+    ticks or labels on that axis); ``text_labels=True`` writes the labels as plain text instead of
+    ticks (same places, much faster to lay out and draw: for explorers).
     """
     return _heatmap(values, x_labels, y_labels, ax=ax, title=title, xlabel=xlabel, ylabel=ylabel, cmap=cmap,
                     vmin=vmin, vmax=vmax, annotate=annotate, colorbar=colorbar, fmt=fmt, fontsize=fontsize,
-                    colorbar_label=colorbar_label)
+                    colorbar_label=colorbar_label, x_ticks=x_ticks, y_ticks=y_ticks, text_labels=text_labels)
 
 
 def _heatmap(values: Any, x_labels: Sequence[str] | None, y_labels: Sequence[str] | None, *, ax: Axes | None,

@@ -23,7 +23,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..plotting import HEAD_COLOURS, WEIGHTS_CMAP, to_numpy
-from ..plotting import _heatmap  # heatmap() plus "no ticks" for inner panels: ticks cost most of the drawing time
+from ..plotting import heatmap
 from ..training import Task, TrainConfig, TrainingRun
 from ._base import InvalidCombination
 from ._display import widget_bundle
@@ -42,9 +42,10 @@ def _head_name(layer: int, head: int, num_layers: int) -> str:
 def _panel(values: Any, labels: Sequence[str], ax: Any, *, title: str, xlabel: str, ylabel: str,
            x_ticks: bool = True, y_ticks: bool = True) -> Any:
     """One attention heatmap ``(N, N)`` in [0, 1] with token labels on the axes that carry ticks."""
-    return _heatmap(values, labels, labels, ax=ax, title=title, xlabel=xlabel, ylabel=ylabel, cmap=WEIGHTS_CMAP,
-                    vmin=0.0, vmax=1.0, annotate=False, colorbar=False, fmt="{:.2f}", fontsize=None,
-                    colorbar_label=None, x_ticks=x_ticks, y_ticks=y_ticks)
+    # Inner panels carry no labels, and labels are text rather than ticks: ticks cost most of the drawing time.
+    return heatmap(values, labels, labels, ax=ax, title=title, xlabel=xlabel, ylabel=ylabel, cmap=WEIGHTS_CMAP,
+                   vmin=0.0, vmax=1.0, annotate=False, colorbar=False, fmt="{:.2f}", fontsize=None,
+                   colorbar_label=None, x_ticks=x_ticks, y_ticks=y_ticks, text_labels=True)
 
 
 def _check_runs(runs: Mapping[str, TrainingRun] | TrainingRun) -> dict[str, TrainingRun]:
