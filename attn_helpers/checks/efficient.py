@@ -20,7 +20,7 @@ from torch import Tensor
 from ..efficient import online_softmax_update, repeat_kv_heads
 from ..generation import generate_greedy
 from ..measure import kv_cache_bytes
-from ._core import Verdict, as_number, checker, compare_tensors, correct, error_text, wrong
+from ._core import Verdict, as_number, checker, compare_tensors, correct, error_text, refers_to, wrong
 from ._predict import prediction_checker
 
 __all__ = ["check_online_softmax_step", "check_kv_cache_size", "check_repeat_kv", "check_cache_flops_prediction",
@@ -116,32 +116,13 @@ def check_online_softmax_step(answer: Any, running_max: Tensor, running_sum: Ten
 # ------------------------------------------------------------------------------ the learner's own code
 
 
-def _library_call(fn: Any, names: tuple[str, ...]) -> str:
-    """The first of ``names`` (library functions that answer the exercise) that ``fn`` is or calls, else ''.
-
-    Reads the names the function's code refers to (``__code__.co_names``, nested functions included),
-    so ``kv_cache_bytes(...)`` and ``attn_helpers.kv_cache_bytes(...)`` are both seen."""
-    if getattr(fn, "__name__", None) in names and (getattr(fn, "__module__", None) or "").startswith("attn_helpers"):
-        return fn.__name__
-    codes = [getattr(fn, "__code__", None)]
-    while codes:
-        code = codes.pop()
-        if code is None:
-            continue
-        for name in names:
-            if name in code.co_names:
-                return name
-        codes.extend(c for c in code.co_consts if hasattr(c, "co_names"))
-    return ""
-
-
 def _not_own_function(answer: Any, name: str, library: tuple[str, ...], how: str) -> Verdict | None:
     """Why ``answer`` is not the learner's own function ``name`` (not callable, or calling one of
     ``library``, the library's answers), or ``None`` when the checker can run it. ``how``: a hint."""
     if not callable(answer):
         return wrong(f"the answer should be your function, got {type(answer).__name__} {answer!r:.40}.",
                      f"define {name} with def, then write answer = {name} (no brackets).")
-    called = _library_call(answer, library)
+    called = refers_to(answer, library)
     if called:
         return wrong(f"your function calls {called}, the library's answer to this exercise.", how)
     return None

@@ -5,7 +5,6 @@ the helper that already does it)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -13,7 +12,7 @@ from torch import Tensor
 
 from ..attention import merge_heads
 from ..training import LookupTask, PreviousTokenTask, TinyAttentionModel, pattern_match
-from ._core import Verdict, checker, compare_tensors, correct, error_text, wrong
+from ._core import Verdict, checker, compare_tensors, correct, error_text, refers_to, wrong
 from ._predict import as_choice, prediction_checker
 
 __all__ = ["check_knockout_prediction", "check_previous_token_pattern", "check_pattern_match", "check_knockout"]
@@ -47,29 +46,6 @@ def check_knockout_prediction(prediction: Any, accuracy: float, full_accuracy: f
     return wrong(f"{measured}.", "compare the measured accuracy with both reference numbers.")
 
 
-def _code_words(code: Any) -> Iterator[str]:
-    """Every name and string constant of ``code`` and of the functions defined inside it: attributes and
-    globals it reads (``pattern_match``) and the keyword names of its calls (``keep_heads=``)."""
-    yield from code.co_names
-    for const in code.co_consts:
-        if isinstance(const, str):
-            yield const
-        elif isinstance(const, tuple):  # a call's keyword names: ('keep_heads',)
-            yield from (c for c in const if isinstance(c, str))
-        elif hasattr(const, "co_names"):  # a nested function or lambda
-            yield from _code_words(const)
-
-
-def _refers_to(fn: Any, names: tuple[str, ...]) -> str:
-    """The first of ``names`` (library functions and arguments that already answer an exercise) that
-    ``fn`` is or whose code refers to, else ``''``; ``training.pattern_match(...)`` is seen too."""
-    if getattr(fn, "__name__", None) in names and (getattr(fn, "__module__", None) or "").startswith("attn_helpers"):
-        return fn.__name__
-    code = getattr(fn, "__code__", None)
-    words = set(_code_words(code)) if code is not None else set()
-    return next((name for name in names if name in words), "")
-
-
 #: What already builds the previous-token pattern: the task's own method and classes.
 PATTERN_BUILDERS = ("ideal_attention", "PreviousTokenTask", "NoWrapPreviousTokenTask")
 
@@ -94,7 +70,7 @@ def check_previous_token_pattern(answer: Any, task: PreviousTokenTask) -> Verdic
         return wrong(f"the answer should be a function previous_token_pattern(n), got {type(answer).__name__}.",
                      "define it with def previous_token_pattern(n): ... return the (n, n) tensor, then write "
                      "answer = previous_token_pattern (no brackets).")
-    borrowed = _refers_to(answer, PATTERN_BUILDERS)
+    borrowed = refers_to(answer, PATTERN_BUILDERS)
     if borrowed:
         return wrong(f"your function hands the work to {borrowed}, which already builds the pattern: the "
                      "exercise asks you to build it.", "start from torch.eye(n) (a 1 in column i of row i) and "
@@ -145,7 +121,7 @@ def check_pattern_match(answer: Any, weights: Tensor, ideal: Tensor) -> Verdict:
         return wrong(f"the answer should be a function match(weights, ideal), got {type(answer).__name__}.",
                      "define it with def match(weights, ideal): ... return one number per head, then write "
                      "answer = match (no brackets).")
-    borrowed = _refers_to(answer, ("pattern_match",))
+    borrowed = refers_to(answer, ("pattern_match",))
     if borrowed:
         return wrong("your function hands the work to training.pattern_match, which already computes it: the "
                      "exercise asks you to write it.", "multiply weights by ideal, sum over the keys, then "
@@ -260,7 +236,7 @@ def check_knockout(answer: Any, model: TinyAttentionModel, tokens: Tensor) -> Ve
                                                   "and write answer = without_head.")
     if not isinstance(model, TinyAttentionModel) or model.skip != "identity" or model.positions != "learned":
         raise TypeError("model must be a TinyAttentionModel with skip='identity' and learned positions")
-    borrowed = _refers_to(answer, KNOCKOUT_SHORTCUTS)
+    borrowed = refers_to(answer, KNOCKOUT_SHORTCUTS)
     if borrowed:
         return wrong(f"your function hands the knockout to {borrowed}, which already does it: the exercise asks "
                      "you to write it step by step.", "start from h = model.embed(tokens) + model.position.weight "
