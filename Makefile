@@ -51,7 +51,7 @@ test:
 	@$(MAKE) --no-print-directory -j2 setup colab-standin
 	@if [ -z "$(CHROMIUM)" ]; then echo "browser tests skipped: install Chromium (Debian/Ubuntu: sudo apt-get install chromium) to run them"; fi
 	$(CLEAN_ENV) CHROMIUM="$(CHROMIUM)" $(BIN)/python -m pytest --durations=15
-	@echo "Screenshots of the browser run (if any): $(CURDIR)/build/screenshots"
+	@echo "Pictures of the browser run (each explorer; the whole notebook where a check failed, or always with ATTN_SCREENSHOTS=all): $(CURDIR)/build/screenshots"
 
 # The inner loop while changing the helpers: everything that runs no notebook, needs no browser and no
 # second environment (tests marked browser or slow are left out, and the exercise tests, which run every

@@ -44,6 +44,11 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 SCREENSHOT_DIR = REPO_ROOT / "build" / "screenshots"
+# Pictures of the whole notebook: on failure only, unless ATTN_SCREENSHOTS=all asks for every one.
+# A whole-notebook picture makes Chromium lay out and paint the notebook at up to 1280 x 16000 px
+# and encode it: about 3 CPU-seconds each, measured, three per notebook when always taken, on a
+# 2-core machine that the suite keeps busy. The explorers' own pictures (small) are always taken.
+ALL_SCREENSHOTS = os.environ.get("ATTN_SCREENSHOTS", "").lower() == "all"
 
 # Flags measured to work for Debian's Chromium as root, offline (see the engineering notes).
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -1194,7 +1199,8 @@ class LabRun:
         except Exception as problem:  # noqa: BLE001 - every check of this notebook reports it
             page.page.screenshot(path=str(self.screenshots / f"{path.stem}__0_run_all_failed.png"))
             return {name: Verdict(False, f"{path.name}: {problem}") for name in names}
-        page.screenshot(self.screenshots / f"{path.stem}__1_after_run_all.png")
+        if ALL_SCREENSHOTS:
+            page.screenshot(self.screenshots / f"{path.stem}__1_after_run_all.png")
         results = {}
         for check in self.plan[path]:
             started = time.perf_counter()
@@ -1205,9 +1211,20 @@ class LabRun:
                 results[check.__name__] = Verdict(False, str(failure))
             except Exception:  # noqa: BLE001 - a broken check is a failure with its traceback
                 results[check.__name__] = Verdict(False, traceback.format_exc())
+            if not results[check.__name__].passed:  # the page as the check left it
+                self._picture(page, self.screenshots / f"{path.stem}__failed_{check.__name__}.png")
             results[check.__name__].note = (f"{path.name}: opened in {page.timings['open']:.1f} s, Run All "
                                             f"{page.timings['run_all']:.1f} s; this check {time.perf_counter() - started:.1f} s")
         return results
+
+
+    @staticmethod
+    def _picture(page: LessonPage, path: Path) -> None:
+        """A whole-notebook picture for a failed check; a failure to take it must not hide the verdict."""
+        try:
+            page.screenshot(path)
+        except Exception:  # noqa: BLE001 - the picture is a diagnostic, the verdict stands
+            pass
 
 
 class LabRuns:
@@ -1418,9 +1435,9 @@ def run_classic_lessons(runtime: Any, chromium: str, folder: Path, paths: list[P
                 seen.committed_explorers = list(page.committed.explorers)
                 try:
                     seen.run_seconds = page.open_and_run_all()
-                    if screenshots is not None:
-                        page.screenshot(screenshots / f"{path.stem}__colab_after_run_all.png")
                     seen.problems = page.problems()
+                    if screenshots is not None and (ALL_SCREENSHOTS or seen.problems):
+                        page.screenshot(screenshots / f"{path.stem}__colab_after_run_all.png")
                     commands, sessions = server.kernel_commands(), server.sessions_for(page.name)
                     if commands and sessions:
                         seen.kernel = (commands.get(sessions[0]["kernel"]["id"]) or [None])[0]
@@ -1433,6 +1450,11 @@ def run_classic_lessons(runtime: Any, chromium: str, folder: Path, paths: list[P
                     seen.problems_after_move = page.problems()
                 except Exception as problem:  # noqa: BLE001 - reported by the test
                     seen.error = f"{type(problem).__name__}: {problem}"
+                    if screenshots is not None:
+                        try:
+                            page.screenshot(screenshots / f"{path.stem}__colab_failed.png")
+                        except Exception:  # noqa: BLE001 - the picture is a diagnostic, the error stands
+                            pass
                 finally:
                     page.close()
         finally:

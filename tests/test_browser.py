@@ -14,8 +14,9 @@ Then every notebook again with a kernel of the Colab stand-in (Colab's ipywidget
 The JupyterLab half runs in a thread of its own from the start of the session (``LabRun``, started
 by ``conftest.py``), alongside the unit tests and nbval: one JupyterLab server and one Chromium, one
 page per notebook, its kernel shut down when the notebook is done. Each test below is a check run on
-the notebook's page there; the test reports its verdict. Screenshots and a log of every change go to
-``build/screenshots/``.
+the notebook's page there; the test reports its verdict. A picture of every explorer and a log of every
+change go to ``build/screenshots/``, with a picture of the whole notebook where a check failed (of every
+notebook, after Run All and after the widgets, with ``ATTN_SCREENSHOTS=all``).
 Without Chromium these tests skip (they fail on CI, ``CI=true``). The machinery is in
 ``browser_support.py``.
 """
@@ -29,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from browser_support import (  # noqa: F401 - fixtures are used by name
+    ALL_SCREENSHOTS,
     STATUS,
     LabCheck,
     LessonPage,
@@ -132,8 +134,9 @@ def test_every_control_of_every_explorer(lesson: LessonPage, screenshot_dir: Pat
             explorer.box.screenshot(path=str(screenshot_dir / f"{stem}__explorer{explorer.index}_{explorer.class_name}.png"))
     log += [f"browser console: {line}" for line in lesson.console_errors]
     (screenshot_dir / f"{stem}__widgets.log").write_text("\n".join(log) + "\n", encoding="utf-8")
-    lesson.screenshot(screenshot_dir / f"{stem}__2_after_widgets.png")
     problems = lesson.problems()
+    if ALL_SCREENSHOTS:  # on failure LabRun takes the picture (browser_support.ALL_SCREENSHOTS)
+        lesson.screenshot(screenshot_dir / f"{stem}__2_after_widgets.png")
     assert not failures, "\n\n".join(failures)
     assert not problems, f"{lesson.name}: after moving the widgets:\n" + "\n".join(problems)
 

@@ -13,6 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat
+import pytest
+
+# It runs every notebook: not part of `make check`, the inner loop that runs none.
+pytestmark = pytest.mark.slow
 
 
 def test_notebook_prints_what_is_committed(main_nbval, notebook_path: Path) -> None:
