@@ -407,6 +407,16 @@ class NotebookPage:
                      if msg.type == "error" else None)
         self.run_seconds = 0.0
 
+    def screenshot(self, path: Path) -> Path:
+        raise NotImplementedError  # each front end pictures its whole notebook its own way
+
+    def failure_picture(self, path: Path) -> None:
+        """The whole notebook, pictured after a failure; failing to take it must not hide the failure."""
+        try:
+            self.screenshot(path)
+        except Exception:  # noqa: BLE001 - the picture is a diagnostic, the verdict stands
+            pass
+
     def close(self) -> None:
         """Close the page and shut the notebook's kernel down (sessions API)."""
         try:
@@ -1212,19 +1222,10 @@ class LabRun:
             except Exception:  # noqa: BLE001 - a broken check is a failure with its traceback
                 results[check.__name__] = Verdict(False, traceback.format_exc())
             if not results[check.__name__].passed:  # the page as the check left it
-                self._picture(page, self.screenshots / f"{path.stem}__failed_{check.__name__}.png")
+                page.failure_picture(self.screenshots / f"{path.stem}__failed_{check.__name__}.png")
             results[check.__name__].note = (f"{path.name}: opened in {page.timings['open']:.1f} s, Run All "
                                             f"{page.timings['run_all']:.1f} s; this check {time.perf_counter() - started:.1f} s")
         return results
-
-
-    @staticmethod
-    def _picture(page: LessonPage, path: Path) -> None:
-        """A whole-notebook picture for a failed check; a failure to take it must not hide the verdict."""
-        try:
-            page.screenshot(path)
-        except Exception:  # noqa: BLE001 - the picture is a diagnostic, the verdict stands
-            pass
 
 
 class LabRuns:
@@ -1451,10 +1452,7 @@ def run_classic_lessons(runtime: Any, chromium: str, folder: Path, paths: list[P
                 except Exception as problem:  # noqa: BLE001 - reported by the test
                     seen.error = f"{type(problem).__name__}: {problem}"
                     if screenshots is not None:
-                        try:
-                            page.screenshot(screenshots / f"{path.stem}__colab_failed.png")
-                        except Exception:  # noqa: BLE001 - the picture is a diagnostic, the error stands
-                            pass
+                        page.failure_picture(screenshots / f"{path.stem}__colab_failed.png")
                 finally:
                     page.close()
         finally:

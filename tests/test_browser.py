@@ -134,9 +134,9 @@ def test_every_control_of_every_explorer(lesson: LessonPage, screenshot_dir: Pat
             explorer.box.screenshot(path=str(screenshot_dir / f"{stem}__explorer{explorer.index}_{explorer.class_name}.png"))
     log += [f"browser console: {line}" for line in lesson.console_errors]
     (screenshot_dir / f"{stem}__widgets.log").write_text("\n".join(log) + "\n", encoding="utf-8")
-    problems = lesson.problems()
     if ALL_SCREENSHOTS:  # on failure LabRun takes the picture (browser_support.ALL_SCREENSHOTS)
         lesson.screenshot(screenshot_dir / f"{stem}__2_after_widgets.png")
+    problems = lesson.problems()
     assert not failures, "\n\n".join(failures)
     assert not problems, f"{lesson.name}: after moving the widgets:\n" + "\n".join(problems)
 
