@@ -117,56 +117,85 @@ def tiled_attention(
     whenever the maximum grows (the online softmax). The largest temporary is one
     ``(..., block_size, block_size)`` block of scores, so memory grows linearly with ``N``.
 
-    One speed trick, as in FlashAttention: the scores are computed in base 2 (``q`` is multiplied by
+    Two speed tricks. As in FlashAttention, the scores are computed in base 2 (``q`` is multiplied by
     ``scale * log2(e)``) and ``exp2`` replaces ``exp``, since ``exp(x) = 2 ** (x * log2(e))`` and
     ``exp2`` is several times cheaper on a CPU. Every ``exp`` above is then an ``exp2``; the weights
-    are the same.
+    are the same. And every tile is written into the same few buffers, allocated once per call
+    (:func:`_scratch`), instead of into new tensors. So it computes no gradients: inputs that require
+    grad, with autograd on, are refused with a ``ValueError``.
     """
     q, k, v = check_qkv(q, k, v)
     check_positive_int("block_size", block_size)
     if not isinstance(is_causal, bool):
         raise TypeError(f"is_causal must be True or False, got {is_causal!r}")
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        needs = ", ".join(name for name, t in zip("qkv", (q, k, v)) if t.requires_grad)
+        raise ValueError(f"tiled_attention computes attention without gradients (it writes every tile into "
+                         f"reused buffers), but {needs} require grad: call it under torch.no_grad(), or use "
+                         f"scaled_dot_product_attention to train")
     n_q, n_k = q.shape[-2], k.shape[-2]
     scores_shape = broadcast_shape(q.shape[:-2], k.shape[:-2]) + (n_q, n_k)
     if mask is not None:
         mask = check_mask(mask, torch.Size(scores_shape)).expand(scores_shape)  # (..., N_q, N_k), a view
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
-    out_batch = broadcast_shape(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    out = q.new_empty(*out_batch, n_q, v.shape[-1])  # (..., N_q, d_v), filled block by block
-    k_t = k.transpose(-2, -1)  # (..., d_k, N_k), a view
+    batch = broadcast_shape(q.shape[:-2], k.shape[:-2], v.shape[:-2])  # the leading axes of the output
+    d_k, d_v = q.shape[-1], v.shape[-1]
+    # Every leading axis folded into one: (BH, N, d), a view unless an input is broadcast (then a copy).
+    q3 = q.expand(*batch, n_q, d_k).reshape(-1, n_q, d_k)  # (BH, N_q, d_k)
+    k_t3 = k.expand(*batch, n_k, d_k).reshape(-1, n_k, d_k).transpose(1, 2)  # (BH, d_k, N_k), a view of that
+    v3 = v.expand(*batch, n_k, d_v).reshape(-1, n_k, d_v)  # (BH, N_k, d_v)
+    out = q.new_empty(q3.shape[0], n_q, d_v)  # (BH, N_q, d_v), filled block by block
     can_block = mask is not None or is_causal  # only then can a score be -inf (a row may see no key yet)
+    # Scratch memory for one tile, allocated once and reused by every tile (see _scratch).
+    bq, bk = min(block_size, n_q), min(block_size, n_k)
+    q_buf = q.new_empty(q3.shape[0] * bq * d_k)  # one scaled query block
+    s_buf = q.new_empty(q3.shape[0] * bq * bk)  # one tile of scores, then its weights
+    acc_buf = q.new_empty(q3.shape[0] * bq * d_v)  # the running weighted values of one query block
     for i0 in range(0, n_q, block_size):
         i1 = min(i0 + block_size, n_q)
-        q_blk = q[..., i0:i1, :] * (scale * LOG2_E)  # (..., bq, d_k): its scores come out in base 2
-        m = l = acc = None  # (..., bq, 1) running max and sum of exp2, (..., bq, d_v) running weighted values
+        q_blk = torch.mul(q3[:, i0:i1], scale * LOG2_E,  # (BH, bq, d_k): its scores come out in base 2
+                          out=_scratch(q_buf, (q3.shape[0], i1 - i0, d_k)))
+        m = l = acc = None  # (BH, bq, 1) running max and sum of exp2, (BH, bq, d_v) running weighted values
         k_end = min(n_k, i1) if is_causal else n_k  # causal: keys after the block's last query never count
         for j0 in range(0, k_end, block_size):
             j1 = min(j0 + block_size, k_end)
-            s = q_blk @ k_t[..., j0:j1]  # (..., bq, bk): one block of scores
+            s = torch.bmm(q_blk, k_t3[:, :, j0:j1], out=_scratch(s_buf, (q3.shape[0], i1 - i0, j1 - j0)))  # (BH, bq, bk)
             if mask is not None:
                 m_blk = mask[..., i0:i1, j0:j1]  # (..., bq, bk)
-                s = (s.masked_fill_(~m_blk, float("-inf")) if m_blk.dtype == torch.bool
-                     else s.add_(m_blk.to(s.dtype), alpha=LOG2_E))  # an added mask, in base 2 too
+                s_all = s.view(*batch, i1 - i0, j1 - j0)  # (..., bq, bk), the same numbers
+                (s_all.masked_fill_(~m_blk, float("-inf")) if m_blk.dtype == torch.bool
+                 else s_all.add_(m_blk.to(s.dtype), alpha=LOG2_E))  # an added mask, in base 2 too
             if is_causal and j1 > i0 + 1:  # the block reaches past the diagonal
                 rows = torch.arange(i0, i1, device=q.device)[:, None]  # (bq, 1)
                 cols = torch.arange(j0, j1, device=q.device)[None, :]  # (1, bk)
                 s = s.masked_fill_(cols > rows, float("-inf"))
-            block_max = s.amax(dim=-1, keepdim=True)  # (..., bq, 1)
-            m_new = block_max if m is None else torch.maximum(m, block_max)  # (..., bq, 1)
-            safe = m_new if can_block is False else _safe_max(m_new)  # (..., bq, 1): no -inf without a mask
-            p = s.sub_(safe).exp2_()  # (..., bq, bk), unnormalised weights of this block (in place of s)
+            block_max = s.amax(dim=-1, keepdim=True)  # (BH, bq, 1)
+            m_new = block_max if m is None else torch.maximum(m, block_max)  # (BH, bq, 1)
+            safe = m_new if can_block is False else _safe_max(m_new)  # (BH, bq, 1): no -inf without a mask
+            p = s.sub_(safe).exp2_()  # (BH, bq, bk), unnormalised weights of this block (in place of s)
             if m is None:  # the first key block: nothing to rescale yet
-                l, acc = p.sum(dim=-1, keepdim=True), p @ v[..., j0:j1, :]
+                l = p.sum(dim=-1, keepdim=True)  # (BH, bq, 1)
+                acc = torch.bmm(p, v3[:, j0:j1], out=_scratch(acc_buf, (q3.shape[0], i1 - i0, d_v)))  # (BH, bq, d_v)
             else:
-                rescale = (m - safe).exp2_()  # (..., bq, 1)
-                l = l.mul_(rescale).add_(p.sum(dim=-1, keepdim=True))  # (..., bq, 1)
-                acc = acc.mul_(rescale).add_(p @ v[..., j0:j1, :])  # (..., bq, d_v)
+                rescale = (m - safe).exp2_()  # (BH, bq, 1)
+                l = l.mul_(rescale).add_(p.sum(dim=-1, keepdim=True))  # (BH, bq, 1)
+                acc = acc.mul_(rescale).baddbmm_(p, v3[:, j0:j1])  # (BH, bq, d_v): acc * rescale + p @ v
             m = m_new
         if acc is None:  # no key at all (N_k = 0): nothing to attend to
-            out[..., i0:i1, :] = 0.0
+            out[:, i0:i1] = 0.0
             continue
-        out[..., i0:i1, :] = acc.div_(l.masked_fill_(l == 0, 1.0))  # rows with nothing to attend to stay 0
-    return out
+        out[:, i0:i1] = acc.div_(l.masked_fill_(l == 0, 1.0))  # rows with nothing to attend to stay 0
+    return out.view(*batch, n_q, d_v)  # (..., N_q, d_v)
+
+
+def _scratch(buffer: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """The first ``prod(shape)`` numbers of the flat ``buffer``, viewed as a contiguous ``shape``.
+
+    ``tiled_attention`` writes every tile into the same few buffers instead of asking for new memory
+    each time: a fresh block of a few MiB comes from the operating system as untouched pages, and
+    touching each page the first time costs a page fault, which on a CPU is a good part of a tile's time.
+    """
+    return buffer[:math.prod(shape)].view(shape)
 
 
 # --------------------------------------------------------------------------------------------

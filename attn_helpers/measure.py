@@ -215,6 +215,7 @@ class MatmulFlopCounter(TorchDispatchMode):
 
     ``with MatmulFlopCounter() as counter: ...`` then ``counter.flops``: 2 per multiply-add of every
     ``mm``, ``bmm``, ``addmm`` and ``baddbmm`` (what ``@``, ``torch.matmul`` and ``nn.Linear`` become),
+    in place (``acc.baddbmm_(p, v)``) or not,
     the same count as ``torch.utils.flop_counter.FlopCounterMode`` gives for them, without its
     start-up cost. Element-wise work (softmax, scaling) and fused attention kernels are not counted.
     """
@@ -231,7 +232,7 @@ class MatmulFlopCounter(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: D105 - PyTorch's hook
         out = func(*args, **(kwargs or {}))
-        name = func.overloadpacket.__name__
+        name = func.overloadpacket.__name__.rstrip("_")  # baddbmm_ (in place) is a baddbmm too
         if name in self._MATMULS:
             a, b = (args[1], args[2]) if name.startswith(("addmm", "baddbmm")) else (args[0], args[1])
             batch = a.shape[0] if a.ndim == 3 else 1

@@ -170,6 +170,24 @@ def test_tiled_attention_errors_name_the_argument_and_the_shapes():
         tiled_attention(q, k, v, torch.ones(4, 4, dtype=torch.int64))
 
 
+def test_tiled_attention_refuses_inputs_that_need_gradients_and_says_what_to_do():
+    q, k, v = _qkv(6, (2,), 5, 5, 4, 4)
+    with pytest.raises(ValueError, match=r"without gradients.*but q, v require grad.*torch.no_grad\(\)"):
+        tiled_attention(q.requires_grad_(), k, v.requires_grad_())
+    with torch.no_grad():  # the same inputs without autograd: the forward pass the lesson times
+        torch.testing.assert_close(tiled_attention(q, k, v, block_size=2), scaled_dot_product_attention(q, k, v))
+
+
+def test_tiled_attention_reuses_its_buffers_and_leaves_its_inputs_alone():
+    """Every tile is written into the same scratch memory: later tiles must not change earlier outputs
+    (the last tiles are narrower than the buffers), and the inputs stay as they were."""
+    q, k, v = _qkv(7, (2, 3), 23, 17, 8, 5)
+    before = [t.clone() for t in (q, k, v)]
+    out = tiled_attention(q, k, v, block_size=6)  # 4 x 3 tiles, the last ones 5 and 5 wide
+    torch.testing.assert_close(out, scaled_dot_product_attention(q, k, v))
+    assert all(torch.equal(a, b) for a, b in zip(before, (q, k, v)))  # pure copies: exact
+
+
 def test_tiled_memory_beyond_the_output_does_not_grow_with_n_and_stays_far_below_plain():
     extra, ratios = [], []
     for n in (256, 512, 1024):
@@ -367,6 +385,18 @@ def test_matmul_flop_counter_agrees_with_pytorchs_flop_counter():
     with torch.no_grad(), FlopCounterMode(display=False) as reference:
         work()
     assert count_matmul_flops(work) == reference.get_total_flops() > 0
+
+
+def test_flop_counter_counts_products_written_in_place_and_tiled_does_plains_products():
+    from attn_helpers import count_matmul_flops
+
+    a, b = torch.randn(3, 4, 7), torch.randn(3, 7, 2)
+    assert count_matmul_flops(lambda: torch.zeros(3, 4, 2).baddbmm_(a, b)) == 2 * 3 * 4 * 7 * 2
+    assert count_matmul_flops(lambda: torch.bmm(a, b, out=torch.empty(3, 4, 2))) == 2 * 3 * 4 * 7 * 2
+    q, k, v = _qkv(3, (2, 3), 10, 11, 4, 5, dtype=torch.float32)
+    plain = 2 * 6 * (10 * 11 * 4 + 10 * 11 * 5)  # scores, then weights @ values
+    assert count_matmul_flops(scaled_dot_product_attention, q, k, v) == plain
+    assert count_matmul_flops(tiled_attention, q, k, v, block_size=3) == plain  # 4 x 4 tiles, the same work
 
 
 def test_a_cached_step_does_one_row_of_the_work_of_rerunning_the_layer():
