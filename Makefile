@@ -13,7 +13,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PORT   ?= 8888
 NB     ?= notebooks/*.ipynb
-CHROMIUM ?= $(firstword $(wildcard /usr/bin/chromium /usr/bin/chromium-browser))
+CHROMIUM ?= $(firstword $(wildcard /usr/bin/chromium-headless-shell /usr/bin/chromium /usr/bin/chromium-browser))
 # JupyterLab refuses to run as root unless told; only then is the flag added.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 # Variables that leak from the shell into a kernel and change what a notebook prints.
@@ -49,7 +49,7 @@ lab: setup
 # run shows where the time goes.
 test:
 	@$(MAKE) --no-print-directory -j2 setup colab-standin
-	@if [ -z "$(CHROMIUM)" ]; then echo "browser tests skipped: install Chromium (Debian/Ubuntu: sudo apt-get install chromium) to run them"; fi
+	@if [ -z "$(CHROMIUM)" ]; then echo "browser tests skipped: install Chromium (Debian: sudo apt-get install chromium-headless-shell) to run them"; fi
 	$(CLEAN_ENV) CHROMIUM="$(CHROMIUM)" $(BIN)/python -m pytest --durations=15
 	@echo "Pictures of the browser run (each explorer; the whole notebook where a check failed, or always with ATTN_SCREENSHOTS=all): $(CURDIR)/build/screenshots"
 

@@ -7,7 +7,7 @@ key press to the moment the explorer's new picture has loaded. Prints the median
 
     .venv/bin/python benchmarks/browser_latency.py [notebooks/05_multi_head.ipynb ...]
 
-Needs Chromium (env CHROMIUM, /usr/bin/chromium or chromium on PATH). Not a test: it prints numbers.
+Needs Chromium (env CHROMIUM, else chromium-headless-shell or chromium: see tests/browser_support.find_chromium). Not a test: it prints numbers.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Each is kept under 150 KB (colours reduced if needed).
 
     .venv/bin/python scripts/readme_screenshots.py
 
-Needs Chromium (env CHROMIUM, /usr/bin/chromium or chromium on PATH).
+Needs Chromium (env CHROMIUM, else chromium-headless-shell or chromium: see tests/browser_support.find_chromium).
 """
 
 from __future__ import annotations
