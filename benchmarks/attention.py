@@ -21,9 +21,9 @@ Time: the median over at least ``--repeats`` rounds after one warm-up run; the i
 turns in every round, so a burst of load from elsewhere hits all of them alike. Where a call is short,
 more rounds are run, until each implementation has been timed for ``--min-seconds`` in all (at most
 ``--max-rounds``): with 5 rounds of 10 ms calls, tiled/sdpa at N = 512 moved by up to 0.3 between
-runs minutes apart on this project's 2-core machine, too much to tell 1.2x from 1.4x. The table's ratios are to plain; the
-closing tiled/sdpa ratio is the median of the ratios taken within each round, printed with their
-middle half (quartiles), so a slow stretch of the machine cancels out of it.
+runs minutes apart on this project's 2-core machine, too much to tell 1.2x from 1.4x. The table's
+ratios are to plain; the closing tiled/sdpa ratio is the median of the ratios taken within each
+round, printed with their middle half (quartiles), so a slow stretch of the machine cancels out of it.
 
 Peak memory, each way honest about what it sees:
 
@@ -256,7 +256,8 @@ def run_device(device: str, args: argparse.Namespace) -> None:
     # The ratio within each round, then their median: what a slow stretch of the machine does to both cancels.
     tiled_vs_sdpa = {N: quartiles([t / s for t, s in zip(rounds[N]["tiled"], rounds[N]["sdpa"])]) for N in sizes}
     print("time tiled/sdpa, median of the rounds' ratios [middle half] (rounds): " + ", ".join(
-        f"N={N} {mid:.2f} [{low:.2f}-{high:.2f}] ({len(rounds[N]['sdpa'])})" for N, (low, mid, high) in tiled_vs_sdpa.items()))
+        f"N={N} {mid:.2f} [{low:.2f}-{high:.2f}] ({len(rounds[N]['sdpa'])})"
+        for N, (low, mid, high) in tiled_vs_sdpa.items()))
     print("time tiled/fair plain: " + ", ".join(f"N={N} {times[N]['tiled'] / times[N]['fair']:.2f}" for N in sizes))
     target = [mid for N, (_, mid, _) in tiled_vs_sdpa.items() if 512 <= N <= 4096]
     if target:
