@@ -24,6 +24,11 @@ more rounds are run, until each implementation has been timed for ``--min-second
 runs minutes apart on this project's 2-core machine, too much to tell 1.2x from 1.4x. The table's
 ratios are to plain; the closing tiled/sdpa ratio is the median of the ratios taken within each
 round, printed with their middle half (quartiles), so a slow stretch of the machine cancels out of it.
+That ratio comes from rounds of its own, after the table's, in which only tiled and sdpa take turns
+(``--pair-rounds``, 15 by default, and more until each was timed for ``--pair-seconds``): the table's
+rounds give N = 4096 only five pairs, each a few seconds after plain and the fair version have
+allocated and freed up to 1.5 GiB, and on this project's 2-core machine their median moved between
+1.16 and 1.57 from one run to the next.
 
 Peak memory, each way honest about what it sees:
 
@@ -213,6 +218,7 @@ def run_device(device: str, args: argparse.Namespace) -> None:
           f"(more where calls are short: {args.min_seconds:g} s of each in all, up to {args.max_rounds}) ==")
     times: dict[int, dict[str, float]] = {}
     rounds: dict[int, dict[str, list[float]]] = {}
+    pairs: dict[int, dict[str, list[float]]] = {}  # tiled and sdpa alone, for their ratio
     peaks: dict[int, dict[str, int]] = {}
     rss: dict[int, dict[str, int | None]] = {}
     for N in sizes:
@@ -221,6 +227,9 @@ def run_device(device: str, args: argparse.Namespace) -> None:
         rounds[N] = time_side_by_side(calls, device, repeats=args.repeats, min_seconds=args.min_seconds,
                                       max_rounds=args.max_rounds)
         times[N] = {name: statistics.median(t) for name, t in rounds[N].items()}
+        pairs[N] = time_side_by_side({name: calls[name] for name in ("tiled", "sdpa")}, device,
+                                     repeats=args.pair_rounds, min_seconds=args.pair_seconds,
+                                     max_rounds=max(args.max_rounds, args.pair_rounds))
         peaks[N] = {name: peak_bytes(call, device) for name, call in calls.items()}
         del calls
         if device == "cuda":
@@ -254,9 +263,9 @@ def run_device(device: str, args: argparse.Namespace) -> None:
           f"sdpa/plain = {times[top]['sdpa'] / times[top]['plain']:.2f}, "
           f"nn.MHA/plain = {times[top]['nn.MHA'] / times[top]['plain']:.2f}")
     # The ratio within each round, then their median: what a slow stretch of the machine does to both cancels.
-    tiled_vs_sdpa = {N: quartiles([t / s for t, s in zip(rounds[N]["tiled"], rounds[N]["sdpa"])]) for N in sizes}
-    print("time tiled/sdpa, median of the rounds' ratios [middle half] (rounds): " + ", ".join(
-        f"N={N} {mid:.2f} [{low:.2f}-{high:.2f}] ({len(rounds[N]['sdpa'])})"
+    tiled_vs_sdpa = {N: quartiles([t / s for t, s in zip(pairs[N]["tiled"], pairs[N]["sdpa"])]) for N in sizes}
+    print("time tiled/sdpa, median of the ratios of rounds of the two alone [middle half] (rounds): " + ", ".join(
+        f"N={N} {mid:.2f} [{low:.2f}-{high:.2f}] ({len(pairs[N]['sdpa'])})"
         for N, (low, mid, high) in tiled_vs_sdpa.items()))
     print("time tiled/fair plain: " + ", ".join(f"N={N} {times[N]['tiled'] / times[N]['fair']:.2f}" for N in sizes))
     target = [mid for N, (_, mid, _) in tiled_vs_sdpa.items() if 512 <= N <= 4096]
@@ -284,6 +293,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-seconds", type=float, default=1.0,
                         help="more rounds until each implementation was timed this long in all (default 1)")
     parser.add_argument("--max-rounds", type=int, default=200, help="rounds at most (default 200)")
+    parser.add_argument("--pair-rounds", type=int, default=15,
+                        help="rounds at least of tiled and sdpa alone, for their ratio (default 15)")
+    parser.add_argument("--pair-seconds", type=float, default=3.0,
+                        help="more of those rounds until each was timed this long in all (default 3)")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--head-dim", type=int, default=64)

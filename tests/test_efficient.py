@@ -122,6 +122,35 @@ def test_float32_tiled_attention_is_within_1e_5_of_pytorch_with_and_without_caus
     torch.testing.assert_close(causal, tiled_attention(q, k, v, causal_mask(n), block_size=block))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_running_max_moves_when_a_later_block_scores_far_higher(dtype):
+    """Scores that jump by hundreds (base 2) in later key blocks: without moving the running max, exp2 of
+    them would be inf. Rows also jump at different blocks, and some later blocks score far lower."""
+    q, k, v = _qkv(7, (2, 3), 12, 20, 8, 5, dtype=dtype)
+    growth = torch.tensor([1.0, 1.0, 1.0, 1.0, 60.0, 60.0, 60.0, 60.0, 0.01, 0.01, 0.01, 0.01,
+                           200.0, 200.0, 200.0, 200.0, 3.0, 3.0, 3.0, 3.0], dtype=dtype)  # (N_k,), by block of 4
+    k = k * growth[:, None]  # (2, 3, 20, 8): key block 1 scores ~60x higher, block 3 ~200x
+    out = tiled_attention(q, k, v, block_size=4)
+    assert out.isfinite().all()
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v))
+    torch.testing.assert_close(tiled_attention(q, k, v, block_size=4, is_causal=True),
+                               F.scaled_dot_product_attention(q, k, v, is_causal=True))
+
+
+def test_a_row_that_first_sees_a_key_late_gets_its_own_max_even_far_below_the_others():
+    """Row 0 may attend only to the last key block, where its scores are about -2000 (natural units):
+    the loop must take that row's max from those scores, not from a stand-in, or exp2 underflows to 0."""
+    q, k, v = _qkv(8, (2,), 6, 12, 4, 3, dtype=torch.float32)
+    q[:, 0] = 40.0
+    k[:, 8:] = -40.0  # row 0's scores on the last block: 4 * 40 * -40 / 2 = -3200
+    keep = torch.ones(6, 12, dtype=torch.bool)
+    keep[0, :8] = False
+    for mask in (keep, mask_to_additive(keep, dtype=torch.float32)):
+        out = tiled_attention(q, k, v, mask, block_size=4)
+        assert out.isfinite().all() and out[:, 0].abs().sum() > 0
+        torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+
+
 def test_fully_masked_rows_give_zeros_with_every_mask_convention():
     q, k, v = _qkv(1, (2,), 6, 9, 4, 3)
     keep = torch.ones(6, 9, dtype=torch.bool)
