@@ -127,8 +127,8 @@ def tiled_attention(
     maximum has grown enough to matter: once every row of a query block has seen a key, ``m`` is moved
     only when a block's scores exceed it by more than ``RESCALE_ABOVE`` (8, in base 2). Each weight
     summed is then at most ``2 ** 8``, far from overflowing, and ``acc / l`` is the same whichever
-    ``m`` both were taken against; so most blocks skip the rescaling, and their scores come out of one
-    product already minus ``m`` (``baddbmm``). Third, every tile is written into the same few buffers,
+    ``m`` both were taken against; so a block whose scores stay below that skips the rescaling, and
+    its scores come out of one product already minus ``m`` (``baddbmm``). Third, every tile is written into the same few buffers,
     allocated once per call (:func:`_scratch`), instead of into new tensors. So it computes no
     gradients: inputs that require grad, with autograd on, are refused with a ``ValueError``.
     """
