@@ -115,22 +115,26 @@ def tiled_attention(
     entirely in the future (it may be combined with ``mask``).
 
     For each block of ``block_size`` queries, the loop visits the key/value blocks and keeps, per
-    query row, the running maximum ``m``, the running sum ``l`` of ``exp(score - m)`` and the
-    running weighted sum ``acc`` of values, rescaling ``l`` and ``acc`` by ``exp(m_old - m_new)``
-    whenever the maximum grows (the online softmax). The largest temporary is one
-    ``(..., block_size, block_size)`` block of scores, so memory grows linearly with ``N``.
+    query row, a running reference ``m`` (the row's max so far, or a little below it: see below), the
+    running sum ``l`` of ``exp(score - m)`` and the running weighted sum ``acc`` of values, rescaling
+    ``l`` and ``acc`` by ``exp(m_old - m_new)`` whenever ``m`` moves (the online softmax). For
+    contiguous inputs that need no broadcasting (folded into one batch axis as views, not copies), the
+    largest temporary is one ``(..., block_size, block_size)`` block of scores, so memory grows
+    linearly with ``N``.
 
     Three speed tricks. As in FlashAttention, the scores are computed in base 2 (``q`` is multiplied by
-    ``scale * log2(e)``) and ``exp2`` replaces ``exp``, since ``exp(x) = 2 ** (x * log2(e))`` and
-    ``exp2`` is cheaper on a CPU (1.7x on one AVX2 core, torch 2.13). Every ``exp`` above is then an
-    ``exp2``; the weights are the same. Second, FlashAttention-4's idea of rescaling only when the
-    maximum has grown enough to matter: once every row of a query block has seen a key, ``m`` is moved
-    only when a block's scores exceed it by more than ``RESCALE_ABOVE`` (8, in base 2). Each weight
-    summed is then at most ``2 ** 8``, far from overflowing, and ``acc / l`` is the same whichever
-    ``m`` both were taken against; so a block whose scores stay below that skips the rescaling, and
-    its scores come out of one product already minus ``m`` (``baddbmm``). Third, every tile is written into the same few buffers,
-    allocated once per call (:func:`_scratch`), instead of into new tensors. So it computes no
-    gradients: inputs that require grad, with autograd on, are refused with a ``ValueError``.
+    ``scale * log2(e)``, an additive mask by ``log2(e)``) and ``exp2`` replaces ``exp``, since
+    ``exp(x) = 2 ** (x * log2(e))``; every ``exp`` above is then an ``exp2``, and the weights are the
+    same. Second, FlashAttention-4's idea of rescaling only when the maximum has grown enough to
+    matter: the first key blocks use the exact update until every row of the query block has seen a
+    key; from then on, a tile moves ``m`` only if some row of it (over all leading axes) has a score
+    more than ``RESCALE_ABOVE`` (8, in base 2) above its ``m``, and then every row whose max grew moves
+    to its new max. So ``m`` may sit up to 8 below the true max: each unnormalised weight is at most
+    ``2 ** 8``, far from overflowing, and ``acc / l`` is the same whichever ``m`` both were taken
+    against. A tile that moves no ``m`` skips the rescaling, and its scores come out of one product
+    already minus ``m`` (``baddbmm``). Third, every tile is written into the same few buffers,
+    allocated once per call (:func:`_scratch`), instead of into new tensors. Autograd cannot follow
+    those writes, so while autograd is on, inputs that require grad are refused with a ``ValueError``.
     """
     q, k, v = check_qkv(q, k, v)
     check_positive_int("block_size", block_size)
