@@ -29,8 +29,8 @@ __all__ = [
 ]
 
 LOG2_E = 1.0 / math.log(2.0)  # log2(e): exp(x) == exp2(x * LOG2_E)
-# tiled_attention keeps a row's running max until a block's scores exceed it by more than this (base 2):
-# the weights it sums are then at most 2 ** 8, far from float32's limit of 2 ** 128.
+# tiled_attention keeps its rows' running max m for a tile unless a score there exceeds it by more than this
+# (base 2): the unnormalised weights it sums are then at most 2 ** 8, far from float32's limit of 2 ** 128.
 RESCALE_ABOVE = 8.0
 
 
@@ -126,8 +126,8 @@ def tiled_attention(
     ``scale * log2(e)``, an additive mask by ``log2(e)``) and ``exp2`` replaces ``exp``, since
     ``exp(x) = 2 ** (x * log2(e))``; every ``exp`` above is then an ``exp2``, and the weights are the
     same. Second, FlashAttention-4's idea of rescaling only when the maximum has grown enough to
-    matter: the first key blocks use the exact update until every row of the query block has seen a
-    key; from then on, a tile moves ``m`` only if some row of it (over all leading axes) has a score
+    matter (not with an added mask, whose -1e9 would swamp a shifted float32 score): the first key
+    blocks use the exact update until every row of the query block has seen a key; from then on, a tile moves ``m`` only if some row of it (over all leading axes) has a score
     more than ``RESCALE_ABOVE`` (8, in base 2) above its ``m``, and then every row whose max grew moves
     to its new max. So ``m`` may sit up to 8 below the true max: each unnormalised weight is at most
     ``2 ** 8``, far from overflowing, and ``acc / l`` is the same whichever ``m`` both were taken
@@ -158,6 +158,9 @@ def tiled_attention(
     v3 = v.expand(*batch, n_k, d_v).reshape(-1, n_k, d_v)  # (BH, N_k, d_v)
     out = q.new_empty(q3.shape[0], n_q, d_v)  # (BH, N_q, d_v), filled block by block
     can_block = mask is not None or is_causal  # only then can a score be -inf (a row may see no key yet)
+    # An added mask is added after the product: with -1e9 in it, float32 cannot hold q k^T - m and the
+    # mask apart (-1e9 is 64 apart from its neighbours there), so with one the scores are never shifted.
+    can_shift = mask is None or mask.dtype == torch.bool
     # Scratch memory for one tile, allocated once and reused by every tile (see _scratch).
     bq, bk = min(block_size, n_q), min(block_size, n_k)
     q_buf = q.new_empty(q3.shape[0] * bq * d_k)  # one scaled query block
@@ -210,7 +213,7 @@ def tiled_attention(
                 l = l.mul_(rescale).add_(p.sum(dim=-1, keepdim=True))  # (BH, bq, 1)
                 acc = acc.mul_(rescale).baddbmm_(p, v3[:, j0:j1])  # (BH, bq, d_v): acc * rescale + p @ v
             m = m_new
-            shifted = not can_block or not torch.isneginf(m).any().item()  # every row has seen a key
+            shifted = can_shift and (not can_block or not torch.isneginf(m).any().item())  # every row saw a key
         if acc is None:  # no key at all (N_k = 0): nothing to attend to
             out[:, i0:i1] = 0.0
             continue

@@ -138,7 +138,7 @@ def test_running_max_moves_when_a_later_block_scores_far_higher(dtype):
 
 
 def test_a_row_that_first_sees_a_key_late_gets_its_own_max_even_far_below_the_others():
-    """Row 0 may attend only to the last key block, where its scores are about -2000 (natural units):
+    """Row 0 may attend only to the last key block, where its scores are about -3200 (natural units):
     the loop must take that row's max from those scores, not from a stand-in, or exp2 underflows to 0."""
     q, k, v = _qkv(8, (2,), 6, 12, 4, 3, dtype=torch.float32)
     q[:, 0] = 40.0
@@ -162,11 +162,18 @@ def test_fully_masked_rows_give_zeros_with_every_mask_convention():
         torch.testing.assert_close(out, scaled_dot_product_attention(q, k, v, mask))
 
 
-def test_minus_1e9_mask_gives_uniform_weights_on_a_blocked_row_like_the_plain_version():
-    q, k, v = _qkv(2, (), 4, 7, 4, 2)
-    mask = torch.zeros(4, 7, dtype=torch.float64)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_minus_1e9_mask_gives_uniform_weights_on_a_blocked_row_like_the_plain_version(dtype):
+    """As in the plain version, -1e9 is added to the row's scores. In float64 that is a constant shift (the
+    row's weights are its own softmax); in float32, -1e9 + score rounds to the same number for every key
+    (neighbours are 64 apart there), so the row averages the values: every tile must see that, not only the first."""
+    q, k, v = _qkv(2, (2,), 4, 40, 4, 2, dtype=dtype)
+    mask = torch.zeros(4, 40, dtype=dtype)
     mask[1] = -1e9
-    torch.testing.assert_close(tiled_attention(q, k, v, mask, block_size=3), scaled_dot_product_attention(q, k, v, mask))
+    out = tiled_attention(q, k, v, mask, block_size=3)
+    torch.testing.assert_close(out, scaled_dot_product_attention(q, k, v, mask))
+    if dtype == torch.float32:
+        torch.testing.assert_close(out[:, 1], v.mean(dim=-2))
 
 
 def test_scale_zero_is_used_as_given():
