@@ -114,26 +114,32 @@ def tiled_attention(
     :func:`attn_helpers.causal_mask` without building it, and skips the key blocks that lie
     entirely in the future (it may be combined with ``mask``).
 
-    For each block of ``block_size`` queries, the loop visits the key/value blocks and keeps, per
+    For each block of queries, the loop visits the key/value blocks of ``block_size`` keys and keeps, per
     query row, a running reference ``m`` (the row's max so far, or a little below it: see below), the
-    running sum ``l`` of ``exp(score - m)`` and the running weighted sum ``acc`` of values, rescaling
-    ``l`` and ``acc`` by ``exp(m_old - m_new)`` whenever ``m`` moves (the online softmax). For
-    contiguous inputs that need no broadcasting (folded into one batch axis as views, not copies), the
-    largest temporary is one ``(..., block_size, block_size)`` block of scores, so memory grows
-    linearly with ``N``.
+    running sum ``l`` of ``exp(score - m)`` and the running weighted sum ``acc`` of values, rescaling ``l``
+    and ``acc`` by ``exp(m_old - m_new)`` whenever ``m`` moves (the online softmax). For contiguous inputs
+    that need no broadcasting (folded into one batch axis as views, not copies), the largest temporary is
+    one block of scores, ``block_size`` by ``block_size`` for each math thread, so memory grows linearly
+    with ``N``.
+
+    A query block has ``block_size`` rows for each of PyTorch's math threads (``torch.get_num_threads()``):
+    ``block_size`` rows with one thread, twice as many with two. So each thread has about a ``block_size`` x
+    ``block_size`` tile's worth of every operation, as FlashAttention-2 gives each query block to a group of
+    GPU threads of its own, and per unit of work the threads wait for each other half as often as with one
+    small block at a time.
 
     Three speed tricks. As in FlashAttention, the scores are computed in base 2 (``q`` is multiplied by
     ``scale * log2(e)``, an additive mask by ``log2(e)``) and ``exp2`` replaces ``exp``, since
-    ``exp(x) = 2 ** (x * log2(e))``; every ``exp`` above is then an ``exp2``, and the weights are the
-    same. Second, FlashAttention-4's idea of rescaling only when the maximum has grown enough to
-    matter (not with an added mask, whose -1e9 would swamp a shifted float32 score): the first key
-    blocks use the exact update until every row of the query block has seen a key; from then on, a tile moves ``m`` only if some row of it (over all leading axes) has a score
-    more than ``RESCALE_ABOVE`` (8, in base 2) above its ``m``, and then every row whose max grew moves
-    to its new max. So ``m`` may sit up to 8 below the true max: each unnormalised weight is at most
-    ``2 ** 8``, far from overflowing, and ``acc / l`` is the same whichever ``m`` both were taken
-    against. A tile that moves no ``m`` skips the rescaling, and its scores come out of one product
-    already minus ``m`` (``baddbmm``). Third, every tile is written into the same few buffers,
-    allocated once per call (:func:`_scratch`), instead of into new tensors. Autograd cannot follow
+    ``exp(x) = 2 ** (x * log2(e))``; every ``exp`` above is then an ``exp2``, and the weights are the same. Second,
+    FlashAttention-4's idea of rescaling only when the maximum has grown enough to matter (not with an added
+    mask, whose -1e9 would swamp a shifted float32 score): the first key blocks use the exact update until
+    every row of the query block has seen a key; from then on, a tile moves ``m`` only if some row of it
+    (over all leading axes) has a score more than ``RESCALE_ABOVE`` (8, in base 2) above its ``m``, and then
+    every row whose max grew moves to its new max. So ``m`` may sit up to 8 below the true max: each
+    unnormalised weight is at most ``2 ** 8``, far from overflowing, and ``acc / l`` is the same whichever
+    ``m`` both were taken against. A tile that moves no ``m`` skips the rescaling, and its scores come out
+    of one product already minus ``m`` (``baddbmm``). Third, every tile is written into the same few
+    buffers, allocated once per call (:func:`_scratch`), instead of into new tensors. Autograd cannot follow
     those writes, so while autograd is on, inputs that require grad are refused with a ``ValueError``.
     """
     q, k, v = check_qkv(q, k, v)
@@ -162,12 +168,13 @@ def tiled_attention(
     # mask apart (-1e9 is 64 apart from its neighbours there), so with one the scores are never shifted.
     can_shift = mask is None or mask.dtype == torch.bool
     # Scratch memory for one tile, allocated once and reused by every tile (see _scratch).
-    bq, bk = min(block_size, n_q), min(block_size, n_k)
+    q_rows = block_size * torch.get_num_threads()  # queries per block: block_size for each thread
+    bq, bk = min(q_rows, n_q), min(block_size, n_k)
     q_buf = q.new_empty(q3.shape[0] * bq * d_k)  # one scaled query block
     s_buf = q.new_empty(q3.shape[0] * bq * bk)  # one tile of scores, then its weights
     acc_buf = q.new_empty(q3.shape[0] * bq * d_v)  # the running weighted values of one query block
-    for i0 in range(0, n_q, block_size):
-        i1 = min(i0 + block_size, n_q)
+    for i0 in range(0, n_q, q_rows):
+        i1 = min(i0 + q_rows, n_q)
         q_blk = torch.mul(q3[:, i0:i1], scale * LOG2_E,  # (BH, bq, d_k): its scores come out in base 2
                           out=_scratch(q_buf, (q3.shape[0], i1 - i0, d_k)))
         m = l = acc = None  # (BH, bq, 1) running max and sum of exp2, (BH, bq, d_v) running weighted values

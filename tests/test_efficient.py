@@ -151,6 +151,24 @@ def test_a_row_that_first_sees_a_key_late_gets_its_own_max_even_far_below_the_ot
         torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
 
 
+def test_query_blocks_have_block_size_rows_per_math_thread():
+    """Two threads: query blocks of 2 x block_size rows (one block_size-square tile per thread), the same
+    output; the peak holds one more tile of scores than at one thread."""
+    q, k, v = _qkv(9, (1, 4), 300, 300, 16, 16, dtype=torch.float32)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        out_1, peak_1 = tiled_attention(q, k, v, block_size=64), measure_peak_memory(tiled_attention, q, k, v, block_size=64)
+        torch.set_num_threads(2)
+        out_2, peak_2 = tiled_attention(q, k, v, block_size=64), measure_peak_memory(tiled_attention, q, k, v, block_size=64)
+    finally:
+        torch.set_num_threads(before)
+    torch.testing.assert_close(out_2, out_1)
+    assert (out_2 - F.scaled_dot_product_attention(q, k, v)).abs().max() < 1e-5
+    tile = 4 * 64 * 64 * 4  # bytes of one (heads 4, 64, 64) float32 tile of scores
+    assert tile <= peak_2 - peak_1 < 2 * tile, (peak_1, peak_2)
+
+
 def test_fully_masked_rows_give_zeros_with_every_mask_convention():
     q, k, v = _qkv(1, (2,), 6, 9, 4, 3)
     keep = torch.ones(6, 9, dtype=torch.bool)
