@@ -119,28 +119,30 @@ def tiled_attention(
     running sum ``l`` of ``exp(score - m)`` and the running weighted sum ``acc`` of values, rescaling ``l``
     and ``acc`` by ``exp(m_old - m_new)`` whenever ``m`` moves (the online softmax). For contiguous inputs
     that need no broadcasting (folded into one batch axis as views, not copies), the largest temporary is
-    one block of scores, ``block_size`` by ``block_size`` for each math thread, so memory grows linearly
-    with ``N``.
+    one block of scores, ``block_size`` by ``block_size`` for each head (and each math thread), so memory
+    grows linearly with ``N``.
 
     A query block has ``block_size`` rows for each of PyTorch's math threads (``torch.get_num_threads()``):
-    ``block_size`` rows with one thread, twice as many with two. So each thread has about a ``block_size`` x
-    ``block_size`` tile's worth of every operation, as FlashAttention-2 gives each query block to a group of
-    GPU threads of its own, and per unit of work the threads wait for each other half as often as with one
-    small block at a time.
+    ``block_size`` rows with one thread, twice as many with two. Each operation then has about a
+    ``block_size`` x ``block_size`` tile's worth of work per thread (PyTorch divides it among its threads),
+    close to how FlashAttention-2 gives each query block a group of GPU threads of its own, and the threads
+    wait for each other half as often per tile as with ``block_size``-row blocks.
 
-    Three speed tricks. As in FlashAttention, the scores are computed in base 2 (``q`` is multiplied by
+    Three more speed tricks. As in FlashAttention, the scores are computed in base 2 (``q`` is multiplied by
     ``scale * log2(e)``, an additive mask by ``log2(e)``) and ``exp2`` replaces ``exp``, since
-    ``exp(x) = 2 ** (x * log2(e))``; every ``exp`` above is then an ``exp2``, and the weights are the same. Second,
-    FlashAttention-4's idea of rescaling only when the maximum has grown enough to matter (not with an added
-    mask, whose -1e9 would swamp a shifted float32 score): the first key blocks use the exact update until
-    every row of the query block has seen a key; from then on, a tile moves ``m`` only if some row of it
-    (over all leading axes) has a score more than ``RESCALE_ABOVE`` (8, in base 2) above its ``m``, and then
-    every row whose max grew moves to its new max. So ``m`` may sit up to 8 below the true max: each
-    unnormalised weight is at most ``2 ** 8``, far from overflowing, and ``acc / l`` is the same whichever
-    ``m`` both were taken against. A tile that moves no ``m`` skips the rescaling, and its scores come out
-    of one product already minus ``m`` (``baddbmm``). Third, every tile is written into the same few
-    buffers, allocated once per call (:func:`_scratch`), instead of into new tensors. Autograd cannot follow
-    those writes, so while autograd is on, inputs that require grad are refused with a ``ValueError``.
+    ``exp(x) = 2 ** (x * log2(e))``; every ``exp`` above is then an ``exp2``, and the weights are the same.
+    Second, FlashAttention-4's idea of rescaling only when the maximum has grown enough to matter (not with
+    an added mask, whose -1e9 would swamp a shifted float32 score): the first key blocks use the exact
+    update until every row of the query block has seen a key; from then on, a tile moves ``m`` only if some
+    row of it (over all leading axes) has a score more than ``RESCALE_ABOVE`` (8, in base 2) above its
+    ``m``, and then every row with a score above its ``m`` moves ``m`` up to its largest score in the tile.
+    So ``m`` may sit up to 8 below the row's true max: each unnormalised weight is at most ``2 ** 8``, far
+    from overflowing, and ``acc / l`` is the same whichever ``m`` both were taken against. A tile that moves
+    no ``m`` skips the rescaling, and its scores come out of one product already minus ``m`` (``baddbmm``).
+    Third, every tile of scores, scaled query block and running ``acc`` is written into the same few
+    buffers, allocated once per call (:func:`_scratch`), instead of into new tensors (a mask's tile is still
+    cut out anew). Autograd cannot follow those writes, so while autograd is on, inputs that require grad
+    are refused with a ``ValueError``.
     """
     q, k, v = check_qkv(q, k, v)
     check_positive_int("block_size", block_size)
@@ -198,7 +200,7 @@ def tiled_attention(
                 s = s.masked_fill_(cols > rows, float("-inf"))
             block_max = s.amax(dim=-1, keepdim=True)  # (BH, bq, 1); above m by this much, once shifted
             if shifted:
-                if block_max.max().item() > RESCALE_ABOVE:  # some row's max grew by more than 2 ** 8: move m
+                if block_max.max().item() > RESCALE_ABOVE:  # a score more than 8 (base 2) above its m: move m
                     grow = block_max.clamp_(min=0.0)  # (BH, bq, 1), 0 where the max did not grow
                     s.sub_(grow)
                     m = m.add_(grow)
