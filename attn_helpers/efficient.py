@@ -180,7 +180,7 @@ def tiled_attention(
         q_blk = torch.mul(q3[:, i0:i1], scale * LOG2_E,  # (BH, bq, d_k): its scores come out in base 2
                           out=_scratch(q_buf, (q3.shape[0], i1 - i0, d_k)))
         m = l = acc = None  # (BH, bq, 1) running max and sum of exp2, (BH, bq, d_v) running weighted values
-        shifted = False  # True once every row of the block has seen a key: then scores come out minus m
+        shifted = False  # True once every row of the block has seen a key (and no added mask): scores minus m
         k_end = min(n_k, i1) if is_causal else n_k  # causal: keys after the block's last query never count
         for j0 in range(0, k_end, block_size):
             j1 = min(j0 + block_size, k_end)
@@ -198,19 +198,10 @@ def tiled_attention(
                 rows = torch.arange(i0, i1, device=q.device)[:, None]  # (bq, 1)
                 cols = torch.arange(j0, j1, device=q.device)[None, :]  # (1, bk)
                 s = s.masked_fill_(cols > rows, float("-inf"))
-            block_max = s.amax(dim=-1, keepdim=True)  # (BH, bq, 1); above m by this much, once shifted
             if shifted:
-                if block_max.max().item() > RESCALE_ABOVE:  # a score more than 8 (base 2) above its m: move m
-                    grow = block_max.clamp_(min=0.0)  # (BH, bq, 1), 0 where the max did not grow
-                    s.sub_(grow)
-                    m = m.add_(grow)
-                    rescale = grow.neg_().exp2_()  # (BH, bq, 1)
-                    l.mul_(rescale)
-                    acc.mul_(rescale)
-                p = s.exp2_()  # (BH, bq, bk), each at most 2 ** 8: weights relative to 2 ** m
-                l.add_(p.sum(dim=-1, keepdim=True))  # (BH, bq, 1)
-                acc.baddbmm_(p, v3[:, j0:j1])  # (BH, bq, d_v): acc + p @ v
+                _fold_shifted_tile(s, m, l, acc, v3[:, j0:j1])
                 continue
+            block_max = s.amax(dim=-1, keepdim=True)  # (BH, bq, 1)
             m_new = block_max if m is None else torch.maximum(m, block_max)  # (BH, bq, 1)
             safe = m_new if can_block is False else _safe_max(m_new)  # (BH, bq, 1): no -inf without a mask
             p = s.sub_(safe).exp2_()  # (BH, bq, bk), unnormalised weights of this block (in place of s)
@@ -228,6 +219,27 @@ def tiled_attention(
             continue
         out[:, i0:i1] = acc.div_(l.masked_fill_(l == 0, 1.0))  # rows with nothing to attend to stay 0
     return out.view(*batch, n_q, d_v)  # (..., N_q, d_v)
+
+
+def _fold_shifted_tile(s: Tensor, m: Tensor, l: Tensor, acc: Tensor, v_blk: Tensor) -> None:
+    """Fold one tile of scores, already minus the running max ``m`` (base 2), into ``l`` and ``acc``.
+
+    ``m`` is kept unless some score is more than ``RESCALE_ABOVE`` above it; then every row with a score
+    above its ``m`` moves ``m`` up to its largest score, and ``l`` and ``acc`` are rescaled to match.
+    ``s (BH, bq, bk)`` becomes the tile's weights; ``m``, ``l (BH, bq, 1)`` and ``acc (BH, bq, d_v)``
+    are updated in place.
+    """
+    above = s.amax(dim=-1, keepdim=True)  # (BH, bq, 1): each row's largest score, measured from m
+    if above.max().item() > RESCALE_ABOVE:  # a score more than 8 (base 2) above its m: move m
+        grow = above.clamp_(min=0.0)  # (BH, bq, 1), 0 where no score is above m
+        s.sub_(grow)
+        m.add_(grow)
+        rescale = grow.neg_().exp2_()  # (BH, bq, 1)
+        l.mul_(rescale)
+        acc.mul_(rescale)
+    p = s.exp2_()  # (BH, bq, bk), each at most 2 ** 8: weights relative to 2 ** m
+    l.add_(p.sum(dim=-1, keepdim=True))  # (BH, bq, 1)
+    acc.baddbmm_(p, v_blk)  # (BH, bq, d_v): acc + p @ v
 
 
 def _scratch(buffer: Tensor, shape: tuple[int, ...]) -> Tensor:
