@@ -1,5 +1,8 @@
 """A newcomer's first minute: ``make lab`` prints a URL that opens the orientation notebook itself.
 
+It also opens every notebook through the server (its contents API, as a browser tab does) and checks the
+server never says a notebook "is not trusted": ``make lab`` trusts the committed notebooks before it starts.
+
 Runs the README's own command (``make lab``, on a free port, with a temporary home so no personal
 Jupyter settings take part), reads what it prints until the URL appears, and checks that the URL
 opens ``00_orientation.ipynb`` (not the Launcher) and that JupyterLab will not ask about news
@@ -73,6 +76,10 @@ def test_make_lab_prints_a_url_that_opens_the_orientation_notebook(tmp_path: Pat
         # The override becomes the setting's default (a learner's own choice would still win).
         news = settings["schema"]["properties"]["fetchNews"]
         assert news["default"] == "false" and "fetchNews" not in settings["settings"], news
+        for notebook in sorted((REPO_ROOT / "notebooks").glob("*.ipynb")):
+            opened = urllib.request.Request(f"http://127.0.0.1:{port}/api/contents/{notebook.name}?content=1",
+                                            headers={"Authorization": f"token {token}"})
+            assert _get(opened)[0] == 200, notebook.name
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         try:
@@ -80,3 +87,6 @@ def test_make_lab_prints_a_url_that_opens_the_orientation_notebook(tmp_path: Pat
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=10)
+    printed.append(process.stdout.read())
+    untrusted = [line for line in "".join(printed).splitlines() if "not trusted" in line]
+    assert not untrusted, "\n".join(untrusted)
