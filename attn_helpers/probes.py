@@ -91,14 +91,14 @@ def _check_skip(skip: object) -> str:
 
 
 class AttentionStack(nn.Module):
-    """``depth`` of seed 000's :class:`Attention` layers in a row, joined by a chosen skip connection.
+    """``depth`` of walkthrough 000's :class:`Attention` layers in a row, joined by a chosen skip connection.
 
     ``x (B, N, dim) -> (B, N, chan)``: layer 0 maps ``dim -> chan``, the others ``chan -> chan``.
     With ``projected_l`` the output projection of layer ``l`` and ``v_l`` its merged values
     (both ``(B, N, chan)``), the next hidden state is
 
     - ``skip="identity"``: ``x_{l+1} = x_l + projected_l``, the usual residual (needs ``dim == chan``);
-    - ``skip="values"``: ``x_{l+1} = projected_l + v_l``, seed 000's skip through V (what
+    - ``skip="values"``: ``x_{l+1} = projected_l + v_l``, walkthrough 000's skip through V (what
       :class:`Attention` returns);
     - ``skip="none"``: ``x_{l+1} = projected_l``.
 

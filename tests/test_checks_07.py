@@ -167,7 +167,7 @@ def test_parameter_count_refuses_a_function_that_counts_a_layer_instead_of_a_for
     (1 / math.sqrt(40), True, "1/sqrt(40)"),
     (40 ** -0.5, True, "head_dim"),
     (torch.tensor(40 ** -0.5), True, "head_dim"),
-    (1 / math.sqrt(200), False, "seed 004"),
+    (1 / math.sqrt(200), False, "walkthrough 004"),
     (math.sqrt(40), False, "multiplies instead of divides"),
     (1 / 40, False, "square root is missing"),
     (0.5, False, "not this layer's scale"),

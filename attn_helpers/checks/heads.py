@@ -1,5 +1,5 @@
 """Checkers for 05 · Multi-head reshaping: split heads and merge heads (functions the learner writes), the
-shapes on the way, view vs reshape, one head against several with the same weights (a prediction), and
+shapes on the way, view vs reshape, one head against several with the same parameters (a prediction), and
 multi-head attention written by the learner.
 
 The code exercises hand in a *function*; its judge runs it on inputs it makes up (several sizes and head
@@ -299,7 +299,7 @@ def _short(row: Tensor) -> str:
 @prediction_checker
 def check_heads_prediction(prediction: Any, out_one: Tensor, out_many: Tensor, num_heads: int,
                            tolerance: float = 1e-5) -> Verdict:
-    """Prediction: with the same weights, is a 1-head layer's output ``"same"`` as or ``"different"`` from a
+    """Prediction: with the same parameters, is a 1-head layer's output ``"same"`` as or ``"different"`` from a
     ``num_heads``-head layer's? ``out_one``, ``out_many``: the two outputs, ``(B, N, chan)`` each."""
     choice = as_choice(prediction, ["same", "different"])
     if isinstance(choice, Verdict):
@@ -315,7 +315,7 @@ def check_heads_prediction(prediction: Any, out_one: Tensor, out_many: Tensor, n
                        "softmax over their sum." if not same else f"they agree to within {tolerance:g}.")
     if not same:
         return wrong(f"they differ by up to {difference:#.2g}, far above float rounding ({tolerance:g}).",
-                     "the weights and q, k, v are the same, but each head takes its own softmax over its own "
+                     "the parameters and q, k, v are the same, but each head takes its own softmax over its own "
                      "head_dim-wide dot products; one wide head takes one softmax over the sum of those dot products.")
     return wrong(f"they agree to within {tolerance:g}.", "look at the largest difference the cell printed.")
 

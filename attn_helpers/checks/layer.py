@@ -51,7 +51,7 @@ def _as_count(answer: Any, what: str) -> int | Verdict:
 
 @checker
 def check_traced_shape(answer: Any, layer: nn.Module, x: Tensor, name: str = "qkv_heads") -> Verdict:
-    """Exercise: predict the shape of the intermediate ``name`` when ``layer(x)`` runs (seed 000's Attention)."""
+    """Exercise: predict the shape of the intermediate ``name`` when ``layer(x)`` runs (walkthrough 000's Attention)."""
     shape = as_shape(answer, "a shape", hint="write it like (3, B, H, N, head_dim) with numbers.")
     if isinstance(shape, Verdict):
         return shape
@@ -188,7 +188,7 @@ def check_mha_head_scale(answer: Any, module: nn.Module) -> Verdict:
     if near(hd ** -0.5):
         return correct(f"1/sqrt(head_dim) = 1/sqrt({hd}) = {hd ** -0.5:.4f}: each head's dot products sum over {hd} features.")
     if near(d ** -0.5):
-        return wrong(f"{value:.4f} = 1/sqrt(d_model) = 1/sqrt({d}): seed 004's bug.",
+        return wrong(f"{value:.4f} = 1/sqrt(d_model) = 1/sqrt({d}): walkthrough 004's bug.",
                      f"a head's q and k have head_dim = {hd} features, not d_model = {d}: the scale follows the "
                      "width of the vectors actually dot-multiplied.")
     if near(hd ** 0.5):
@@ -217,18 +217,18 @@ SUSPECT_LAYER: tuple[SuspectLine, ...] = (
     SuspectLine("class SuspectAttention(nn.Module):"),
     SuspectLine("    def __init__(self, dim, chan, num_heads=1, qk_scale=None, dropout=0.1):",
                 bug="dropout is accepted and stored nowhere that forward reads: asking for dropout changes "
-                    "nothing (seed 004's actv and device, again).",
+                    "nothing (walkthrough 004's actv and device, again).",
                 hint="check that every argument of __init__ is used somewhere."),
     SuspectLine("        super().__init__()"),
     SuspectLine("        self.num_heads, self.head_dim = num_heads, chan // num_heads",
                 fine_because="head_dim = chan // num_heads is right (a check that num_heads divides chan would help, "
                              "but the reshape on line 11 fails loudly anyway)."),
     SuspectLine("        self.scale = qk_scale or chan ** -0.5",
-                bug="two bugs: `qk_scale or ...` replaces qk_scale=0.0 by the default (seed 000), and the default "
-                    "uses chan, the width of all heads, instead of head_dim (seed 004).",
+                bug="two bugs: `qk_scale or ...` replaces qk_scale=0.0 by the default (walkthrough 000), and the default "
+                    "uses chan, the width of all heads, instead of head_dim (walkthrough 004).",
                 hint="try qk_scale=0.0 in your head, and ask which vectors the scale's width belongs to."),
     SuspectLine("        self.qkv = nn.Linear(dim, 3 * chan, bias=False)",
-                fine_because="one fused Linear(dim, 3*chan) makes q, k and v at once, as in seed 000."),
+                fine_because="one fused Linear(dim, 3*chan) makes q, k and v at once, as in walkthrough 000."),
     SuspectLine("        self.proj = nn.Linear(chan, chan)",
                 fine_because="the output projection maps the merged heads (chan wide) to chan."),
     SuspectLine(""),
@@ -245,7 +245,7 @@ SUSPECT_LAYER: tuple[SuspectLine, ...] = (
     SuspectLine("        merged = (weights @ v).transpose(1, 2).reshape(B, N, -1)  # (B, N, chan)",
                 fine_because="transpose then reshape merges the heads back (reshape copies when needed; view would fail)."),
     SuspectLine("        return self.proj(merged) + v.transpose(1, 2).reshape(B, N, -1)  # (B, N, chan)",
-                fine_because="the skip goes through v because x is dim wide and the output chan wide (seed 000's design)."),
+                fine_because="the skip goes through v because x is dim wide and the output chan wide (walkthrough 000's design)."),
 )
 
 

@@ -24,7 +24,7 @@ TRENDS = ("shrinks", "stays", "grows")
 
 @checker
 def check_skip_through_v(answer: Any, v: Tensor, projected: Tensor) -> Verdict:
-    """Exercise: seed 000's output, ``projected + v`` with ``v (B, H, N, head_dim)`` merged to ``(B, N, chan)``."""
+    """Exercise: walkthrough 000's output, ``projected + v`` with ``v (B, H, N, head_dim)`` merged to ``(B, N, chan)``."""
     B, H, N, head_dim = v.shape
     chan = H * head_dim
     expected = projected + merge_heads(v)  # (B, N, chan)

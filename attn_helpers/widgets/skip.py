@@ -1,6 +1,6 @@
 """Lesson 06's explorer: a stack of attention layers with or without a skip connection.
 
-A toggle picks how the layers are joined (``x + attention(x)``, seed 000's skip through V, or no
+A toggle picks how the layers are joined (``x + attention(x)``, walkthrough 000's skip through V, or no
 skip), a slider picks the depth, a second toggle the input width ``dim``, a slider the random seed
 of the weights and the input, and a last toggle the scale of every ``W_v`` (PyTorch's default, or
 ``sqrt(3)`` times it). The picture shows, at every layer, how big the hidden state is (its root
@@ -34,7 +34,7 @@ from ._blit import BlitExplorer
 
 __all__ = ["SkipExplorer"]
 
-SKIP_OPTIONS = (("x + attention(x)", "identity"), ("v + attention (seed 000)", "values"), ("no skip", "none"))
+SKIP_OPTIONS = (("x + attention(x)", "identity"), ("v + attention (walkthrough 000)", "values"), ("no skip", "none"))
 MAX_DEPTH = 32
 MAX_SEED = 7
 V_SCALES = (("default", 1.0), ("× √3", math.sqrt(3.0)))  # PyTorch's Linear init, and that times sqrt(3)
@@ -42,7 +42,7 @@ Y_RANGE = (1e-18, 1e6)  # fixed, so switching the skip shows the change in size 
 
 
 class SkipExplorer(BlitExplorer):
-    """Toggle the skip connection and slide the depth of a stack of seed 000's attention layers.
+    """Toggle the skip connection and slide the depth of a stack of walkthrough 000's attention layers.
 
     ``SkipExplorer(skip="identity", depth=8, dim=64, seed=0, v_scale=1.0)``; display it as a cell's
     last line. The stack has ``chan=64`` and 4 heads; the input is ``B=2`` sequences of ``N=8`` tokens.
