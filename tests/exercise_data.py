@@ -85,8 +85,9 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
         # flattened without moving the heads axis back
         "5.3": ("answer = lambda heads: heads.reshape(heads.shape[0], heads.shape[2], -1)", "first transpose(1, 2)"),
         # head_dim from the input width: dim // num_heads = 49 // 8
-        "5.4": ('answer = {"head_dim": 6, "qkv_heads": [3, 13, 8, 100, 6], "scores": [13, 8, 100, 100]}',
-                "not the input width dim=49"),
+        "5.4": ('answer = lambda B, N, dim, chan, num_heads: {"head_dim": dim // num_heads, '
+                '"qkv_heads": [3, B, num_heads, N, dim // num_heads], "scores": [B, num_heads, N, N]}',
+                "not the input width dim"),
         "5.5": ('answer = "a"', "split the last axis first"),
         # walkthrough 004's bug: every head's scores divided by sqrt(chan), the full width
         "5.6": (
@@ -112,7 +113,8 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
     # 07 · The complete layer
     "07": {
         # the shape right after the reshape, before permute(2, 0, 3, 1, 4)
-        "7.1": ("answer = (B, N, 3, 8, chan // 8)", "permute(2, 0, 3, 1, 4)"),
+        "7.1": ("answer = lambda B, N, dim, chan, num_heads: (B, N, 3, num_heads, chan // num_heads)",
+                "permute(2, 0, 3, 1, 4)"),
         # the four weight matrices without their biases
         "7.2": ("answer = lambda d_model, num_heads: 4 * d_model * d_model", "also has a bias"),
         # dropout only zeroes weights, it does not rescale the rest

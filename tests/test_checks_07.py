@@ -86,37 +86,42 @@ def test_attention_parameters_rejects_bad_arguments():
 # ------------------------------------------------------------------------------ check_traced_shape
 
 
-def _layer_and_x(num_heads=8):
-    torch.manual_seed(0)
-    return Attention(49, 64, num_heads), torch.randn(13, 100, 49)
+def _qkv_heads_shape(B, N, dim, chan, num_heads):
+    return (3, B, num_heads, N, chan // num_heads)
 
 
-def test_traced_shape_accepts_the_right_shape_in_any_sequence_type():
-    layer, x = _layer_and_x()
-    for answer in ((3, 13, 8, 100, 8), [3, 13, 8, 100, 8], torch.Size([3, 13, 8, 100, 8])):
-        assert checks.check_traced_shape.judge(answer, layer, x, "qkv_heads").ok
+def test_traced_shape_accepts_a_function_of_the_sizes_returning_any_sequence_type():
+    for fn in (_qkv_heads_shape, lambda *s: list(_qkv_heads_shape(*s)), lambda *s: torch.Size(_qkv_heads_shape(*s))):
+        verdict = checks.check_traced_shape.judge(fn, "qkv_heads")
+        assert verdict.ok and "never printed" in verdict.message, verdict
 
 
 @pytest.mark.parametrize("answer, words", [
-    ((13, 100, 3, 8, 8), "before the permute"),
-    ((13, 8, 100, 8), "q (or k, or v) alone"),
-    ((3, 13, 8, 100, 16), "head_dim"),
-    ((3, 13, 100, 8, 8), "wrong order"),
-    ((3, 13, 4, 100, 16), "a layer with 4 heads"),  # copied from the 4-head trace printed in 7.2
-    ((1, 2, 3), "is not the shape"),
-    ("3, 13", "tuple of ints"),
-    ((3.5, 13, 8, 100, 8), "whole numbers"),
+    (lambda B, N, dim, chan, H: (B, N, 3, H, chan // H), "before the permute"),
+    (lambda B, N, dim, chan, H: (B, H, N, chan // H), "q (or k, or v) alone"),
+    (lambda B, N, dim, chan, H: (3, B, H, N, dim // H), "head_dim"),
+    (lambda B, N, dim, chan, H: (3, B, N, H, chan // H), "wrong order"),
+    (lambda B, N, dim, chan, H: (3, 13, 8, 100, 8), "is not the shape"),  # the printed example's numbers
+    (lambda B, N, dim, chan, H: "3, 13", "tuple of ints"),
+    ((3, 13, 8, 100, 8), "should be a function"),
 ])
 def test_traced_shape_names_the_typical_mistakes(answer, words):
-    layer, x = _layer_and_x()
-    verdict = checks.check_traced_shape.judge(answer, layer, x, "qkv_heads")
-    assert not verdict.ok and words in verdict.message + verdict.hint
+    verdict = checks.check_traced_shape.judge(answer, "qkv_heads")
+    assert not verdict.ok and words in verdict.message + verdict.hint, verdict
+
+
+def test_traced_shape_refuses_a_function_that_runs_a_layer():
+    def run_it(B, N, dim, chan, H):
+        return tuple(Attention(dim, chan, H)(torch.zeros(B, N, dim), return_intermediates=True)[1]["qkv_heads"].shape)
+
+    verdict = checks.check_traced_shape.judge(run_it, "qkv_heads")
+    assert not verdict.ok and "Attention" in verdict.message, verdict
 
 
 def test_traced_shape_works_for_other_intermediates():
-    layer, x = _layer_and_x(num_heads=4)
-    assert checks.check_traced_shape.judge([13, 4, 100, 100], layer, x, "scores").ok
-    assert not checks.check_traced_shape.judge([13, 100, 100], layer, x, "scores").ok
+    assert checks.check_traced_shape.judge(lambda B, N, dim, chan, H: (B, H, N, N), "scores").ok
+    assert not checks.check_traced_shape.judge(lambda B, N, dim, chan, H: (B, N, N), "scores").ok
+
 
 
 # ----------------------------------------------------------------------- check_mha_parameter_count
@@ -197,10 +202,18 @@ def test_suspect_lines_accepts_the_right_set_and_explains_every_bug():
     assert checks.check_suspect_lines.judge([13, 5, 2], SUSPECT_LAYER).ok
 
 
-def test_suspect_lines_explains_a_correct_line_that_was_flagged():
+def test_suspect_lines_counts_flagged_correct_lines_without_naming_them():
     verdict = checks.check_suspect_lines.judge({2, 5, 13, 15}, SUSPECT_LAYER)
-    assert not verdict.ok and "line 15 is fine" in verdict.message and "skip goes through v" in verdict.message
-    assert "remove the lines that are fine" in verdict.hint
+    assert not verdict.ok and "1 of the lines you picked is fine" in verdict.message
+    assert "15" not in verdict.message + verdict.hint
+
+
+def test_suspect_lines_flagging_every_line_gives_nothing_away():
+    everything = set(range(1, len(SUSPECT_LAYER) + 1))
+    verdict = checks.check_suspect_lines.judge(everything, SUSPECT_LAYER)
+    text = verdict.message + verdict.hint
+    assert not verdict.ok and "Pick fewer" in text
+    assert all(f"line {n}" not in text for n in everything)
 
 
 def test_suspect_lines_hints_at_missed_bugs_without_giving_the_numbers():

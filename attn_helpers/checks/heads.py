@@ -124,6 +124,10 @@ def _split_mistakes(x: Tensor, num_heads: int) -> dict[str, tuple[Tensor, str]]:
         "you split the features but did not move the heads axis": (
             x.reshape(B, N, num_heads, head_dim),
             "after reshape(B, N, H, head_dim) the heads axis is third; transpose(1, 2) brings it before the tokens."),
+        "you transposed first, then reshaped: x.transpose(1, 2).reshape(B, H, N, head_dim)": (
+            x.transpose(1, 2).reshape(B, num_heads, N, head_dim),
+            "the transposed tensor is (B, chan, N), so each row of a head holds one feature of several tokens "
+            "(option (d) of exercise 5.5): reshape(B, N, H, head_dim) first, then transpose(1, 2)."),
         "you split chan into (head_dim, H) instead of (H, head_dim)": (
             x.reshape(B, N, head_dim, num_heads).permute(0, 3, 1, 2),
             "head h owns the block of features h*head_dim ... (h+1)*head_dim - 1, so the heads axis comes first: "
@@ -207,29 +211,27 @@ def check_merge_heads(answer: Callable[[Tensor], Tensor]) -> Verdict:
                 "features first: (B, H, N, head_dim) -> (B, N, chan).")
 
 
-@checker
-def check_head_shapes(answer: Any, layer: torch.nn.Module, x: Tensor) -> Verdict:
-    """Exercise: predict ``head_dim`` and the shapes of ``qkv_heads`` and ``scores`` of ``layer(x)``.
+#: Sizes the shape prediction of exercise 5.4 is checked at: (B, N, dim, chan, num_heads), none of them printed
+#: by the lesson; the first has dim != chan and head_dim != dim // num_heads, so mixing the widths up shows.
+_SHAPE_CASES = ((5, 7, 30, 24, 3), (2, 11, 9, 40, 8), (3, 4, 16, 16, 1), (1, 6, 20, 12, 2))
 
-    ``answer``: a dict with the keys ``"head_dim"``, ``"qkv_heads"`` and ``"scores"``.
-    """
+
+def _judge_head_shapes(answer: Any, B: int, N: int, dim: int, chan: int, H: int, inter: Mapping[str, Tensor]) -> Verdict:
+    """One case of :func:`check_head_shapes`: ``answer`` is the learner's dict for these sizes."""
+    sizes = f"B={B}, N={N}, dim={dim}, chan={chan}, num_heads={H}"
+    head_dim = chan // H
     if not isinstance(answer, Mapping) or set(answer) != {"head_dim", "qkv_heads", "scores"}:
-        return wrong(f"the answer should be a dict with the keys 'head_dim', 'qkv_heads' and 'scores', got {answer!r}.",
-                     "fill in the dict given in the exercise: {'head_dim': ..., 'qkv_heads': [...], 'scores': [...]}.")
-    with torch.no_grad():
-        _, inter = layer(x, return_intermediates=True)
-    B, N, dim = x.shape
-    H, head_dim = inter["q"].shape[1], inter["q"].shape[-1]
-    chan = H * head_dim
+        return wrong(f"for {sizes} your function returned {answer!r:.80}, not a dict with the keys 'head_dim', "
+                     "'qkv_heads' and 'scores'.", "return {'head_dim': ..., 'qkv_heads': [...], 'scores': [...]}.")
     hd = answer["head_dim"]
     if isinstance(hd, bool) or not isinstance(hd, int):
-        return wrong(f"head_dim should be a whole number, got {hd!r}.", "head_dim = chan // num_heads.")
+        return wrong(f"for {sizes}: head_dim should be a whole number, got {hd!r}.", "head_dim = chan // num_heads.")
     if hd != head_dim:
         if hd == dim // H:
-            return wrong(f"head_dim={hd} is dim // num_heads.",
-                         f"the heads split the projected width chan={chan}, not the input width dim={dim}.")
-        return wrong(f"head_dim={hd} is not right: {H} heads of {hd} features make {H * hd}, and this layer's "
-                     f"chan is {chan}.", "head_dim = chan // num_heads.")
+            return wrong(f"for {sizes}: head_dim={hd} is dim // num_heads.",
+                         "the heads split the projected width chan, not the input width dim.")
+        return wrong(f"for {sizes}: head_dim={hd} is not right: {H} heads of {hd} features make {H * hd}, not "
+                     f"chan={chan}.", "head_dim = chan // num_heads.")
     for key, axes in (("qkv_heads", "(3, B, H, N, head_dim)"), ("scores", "(B, H, N, N)")):
         shape = as_shape(answer[key], key)
         if isinstance(shape, Verdict):
@@ -237,22 +239,50 @@ def check_head_shapes(answer: Any, layer: torch.nn.Module, x: Tensor) -> Verdict
         expected = list(inter[key].shape)
         if shape == expected:
             continue
-        heads_axis, free = {"qkv_heads": (2, {2, 4}), "scores": (1, {1})}[key]  # free: the axes H changes
-        if (len(shape) == len(expected) and shape[heads_axis] != H
-                and all(a == b for i, (a, b) in enumerate(zip(shape, expected)) if i not in free)):
-            return wrong(f"{key} {shape} has {shape[heads_axis]} heads; this layer has num_heads = {H}.",
-                         f"{key} has the axes {axes}, with H = num_heads of the exercise's layer, not of an "
-                         "earlier one.")
         if key == "qkv_heads" and shape == [B, N, 3, H, head_dim]:
-            return wrong(f"qkv_heads {shape} is the shape before the permute.",
+            return wrong(f"for {sizes}: qkv_heads {shape} is the shape before the permute.",
                          "permute(2, 0, 3, 1, 4) puts axis 2 (q/k/v) first, then batch, heads, tokens, head_dim.")
         if key == "scores" and shape == [B, N, N]:
-            return wrong(f"scores {shape} has no heads axis.", "every head scores all pairs of tokens: (B, H, N, N).")
+            return wrong(f"for {sizes}: scores {shape} has no heads axis.",
+                         "every head scores all pairs of tokens: (B, H, N, N).")
         if key == "scores" and shape == [B, H, N, head_dim]:
-            return wrong(f"scores {shape} ends in head_dim.",
+            return wrong(f"for {sizes}: scores {shape} ends in head_dim.",
                          "q @ k.transpose(-2, -1) contracts head_dim away: one score per (query, key) pair, (B, H, N, N).")
-        return wrong(f"{key} {shape} is not right.", f"{key} has the axes {axes}.")
-    return correct(f"head_dim={head_dim}, qkv_heads {list(inter['qkv_heads'].shape)}, scores {list(inter['scores'].shape)}.")
+        if sorted(shape) == sorted(expected):
+            return wrong(f"for {sizes}: {key} {shape} has the right sizes in the wrong order.", f"{key} is {axes}.")
+        return wrong(f"for {sizes}: {key} {shape} is not right.", f"{key} has the axes {axes}.")
+    return correct()
+
+
+@checker
+def check_head_shapes(answer: Any) -> Verdict:
+    """Exercise: a function ``head_shapes(B, N, dim, chan, num_heads)`` returning the dict ``{"head_dim": ...,
+    "qkv_heads": [...], "scores": [...]}`` for walkthrough 000's ``Attention(dim, chan, num_heads)`` on ``x (B, N, dim)``.
+    Checked against a real layer's intermediates at four sizes the lesson never printed; a function that builds or
+    runs a layer (or calls ``split_heads`` / ``merge_heads``) is refused: the shapes are to be worked out."""
+    example = "head_shapes(B, N, dim, chan, num_heads)"
+    not_a_function = _function_answer(answer, example)
+    if not_a_function:
+        return not_a_function
+    work_out = ("work the shapes out from the sizes: head_dim = chan // num_heads, then the reshape "
+                "(B, N, 3, H, head_dim) and the permute (2, 0, 3, 1, 4).")
+    for B, N, dim, chan, H in _SHAPE_CASES:
+        try:
+            got, called = run_watching(answer, (B, N, dim, chan, H), _WHOLE_LAYERS)
+        except Exception as problem:
+            return wrong(f"for B={B}, N={N}, dim={dim}, chan={chan}, num_heads={H} your function raised "
+                         f"{error_text(problem)}", work_out)
+        if called:
+            return wrong(f"your function runs {called[0]}: the exercise is to predict the shapes without running one.",
+                         work_out)
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.manual_seed(0)
+            _, inter = Attention(dim, chan, H)(torch.zeros(B, N, dim), return_intermediates=True)
+        verdict = _judge_head_shapes(got, B, N, dim, chan, H, inter)
+        if not verdict.ok:
+            return verdict
+    return correct("at four sizes the lesson never printed (1 to 8 heads), your head_dim, qkv_heads and scores "
+                   "are those of the layer's own intermediates.")
 
 
 @checker
@@ -403,6 +433,11 @@ def check_multi_head_function(answer: Callable[[Tensor, Tensor, Tensor, int], Te
             "q, k and v are reshaped straight to (B, H, N, head_dim), without the transpose": (
                 merge_heads(_heads_attention(*view_split, math.sqrt(head_dim))),
                 "that hands whole tokens to each head (section 5.5): reshape(B, N, H, head_dim), then transpose(1, 2)."),
+            "q, k, v are split with reshape(B, H, N, head_dim) and the heads merged with reshape(B, N, chan), "
+            "both without a transpose": (
+                _heads_attention(*view_split, math.sqrt(head_dim)).reshape(B, N, chan),
+                "the shapes fit, but each head gets whole tokens (section 5.5): split with reshape(B, N, H, head_dim) "
+                "then transpose(1, 2), and merge with transpose(1, 2) then reshape(B, N, chan)."),
             "the heads are merged with a reshape alone, without moving the heads axis back": (
                 heads.reshape(B, N, chan),
                 "merge with transpose(1, 2) first, to (B, N, H, head_dim), then reshape(B, N, chan)."),

@@ -11,7 +11,7 @@ import inspect
 import math
 import numbers
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +20,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..attention import MultiHeadAttention
-from ._core import Verdict, as_shape, checker, correct, wrong
+from ..attention import Attention, MultiHeadAttention
+from ._core import Verdict, as_shape, checker, correct, error_text, wrong
 from ._predict import as_choice, prediction_checker
 
 __all__ = [
@@ -49,39 +49,62 @@ def _as_count(answer: Any, what: str) -> int | Verdict:
 # ------------------------------------------------------------------------------ traced shape
 
 
-@checker
-def check_traced_shape(answer: Any, layer: nn.Module, x: Tensor, name: str = "qkv_heads") -> Verdict:
-    """Exercise: predict the shape of the intermediate ``name`` when ``layer(x)`` runs (walkthrough 000's Attention)."""
-    shape = as_shape(answer, "a shape", hint="write it like (3, B, H, N, head_dim) with numbers.")
-    if isinstance(shape, Verdict):
-        return shape
-    with torch.no_grad():
-        _, inter = layer(x, return_intermediates=True)
+def _traced_shape_verdict(shape: list[int], inter: Mapping[str, Tensor], name: str, B: int, N: int, H: int,
+                          hd: int, sizes: str) -> Verdict | None:
+    """None when ``shape`` is ``inter[name]``'s shape, else a verdict naming the likely mistake."""
     expected = list(inter[name].shape)
     if shape == expected:
-        return correct(f"{name}: {expected} ({layer.AXES[name]}).")
-    B, N, _ = x.shape
-    H, hd, chan = layer.num_heads, layer.head_dim, layer.chan
+        return None
+    chan = H * hd
     if name == "qkv_heads":
         if shape == [B, N, 3, H, hd]:
-            return wrong(f"{shape} is the shape right after reshape(B, N, 3, H, head_dim), before the permute.",
-                         "permute(2, 0, 3, 1, 4) brings the q/k/v axis first and the heads before the tokens.")
+            return wrong(f"for {sizes}: {shape} is the shape right after reshape(B, N, 3, H, head_dim), before the "
+                         "permute.", "permute(2, 0, 3, 1, 4) brings the q/k/v axis first and the heads before the tokens.")
         if shape == [B, H, N, hd]:
-            return wrong(f"{shape} is the shape of q (or k, or v) alone.",
+            return wrong(f"for {sizes}: {shape} is the shape of q (or k, or v) alone.",
                          "qkv_heads still holds all three: a leading axis of size 3 comes first.")
-        other = shape[2] if len(shape) == 5 and isinstance(shape[2], int) and shape[2] > 0 else 0
-        if other and other != H and chan % other == 0 and shape == [3, B, other, N, chan // other]:
-            return wrong(f"{shape} is qkv_heads for a layer with {other} heads (like the trace of 7.2), "
-                         f"not for this one with {H}.",
-                         "the heads axis holds num_heads, and each head gets chan // num_heads features.")
         if shape[:-1] == expected[:-1] and shape[-1] != hd:
-            return wrong(f"the last size {shape[-1]} is not this layer's head_dim.",
-                         f"head_dim = chan // num_heads = {chan} // {H}; the heads share chan, they do not each get all of it.")
+            return wrong(f"for {sizes}: the last size {shape[-1]} is not this layer's head_dim.",
+                         "head_dim = chan // num_heads; the heads share chan, they do not each get all of it.")
     if sorted(shape) == sorted(expected):
-        return wrong(f"{shape} has the right sizes in the wrong order.",
-                     f"follow the axes: {layer.AXES[name]}.")
-    return wrong(f"{shape} is not the shape of {name}.",
+        return wrong(f"for {sizes}: {shape} has the right sizes in the wrong order.",
+                     f"follow the axes: {Attention.AXES[name]}.")
+    return wrong(f"for {sizes}: {shape} is not the shape of {name}.",
                  "run the reshape and the permute by hand on the sizes, one axis at a time.")
+
+
+@checker
+def check_traced_shape(answer: Any, name: str = "qkv_heads") -> Verdict:
+    """Exercise: a function ``shape_of(B, N, dim, chan, num_heads)`` giving the shape of the intermediate ``name``
+    of walkthrough 000's ``Attention(dim, chan, num_heads)`` on ``x (B, N, dim)``. Checked against a real layer's
+    intermediates at sizes the lesson never printed; a function that builds or runs a layer is refused."""
+    from .heads import _SHAPE_CASES, _WHOLE_LAYERS, _function_answer, run_watching
+
+    not_a_function = _function_answer(answer, "shape_of(B, N, dim, chan, num_heads)")
+    if not_a_function:
+        return not_a_function
+    watched = {**_WHOLE_LAYERS, Attention.__init__.__code__: "attn_helpers' Attention"}
+    for B, N, dim, chan, H in _SHAPE_CASES:
+        sizes = f"B={B}, N={N}, dim={dim}, chan={chan}, num_heads={H}"
+        try:
+            got, called = run_watching(answer, (B, N, dim, chan, H), watched)
+        except Exception as problem:
+            return wrong(f"for {sizes} your function raised {error_text(problem)}",
+                         "return a tuple built from the five sizes, e.g. (3, B, ...).")
+        if called:
+            return wrong(f"your function uses {called[0]}: the exercise is to work the shape out, not to run a layer.",
+                         "head_dim = chan // num_heads; follow the reshape and the permute axis by axis.")
+        shape = as_shape(got, "a shape", hint="return it like (3, B, H, N, head_dim), built from the sizes.")
+        if isinstance(shape, Verdict):
+            return shape
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.manual_seed(0)
+            _, inter = Attention(dim, chan, H)(torch.zeros(B, N, dim), return_intermediates=True)
+        verdict = _traced_shape_verdict(shape, inter, name, B, N, H, chan // H, sizes)
+        if verdict is not None:
+            return verdict
+    return correct(f"at four sizes the lesson never printed (1 to 8 heads), your shape is {name}'s "
+                   f"({Attention.AXES[name]}).")
 
 
 # -------------------------------------------------------------------------- parameter count
@@ -271,14 +294,16 @@ def check_suspect_lines(answer: Any, listing: tuple[SuspectLine, ...] = SUSPECT_
     if picked == buggy:
         found = "\n".join(f"   line {i}: {listing[i - 1].bug}" for i in sorted(buggy))
         return correct(f"all {len(buggy)} buggy lines found.\n{found}")
-    notes = [f"line {n} is fine: {listing[n - 1].fine_because or 'nothing on it computes anything wrong.'}"
-             for n in sorted(picked - buggy)]
+    fine = len(picked - buggy)  # counted, never named: a submission of every line must not give the answer away
+    message = f"you found {len(picked & buggy)} of the {len(buggy)} buggy lines"
+    if fine:
+        message += f", and {fine} of the lines you picked {'is' if fine == 1 else 'are'} fine"
+    if len(picked) > 2 * len(buggy):
+        message += f". Pick fewer: only {len(buggy)} lines hold a bug, and this checker names them only when the set is exact"
     missed = sorted(buggy - picked)
-    message = f"you found {len(picked & buggy)} of the {len(buggy)} buggy lines."
-    if notes:
-        message += "\n   " + "\n   ".join(notes)
-    hint = " / ".join(listing[i - 1].hint for i in missed) if missed else "remove the lines that are fine."
-    return wrong(message, hint)
+    hint = (" / ".join(listing[i - 1].hint for i in missed) if missed and len(picked) <= 2 * len(buggy)
+            else "read each line and ask what it computes; drop the lines you cannot name a bug on.")
+    return wrong(message + ".", hint)
 
 
 # ------------------------------------------------------------------------ prediction: dropout

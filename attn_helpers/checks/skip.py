@@ -3,8 +3,8 @@ reaches a stack's first layer (a prediction, then a function the learner writes)
 
 from __future__ import annotations
 
-import inspect
 import math
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,10 +12,10 @@ import torch
 from torch import Tensor
 
 from ..attention import merge_heads
-from ..probes import SKIP_KINDS, AttentionStack, depth_sweep
+from ..probes import SKIP_KINDS, AttentionStack, depth_sweep, signal_through_stack
 from ._core import Verdict, as_letter, as_number, checker, compare_tensors, correct, error_text, wrong
 from ._predict import as_choice, prediction_checker
-from .heads import run_options
+from .heads import run_options, run_watching
 
 __all__ = ["check_skip_through_v", "check_gradient_trend_prediction", "check_first_layer_grad", "check_residual_line"]
 
@@ -91,19 +91,16 @@ def _first_layer_grad_cases() -> list[tuple[AttentionStack, Tensor, int]]:
     return [(stack, x, L) for _ in SKIP_KINDS for L in (1, 3)]
 
 
-#: Functions that already measure the gradient at layer 1: the helpers', and the loop lesson 06 writes out.
-MEASURING_FUNCTIONS = ("depth_sweep", "signal_through_stack", "measure_depths")
-
-
-def _borrowed_measurement(fn: Any) -> str:
-    """The name of a ready-made measurement that ``fn`` is or calls ('' when ``fn`` measures it itself)."""
-    if getattr(fn, "__name__", "") in MEASURING_FUNCTIONS or (getattr(fn, "__module__", None) or "").startswith("attn_helpers"):
-        return getattr(fn, "__name__", type(fn).__name__)
-    try:
-        source = inspect.getsource(fn)
-    except (OSError, TypeError):  # no source to read: judged by its results alone
-        return ""
-    return next((name for name in MEASURING_FUNCTIONS if f"{name}(" in source), "")
+def _measuring_functions() -> dict[Any, str]:
+    """Code object -> name of the functions that already measure the gradient at layer 1: the helpers', and
+    6.5.1's ``measure_depths`` when the notebook has defined it. Watched while the learner's function runs
+    (:func:`~attn_helpers.checks.heads.run_watching`, as lesson 05's checkers do), so an alias is caught too."""
+    watched = {depth_sweep.__code__: "depth_sweep", signal_through_stack.__code__: "signal_through_stack"}
+    notebook_loop = getattr(sys.modules.get("__main__"), "measure_depths", None)
+    code = getattr(notebook_loop, "__code__", None)
+    if code is not None:
+        watched[code] = "measure_depths"
+    return watched
 
 
 @checker
@@ -115,20 +112,25 @@ def check_first_layer_grad(answer: Any) -> Verdict:
     if not callable(answer):
         return wrong(f"your answer is not a function (it is of type {type(answer).__name__}).",
                      "define it with def grad_at_layer_1(stack, x, L): ... and write its name, without ().")
-    borrowed = _borrowed_measurement(answer)
-    if borrowed:
-        return wrong(f"your function hands the measurement to {borrowed}, which is already written: the exercise asks "
-                     "you to write it.", "x_L = stack(x, depth=L); torch.autograd.grad(x_L.norm(), "
+    watched = _measuring_functions()
+    itself = watched.get(getattr(answer, "__code__", None))
+    if itself:
+        return wrong(f"your answer is {itself}, which is already written: the exercise asks you to write the "
+                     "measurement.", "x_L = stack(x, depth=L); torch.autograd.grad(x_L.norm(), "
                      "list(stack.layers[0].parameters())); then the square root of the sum of every entry squared.")
     cases = _first_layer_grad_cases()
     for i, (stack, x, L) in enumerate(cases):
         stack.skip = SKIP_KINDS[i // 2]
         what = f"skip={stack.skip!r}, L={L}"
         try:
-            got = answer(stack, x, L)
+            got, borrowed = run_watching(answer, (stack, x, L), watched)
         except Exception as problem:
             return wrong(f"{what}: your function raised {error_text(problem)}",
                          "x_L = stack(x, depth=L); then torch.autograd.grad(x_L.norm(), list(stack.layers[0].parameters())).")
+        if borrowed:
+            return wrong(f"your function hands the measurement to {borrowed[0]}, which is already written: the "
+                         "exercise asks you to write it.", "x_L = stack(x, depth=L); torch.autograd.grad(x_L.norm(), "
+                         "list(stack.layers[0].parameters())); then the square root of the sum of every entry squared.")
         value = as_number(got, f"{what}: your function's result",
                           hint="return one number: the square root of the sum of every gradient entry squared.")
         if isinstance(value, Verdict):

@@ -5,7 +5,7 @@ skip), a slider picks the depth, a second toggle the input width ``dim``, a slid
 of the weights and the input, and a last toggle the scale of every ``W_v`` (PyTorch's default, or
 ``sqrt(3)`` times it). The picture shows, at every layer, how big the hidden state is (its root
 mean square), how different the tokens still are (their token std: the standard deviation across
-the tokens), and how big the gradient reaching that layer's weights is, on a log scale.
+the tokens), and how big the gradient reaching that layer's parameters is, on a log scale.
 
 The layers are built once per (seed, input width, ``W_v`` scale) (on first use, without touching the
 notebook's random state) and reused: changing the skip re-wires the *same* weights, a smaller depth
@@ -132,7 +132,7 @@ class SkipExplorer(BlitExplorer):
         self.ax.grid(True, which="major", alpha=0.3)
         self.rms_line, = self.ax.plot([], [], "o-", color="#5b7fb5", ms=3, label="RMS of the hidden state")
         self.token_std_line, = self.ax.plot([], [], "s--", color="#1b9e77", ms=3, label="token std (across tokens)")
-        self.grad_line, = self.ax.plot([], [], "^-", color="#e66101", ms=3, label="gradient at the layer's weights")
+        self.grad_line, = self.ax.plot([], [], "^-", color="#e66101", ms=3, label="gradient at the layer's parameters")
         self.ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
         self.title = self.ax.set_title("")
         self.note = figure.text(0.67, 0.16, "", fontsize=8, va="bottom", family="monospace")
