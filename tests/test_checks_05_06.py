@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import attn_helpers
 import torch
 import torch.nn.functional as F
 
@@ -453,3 +454,42 @@ def test_unanswered_checkers_say_not_attempted(capsys):
     checks.check_heads_prediction(None, X, X, 3)
     printed = capsys.readouterr().out
     assert printed.count("Not attempted yet") == 4
+
+
+# ------------------------------------------------------------- run-time refusals found by a reader (round 2)
+
+
+def _native(q, k, v, num_heads, aten=False):
+    chan = q.shape[-1]
+    eye, zeros = torch.eye(chan), torch.zeros(chan)
+    op = torch.ops.aten._native_multi_head_attention if aten else torch._native_multi_head_attention
+    return op(q, k, v, chan, num_heads, torch.cat([eye, eye, eye]), torch.zeros(3 * chan), eye, zeros, None, False)[0]
+
+
+@pytest.mark.parametrize("aten", [False, True])
+def test_multi_head_function_refuses_torchs_fused_multi_head_op(aten):
+    result = checks.check_multi_head_function.judge(lambda q, k, v, h: _native(q, k, v, h, aten))
+    assert not result.ok and "_native_multi_head_attention" in result.message
+
+
+def test_multi_head_function_refuses_attn_helpers_attention_functions():
+    def grouped(q, k, v, num_heads):
+        B, N, chan = q.shape
+        split = [t.reshape(B, N, num_heads, chan // num_heads).transpose(1, 2) for t in (q, k, v)]
+        return attn_helpers.tiled_attention(*split).transpose(1, 2).reshape(B, N, chan)
+    result = checks.check_multi_head_function.judge(grouped)
+    assert not result.ok and "tiled_attention" in result.message
+
+
+def _grad_at_layer(stack, x, L, layer):
+    x_L = stack(x, depth=L)  # (B, N, chan)
+    grads = torch.autograd.grad(x_L.norm(), list(stack.layers[layer - 1].parameters()))
+    return torch.sqrt(sum(g.pow(2).sum() for g in grads)).item()
+
+
+def test_layer_grad_accepts_any_layer_and_names_layer_one_and_off_by_one():
+    assert checks.check_layer_grad.judge(_grad_at_layer).ok
+    first = checks.check_layer_grad.judge(lambda s, x, L, layer: _grad_at_layer(s, x, L, 1))
+    assert not first.ok and "layer 1 whatever" in first.message
+    measure_depths_copy = checks.check_layer_grad.judge(lambda s, x, L, layer: depth_sweep(s, x, [L])["grad_norm"][0])
+    assert not measure_depths_copy.ok

@@ -61,24 +61,85 @@ _WHOLE_LAYERS = {
 }
 
 
-def run_watching(fn: Callable[..., Any], args: tuple[Any, ...], watched: Mapping[Any, str]) -> tuple[Any, list[str]]:
-    """``fn(*args)`` and the names (``watched``: code object -> name) of the watched Python functions it called,
-    in call order. Exceptions from ``fn`` propagate; warnings it raises are silenced."""
+#: PyTorch's attention ops, watched by name: a C function (``c_call``) or a ``torch.ops`` overload (its
+#: ``__call__`` in ``torch/_ops.py``) whose name holds one of these is reported. The multi-head ones alone are
+#: refused where a single-head attention step is allowed (exercise 5.6).
+TORCH_MULTI_HEAD_OPS = ("multi_head", "transformer")
+TORCH_ATTENTION_OPS = ("attention", *TORCH_MULTI_HEAD_OPS)
+
+
+def _torch_op_name(frame: Any) -> str:
+    """The op's name if ``frame`` is ``OpOverload(Packet).__call__`` of ``torch/_ops.py``, else ''."""
+    code = frame.f_code
+    if code.co_name != "__call__" or not code.co_filename.replace("\\", "/").endswith("torch/_ops.py"):
+        return ""
+    op = frame.f_locals.get("self")
+    return str(getattr(op, "_qualified_op_name", "") or getattr(op, "_name", ""))
+
+
+def watcher(watched: Mapping[Any, str], ops: tuple[str, ...], seen: list[str]) -> Callable[[Any, str, Any], None]:
+    """A ``sys.setprofile`` function appending to ``seen`` the name of every watched call: a Python function
+    whose code object is a key of ``watched``, or one of PyTorch's ops whose name holds a word of ``ops``
+    (a C function such as ``F.scaled_dot_product_attention``, or ``torch.ops.aten.<op>``)."""
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            if frame.f_code in watched:
+                seen.append(watched[frame.f_code])
+            elif ops:
+                name = _torch_op_name(frame)
+                if any(word in name for word in ops):
+                    seen.append(f"torch.ops.{name.replace('::', '.')}")
+        elif event == "c_call" and ops:
+            name = getattr(arg, "__name__", "") or ""
+            if any(word in name for word in ops):
+                seen.append("F.scaled_dot_product_attention" if name == "scaled_dot_product_attention"
+                            else f"PyTorch's {name}")
+    return profile
+
+
+def run_watching(fn: Callable[..., Any], args: tuple[Any, ...], watched: Mapping[Any, str],
+                 ops: tuple[str, ...] = ()) -> tuple[Any, list[str]]:
+    """``fn(*args)`` and the names of the watched functions it called, in call order: ``watched`` maps Python
+    code objects to names, ``ops`` names PyTorch ops (see :func:`watcher`). Exceptions from ``fn`` propagate;
+    warnings it raises are silenced."""
     called: list[str] = []
     previous = sys.getprofile()
-
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code in watched:
-            called.append(watched[frame.f_code])
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sys.setprofile(profile)
+        sys.setprofile(watcher(watched, ops, called))
         try:
             result = fn(*args)
         finally:
             sys.setprofile(previous)
     return result, called
+
+
+def exported_code(allowed: tuple[str, ...] = ()) -> dict[Any, str]:
+    """Code objects of every function ``attn_helpers`` exports and of every method (defined in the package) of
+    the classes it exports, to their names; ``allowed`` names exports to leave out, with the functions they
+    call. Mask builders compute nothing and are left out too."""
+    import inspect
+
+    import attn_helpers
+
+    skipped = {"causal_mask", "padding_mask", "blocked_to_keep", "mask_to_additive", "show_source", "show",
+               *allowed}
+    codes: dict[Any, str] = {}
+    for name in getattr(attn_helpers, "__all__", ()):
+        obj = getattr(attn_helpers, name, None)
+        if name in skipped or not getattr(obj, "__module__", "").startswith("attn_helpers"):
+            continue
+        if inspect.isfunction(obj):
+            codes[obj.__code__] = f"attn_helpers.{name}"
+        elif inspect.isclass(obj):
+            for klass in obj.__mro__:
+                if not klass.__module__.startswith("attn_helpers"):
+                    continue
+                for f in vars(klass).values():
+                    f = getattr(f, "__func__", f)  # staticmethod / classmethod
+                    if inspect.isfunction(f):
+                        codes.setdefault(f.__code__, f"attn_helpers' {name}")
+    return codes
 
 
 def _library_itself(answer: Any, watched: Mapping[Any, str]) -> str:
@@ -110,7 +171,7 @@ def _split_cases() -> list[tuple[Tensor, int]]:
     several heads and chan != N * head_dim, so a line written for one example's sizes fails."""
     generator = torch.Generator().manual_seed(52)
     return [(torch.randn(B, N, chan, generator=generator), num_heads)
-            for B, N, chan, num_heads in ((2, 5, 12, 3), (1, 4, 8, 2), (3, 2, 16, 4), (2, 3, 5, 1))]
+            for B, N, chan, num_heads in ((2, 5, 12, 3), (1, 4, 10, 2), (3, 2, 16, 4), (2, 3, 5, 1))]
 
 
 def _split_mistakes(x: Tensor, num_heads: int) -> dict[str, tuple[Tensor, str]]:
@@ -268,7 +329,8 @@ def check_head_shapes(answer: Any) -> Verdict:
                 "(B, N, 3, H, head_dim) and the permute (2, 0, 3, 1, 4).")
     for B, N, dim, chan, H in _SHAPE_CASES:
         try:
-            got, called = run_watching(answer, (B, N, dim, chan, H), _WHOLE_LAYERS)
+            got, called = run_watching(answer, (B, N, dim, chan, H), {**exported_code(), **_WHOLE_LAYERS},
+                                       TORCH_ATTENTION_OPS)
         except Exception as problem:
             return wrong(f"for B={B}, N={N}, dim={dim}, chan={chan}, num_heads={H} your function raised "
                          f"{error_text(problem)}", work_out)
@@ -358,7 +420,7 @@ def _multi_head_cases() -> list[tuple[int, Tensor, Tensor, Tensor]]:
     The first case has several heads, so a function that ignores ``num_heads`` fails at once."""
     generator = torch.Generator().manual_seed(5)
     cases = []
-    for B, N, chan, num_heads in ((2, 5, 8, 2), (3, 4, 12, 3), (1, 6, 16, 4), (2, 3, 6, 1)):
+    for B, N, chan, num_heads in ((2, 5, 10, 2), (3, 4, 12, 3), (1, 6, 16, 4), (2, 3, 6, 1)):
         q, k, v = (2.0 * torch.randn(B, N, chan, generator=generator) for _ in range(3))  # each (B, N, chan)
         cases.append((num_heads, q, k, v))
     return cases
@@ -385,7 +447,7 @@ def check_multi_head_function(answer: Callable[[Tensor, Tensor, Tensor, int], Te
     not_a_function = _function_answer(answer, "multi_head(q, k, v, num_heads)")
     if not_a_function:
         return not_a_function
-    library = _WHOLE_LAYERS
+    library = {**exported_code(allowed=("scaled_dot_product_attention", "attention_scores")), **_WHOLE_LAYERS}
     itself = _library_itself(answer, library)
     if itself:
         return wrong(f"your answer is {itself}: the exercise is to write the split, the attention and the merge.",
@@ -395,7 +457,8 @@ def check_multi_head_function(answer: Callable[[Tensor, Tensor, Tensor, int], Te
         head_dim = chan // num_heads
         what = f"q, k, v {[B, N, chan]} with num_heads={num_heads}"
         try:
-            got, called = run_watching(answer, (q.clone(), k.clone(), v.clone(), num_heads), library)
+            got, called = run_watching(answer, (q.clone(), k.clone(), v.clone(), num_heads), library,
+                                       TORCH_MULTI_HEAD_OPS)
         except Exception as problem:
             return wrong(f"{what}: your function raised {error_text(problem)}", _raised_hint(
                 problem, "run it on these shapes yourself and print the shape after each step: split "

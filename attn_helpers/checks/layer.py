@@ -7,10 +7,14 @@ listing under review) and recognises the typical wrong answers.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import inspect
+import json
 import math
 import numbers
 import sys
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +25,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ..attention import Attention, MultiHeadAttention
+from .heads import TORCH_ATTENTION_OPS
 from ._core import Verdict, as_shape, checker, correct, error_text, wrong
 from ._predict import as_choice, prediction_checker
 
@@ -29,6 +34,7 @@ __all__ = [
     "SUSPECT_LAYER",
     "numbered_listing",
     "check_traced_shape",
+    "check_qkv_entry",
     "check_mha_parameter_count",
     "check_mha_head_scale",
     "check_suspect_lines",
@@ -107,32 +113,84 @@ def check_traced_shape(answer: Any, name: str = "qkv_heads") -> Verdict:
                    f"({Attention.AXES[name]}).")
 
 
+_ENTRY_SIZES = ((2, 3, 12, 3), (1, 5, 8, 4), (3, 2, 10, 1), (2, 4, 18, 2))  # (B, N, chan, num_heads)
+
+
+@checker
+def check_qkv_entry(answer: Any) -> Verdict:
+    """Exercise: a function ``source(part, b, h, n, e, chan, num_heads)`` giving ``(batch, token, feature)``:
+    the entry of ``qkv = self.qkv(x)`` ``(B, N, 3*chan)`` that ``qkv_heads[part, b, h, n, e]`` holds after
+    walkthrough 000's reshape ``(B, N, 3, H, head_dim)`` and permute ``(2, 0, 3, 1, 4)``. Checked on every
+    entry at four sizes; a function that runs a layer or an attention helper is refused."""
+    from .heads import _WHOLE_LAYERS, TORCH_ATTENTION_OPS, _function_answer, exported_code, run_watching
+
+    not_a_function = _function_answer(answer, "source(part, b, h, n, e, chan, num_heads)")
+    if not_a_function:
+        return not_a_function
+    watched = {**exported_code(), **_WHOLE_LAYERS}
+    follow = "follow one number through reshape(B, N, 3, H, head_dim) and then permute(2, 0, 3, 1, 4)."
+    for B, N, chan, H in _ENTRY_SIZES:
+        hd = chan // H
+        qkv = torch.arange(B * N * 3 * chan).reshape(B, N, 3 * chan)  # each entry its own flat index
+        qkv_heads = qkv.reshape(B, N, 3, H, hd).permute(2, 0, 3, 1, 4)  # (3, B, H, N, head_dim)
+        for index in torch.cartesian_prod(*(torch.arange(n) for n in qkv_heads.shape)).tolist():
+            part, b, h, n, e = index
+            sizes = f"chan={chan}, num_heads={H}"
+            try:
+                got, called = run_watching(answer, (part, b, h, n, e, chan, H), watched, TORCH_ATTENTION_OPS)
+            except Exception as problem:
+                return wrong(f"source{tuple(index) + (chan, H)} raised {error_text(problem)}", follow)
+            if called:
+                return wrong(f"your function uses {called[0]}: the exercise is to work the index out.", follow)
+            if not (isinstance(got, (tuple, list)) and len(got) == 3):
+                return wrong(f"source{tuple(index) + (chan, H)} returned {got!r:.60}, not (batch, token, feature).",
+                             "return a tuple of three whole numbers.")
+            flat = int(qkv_heads[part, b, h, n, e])
+            expected = (flat // (N * 3 * chan), flat // (3 * chan) % N, flat % (3 * chan))
+            if tuple(got) == expected:
+                continue
+            what = f"with {sizes}, qkv_heads[{part}, {b}, {h}, {n}, {e}] is qkv{list(expected)}; you gave {list(got)}."
+            if tuple(got[:2]) == (n, b) != (b, n):
+                return wrong(what, "the batch index comes first in qkv, then the token: (b, n, ...).")
+            if got[2] == h * 3 * hd + part * hd + e:
+                return wrong(what, "the 3*chan features are laid out as (3, H, head_dim): all of q's heads, then "
+                                   "all of k's, then all of v's.")
+            if got[2] == h * hd + e:
+                return wrong(what, "q, k and v sit side by side in the 3*chan features: add part*chan.")
+            if got[2] == part * chan + e * H + h:
+                return wrong(what, "each head's head_dim features are neighbours: head h starts at h*head_dim.")
+            return wrong(what, follow)
+    return correct("every entry at four sizes (1 to 4 heads): qkv_heads[part, b, h, n, e] is "
+                   "qkv[b, n, part*chan + h*head_dim + e].")
+
+
 # -------------------------------------------------------------------------- parameter count
 
 
 @contextmanager
-def _calls_into(codes: dict[Any, str], builtins: dict[str, str]) -> Iterator[list[str]]:
-    """Record, while the block runs, which of the watched functions get called: ``codes`` maps Python code
-    objects to a name, ``builtins`` maps a built-in function's ``__name__`` to one. The list holds the names."""
+def _calls_into(codes: Mapping[Any, str], ops: tuple[str, ...] = ()) -> Iterator[list[str]]:
+    """Record, while the block runs, the watched calls: Python functions whose code object is a key of
+    ``codes``, and PyTorch ops whose name holds a word of ``ops`` (:func:`~attn_helpers.checks.heads.watcher`:
+    C functions and ``torch.ops`` overloads). The list holds their names."""
+    from .heads import watcher
+
     seen: list[str] = []
     previous = sys.getprofile()
-
-    def watch(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code in codes:
-            seen.append(codes[frame.f_code])
-        elif event == "c_call" and getattr(arg, "__name__", None) in builtins:
-            seen.append(builtins[arg.__name__])
-
-    sys.setprofile(watch)
+    sys.setprofile(watcher(codes, ops, seen))
     try:
         yield seen
     finally:
         sys.setprofile(previous)
 
 
-_COUNTING = {nn.Module.__init__.__code__: "builds a module", nn.Module.parameters.__code__: "reads .parameters()",
-             nn.Module.named_parameters.__code__: "reads .named_parameters()",
-             nn.Module.state_dict.__code__: "reads .state_dict()"}
+_COUNTING = {nn.Module.__init__.__code__: "a module it builds", nn.Module.parameters.__code__: ".parameters()",
+             nn.Module.named_parameters.__code__: ".named_parameters()", nn.Module.state_dict.__code__: ".state_dict()"}
+
+
+def _exported_code() -> dict[Any, str]:
+    from .heads import exported_code
+
+    return exported_code()
 _COUNT_SIZES = ((8, 2), (64, 4), (200, 5), (768, 12))  # (d_model, num_heads): a small layer to GPT-2's
 
 
@@ -154,13 +212,13 @@ def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
     sizes = ((d, H), *[size for size in _COUNT_SIZES if size != (d, H)])
     for d_model, num_heads in sizes:
         try:
-            with _calls_into(_COUNTING, {"numel": "calls .numel()"}) as seen:
+            with _calls_into({**_COUNTING, **_exported_code()}, ("numel",)) as seen:
                 got = answer(d_model, num_heads)
         except Exception as problem:
             return wrong(f"answer({d_model}, {num_heads}) failed: {type(problem).__name__}: {problem}.",
                          "the function takes two numbers, d_model and num_heads, and returns a whole number.")
         if seen:
-            return wrong(f"your function {seen[0]}: that counts the numbers of a layer instead of computing them.",
+            return wrong(f"your function uses {seen[0]}: that counts the numbers of a layer instead of computing them.",
                          "write the count from the four Linear(d_model, d_model) layers, with d_model and num_heads only.")
         value = _as_count(got, f"answer({d_model}, {num_heads})")
         if isinstance(value, Verdict):
@@ -228,48 +286,56 @@ def check_mha_head_scale(answer: Any, module: nn.Module) -> Verdict:
 
 @dataclass(frozen=True)
 class SuspectLine:
-    """One line of a listing under review: its code, and what is wrong with it (``None`` if nothing)."""
+    """One line of a listing under review: its code only. What is wrong with it (or why it is fine) is kept by
+    the checker, encoded (:data:`_REVIEW`), so the listing the learner reads does not carry the answer."""
 
     code: str
-    bug: str | None = None
-    hint: str = ""  # a nudge that does not give the line away
-    fine_because: str = ""  # said when a learner flags a correct line
 
 
 SUSPECT_LAYER: tuple[SuspectLine, ...] = (
-    SuspectLine("class SuspectAttention(nn.Module):"),
-    SuspectLine("    def __init__(self, dim, chan, num_heads=1, qk_scale=None, dropout=0.1):",
-                bug="dropout is accepted and stored nowhere that forward reads: asking for dropout changes "
-                    "nothing (walkthrough 004's actv and device, again).",
-                hint="check that every argument of __init__ is used somewhere."),
-    SuspectLine("        super().__init__()"),
-    SuspectLine("        self.num_heads, self.head_dim = num_heads, chan // num_heads",
-                fine_because="head_dim = chan // num_heads is right (a check that num_heads divides chan would help, "
-                             "but the reshape on line 11 fails loudly anyway)."),
-    SuspectLine("        self.scale = qk_scale or chan ** -0.5",
-                bug="two bugs: `qk_scale or ...` replaces qk_scale=0.0 by the default (walkthrough 000), and the default "
-                    "uses chan, the width of all heads, instead of head_dim (walkthrough 004).",
-                hint="try qk_scale=0.0 in your head, and ask which vectors the scale's width belongs to."),
-    SuspectLine("        self.qkv = nn.Linear(dim, 3 * chan, bias=False)",
-                fine_because="one fused Linear(dim, 3*chan) makes q, k and v at once, as in walkthrough 000."),
-    SuspectLine("        self.proj = nn.Linear(chan, chan)",
-                fine_because="the output projection maps the merged heads (chan wide) to chan."),
-    SuspectLine(""),
-    SuspectLine("    def forward(self, x):"),
-    SuspectLine("        B, N, _ = x.shape"),
-    SuspectLine("        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim)  # (B, N, 3, H, head_dim)",
-                fine_because="the 3*chan features are laid out as (3, H, head_dim), so this reshape is right."),
-    SuspectLine("        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (B, H, N, head_dim)",
-                fine_because="unpacking a tensor splits its first axis, which the permute made the q/k/v axis."),
-    SuspectLine("        weights = (q @ k.transpose(-2, -1) * self.scale).softmax(dim=-2)  # (B, H, N, N)",
-                bug="softmax(dim=-2) normalises each key's column, not each query's row: the weights of one "
-                    "query no longer sum to one.",
-                hint="ask over which axis the weights of one query must sum to one."),
-    SuspectLine("        merged = (weights @ v).transpose(1, 2).reshape(B, N, -1)  # (B, N, chan)",
-                fine_because="transpose then reshape merges the heads back (reshape copies when needed; view would fail)."),
-    SuspectLine("        return self.proj(merged) + v.transpose(1, 2).reshape(B, N, -1)  # (B, N, chan)",
-                fine_because="the skip goes through v because x is dim wide and the output chan wide (walkthrough 000's design)."),
+    SuspectLine('class SuspectAttention(nn.Module):'),
+    SuspectLine('    def __init__(self, dim, chan, num_heads=1, qk_scale=None, dropout=0.1):'),
+    SuspectLine('        super().__init__()'),
+    SuspectLine('        self.num_heads, self.head_dim = num_heads, chan // num_heads'),
+    SuspectLine('        self.scale = qk_scale or chan ** -0.5'),
+    SuspectLine('        self.qkv = nn.Linear(dim, 3 * chan, bias=False)'),
+    SuspectLine('        self.proj = nn.Linear(chan, chan)'),
+    SuspectLine(''),
+    SuspectLine('    def forward(self, x):'),
+    SuspectLine('        B, N, _ = x.shape'),
+    SuspectLine('        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim)  # (B, N, 3, H, head_dim)'),
+    SuspectLine('        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (B, H, N, head_dim)'),
+    SuspectLine('        weights = (q @ k.transpose(-2, -1) * self.scale).softmax(dim=-2)  # (B, H, N, N)'),
+    SuspectLine('        merged = (weights @ v).transpose(1, 2).reshape(B, N, -1)  # (B, N, chan)'),
+    SuspectLine('        return self.proj(merged) + v.transpose(1, 2).reshape(B, N, -1)  # (B, N, chan)'),
 )
+
+
+def _review_key(number: int, code: str) -> str:
+    return hashlib.sha256(f"{number}:{code}".encode()).hexdigest()[:16]
+
+
+#: For each line of SUSPECT_LAYER, keyed by a hash of its number and code: [is_bug, explanation, hint], as
+#: zlib-compressed base64 JSON. Not secret, only not readable at a glance.
+_REVIEW = (
+    "eNqNVcuO6zYM/RViNk2KNGPH7ylm30X/oChyaYmO1diSx5LjCYr+eyk5yfVNZ9GFDUOixHN4Dum/XwizppSiPEQFNiXlL2/wR4Od"
+    "pR28vPjnT35VVRQlZZoLjsOSEh/kxsnHyNEMZnKgLKAQNDiSgFqCdWbkT23mlkYC16KDxowzjhJGQmnfAO1Z6ZNfhfstokV9IsvH"
+    "XOv3NjN2Z9eOZjq1EEXpTz6Lu4QMki5KMAQ8odLbvQcrWhLnJRddaLwCjqepJ+3ANHA8Kq3c8eihTpaxWdNTQLcPJLE65NUhySmq"
+    "qupQZV9WIksw5t24rMqiTItyHdQyraNUPbwHHvD6Cnrqj37Z+qSjOrUONggrmN8DpLooydTD0dlMnYSWumEHNdfFtcRVsy0OBEZD"
+    "pzRBHEODqrPQmUl2zFVfZ7wuhQhYIxJ5LtKqxCJJRHxYqeZmw/eeWIRvH+ejFdjxvSPs9/tvnGfoUDCS+857tI+gvgYQkhqcOvcs"
+    "TLTdBU3WIVzjhc0uLM9KutbrgF0HgfIOlLaOv/zqo3jPki+EHIv5Ax6l4WqmMZxbcrOdYG6VaOFCgt1nQ9pwgm2zpK+pM/rEO2bR"
+    "PM6TJMUkq0VSJFEs1nIarnETjPI7lxvHDaPbQfKzp7SFHs++RDs4h+RsSTaZDn60HtxTfdaqYJpHMhF12ZRCFOuUHjC3wcCKD6P5"
+    "i2koVrvHYeHS03giuRQPNotR2DNbphMKvUpSFKKJ6jjKZZJFQnzp5aLMZZmLOGtk3WRl/WWQiGWaNlimWVlhVBy+DGpqjCUWaUOy"
+    "yWuKnzktRYOG0E1sY25Lgg6V9GR9vTbJDn7bPTzAZrKGGfueuZn+3j4rivVBNjy2RJyWVZTKdc5JDyjCcEFwpC1b2w6dcqwMP40a"
+    "Laf9VOzAxTAe40BjPzkuMkoKCx+v59dLCPueNCtJFKKK8iyPqjzPVi1lTeN6/PQuef/lsOURNvbYKd8EhJzjTFe2oTDd1HNH8IBb"
+    "lj8mnlO8MZr5LaRFx4iD7jN5xtZ3h/diiOSD4C1MzGjqvfC8FfB5+xseejdKHvf/ua+fuBbrq8IoLDIZZfyOUOayxh/0HFHbwdhQ"
+    "JP0QKHhzybj4s2YFYHPfFmZQvD37I5pIkvwVLorm26Tzg2w1ueL4wCEZ1nGSF5monv3EP44BNv7rpi5K6f87y6AkLbfeMLd2uXDX"
+    "C+RGhk+/6meM75rHvLo13KOd/jPbWB0ezOqk7wj/+Rd7BFIH"
+)
+
+
+def _review() -> dict[str, list[Any]]:
+    return json.loads(zlib.decompress(base64.b64decode("".join(_REVIEW))))
 
 
 def numbered_listing(listing: tuple[SuspectLine, ...] = SUSPECT_LAYER) -> str:
@@ -278,8 +344,13 @@ def numbered_listing(listing: tuple[SuspectLine, ...] = SUSPECT_LAYER) -> str:
 
 
 @checker
-def check_suspect_lines(answer: Any, listing: tuple[SuspectLine, ...] = SUSPECT_LAYER) -> Verdict:
-    """Exercise: the set of line numbers of ``listing`` that hold a bug; every flag is explained."""
+def check_suspect_lines(answer: Any) -> Verdict:
+    """Exercise: the set of line numbers of :data:`SUSPECT_LAYER` that hold a bug; every flag is explained."""
+    return _judge_suspect_lines(answer, SUSPECT_LAYER, _review())
+
+
+def _judge_suspect_lines(answer: Any, listing: tuple[SuspectLine, ...], review: Mapping[str, list[Any]]) -> Verdict:
+    """The verdict on ``answer`` for ``listing``, whose lines ``review`` explains (keyed by :func:`_review_key`)."""
     def whole(n: Any) -> bool:
         return isinstance(n, numbers.Integral) and not isinstance(n, bool)
 
@@ -287,12 +358,13 @@ def check_suspect_lines(answer: Any, listing: tuple[SuspectLine, ...] = SUSPECT_
     if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__") or not all(whole(n) for n in items):
         return wrong(f"give a set of line numbers like {{1, 2}}, got {answer!r}.", "list the numbers of the buggy lines.")
     picked = {int(n) for n in items}
-    buggy = {i for i, line in enumerate(listing, start=1) if line.bug}
+    notes = {i: review.get(_review_key(i, line.code), [False, "", ""]) for i, line in enumerate(listing, start=1)}
+    buggy = {i for i, (is_bug, _, _) in notes.items() if is_bug}
     outside = sorted(n for n in picked if not 1 <= n <= len(listing))
     if outside:
         return wrong(f"the listing has lines 1 to {len(listing)}; {outside} are outside it.", "use the printed numbers.")
     if picked == buggy:
-        found = "\n".join(f"   line {i}: {listing[i - 1].bug}" for i in sorted(buggy))
+        found = "\n".join(f"   line {i}: {notes[i][1]}" for i in sorted(buggy))
         return correct(f"all {len(buggy)} buggy lines found.\n{found}")
     fine = len(picked - buggy)  # counted, never named: a submission of every line must not give the answer away
     message = f"you found {len(picked & buggy)} of the {len(buggy)} buggy lines"
@@ -301,7 +373,7 @@ def check_suspect_lines(answer: Any, listing: tuple[SuspectLine, ...] = SUSPECT_
     if len(picked) > 2 * len(buggy):
         message += f". Pick fewer: only {len(buggy)} lines hold a bug, and this checker names them only when the set is exact"
     missed = sorted(buggy - picked)
-    hint = (" / ".join(listing[i - 1].hint for i in missed) if missed and len(picked) <= 2 * len(buggy)
+    hint = (" / ".join(notes[i][2] for i in missed) if missed and len(picked) <= 2 * len(buggy)
             else "read each line and ask what it computes; drop the lines you cannot name a bug on.")
     return wrong(message + ".", hint)
 
@@ -374,27 +446,13 @@ _MHA_MISTAKES: tuple[tuple[str, dict[str, Any], str], ...] = (
 
 _WRITE_IT = ("write each step with nn.Linear and tensor operations (reshape, transpose, @, softmax): the split, "
              "the scaled scores, the softmax, weights @ v and the merge are the exercise.")
-_LIBRARY_BUILTINS = {"scaled_dot_product_attention": "F.scaled_dot_product_attention",
-                     "_native_multi_head_attention": "PyTorch's fused multi-head attention"}
-
-
 def _library_attention() -> dict[Any, str]:
-    """Code objects of the library functions that compute part of a multi-head layer: the functions and methods
-    of the package's attention module (its mask builders aside) and ``F.multi_head_attention_forward``
-    (``nn.MultiheadAttention``)."""
-    from .. import attention as package_attention
+    """Code objects of what computes part of a multi-head layer: every function and method ``attn_helpers``
+    exports (its mask builders aside), ``nn.MultiheadAttention`` and ``F.multi_head_attention_forward``.
+    PyTorch's attention ops are watched by name (``TORCH_ATTENTION_OPS``)."""
+    from .heads import _WHOLE_LAYERS
 
-    codes: dict[Any, str] = {F.multi_head_attention_forward.__code__: "F.multi_head_attention_forward"}
-    masks = {"causal_mask", "padding_mask", "blocked_to_keep", "mask_to_additive"}  # build masks, compute nothing
-    for name, obj in vars(package_attention).items():
-        if name in masks:
-            continue
-        functions = [obj] if inspect.isfunction(obj) else (
-            [f for f in vars(obj).values() if inspect.isfunction(f)] if inspect.isclass(obj) else [])
-        for f in functions:
-            if f.__module__ == package_attention.__name__:
-                codes[f.__code__] = f"attn_helpers' {f.__qualname__}" if inspect.isclass(obj) else f"attn_helpers.{name}"
-    return codes
+    return {**_exported_code(), **_WHOLE_LAYERS}
 
 
 @checker
@@ -442,7 +500,7 @@ def check_mha_class(answer: Any) -> Verdict:
         x = torch.randn(B, N, d_model, generator=g)
         with torch.no_grad():
             try:
-                with _calls_into(_library_attention(), _LIBRARY_BUILTINS) as seen:
+                with _calls_into(_library_attention(), TORCH_ATTENTION_OPS) as seen:
                     got = mine(x)
                 if seen:
                     return wrong(f"your forward calls {seen[0]}, which does part of the exercise for you.", _WRITE_IT)

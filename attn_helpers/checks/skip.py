@@ -17,7 +17,8 @@ from ._core import Verdict, as_letter, as_number, checker, compare_tensors, corr
 from ._predict import as_choice, prediction_checker
 from .heads import run_options, run_watching
 
-__all__ = ["check_skip_through_v", "check_gradient_trend_prediction", "check_first_layer_grad", "check_residual_line"]
+__all__ = ["check_skip_through_v", "check_gradient_trend_prediction", "check_first_layer_grad", "check_layer_grad",
+           "check_residual_line"]
 
 TRENDS = ("shrinks", "stays", "grows")
 
@@ -101,6 +102,46 @@ def _measuring_functions() -> dict[Any, str]:
     if code is not None:
         watched[code] = "measure_depths"
     return watched
+
+
+@checker
+def check_layer_grad(answer: Any) -> Verdict:
+    """Exercise: a function ``fn(stack, x, L, layer)`` returning the norm of the gradient of ``||x_L||`` with
+    respect to all parameters of layer ``layer`` (counted from 1, ``layer <= L``), run on a small stack
+    (3 layers, ``chan=8``, 2 heads, float64) under each wiring and compared with autograd to a relative ``1e-6``."""
+    if not callable(answer):
+        return wrong(f"your answer is not a function (it is of type {type(answer).__name__}).",
+                     "define it with def grad_at_layer(stack, x, L, layer): ... and write its name, without ().")
+    with torch.random.fork_rng(devices=[]):  # seeded without touching the notebook's random state
+        torch.manual_seed(606)
+        stack = AttentionStack(3, 8, 8, 2).double()
+        x = torch.randn(2, 5, 8, dtype=torch.float64)  # (B, N, dim)
+    how = ("x_L = stack(x, depth=L); torch.autograd.grad(x_L.norm(), list(stack.layers[layer - 1].parameters())); "
+           "then the square root of the sum of every entry squared.")
+    for wiring in SKIP_KINDS:
+        stack.skip = wiring
+        for L, layer in ((3, 2), (3, 3), (3, 1), (2, 1), (1, 1)):
+            what = f"wiring {wiring!r}, L={L}, layer={layer}"
+            try:
+                got = answer(stack, x, L, layer)
+            except Exception as problem:
+                return wrong(f"{what}: your function raised {error_text(problem)}", how)
+            value = as_number(got, f"{what}: your function's result",
+                              hint="return one number: the square root of the sum of every gradient entry squared.")
+            if isinstance(value, Verdict):
+                return value
+            with torch.enable_grad():
+                out = stack(x, depth=L)  # (B, N, chan)
+                norms = [_grad_norm(out.norm(), list(stack.layers[i].parameters())) for i in range(L)]
+            if math.isclose(value, norms[layer - 1], rel_tol=1e-6):
+                continue
+            mistakes = {0: "it measures layer 1 whatever layer is", L - 1: "it measures layer L",
+                        layer: "stack.layers[layer] is layer layer + 1: layers are counted from 1, indices from 0"}
+            for i, cause in mistakes.items():
+                if i < L and i != layer - 1 and math.isclose(value, norms[i], rel_tol=1e-6):
+                    return wrong(f"{what}: you gave {value:.6g}, the gradient at layer {i + 1}: {cause}.", how)
+            return wrong(f"{what}: you gave {value:.6g}, expected {norms[layer - 1]:.6g}.", how)
+    return correct("right under all three wirings at every layer of L = 1, 2 and 3.")
 
 
 @checker
