@@ -452,7 +452,7 @@ def _library_attention() -> dict[Any, str]:
     PyTorch's attention ops are watched by name (``TORCH_ATTENTION_OPS``)."""
     from .heads import _WHOLE_LAYERS
 
-    return {**_exported_code(), **_WHOLE_LAYERS}
+    return {**_WHOLE_LAYERS, **_exported_code()}
 
 
 @checker
