@@ -105,19 +105,19 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
         # "stays": the residual's I passes the gradient on, but the other term adds to it
         "6.1": ('prediction = "stays"', "the J terms add to the gradient"),
         "6.2": ("answer = projected_ex + v_ex.reshape(2, 5, 8)", "transpose(1, 2) first"),
-        # the sum of x_L as the loss instead of its norm
-        "6.3": ("answer = lambda stack, x, L: torch.sqrt(sum(g.pow(2).sum() for g in torch.autograd.grad("
-                "stack(x, depth=L).sum(), list(stack.layers[0].parameters())))).item()", "the loss is x_L.norm()"),
+        # always the first layer, whatever layer is asked for
+        "6.3": ("answer = lambda stack, x, L, layer: torch.sqrt(sum(g.pow(2).sum() for g in torch.autograd.grad("
+                "stack(x, depth=L).norm(), list(stack.layers[0].parameters())))).item()", "stack.layers[layer - 1]"),
         "6.4": ('answer = "a"', "both must have the same shape"),
     },
     # 07 · The complete layer
     "07": {
-        # the shape right after the reshape, before permute(2, 0, 3, 1, 4)
-        "7.1": ("answer = lambda B, N, dim, chan, num_heads: (B, N, 3, num_heads, chan // num_heads)",
-                "permute(2, 0, 3, 1, 4)"),
-        # the four weight matrices without their biases
+        # the features read as (H, 3, head_dim) instead of (3, H, head_dim)
+        "7.1": ("answer = lambda part, b, h, n, e, chan, num_heads: (b, n, h * 3 * (chan // num_heads) "
+                "+ part * (chan // num_heads) + e)", "(3, H, head_dim)"),
+        # the four matrices without their biases
         "7.2": ("answer = lambda d_model, num_heads: 4 * d_model * d_model", "also has a bias"),
-        # dropout only zeroes weights, it does not rescale the rest
+        # dropout only zeroes attention weights, it does not rescale the rest
         "7.3": ('prediction = "unchanged"', "divides the rest by 1 - p"),
         # seed 004's bug: every head's scores scaled by 1/sqrt(d_model) instead of 1/sqrt(head_dim)
         "7.4": (

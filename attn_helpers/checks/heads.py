@@ -492,7 +492,7 @@ def check_multi_head_function(answer: Callable[[Tensor, Tensor, Tensor, int], Te
                 "divide each head's scores by sqrt(head_dim) before the softmax."),
             "the softmax runs over the queries (dim=-2)": (
                 merge_heads(_heads_attention(qh, kh, vh, math.sqrt(head_dim), axis=-2)),
-                "each query's weights over the keys sum to one: softmax(..., dim=-1)."),
+                "each query's attention weights over the keys sum to one: softmax(..., dim=-1)."),
             "q, k and v are reshaped straight to (B, H, N, head_dim), without the transpose": (
                 merge_heads(_heads_attention(*view_split, math.sqrt(head_dim))),
                 "that hands whole tokens to each head (section 5.5): reshape(B, N, H, head_dim), then transpose(1, 2)."),

@@ -230,7 +230,7 @@ def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
         hd = d_model // num_heads
         at = f"at d_model = {d_model}, num_heads = {num_heads}: "
         if value == 4 * d_model * d_model:
-            return wrong(f"{at}{value:,} = 4·d_model² counts the four weight matrices only.",
+            return wrong(f"{at}{value:,} = 4·d_model² counts the four matrices only.",
                          "each of the four Linear layers also has a bias of d_model numbers.")
         if value == 3 * d_model * d_model + 3 * d_model:
             return wrong(f"{at}{value:,} counts q_proj, k_proj and v_proj only.",
@@ -239,13 +239,13 @@ def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
             return wrong(f"{at}{value:,} is one full layer per head, times {num_heads}.",
                          "the heads share the projections: each head only gets a slice of d_model columns.")
         if value in (4 * d_model * hd + 4 * hd, 4 * d_model * hd) and num_heads > 1:
-            return wrong(f"{at}{value:,} looks like the weights of a single head.",
+            return wrong(f"{at}{value:,} looks like the parameters of a single head.",
                          "count whole Linear(d_model, d_model) layers: the head split is a reshape, not a smaller layer.")
         if (d_model, num_heads) != (d, H):
             return wrong(f"{at}your function gives {value:,}, the layer holds {right:,} (at d_model = {d} it was right).",
                          "the count must follow d_model: no number of this lesson's layer may be written in.")
         return wrong(f"{at}{value:,} is not the number of learnable numbers.",
-                     "each Linear(d_in, d_out) holds d_in·d_out weights and d_out biases; this layer has four.")
+                     "each Linear(d_in, d_out) holds d_in·d_out matrix entries and d_out biases; this layer has four.")
     return correct(f"{expected:,} = 4·d_model² + 4·d_model for d_model = {d}, and right at {len(sizes) - 1} more sizes "
                    f"(d_model up to {max(s[0] for s in sizes)}); the heads add nothing.")
 
@@ -385,7 +385,7 @@ DROPOUT_CHOICES = ("unchanged", "scaled up", "scaled down")
 
 @prediction_checker
 def check_dropout_prediction(prediction: Any, weights_train: Tensor, weights_eval: Tensor, p: float) -> Verdict:
-    """Prediction: in training mode, are the weights dropout keeps ``"unchanged"``, ``"scaled up"`` or
+    """Prediction: in training mode, are the attention weights dropout keeps ``"unchanged"``, ``"scaled up"`` or
     ``"scaled down"``? ``weights_train``, ``weights_eval``: ``(..., N_q, N_k)`` of one layer on one input."""
     choice = as_choice(prediction, DROPOUT_CHOICES)
     if isinstance(choice, Verdict):
@@ -394,12 +394,12 @@ def check_dropout_prediction(prediction: Any, weights_train: Tensor, weights_eva
     ratio = (weights_train[kept] / weights_eval[kept]).median().item()
     happened = "unchanged" if abs(ratio - 1) < 1e-4 else ("scaled up" if ratio > 1 else "scaled down")
     dropped = ((weights_train == 0) & (weights_eval != 0)).float().mean().item()
-    facts = (f"{dropped:.0%} of the weights became 0 and every kept weight was multiplied by {ratio:.4f} "
+    facts = (f"{dropped:.0%} of the attention weights became 0 and every kept one was multiplied by {ratio:.4f} "
              f"(1 / (1 - p) = {1 / (1 - p):.4f})")
     if choice == happened:
         return correct(f"{facts}, so a row's expected sum stays 1 even though each row's actual sum moves.")
-    return wrong(f"{facts}: the kept weights are {happened}.",
-                 "dropout zeroes a share p of the weights; to keep each row's sum right on average, it divides the "
+    return wrong(f"{facts}: the kept attention weights are {happened}.",
+                 "dropout zeroes a share p of the attention weights; to keep each row's sum right on average, it divides the "
                  "rest by 1 - p.")
 
 
@@ -438,7 +438,7 @@ _MHA_MISTAKES: tuple[tuple[str, dict[str, Any], str], ...] = (
      {"merge_transpose": False},
      "merge with transpose(1, 2) (back to (B, N, H, head_dim)) and then reshape(B, N, d_model)."),
     ("the softmax ran over the queries (dim=-2) instead of the keys", {"softmax_dim": -2},
-     "each query's weights must sum to one: softmax(dim=-1)."),
+     "each query's attention weights must sum to one: softmax(dim=-1)."),
     ("the output projection out_proj was left out", {"out_proj": False},
      "finish with self.out_proj(merged)."),
 )
@@ -460,7 +460,7 @@ def check_mha_class(answer: Any) -> Verdict:
     """Exercise: a class ``answer(d_model, num_heads)`` holding ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``
     (each ``nn.Linear(d_model, d_model)``) whose ``forward(x (B, N, d_model))`` returns ``(B, N, d_model)``.
 
-    Its weights are copied from a :class:`MultiHeadAttention`; the outputs are compared with that layer's and
+    Its parameters are copied from a :class:`MultiHeadAttention`; the outputs are compared with that layer's and
     with ``nn.MultiheadAttention``'s (via ``to_torch``) on four sizes, and typical mistakes are named. A class
     that is, holds or calls a library's attention (``MultiHeadAttention``, ``nn.MultiheadAttention``,
     ``F.scaled_dot_product_attention``, the functions of ``attn_helpers.attention``) is refused.
@@ -485,13 +485,13 @@ def check_mha_class(answer: Any) -> Verdict:
         if missing:
             return wrong(f"your layer has no nn.Linear named {', '.join(missing)}.",
                          "build self.q_proj, self.k_proj, self.v_proj and self.out_proj, each nn.Linear(d_model, d_model), "
-                         "so their weights can be copied in.")
+                         "so their parameters can be copied in.")
         try:
             with torch.no_grad():
                 for n in ("q_proj", "k_proj", "v_proj", "out_proj"):
                     getattr(mine, n).load_state_dict(getattr(reference, n).state_dict())
         except RuntimeError as problem:
-            return wrong(f"the weights of a MultiHeadAttention({d_model}, {num_heads}) do not fit your layers: "
+            return wrong(f"the parameters of a MultiHeadAttention({d_model}, {num_heads}) do not fit your layers: "
                          f"{str(problem).splitlines()[-1].strip()}", "each projection is nn.Linear(d_model, d_model) with a bias.")
         mine.eval()
         inside = [type(m).__name__ for m in mine.modules() if isinstance(m, (MultiHeadAttention, nn.MultiheadAttention))]
@@ -535,4 +535,4 @@ def check_mha_class(answer: Any) -> Verdict:
                      f"{gap:.3g}.", "print the shape after every line and compare with the shape trace of 7.2.")
     agrees = "within 1e-5 too" if torch_gap < 1e-5 else f"only to {torch_gap:.3g}"
     return correct(f"on {len(_MHA_CONFIGS)} sizes (d_model 6 to 16, 1 to 4 heads) your class gives MultiHeadAttention's "
-                   f"outputs within 1e-5 after copying its weights; nn.MultiheadAttention's agree with yours {agrees}.")
+                   f"outputs within 1e-5 after copying its parameters; nn.MultiheadAttention's agree with yours {agrees}.")

@@ -116,7 +116,7 @@ def check_layer_grad(answer: Any) -> Verdict:
         torch.manual_seed(606)
         stack = AttentionStack(3, 8, 8, 2).double()
         x = torch.randn(2, 5, 8, dtype=torch.float64)  # (B, N, dim)
-    how = ("x_L = stack(x, depth=L); torch.autograd.grad(x_L.norm(), list(stack.layers[layer - 1].parameters())); "
+    how = ("layer `layer` is stack.layers[layer - 1]: the gradient of x_L.norm() with respect to its parameters, "
            "then the square root of the sum of every entry squared.")
     for wiring in SKIP_KINDS:
         stack.skip = wiring

@@ -1,14 +1,14 @@
-"""Lesson 06's explorer: a stack of attention layers with or without a skip connection.
+"""Lesson 06's explorer: a stack of attention layers joined by one of three wirings.
 
-A toggle picks how the layers are joined (``x + attention(x)``, walkthrough 000's skip through V, or no
-skip), a slider picks the depth, a second toggle the input width ``dim``, a slider the random seed
-of the weights and the input, and a last toggle the scale of every ``W_v`` (PyTorch's default, or
+A toggle picks how the layers are joined (``x + attention(x)``, walkthrough 000's ``v + attention``, or
+nothing added), a slider picks the depth, a second toggle the input width ``dim``, a slider the random seed
+of the parameters and the input, and a last toggle the scale of every ``W_v`` (PyTorch's default, or
 ``sqrt(3)`` times it). The picture shows, at every layer, how big the hidden state is (its root
 mean square), how different the tokens still are (their token std: the standard deviation across
 the tokens), and how big the gradient reaching that layer's parameters is, on a log scale.
 
 The layers are built once per (seed, input width, ``W_v`` scale) (on first use, without touching the
-notebook's random state) and reused: changing the skip re-wires the *same* weights, a smaller depth
+notebook's random state) and reused: changing the wiring re-wires the *same* parameters, a smaller depth
 uses the first layers of the same stack, and both widths share every layer after the first, so every
 difference on screen comes from the control that moved.
 
@@ -34,7 +34,7 @@ from ._blit import BlitExplorer
 
 __all__ = ["SkipExplorer"]
 
-SKIP_OPTIONS = (("x + attention(x)", "identity"), ("v + attention (walkthrough 000)", "values"), ("no skip", "none"))
+SKIP_OPTIONS = (("x + attention(x)", "identity"), ("v + attention (walkthrough 000)", "values"), ("nothing added", "none"))
 MAX_DEPTH = 32
 MAX_SEED = 7
 V_SCALES = (("default", 1.0), ("× √3", math.sqrt(3.0)))  # PyTorch's Linear init, and that times sqrt(3)
@@ -46,7 +46,7 @@ class SkipExplorer(BlitExplorer):
 
     ``SkipExplorer(skip="identity", depth=8, dim=64, seed=0, v_scale=1.0)``; display it as a cell's
     last line. The stack has ``chan=64`` and 4 heads; the input is ``B=2`` sequences of ``N=8`` tokens.
-    ``seed`` (0 to 7) draws the weights and the input; ``v_scale`` multiplies every layer's ``W_v``
+    ``seed`` (0 to 7) draws the parameters and the input; ``v_scale`` multiplies every layer's ``W_v``
     (1 or sqrt(3)). ``dim=49`` with ``x + attention(x)`` is refused in words: x and the output would
     have different widths.
     """
@@ -72,7 +72,7 @@ class SkipExplorer(BlitExplorer):
         self._cache: dict[tuple[str, int, int, int, float], dict[str, np.ndarray]] = {}
         style = {"description_width": "initial"}
         controls = {
-            "skip": W.ToggleButtons(options=SKIP_OPTIONS, value=skip, description="skip", style=style),
+            "skip": W.ToggleButtons(options=SKIP_OPTIONS, value=skip, description="residual wiring", style=style),
             "depth": W.IntSlider(value=depth, min=1, max=MAX_DEPTH, description="depth (layers)", style=style,
                                  continuous_update=False),
             "dim": W.ToggleButtons(options=[(f"dim = {self.chan}", self.chan), ("dim = 49", 49)], value=dim,
@@ -89,7 +89,7 @@ class SkipExplorer(BlitExplorer):
         if skip == "identity" and dim != self.chan:
             raise InvalidCombination(
                 f"x + attention(x) adds x ({dim} features per token) to an output of chan={self.chan} features; "
-                f"the widths must match, so pick dim = {self.chan}, or the skip through V, or no skip"
+                f"the widths must match, so pick dim = {self.chan}, or v + attention, or nothing added"
             )
         key = (skip, depth, dim, seed, v_scale)
         if key not in self._cache:
