@@ -10,7 +10,7 @@ import attn_helpers
 import torch
 import torch.nn.functional as F
 
-from attn_helpers import Attention, depth_sweep, merge_heads, scaled_dot_product_attention, split_heads
+from attn_helpers import Attention, depth_sweep, merge_heads, scaled_dot_product_attention, signal_through_stack, split_heads
 from attn_helpers import checks
 
 torch.manual_seed(0)
@@ -331,6 +331,7 @@ def test_skip_through_v_accepts_the_layers_own_output(seed_layer_parts):
         (lambda i: i["projected"] + i["v"].reshape(2, 5, 8), "without moving its heads axis"),
         (lambda i: merge_heads(i["v"]), "left out the attention output"),
         (lambda i: i["projected"], "left out the skip"),
+        (lambda i: i["projected"] + i["v"].permute(0, 2, 3, 1).reshape(2, 5, 8), "interleaved"),
         (lambda i: i["projected"] + merge_heads(i["v"]) + 1.0, "different values"),
     ],
 )
@@ -345,8 +346,8 @@ def test_skip_through_v_names_the_mistake(seed_layer_parts, build, expected):
     [
         ("grows", True, "grows in 3, stays in 0, shrinks in 0"),
         (" Grows ", True, "at L = 1 to"),
-        ("stays", False, "the J terms add to the gradient"),
-        ("shrinks", False, "shrinking is what happens without a skip"),
+        ("stays", False, "the tables below show it depth by depth"),
+        ("shrinks", False, "grows in 3, stays in 0, shrinks in 0"),
         ("bigger", False, "one of 'shrinks', 'stays', 'grows'"),
     ],
 )
@@ -423,7 +424,7 @@ def test_first_layer_grad_refuses_the_notebooks_own_loop_at_run_time(monkeypatch
     import __main__
 
     monkeypatch.setattr(__main__, "measure_depths", measure_depths, raising=False)
-    v = verdict(checks.check_first_layer_grad, lambda s, x, L: measure_depths(s, x, s.skip, [L])["grad_norm"][0])
+    v = verdict(checks.check_first_layer_grad, lambda s, x, L: measure_depths(s, x, s.wiring, [L])["grad_norm"][0])
     assert not v.ok and "hands the measurement to measure_depths" in v.message, v
 
 
@@ -493,3 +494,34 @@ def test_layer_grad_accepts_any_layer_and_names_layer_one_and_off_by_one():
     assert not first.ok and "layer 1 whatever" in first.message
     measure_depths_copy = checks.check_layer_grad.judge(lambda s, x, L, layer: depth_sweep(s, x, [L])["grad_norm"][0])
     assert not measure_depths_copy.ok
+
+
+@pytest.mark.parametrize("fn, expected", [
+    (lambda s, x, L, layer: signal_through_stack(s, x, depth=L)["grad_norm"][layer - 1].item(),
+     "hands the measurement to signal_through_stack"),
+    (lambda s, x, L, layer: depth_sweep(s, x, [L])["grad_norm"][0], "hands the measurement to depth_sweep"),
+    (lambda s, x, L, layer: _alias(s, x, [L])["grad_norm"][0], "hands the measurement to depth_sweep"),
+    (lambda s, x, L, layer: (attn_helpers.softmax_grad_norm(torch.zeros(3), torch.ones(3)),
+                             _grad_at_layer(s, x, L, layer))[1],
+     "hands the measurement to attn_helpers.softmax_grad_norm"),  # any other export is watched too
+])
+def test_layer_grad_refuses_every_attn_helpers_measurement_at_run_time(fn, expected):
+    v = checks.check_layer_grad.judge(fn)
+    assert not v.ok and expected in v.message, v
+
+
+def test_layer_grad_refuses_the_notebooks_own_loop_at_run_time(monkeypatch):
+    import __main__
+
+    monkeypatch.setattr(__main__, "measure_depths", measure_depths, raising=False)
+    v = checks.check_layer_grad.judge(lambda s, x, L, layer: measure_depths(s, x, s.wiring, [L])["grad_norm"][0])
+    assert not v.ok and "hands the measurement to measure_depths" in v.message, v
+
+
+def test_layer_grad_names_gradients_accumulated_by_backward():
+    def with_backward(stack, x, L, layer):
+        stack(x, depth=L).norm().backward()
+        return torch.sqrt(sum(p.grad.pow(2).sum() for p in stack.layers[layer - 1].parameters())).item()
+
+    v = checks.check_layer_grad.judge(with_backward)
+    assert not v.ok and "adds into p.grad on every call" in v.message and "times the expected" in v.message, v

@@ -328,6 +328,17 @@ def test_mha_class_names_a_split_without_transpose():
     assert not verdict.ok and "without the transpose" in verdict.message, verdict
 
 
+def test_mha_class_names_a_split_and_a_merge_both_without_transpose():
+    """Exercise 5.5's option (a) for the split and a reshape alone for the merge: the 5.6 checker's double mistake."""
+    source = MHA_BY_HAND.replace("reshape(B, N, H, hd).transpose(1, 2)", "view(B, H, N, hd)")
+    for key, value in {**RIGHT, "MERGE": "heads.reshape(B, N, d_model)"}.items():
+        source = source.replace(key, value)
+    namespace = {"nn": nn, "torch": torch}
+    exec(source, namespace)
+    verdict = checks.check_mha_class.judge(namespace["ByHand"])
+    assert not verdict.ok and "both without a transpose" in verdict.message, verdict
+
+
 @pytest.mark.parametrize("answer, words", [
     (3, "nn.Module subclass"), (nn.Linear(4, 4), "nn.Module subclass"), (nn.Linear, "no nn.Linear named q_proj"),
 ])

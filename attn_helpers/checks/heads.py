@@ -161,8 +161,8 @@ def _function_answer(answer: Any, example: str) -> Verdict | None:
 def _raised_hint(problem: BaseException, default: str) -> str:
     """The hint for a function that raised: ``view`` on a transposed tensor has its own, else ``default``."""
     if "view size is not compatible" in str(problem):
-        return ("after transpose(1, 2) the tensor is not contiguous, so view cannot merge its axes: use reshape "
-                "(or .contiguous().view), section 5.5.1.")
+        return ("view cannot walk this tensor's memory with fixed steps (here it was not contiguous, as after "
+                "the transpose of section 5.5.1): use reshape (or .contiguous().view).")
     return default
 
 
@@ -367,7 +367,8 @@ def check_split_line(answer: Any, options: Mapping[str, str], q: Tensor, num_hea
         return correct(f"({letter}) splits the features of each token into heads, then moves the heads before the tokens.")
     if isinstance(got, Exception):
         return wrong(f"({letter}) does not even run: {error_text(got)}",
-                     "view needs a contiguous tensor; after a transpose, reshape (or .contiguous()) works.")
+                     "for these sizes view cannot walk the transposed q with fixed steps (section 5.5.1); "
+                     "reshape (or .contiguous().view) can.")
     if isinstance(got, Tensor) and got.shape == expected.shape:
         b, h, n = (int(i) for i in (~torch.isclose(got, expected)).any(dim=-1).nonzero()[0])  # first wrong row
         d = chan // num_heads

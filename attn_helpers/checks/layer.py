@@ -437,6 +437,10 @@ _MHA_MISTAKES: tuple[tuple[str, dict[str, Any], str], ...] = (
     ("the heads were merged with reshape(B, N, d_model), without transposing them back first",
      {"merge_transpose": False},
      "merge with transpose(1, 2) (back to (B, N, H, head_dim)) and then reshape(B, N, d_model)."),
+    ("the heads were split with reshape(B, H, N, head_dim) and merged with reshape(B, N, d_model), both "
+     "without a transpose", {"split_transpose": False, "merge_transpose": False},
+     "the shapes fit, but each head gets whole tokens (section 5.5 of lesson 05): split with reshape(B, N, H, "
+     "head_dim) then transpose(1, 2), and merge with transpose(1, 2) then reshape(B, N, d_model)."),
     ("the softmax ran over the queries (dim=-2) instead of the keys", {"softmax_dim": -2},
      "each query's attention weights must sum to one: softmax(dim=-1)."),
     ("the output projection out_proj was left out", {"out_proj": False},

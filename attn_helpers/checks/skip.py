@@ -15,7 +15,7 @@ from ..attention import merge_heads
 from ..probes import SKIP_KINDS, AttentionStack, depth_sweep, signal_through_stack
 from ._core import Verdict, as_letter, as_number, checker, compare_tensors, correct, error_text, wrong
 from ._predict import as_choice, prediction_checker
-from .heads import run_options, run_watching
+from .heads import exported_code, run_options, run_watching
 
 __all__ = ["check_skip_through_v", "check_gradient_trend_prediction", "check_first_layer_grad", "check_layer_grad",
            "check_residual_line"]
@@ -39,6 +39,9 @@ def check_skip_through_v(answer: Any, v: Tensor, projected: Tensor) -> Verdict:
         "you left out the skip": (
             projected,
             "add the merged values v to projected."),
+        "you merged v with head_dim before heads, so the heads' features are interleaved": (
+            projected + v.permute(0, 2, 3, 1).reshape(B, N, chan),
+            "transpose(1, 2) to (B, N, H, head_dim) keeps each head's head_dim features together; then reshape."),
     }
     return compare_tensors(answer, expected, name="your output", likely_mistakes=mistakes,
                            success=f"{list(expected.shape)}: the projected heads plus the values, both chan={chan} wide.")
@@ -70,12 +73,7 @@ def check_gradient_trend_prediction(prediction: Any, first: Tensor, last: Tensor
                 f"(grows in {count['grows']}, stays in {count['stays']}, shrinks in {count['shrinks']})")
     if count[choice] == len(trends):
         return correct(f"{measured}.")
-    why = {"shrinks": "each layer's Jacobian is I + J (J = d projected_l / d x_l): the identity I passes the gradient "
-                      "on whole, so nothing forces it to shrink; shrinking is what happens without a skip.",
-           "stays": "each layer's Jacobian is I + J (J = d projected_l / d x_l), not I alone: the J terms add to "
-                    "the gradient, and over many layers those additions pile up.",
-           "grows": "look at the seeds that did not grow."}
-    return wrong(f"{measured}.", why[choice])
+    return wrong(f"{measured}.", "the counts are what these seeds did; the tables below show it depth by depth.")
 
 
 def _grad_norm(output: Tensor, params: list[Tensor]) -> float:
@@ -104,6 +102,29 @@ def _measuring_functions() -> dict[Any, str]:
     return watched
 
 
+def _watched_for_layer_grad(stack: AttentionStack, x: Tensor) -> dict[Any, str]:
+    """What exercise 6.3's function must not call: every function and method ``attn_helpers`` exports, except
+    what running the stack calls (``stack(x, depth=L)`` is how the exercise gets x_L), and 6.5.1's
+    ``measure_depths`` when the notebook has defined it."""
+    needed: set[Any] = set()
+
+    def record(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            needed.add(frame.f_code)
+
+    previous = sys.getprofile()
+    sys.setprofile(record)
+    try:
+        for wiring in SKIP_KINDS:
+            stack.wiring = wiring
+            with torch.no_grad():
+                stack(x, depth=1)
+    finally:
+        sys.setprofile(previous)
+    watched = {code: name for code, name in exported_code().items() if code not in needed}
+    return {**watched, **_measuring_functions()}
+
+
 @checker
 def check_layer_grad(answer: Any) -> Verdict:
     """Exercise: a function ``fn(stack, x, L, layer)`` returning the norm of the gradient of ``||x_L||`` with
@@ -116,16 +137,20 @@ def check_layer_grad(answer: Any) -> Verdict:
         torch.manual_seed(606)
         stack = AttentionStack(3, 8, 8, 2).double()
         x = torch.randn(2, 5, 8, dtype=torch.float64)  # (B, N, dim)
+    watched = _watched_for_layer_grad(stack, x)
     how = ("layer `layer` is stack.layers[layer - 1]: the gradient of x_L.norm() with respect to its parameters, "
            "then the square root of the sum of every entry squared.")
     for wiring in SKIP_KINDS:
-        stack.skip = wiring
+        stack.wiring = wiring
         for L, layer in ((3, 2), (3, 3), (3, 1), (2, 1), (1, 1)):
             what = f"wiring {wiring!r}, L={L}, layer={layer}"
             try:
-                got = answer(stack, x, L, layer)
+                got, borrowed = run_watching(answer, (stack, x, L, layer), watched)
             except Exception as problem:
                 return wrong(f"{what}: your function raised {error_text(problem)}", how)
+            if borrowed:
+                return wrong(f"your function hands the measurement to {borrowed[0]}, which is already written: the "
+                             "exercise asks you to write it.", how)
             value = as_number(got, f"{what}: your function's result",
                               hint="return one number: the square root of the sum of every gradient entry squared.")
             if isinstance(value, Verdict):
@@ -140,6 +165,11 @@ def check_layer_grad(answer: Any) -> Verdict:
             for i, cause in mistakes.items():
                 if i < L and i != layer - 1 and math.isclose(value, norms[i], rel_tol=1e-6):
                     return wrong(f"{what}: you gave {value:.6g}, the gradient at layer {i + 1}: {cause}.", how)
+            if any(p.grad is not None for p in stack.parameters()):
+                return wrong(f"{what}: you gave {value:.6g}, {value / norms[layer - 1]:.3g} times the expected "
+                             f"{norms[layer - 1]:.6g}: .backward() adds into p.grad on every call, so this call "
+                             "counted the earlier calls' gradients again.",
+                             "use torch.autograd.grad(x_L.norm(), params), which returns the gradient instead.")
             return wrong(f"{what}: you gave {value:.6g}, expected {norms[layer - 1]:.6g}.", how)
     return correct("right under all three wirings at every layer of L = 1, 2 and 3.")
 
@@ -161,8 +191,8 @@ def check_first_layer_grad(answer: Any) -> Verdict:
                      "list(stack.layers[0].parameters())); then the square root of the sum of every entry squared.")
     cases = _first_layer_grad_cases()
     for i, (stack, x, L) in enumerate(cases):
-        stack.skip = SKIP_KINDS[i // 2]
-        what = f"skip={stack.skip!r}, L={L}"
+        stack.wiring = SKIP_KINDS[i // 2]
+        what = f"wiring {stack.wiring!r}, L={L}"
         try:
             got, borrowed = run_watching(answer, (stack, x, L), watched)
         except Exception as problem:
