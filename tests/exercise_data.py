@@ -103,7 +103,7 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
     # 06 · Output projection and skip connection
     "06": {
         # "stays": the residual's I passes the gradient on, but the other term adds to it
-        "6.1": ('prediction = "stays"', "the J terms add to the gradient"),
+        "6.1": ('prediction = "stays"', "the tables below show it depth by depth"),
         "6.2": ("answer = projected_ex + v_ex.reshape(2, 5, 8)", "transpose(1, 2) first"),
         # always the first layer, whatever layer is asked for
         "6.3": ("answer = lambda stack, x, L, layer: torch.sqrt(sum(g.pow(2).sum() for g in torch.autograd.grad("
