@@ -208,7 +208,7 @@ class _Traceable(nn.Module):
         self._observers: list[Callable[[nn.Module, Intermediates], None]] = []
 
     def _set_sizes(self, dim: int, chan: int, num_heads: int, qk_scale: float | None) -> None:
-        """Check and store ``dim``, ``chan``, ``num_heads``, ``head_dim`` and ``scale`` (seed 000's sizes)."""
+        """Check and store ``dim``, ``chan``, ``num_heads``, ``head_dim`` and ``scale`` (walkthrough 000's sizes)."""
         self.dim = check_positive_int("dim", dim)
         self.chan = check_positive_int("chan", chan)
         self.num_heads = num_heads
@@ -229,7 +229,7 @@ def _batch_mask(mask: Tensor | None) -> Tensor | None:
 
 
 class Attention(_Traceable):
-    """Seed 000's attention block: fused QKV projection, heads, output projection, skip through V.
+    """Walkthrough 000's attention block: fused QKV projection, heads, output projection, skip through V.
 
     ``x (B, N, dim) -> (B, N, chan)``. One ``Linear(dim, 3 * chan)`` makes q, k and v; each is
     split into ``num_heads`` heads of ``head_dim = chan // num_heads``; the merged heads go through
@@ -288,7 +288,7 @@ class Attention(_Traceable):
 
 
 class AttentionHead(nn.Module):
-    """One head with its own query/key/value projections, seed 002's ``SimplisticHead`` done right
+    """One head with its own query/key/value projections, walkthrough 002's ``SimplisticHead`` done right
     (it uses its ``dim`` argument instead of a global): ``(B, N, dim) -> (B, N, head_dim)``."""
 
     def __init__(self, dim: int, head_dim: int, bias: bool = False, scale: float | None = None) -> None:
@@ -382,11 +382,11 @@ class ConcatHeadsAttention(_Traceable):
 
 
 class MultiHeadAttention(_Traceable):
-    """Seed 004's multi-head attention with separate Q, K, V and output projections.
+    """Walkthrough 004's multi-head attention with separate Q, K, V and output projections.
 
     ``forward(query (B, N_q, d_model), key (B, N_k, kdim), value (B, N_k, vdim)) -> (B, N_q, d_model)``.
     Self-attention passes the same tensor three times (or only ``query``). Each head scales by
-    ``head_dim ** -0.5`` (seed 004 divided by ``sqrt(d_model)``, a bug lesson 05 measures).
+    ``head_dim ** -0.5`` (walkthrough 004 divided by ``sqrt(d_model)``, a bug lesson 05 measures).
 
     Same parameters and numbers as ``torch.nn.MultiheadAttention(..., batch_first=True)``:
     see :meth:`from_torch` and :meth:`to_torch`. Masks use this package's convention

@@ -84,33 +84,34 @@ def softmax_statistics(scores: Tensor, upstream: Tensor | None = None) -> dict[s
 SKIP_KINDS = ("identity", "values", "none")
 
 
-def _check_skip(skip: object) -> str:
-    if skip not in SKIP_KINDS:
-        raise ValueError(f"skip must be one of {list(SKIP_KINDS)}, got {skip!r}")
-    return skip  # type: ignore[return-value]
+def _check_wiring(wiring: object) -> str:
+    if wiring not in SKIP_KINDS:
+        raise ValueError(f"wiring must be one of {list(SKIP_KINDS)}, got {wiring!r}")
+    return wiring  # type: ignore[return-value]
 
 
 class AttentionStack(nn.Module):
-    """``depth`` of seed 000's :class:`Attention` layers in a row, joined by a chosen skip connection.
+    """``depth`` of walkthrough 000's :class:`Attention` layers in a row, joined by a chosen wiring.
 
     ``x (B, N, dim) -> (B, N, chan)``: layer 0 maps ``dim -> chan``, the others ``chan -> chan``.
     With ``projected_l`` the output projection of layer ``l`` and ``v_l`` its merged values
     (both ``(B, N, chan)``), the next hidden state is
 
-    - ``skip="identity"``: ``x_{l+1} = x_l + projected_l``, the usual residual (needs ``dim == chan``);
-    - ``skip="values"``: ``x_{l+1} = projected_l + v_l``, seed 000's skip through V (what
+    - ``wiring="identity"``: ``x_{l+1} = x_l + projected_l``, the usual residual (needs ``dim == chan``);
+    - ``wiring="values"``: ``x_{l+1} = projected_l + v_l``, walkthrough 000's skip through V (what
       :class:`Attention` returns);
-    - ``skip="none"``: ``x_{l+1} = projected_l``.
+    - ``wiring="none"``: ``x_{l+1} = projected_l``.
 
-    ``skip`` is a plain attribute, so one set of weights can be compared under all three wirings.
+    ``wiring`` is a plain attribute, so one set of weights can be compared under all three wirings.
+    (*skip* alone names the tensor added, as in lesson 00's table, never the wiring.)
     """
 
-    def __init__(self, depth: int, dim: int, chan: int, num_heads: int = 1, skip: str = "identity") -> None:
+    def __init__(self, depth: int, dim: int, chan: int, num_heads: int = 1, wiring: str = "identity") -> None:
         super().__init__()
         check_positive_int("depth", depth)
         self.dim = check_positive_int("dim", dim)
         self.chan = check_positive_int("chan", chan)
-        self.skip = _check_skip(skip)
+        self.wiring = _check_wiring(wiring)
         self.layers = nn.ModuleList(
             Attention(dim if i == 0 else chan, chan, num_heads) for i in range(depth)
         )
@@ -125,24 +126,24 @@ class AttentionStack(nn.Module):
         With ``return_hidden`` also the list ``[x_0, x_1, ..., x_depth]`` of hidden states.
         """
         x = check_tensor("x", x, ndim=3)
-        skip = _check_skip(self.skip)
+        wiring = _check_wiring(self.wiring)
         depth = self.depth if depth is None else check_positive_int("depth", depth)
         if depth > self.depth:
             raise ValueError(f"depth={depth} is more than the stack's {self.depth} layers")
         if x.shape[-1] != self.dim:
             raise ValueError(f"x must have shape (B, N, dim={self.dim}), got {shape_of(x)} (last dimension {x.shape[-1]})")
-        if skip == "identity" and self.dim != self.chan:
+        if wiring == "identity" and self.dim != self.chan:
             raise ValueError(
-                f"skip='identity' adds x to the attention output, so x must be as wide as the output: "
+                f"wiring='identity' adds x to the attention output, so x must be as wide as the output: "
                 f"x has shape {shape_of(x)} (dim={self.dim}) but the output has chan={self.chan} features; "
-                f"use dim == chan, or skip='values' or skip='none'"
+                f"use dim == chan, or wiring='values' or wiring='none'"
             )
         hidden = [x]
         for layer in self.layers[:depth]:
             out, inter = layer(x, return_intermediates=True)  # each (B, N, chan)
-            if skip == "identity":
+            if wiring == "identity":
                 x = x + inter["projected"]  # (B, N, chan)
-            elif skip == "values":
+            elif wiring == "values":
                 x = out  # projected + merged v, (B, N, chan)
             else:
                 x = inter["projected"]  # (B, N, chan)
@@ -150,7 +151,7 @@ class AttentionStack(nn.Module):
         return (x, hidden) if return_hidden else x
 
     def extra_repr(self) -> str:
-        return f"skip={self.skip!r}"
+        return f"wiring={self.wiring!r}"
 
 
 def _size_and_token_std(hidden: Sequence[Tensor]) -> tuple[Tensor, Tensor]:

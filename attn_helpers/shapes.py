@@ -75,11 +75,12 @@ def shape_table(tensors: Mapping[str, Tensor], axes: Mapping[str, str]) -> str:
 
 
 @contextmanager
-def shape_trace(module: nn.Module, *, printer=print) -> Iterator[list[str]]:
+def shape_trace(module: nn.Module, *, printer=print, labels: Mapping[str, str] | None = None) -> Iterator[list[str]]:
     """Print the named shape of every intermediate of each forward pass of ``module``, in order.
 
     Works with the modules of :mod:`attn_helpers.attention` (anything with ``AXES`` and the
-    observer hook). Yields the list of printed lines, so a test or exercise can inspect them::
+    observer hook). ``labels`` maps an intermediate's name to the name printed for it (e.g. ``{"q": "q_heads"}``).
+    Yields the list of printed lines, so a test or exercise can inspect them::
 
         with shape_trace(layer):
             layer(x)
@@ -93,7 +94,9 @@ def shape_trace(module: nn.Module, *, printer=print) -> Iterator[list[str]]:
 
     def observer(mod: nn.Module, inter: Mapping[str, Tensor]) -> None:
         header = f"{type(mod).__name__} forward pass"
-        table = shape_table(inter, mod.AXES)
+        shown = labels or {}
+        table = shape_table({shown.get(n, n): t for n, t in inter.items()},
+                            {shown.get(n, n): axes for n, axes in mod.AXES.items()})
         for line in (header, *table.splitlines()):
             lines.append(line)
             printer(line)

@@ -85,8 +85,9 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
         # flattened without moving the heads axis back
         "5.3": ("answer = lambda heads: heads.reshape(heads.shape[0], heads.shape[2], -1)", "first transpose(1, 2)"),
         # head_dim from the input width: dim // num_heads = 49 // 8
-        "5.4": ('answer = {"head_dim": 6, "qkv_heads": [3, 13, 8, 100, 6], "scores": [13, 8, 100, 100]}',
-                "not the input width dim=49"),
+        "5.4": ('answer = lambda B, N, dim, chan, num_heads: {"head_dim": dim // num_heads, '
+                '"qkv_heads": [3, B, num_heads, N, dim // num_heads], "scores": [B, num_heads, N, N]}',
+                "not the input width dim"),
         "5.5": ('answer = "a"', "split the last axis first"),
         # walkthrough 004's bug: every head's scores divided by sqrt(chan), the full width
         "5.6": (
@@ -102,20 +103,21 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
     # 06 · Output projection and skip connection
     "06": {
         # "stays": the residual's I passes the gradient on, but the other term adds to it
-        "6.1": ('prediction = "stays"', "the J terms add to the gradient"),
+        "6.1": ('prediction = "stays"', "the tables below show it depth by depth"),
         "6.2": ("answer = projected_ex + v_ex.reshape(2, 5, 8)", "transpose(1, 2) first"),
-        # the sum of x_L as the loss instead of its norm
-        "6.3": ("answer = lambda stack, x, L: torch.sqrt(sum(g.pow(2).sum() for g in torch.autograd.grad("
-                "stack(x, depth=L).sum(), list(stack.layers[0].parameters())))).item()", "the loss is x_L.norm()"),
+        # always the first layer, whatever layer is asked for
+        "6.3": ("answer = lambda stack, x, L, layer: torch.sqrt(sum(g.pow(2).sum() for g in torch.autograd.grad("
+                "stack(x, depth=L).norm(), list(stack.layers[0].parameters())))).item()", "stack.layers[layer - 1]"),
         "6.4": ('answer = "a"', "both must have the same shape"),
     },
     # 07 · The complete layer
     "07": {
-        # the shape right after the reshape, before permute(2, 0, 3, 1, 4)
-        "7.1": ("answer = (B, N, 3, 8, chan // 8)", "permute(2, 0, 3, 1, 4)"),
-        # the four weight matrices without their biases
+        # the features read as (H, 3, head_dim) instead of (3, H, head_dim)
+        "7.1": ("answer = lambda part, b, h, n, e, chan, num_heads: (b, n, h * 3 * (chan // num_heads) "
+                "+ part * (chan // num_heads) + e)", "(3, H, head_dim)"),
+        # the four matrices without their biases
         "7.2": ("answer = lambda d_model, num_heads: 4 * d_model * d_model", "also has a bias"),
-        # dropout only zeroes weights, it does not rescale the rest
+        # dropout only zeroes attention weights, it does not rescale the rest
         "7.3": ('prediction = "unchanged"', "divides the rest by 1 - p"),
         # seed 004's bug: every head's scores scaled by 1/sqrt(d_model) instead of 1/sqrt(head_dim)
         "7.4": (

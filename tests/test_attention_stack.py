@@ -33,7 +33,7 @@ def _by_hand(stack: AttentionStack, x: torch.Tensor, skip: str, depth: int) -> l
 
 @pytest.mark.parametrize("skip", SKIP_KINDS)
 def test_each_wiring_is_the_formula(stack, x, skip):
-    stack.skip = skip
+    stack.wiring = skip
     out, hidden = stack(x, depth=4, return_hidden=True)
     expected = _by_hand(stack, x, skip, 4)
     assert len(hidden) == 5 and hidden[0] is x
@@ -43,17 +43,17 @@ def test_each_wiring_is_the_formula(stack, x, skip):
 
 
 def test_values_wiring_is_seed_000s_layer(stack, x):
-    stack.skip = "values"
+    stack.wiring = "values"
     torch.testing.assert_close(stack(x, depth=1), stack.layers[0](x))
 
 
 def test_a_width_changing_first_layer():
     torch.manual_seed(0)
-    stack = AttentionStack(3, 49, 64, num_heads=4, skip="values")
+    stack = AttentionStack(3, 49, 64, num_heads=4, wiring="values")
     assert isinstance(stack.layers[0], Attention) and stack.layers[0].dim == 49 and stack.layers[1].dim == 64
     assert stack(torch.randn(2, 7, 49)).shape == (2, 7, 64)
-    stack.skip = "identity"
-    with pytest.raises(ValueError, match=r"skip='identity'.*dim=49.*chan=64"):
+    stack.wiring = "identity"
+    with pytest.raises(ValueError, match=r"wiring='identity'.*dim=49.*chan=64"):
         stack(torch.randn(2, 7, 49))
 
 
@@ -61,7 +61,7 @@ def test_a_width_changing_first_layer():
     ("make", "pattern"),
     [
         (lambda: AttentionStack(0, 8, 8), "depth"),
-        (lambda: AttentionStack(2, 8, 8, skip="sideways"), "skip must be one of"),
+        (lambda: AttentionStack(2, 8, 8, wiring="sideways"), "wiring must be one of"),
         (lambda: AttentionStack(2, 8, 6, num_heads=4), "divisible"),
     ],
 )
@@ -71,19 +71,19 @@ def test_bad_construction_names_the_argument(make, pattern):
 
 
 def test_bad_calls_name_the_argument_and_the_shapes(stack, x):
-    stack.skip = "none"
+    stack.wiring = "none"
     with pytest.raises(ValueError, match="depth=7 is more than the stack's 6 layers"):
         stack(x, depth=7)
     with pytest.raises(ValueError, match=r"x must have shape \(B, N, dim=16\), got \[2, 5, 8\]"):
         stack(torch.randn(2, 5, 8, dtype=torch.float64))
-    stack.skip = "diagonal"
-    with pytest.raises(ValueError, match="skip must be one of"):
+    stack.wiring = "diagonal"
+    with pytest.raises(ValueError, match="wiring must be one of"):
         stack(x)
-    stack.skip = "none"
+    stack.wiring = "none"
 
 
 def test_signal_through_stack_measures_rms_token_std_and_every_layers_gradient(stack, x):
-    stack.skip = "identity"
+    stack.wiring = "identity"
     result = signal_through_stack(stack, x, depth=3)
     assert set(result) == {"rms", "token_std", "grad_norm"}
     assert result["rms"].shape == (4,) and result["token_std"].shape == (4,) and result["grad_norm"].shape == (3,)
@@ -104,16 +104,16 @@ def test_signal_through_stack_leaves_no_gradients_behind(stack, x):
 
 
 def test_token_std_below_rounding_noise_is_reported_as_zero(stack, x):
-    stack.skip = "none"
+    stack.wiring = "none"
     result = signal_through_stack(stack, x)
     assert result["token_std"][-1] == 0.0  # without a skip the tokens become one vector
-    stack.skip = "identity"
+    stack.wiring = "identity"
     assert signal_through_stack(stack, x)["token_std"][-1] > 0.1
 
 
 def test_depth_sweep_agrees_with_signal_through_stack_at_every_depth(stack, x):
     for skip in SKIP_KINDS:
-        stack.skip = skip
+        stack.wiring = skip
         sweep = depth_sweep(stack, x, [1, 3, 6])
         for i, depth in enumerate((1, 3, 6)):
             single = signal_through_stack(stack, x, depth=depth)
@@ -123,9 +123,9 @@ def test_depth_sweep_agrees_with_signal_through_stack_at_every_depth(stack, x):
 
 
 def test_the_skip_keeps_the_gradient_at_the_first_layer_and_no_skip_loses_it(stack, x):
-    stack.skip = "identity"
+    stack.wiring = "identity"
     kept = depth_sweep(stack, x, [1, 6])["grad_norm"]
-    stack.skip = "none"
+    stack.wiring = "none"
     lost = depth_sweep(stack, x, [1, 6])["grad_norm"]
     assert kept[1] > 0.5 * kept[0]
     assert lost[1] < 0.01 * lost[0]
@@ -147,3 +147,12 @@ def test_measurements_restore_the_thread_count(stack, x):
     signal_through_stack(stack, x, depth=2)
     depth_sweep(stack, x, [1, 2])
     assert torch.get_num_threads() == before
+
+
+def test_the_wiring_is_a_parameter_and_an_attribute_named_wiring():
+    stack = AttentionStack(2, 8, 8, 2, wiring="values")
+    assert stack.wiring == "values" and "wiring='values'" in repr(stack)
+    stack.wiring = "none"
+    assert "wiring='none'" in repr(stack)
+    with pytest.raises(TypeError):
+        AttentionStack(2, 8, 8, 2, skip="values")  # skip names the tensor added, never the wiring

@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 
 import pytest
+import attn_helpers
 import torch
 import torch.nn.functional as F
 
-from attn_helpers import Attention, depth_sweep, merge_heads, scaled_dot_product_attention, split_heads
+from attn_helpers import Attention, depth_sweep, merge_heads, scaled_dot_product_attention, signal_through_stack, split_heads
 from attn_helpers import checks
 
 torch.manual_seed(0)
@@ -54,6 +55,7 @@ def test_split_heads_accepts_a_function_of_the_learners_own():
     (lambda x, h: x.reshape(x.shape[0], h, x.shape[1], -1), "straight to (B, H, N, head_dim)"),
     (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1), "did not move the heads axis"),
     (lambda x, h: x.reshape(x.shape[0], x.shape[1], -1, h).permute(0, 3, 1, 2), "(head_dim, H)"),
+    (lambda x, h: x.transpose(1, 2).reshape(x.shape[0], h, x.shape[1], -1), "transposed first, then reshaped"),
 ])
 def test_split_heads_names_each_typical_mistake_on_its_own_inputs(fn, cause):
     result = verdict(checks.check_split_heads, fn)
@@ -120,37 +122,47 @@ def test_the_call_watch_is_removed_after_a_check_even_when_the_function_raises()
     assert sys.getprofile() is before
 
 
-@pytest.fixture(scope="module")
-def layer_and_x():
-    torch.manual_seed(1)
-    return Attention(dim=10, chan=12, num_heads=3), torch.randn(2, 5, 10)
+def _head_shapes(B, N, dim, chan, num_heads):
+    head_dim = chan // num_heads
+    return {"head_dim": head_dim, "qkv_heads": [3, B, num_heads, N, head_dim], "scores": (B, num_heads, N, N)}
 
 
-def test_head_shapes_accepts_the_right_dict(layer_and_x):
-    layer, x = layer_and_x
-    right = {"head_dim": 4, "qkv_heads": [3, 2, 3, 5, 4], "scores": (2, 3, 5, 5)}
-    assert verdict(checks.check_head_shapes, right, layer, x).ok
+def test_head_shapes_accepts_a_function_of_the_sizes():
+    verdict_ = verdict(checks.check_head_shapes, _head_shapes)
+    assert verdict_.ok and "never printed" in verdict_.message, verdict_
+
+
+def _changed(**parts):
+    return lambda B, N, dim, chan, H: {**_head_shapes(B, N, dim, chan, H), **{k: f(B, N, dim, chan, H) for k, f in parts.items()}}
 
 
 @pytest.mark.parametrize(
     ("answer", "expected"),
     [
-        ({"head_dim": 3, "qkv_heads": [3, 2, 3, 5, 3], "scores": [2, 3, 5, 5]}, "not the input width dim=10"),
-        ({"head_dim": 4, "qkv_heads": [2, 5, 3, 3, 4], "scores": [2, 3, 5, 5]}, "permute(2, 0, 3, 1, 4)"),
-        ({"head_dim": 4, "qkv_heads": [3, 2, 3, 5, 4], "scores": [2, 5, 5]}, "(B, H, N, N)"),
-        ({"head_dim": 4, "qkv_heads": [3, 2, 3, 5, 4], "scores": [2, 3, 5, 4]}, "contracts head_dim away"),
-        ({"head_dim": 6, "qkv_heads": [3, 2, 3, 5, 4], "scores": [2, 3, 5, 5]}, "3 heads of 6 features make 18"),
-        ({"head_dim": 4, "qkv_heads": [3, 2, 2, 5, 6], "scores": [2, 3, 5, 5]}, "has 2 heads; this layer has num_heads = 3"),
-        ({"head_dim": 4, "qkv_heads": [3, 2, 3, 5, 4], "scores": [2, 4, 5, 5]}, "has 4 heads; this layer has num_heads = 3"),
-        ({"head_dim": 4, "qkv_heads": "3x2x3x5x4", "scores": [2, 3, 5, 5]}, "one number per axis"),
-        ({"head_dim": 4.0, "qkv_heads": [3, 2, 3, 5, 4], "scores": [2, 3, 5, 5]}, "chan // num_heads"),
-        ([4, [3, 2, 3, 5, 4], [2, 3, 5, 5]], "fill in the dict"),
+        (_changed(head_dim=lambda B, N, dim, chan, H: dim // H), "not the input width dim"),
+        (_changed(qkv_heads=lambda B, N, dim, chan, H: [B, N, 3, H, chan // H]), "permute(2, 0, 3, 1, 4)"),
+        (_changed(scores=lambda B, N, dim, chan, H: [B, N, N]), "(B, H, N, N)"),
+        (_changed(scores=lambda B, N, dim, chan, H: [B, H, N, chan // H]), "contracts head_dim away"),
+        (_changed(head_dim=lambda B, N, dim, chan, H: chan), "heads of 24 features make 72"),
+        (_changed(qkv_heads=lambda B, N, dim, chan, H: "3x2"), "one number per axis"),
+        (_changed(head_dim=lambda B, N, dim, chan, H: 8.0), "chan // num_heads"),
+        (lambda *sizes: {"head_dim": 12, "qkv_heads": [3, 13, 8, 100, 12], "scores": [13, 8, 100, 100]}, "not right"),
+        (lambda *sizes: [4, [3, 2, 3, 5, 4]], "not a dict"),
+        ({"head_dim": 12, "qkv_heads": [3, 13, 8, 100, 12], "scores": [13, 8, 100, 100]}, "should be a function"),
     ],
 )
-def test_head_shapes_explains_each_mistake(layer_and_x, answer, expected):
-    layer, x = layer_and_x
-    v = verdict(checks.check_head_shapes, answer, layer, x)
-    assert not v.ok and expected in f"{v.message} {v.hint}"
+def test_head_shapes_explains_each_mistake(answer, expected):
+    v = verdict(checks.check_head_shapes, answer)
+    assert not v.ok and expected in f"{v.message} {v.hint}", v
+
+
+def test_head_shapes_refuses_a_function_that_runs_a_layer():
+    def run_it(B, N, dim, chan, H):
+        inter = Attention(dim, chan, H)(torch.zeros(B, N, dim), return_intermediates=True)[1]
+        return {"head_dim": chan // H, "qkv_heads": list(inter["qkv_heads"].shape), "scores": list(inter["scores"].shape)}
+
+    v = verdict(checks.check_head_shapes, run_it)
+    assert not v.ok and "Attention" in v.message, v
 
 
 def test_split_line_runs_every_option_and_explains_the_wrong_ones():
@@ -246,6 +258,9 @@ def test_multi_head_function_accepts_a_loop_and_functions_built_on_an_sdpa():
      "without the transpose", "whole tokens"),
     (lambda q, k, v, h: _multi_head(q, k, v, h, merge=lambda t: t.reshape(t.shape[0], t.shape[2], -1)),
      "reshape alone", "transpose(1, 2) first"),
+    (lambda q, k, v, h: _multi_head(q, k, v, h, split=lambda t, h: t.reshape(t.shape[0], h, t.shape[1], -1),
+                                    merge=lambda t: t.reshape(t.shape[0], t.shape[2], -1)),
+     "both without a transpose", "whole tokens"),
 ])
 def test_multi_head_function_names_each_typical_mistake(fn, cause, hint):
     result = verdict(checks.check_multi_head_function, fn)
@@ -316,6 +331,7 @@ def test_skip_through_v_accepts_the_layers_own_output(seed_layer_parts):
         (lambda i: i["projected"] + i["v"].reshape(2, 5, 8), "without moving its heads axis"),
         (lambda i: merge_heads(i["v"]), "left out the attention output"),
         (lambda i: i["projected"], "left out the skip"),
+        (lambda i: i["projected"] + i["v"].permute(0, 2, 3, 1).reshape(2, 5, 8), "interleaved"),
         (lambda i: i["projected"] + merge_heads(i["v"]) + 1.0, "different values"),
     ],
 )
@@ -330,8 +346,8 @@ def test_skip_through_v_names_the_mistake(seed_layer_parts, build, expected):
     [
         ("grows", True, "grows in 3, stays in 0, shrinks in 0"),
         (" Grows ", True, "at L = 1 to"),
-        ("stays", False, "the J terms add to the gradient"),
-        ("shrinks", False, "shrinking is what happens without a skip"),
+        ("stays", False, "the tables below show it depth by depth"),
+        ("shrinks", False, "grows in 3, stays in 0, shrinks in 0"),
         ("bigger", False, "one of 'shrinks', 'stays', 'grows'"),
     ],
 )
@@ -365,8 +381,11 @@ def _grad_of(loss, params_of):
     return fn
 
 
-def measure_depths(stack, x, skip, depths):  # stands in for the loop lesson 06 writes out; only its name is read
-    raise AssertionError("the checker must refuse a function that calls measure_depths before running it")
+def measure_depths(stack, x, skip, depths):  # stands in for the loop lesson 06 writes out in the notebook
+    return depth_sweep(stack, x, depths)
+
+
+_alias = depth_sweep  # ds = depth_sweep; ds(...): a text search for "depth_sweep(" would miss it
 
 
 def test_first_layer_grad_accepts_a_right_function_returning_a_float_or_a_tensor():
@@ -388,8 +407,8 @@ def test_first_layer_grad_accepts_a_right_function_returning_a_float_or_a_tensor
         (_with_backward, "adds into p.grad on every call"),
         (lambda s, x, L: _grad_at_layer_1(s, x, L) ** 2, "without the square root"),
         (lambda s, x, L: depth_sweep(s, x, [L])["grad_norm"][0], "hands the measurement to depth_sweep"),
-        (lambda s, x, L: measure_depths(s, x, s.skip, [L])["grad_norm"][0], "hands the measurement to measure_depths"),
-        (depth_sweep, "hands the measurement to depth_sweep"),
+        (lambda s, x, L: _alias (s, x, [L])["grad_norm"][0], "hands the measurement to depth_sweep"),
+        (depth_sweep, "your answer is depth_sweep"),
         (lambda s, x, L: 1.0, "the gradient at layer 1 is"),
         (lambda s, x, L: [1.0, 2.0], "should be a number"),
         (lambda s, x, L: s(x, depth=L, nonsense=True), "raised TypeError"),
@@ -399,6 +418,14 @@ def test_first_layer_grad_accepts_a_right_function_returning_a_float_or_a_tensor
 def test_first_layer_grad_names_the_mistake(fn, expected):
     v = verdict(checks.check_first_layer_grad, fn)
     assert not v.ok and expected in v.message + v.hint
+
+
+def test_first_layer_grad_refuses_the_notebooks_own_loop_at_run_time(monkeypatch):
+    import __main__
+
+    monkeypatch.setattr(__main__, "measure_depths", measure_depths, raising=False)
+    v = verdict(checks.check_first_layer_grad, lambda s, x, L: measure_depths(s, x, s.wiring, [L])["grad_norm"][0])
+    assert not v.ok and "hands the measurement to measure_depths" in v.message, v
 
 
 def test_first_layer_grad_leaves_the_global_rng_untouched():
@@ -428,3 +455,73 @@ def test_unanswered_checkers_say_not_attempted(capsys):
     checks.check_heads_prediction(None, X, X, 3)
     printed = capsys.readouterr().out
     assert printed.count("Not attempted yet") == 4
+
+
+# ------------------------------------------------------------- run-time refusals found by a reader (round 2)
+
+
+def _native(q, k, v, num_heads, aten=False):
+    chan = q.shape[-1]
+    eye, zeros = torch.eye(chan), torch.zeros(chan)
+    op = torch.ops.aten._native_multi_head_attention if aten else torch._native_multi_head_attention
+    return op(q, k, v, chan, num_heads, torch.cat([eye, eye, eye]), torch.zeros(3 * chan), eye, zeros, None, False)[0]
+
+
+@pytest.mark.parametrize("aten", [False, True])
+def test_multi_head_function_refuses_torchs_fused_multi_head_op(aten):
+    result = checks.check_multi_head_function.judge(lambda q, k, v, h: _native(q, k, v, h, aten))
+    assert not result.ok and "_native_multi_head_attention" in result.message
+
+
+def test_multi_head_function_refuses_attn_helpers_attention_functions():
+    def grouped(q, k, v, num_heads):
+        B, N, chan = q.shape
+        split = [t.reshape(B, N, num_heads, chan // num_heads).transpose(1, 2) for t in (q, k, v)]
+        return attn_helpers.tiled_attention(*split).transpose(1, 2).reshape(B, N, chan)
+    result = checks.check_multi_head_function.judge(grouped)
+    assert not result.ok and "tiled_attention" in result.message
+
+
+def _grad_at_layer(stack, x, L, layer):
+    x_L = stack(x, depth=L)  # (B, N, chan)
+    grads = torch.autograd.grad(x_L.norm(), list(stack.layers[layer - 1].parameters()))
+    return torch.sqrt(sum(g.pow(2).sum() for g in grads)).item()
+
+
+def test_layer_grad_accepts_any_layer_and_names_layer_one_and_off_by_one():
+    assert checks.check_layer_grad.judge(_grad_at_layer).ok
+    first = checks.check_layer_grad.judge(lambda s, x, L, layer: _grad_at_layer(s, x, L, 1))
+    assert not first.ok and "layer 1 whatever" in first.message
+    measure_depths_copy = checks.check_layer_grad.judge(lambda s, x, L, layer: depth_sweep(s, x, [L])["grad_norm"][0])
+    assert not measure_depths_copy.ok
+
+
+@pytest.mark.parametrize("fn, expected", [
+    (lambda s, x, L, layer: signal_through_stack(s, x, depth=L)["grad_norm"][layer - 1].item(),
+     "hands the measurement to signal_through_stack"),
+    (lambda s, x, L, layer: depth_sweep(s, x, [L])["grad_norm"][0], "hands the measurement to depth_sweep"),
+    (lambda s, x, L, layer: _alias(s, x, [L])["grad_norm"][0], "hands the measurement to depth_sweep"),
+    (lambda s, x, L, layer: (attn_helpers.softmax_grad_norm(torch.zeros(3), torch.ones(3)),
+                             _grad_at_layer(s, x, L, layer))[1],
+     "hands the measurement to attn_helpers.softmax_grad_norm"),  # any other export is watched too
+])
+def test_layer_grad_refuses_every_attn_helpers_measurement_at_run_time(fn, expected):
+    v = checks.check_layer_grad.judge(fn)
+    assert not v.ok and expected in v.message, v
+
+
+def test_layer_grad_refuses_the_notebooks_own_loop_at_run_time(monkeypatch):
+    import __main__
+
+    monkeypatch.setattr(__main__, "measure_depths", measure_depths, raising=False)
+    v = checks.check_layer_grad.judge(lambda s, x, L, layer: measure_depths(s, x, s.wiring, [L])["grad_norm"][0])
+    assert not v.ok and "hands the measurement to measure_depths" in v.message, v
+
+
+def test_layer_grad_names_gradients_accumulated_by_backward():
+    def with_backward(stack, x, L, layer):
+        stack(x, depth=L).norm().backward()
+        return torch.sqrt(sum(p.grad.pow(2).sum() for p in stack.layers[layer - 1].parameters())).item()
+
+    v = checks.check_layer_grad.judge(with_backward)
+    assert not v.ok and "adds into p.grad on every call" in v.message and "times the expected" in v.message, v

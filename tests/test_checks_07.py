@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import attn_helpers
 import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
@@ -13,7 +14,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from attn_helpers import checks
 from attn_helpers.attention import Attention, MultiHeadAttention
 from attn_helpers.measure import attention_flops, attention_parameters
-from attn_helpers.checks.layer import SUSPECT_LAYER, SuspectLine, numbered_listing
+from attn_helpers.checks.layer import SUSPECT_LAYER, SuspectLine, _judge_suspect_lines, _review_key, numbered_listing
 
 MATMUL_STEPS = ("qkv projection", "scores (q @ k^T)", "weights @ v", "output projection")
 
@@ -86,37 +87,42 @@ def test_attention_parameters_rejects_bad_arguments():
 # ------------------------------------------------------------------------------ check_traced_shape
 
 
-def _layer_and_x(num_heads=8):
-    torch.manual_seed(0)
-    return Attention(49, 64, num_heads), torch.randn(13, 100, 49)
+def _qkv_heads_shape(B, N, dim, chan, num_heads):
+    return (3, B, num_heads, N, chan // num_heads)
 
 
-def test_traced_shape_accepts_the_right_shape_in_any_sequence_type():
-    layer, x = _layer_and_x()
-    for answer in ((3, 13, 8, 100, 8), [3, 13, 8, 100, 8], torch.Size([3, 13, 8, 100, 8])):
-        assert checks.check_traced_shape.judge(answer, layer, x, "qkv_heads").ok
+def test_traced_shape_accepts_a_function_of_the_sizes_returning_any_sequence_type():
+    for fn in (_qkv_heads_shape, lambda *s: list(_qkv_heads_shape(*s)), lambda *s: torch.Size(_qkv_heads_shape(*s))):
+        verdict = checks.check_traced_shape.judge(fn, "qkv_heads")
+        assert verdict.ok and "never printed" in verdict.message, verdict
 
 
 @pytest.mark.parametrize("answer, words", [
-    ((13, 100, 3, 8, 8), "before the permute"),
-    ((13, 8, 100, 8), "q (or k, or v) alone"),
-    ((3, 13, 8, 100, 16), "head_dim"),
-    ((3, 13, 100, 8, 8), "wrong order"),
-    ((3, 13, 4, 100, 16), "a layer with 4 heads"),  # copied from the 4-head trace printed in 7.2
-    ((1, 2, 3), "is not the shape"),
-    ("3, 13", "tuple of ints"),
-    ((3.5, 13, 8, 100, 8), "whole numbers"),
+    (lambda B, N, dim, chan, H: (B, N, 3, H, chan // H), "before the permute"),
+    (lambda B, N, dim, chan, H: (B, H, N, chan // H), "q (or k, or v) alone"),
+    (lambda B, N, dim, chan, H: (3, B, H, N, dim // H), "head_dim"),
+    (lambda B, N, dim, chan, H: (3, B, N, H, chan // H), "wrong order"),
+    (lambda B, N, dim, chan, H: (3, 13, 8, 100, 8), "is not the shape"),  # the printed example's numbers
+    (lambda B, N, dim, chan, H: "3, 13", "tuple of ints"),
+    ((3, 13, 8, 100, 8), "should be a function"),
 ])
 def test_traced_shape_names_the_typical_mistakes(answer, words):
-    layer, x = _layer_and_x()
-    verdict = checks.check_traced_shape.judge(answer, layer, x, "qkv_heads")
-    assert not verdict.ok and words in verdict.message + verdict.hint
+    verdict = checks.check_traced_shape.judge(answer, "qkv_heads")
+    assert not verdict.ok and words in verdict.message + verdict.hint, verdict
+
+
+def test_traced_shape_refuses_a_function_that_runs_a_layer():
+    def run_it(B, N, dim, chan, H):
+        return tuple(Attention(dim, chan, H)(torch.zeros(B, N, dim), return_intermediates=True)[1]["qkv_heads"].shape)
+
+    verdict = checks.check_traced_shape.judge(run_it, "qkv_heads")
+    assert not verdict.ok and "Attention" in verdict.message, verdict
 
 
 def test_traced_shape_works_for_other_intermediates():
-    layer, x = _layer_and_x(num_heads=4)
-    assert checks.check_traced_shape.judge([13, 4, 100, 100], layer, x, "scores").ok
-    assert not checks.check_traced_shape.judge([13, 100, 100], layer, x, "scores").ok
+    assert checks.check_traced_shape.judge(lambda B, N, dim, chan, H: (B, H, N, N), "scores").ok
+    assert not checks.check_traced_shape.judge(lambda B, N, dim, chan, H: (B, N, N), "scores").ok
+
 
 
 # ----------------------------------------------------------------------- check_mha_parameter_count
@@ -167,7 +173,7 @@ def test_parameter_count_refuses_a_function_that_counts_a_layer_instead_of_a_for
     (1 / math.sqrt(40), True, "1/sqrt(40)"),
     (40 ** -0.5, True, "head_dim"),
     (torch.tensor(40 ** -0.5), True, "head_dim"),
-    (1 / math.sqrt(200), False, "seed 004"),
+    (1 / math.sqrt(200), False, "walkthrough 004"),
     (math.sqrt(40), False, "multiplies instead of divides"),
     (1 / 40, False, "square root is missing"),
     (0.5, False, "not this layer's scale"),
@@ -181,30 +187,38 @@ def test_head_scale_verdicts(answer, ok, words):
 # ---------------------------------------------------------------------------- check_suspect_lines
 
 
-BUGGY = {i for i, line in enumerate(SUSPECT_LAYER, start=1) if line.bug}
+BUGGY = {2, 5, 13}
 
 
-def test_the_suspect_listing_has_three_buggy_lines_and_is_numbered_from_one():
-    assert BUGGY == {2, 5, 13}
+def test_the_suspect_listing_is_numbered_from_one_and_does_not_carry_the_answer():
+    assert all(set(vars(line)) == {"code"} for line in SUSPECT_LAYER)
     lines = numbered_listing().splitlines()
     assert len(lines) == len(SUSPECT_LAYER) and lines[0].startswith(" 1  class SuspectAttention")
 
 
 def test_suspect_lines_accepts_the_right_set_and_explains_every_bug():
-    verdict = checks.check_suspect_lines.judge({2, 5, 13}, SUSPECT_LAYER)
+    verdict = checks.check_suspect_lines.judge({2, 5, 13})
     assert verdict.ok
     assert all(f"line {i}:" in verdict.message for i in BUGGY)
-    assert checks.check_suspect_lines.judge([13, 5, 2], SUSPECT_LAYER).ok
+    assert checks.check_suspect_lines.judge([13, 5, 2]).ok
 
 
-def test_suspect_lines_explains_a_correct_line_that_was_flagged():
-    verdict = checks.check_suspect_lines.judge({2, 5, 13, 15}, SUSPECT_LAYER)
-    assert not verdict.ok and "line 15 is fine" in verdict.message and "skip goes through v" in verdict.message
-    assert "remove the lines that are fine" in verdict.hint
+def test_suspect_lines_counts_flagged_correct_lines_without_naming_them():
+    verdict = checks.check_suspect_lines.judge({2, 5, 13, 15})
+    assert not verdict.ok and "1 of the lines you picked is fine" in verdict.message
+    assert "15" not in verdict.message + verdict.hint
+
+
+def test_suspect_lines_flagging_every_line_gives_nothing_away():
+    everything = set(range(1, len(SUSPECT_LAYER) + 1))
+    verdict = checks.check_suspect_lines.judge(everything)
+    text = verdict.message + verdict.hint
+    assert not verdict.ok and "Pick fewer" in text
+    assert all(f"line {n}" not in text for n in everything)
 
 
 def test_suspect_lines_hints_at_missed_bugs_without_giving_the_numbers():
-    verdict = checks.check_suspect_lines.judge({2}, SUSPECT_LAYER)
+    verdict = checks.check_suspect_lines.judge({2})
     assert not verdict.ok and "1 of the 3" in verdict.message
     assert "qk_scale=0.0" in verdict.hint and "sum to one" in verdict.hint
     assert "13" not in verdict.hint and "5" not in verdict.hint
@@ -214,14 +228,15 @@ def test_suspect_lines_hints_at_missed_bugs_without_giving_the_numbers():
                                            ("2, 5, 13", "set of line numbers"), ({2.5, 5, 13}, "set of line numbers"),
                                            (True, "set of line numbers")])
 def test_suspect_lines_rejects_unusable_answers(answer, words):
-    verdict = checks.check_suspect_lines.judge(answer, SUSPECT_LAYER)
+    verdict = checks.check_suspect_lines.judge(answer)
     assert not verdict.ok and words in verdict.message
 
 
 def test_suspect_lines_reads_the_bugs_from_the_listing_it_is_given():
-    listing = (SuspectLine("x = 1"), SuspectLine("y = x / 0", bug="division by zero", hint="look at the divisor"))
-    assert checks.check_suspect_lines.judge({2}, listing).ok
-    assert "look at the divisor" in checks.check_suspect_lines.judge(set(), listing).hint
+    listing = (SuspectLine("x = 1"), SuspectLine("y = x / 0"))
+    review = {_review_key(2, "y = x / 0"): [True, "division by zero", "look at the divisor"]}
+    assert _judge_suspect_lines({2}, listing, review).ok
+    assert "look at the divisor" in _judge_suspect_lines(set(), listing, review).hint
 
 
 def _suspect_class(replacements: dict[int, str] | None = None):
@@ -313,6 +328,17 @@ def test_mha_class_names_a_split_without_transpose():
     assert not verdict.ok and "without the transpose" in verdict.message, verdict
 
 
+def test_mha_class_names_a_split_and_a_merge_both_without_transpose():
+    """Exercise 5.5's option (a) for the split and a reshape alone for the merge: the 5.6 checker's double mistake."""
+    source = MHA_BY_HAND.replace("reshape(B, N, H, hd).transpose(1, 2)", "view(B, H, N, hd)")
+    for key, value in {**RIGHT, "MERGE": "heads.reshape(B, N, d_model)"}.items():
+        source = source.replace(key, value)
+    namespace = {"nn": nn, "torch": torch}
+    exec(source, namespace)
+    verdict = checks.check_mha_class.judge(namespace["ByHand"])
+    assert not verdict.ok and "both without a transpose" in verdict.message, verdict
+
+
 @pytest.mark.parametrize("answer, words", [
     (3, "nn.Module subclass"), (nn.Linear(4, 4), "nn.Module subclass"), (nn.Linear, "no nn.Linear named q_proj"),
 ])
@@ -395,3 +421,67 @@ def test_dropout_prediction_without_dropout_is_unchanged():
 def test_dropout_prediction_none_points_at_the_prediction_cell(capsys):
     checks.check_dropout_prediction(None, *_dropout_weights(), 0.1)
     assert "write your prediction in the cell above" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------- run-time refusals found by a reader (round 2)
+
+
+def _class_with_step(step):
+    class Mine(nn.Module):
+        def __init__(self, d_model, num_heads):
+            super().__init__()
+            self.h = num_heads
+            self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(d_model, d_model) for _ in range(4))
+
+        def forward(self, x):
+            B, N, d = x.shape
+
+            def split(t):  # (B, N, d) -> (B, H, N, d // H)
+                return t.reshape(B, N, self.h, d // self.h).transpose(1, 2)
+
+            heads = step(split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x)))  # (B, H, N, hd)
+            return self.out_proj(heads.transpose(1, 2).reshape(B, N, d))
+    return Mine
+
+
+@pytest.mark.parametrize("step, name", [
+    (lambda q, k, v: attn_helpers.tiled_attention(q, k, v), "tiled_attention"),
+    (lambda q, k, v: attn_helpers.scaled_dot_product_attention(q, k, v), "scaled_dot_product_attention"),
+    (lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v), "scaled_dot_product_attention"),
+    (lambda q, k, v: torch.ops.aten._scaled_dot_product_attention_math(q, k, v)[0], "attention_math"),
+    (lambda q, k, v: torch.ops.aten._scaled_dot_product_attention_math.default(q, k, v)[0], "attention_math"),
+])
+def test_mha_class_refuses_every_library_attention_step(step, name):
+    verdict = checks.check_mha_class.judge(_class_with_step(step))
+    assert not verdict.ok and name in verdict.message
+
+
+def test_mha_class_accepts_its_own_attention_step():
+    own = _class_with_step(lambda q, k, v: torch.softmax(q @ k.mT * q.shape[-1] ** -0.5, dim=-1) @ v)
+    assert checks.check_mha_class.judge(own).ok
+
+
+def test_parameter_count_refuses_the_counting_helpers():
+    from attn_helpers.measure import attention_parameters
+
+    layer = attn_helpers.MultiHeadAttention(200, 5)
+    verdict = checks.check_mha_parameter_count.judge(lambda d, h: sum(attention_parameters(d, d, qkv_bias=True).values()),
+                                                     layer)
+    assert not verdict.ok and "attention_parameters" in verdict.message
+    assert checks.check_mha_parameter_count.judge(lambda d, h: 4 * d * d + 4 * d, layer).ok
+
+
+def test_qkv_entry_accepts_the_layout_and_names_the_typical_mistakes():
+    assert checks.check_qkv_entry.judge(lambda p, b, h, n, e, c, H: (b, n, p * c + h * (c // H) + e)).ok
+    per_head = checks.check_qkv_entry.judge(lambda p, b, h, n, e, c, H: (b, n, h * 3 * (c // H) + p * (c // H) + e))
+    assert not per_head.ok and "(3, H, head_dim)" in per_head.hint
+    swapped = checks.check_qkv_entry.judge(lambda p, b, h, n, e, c, H: (n, b, p * c + h * (c // H) + e))
+    assert not swapped.ok and "batch index comes first" in swapped.hint
+
+
+def test_qkv_entry_refuses_running_a_layer():
+    def run_it(p, b, h, n, e, c, H):
+        attn_helpers.Attention(c, c, H)
+        return (b, n, p * c + h * (c // H) + e)
+    verdict = checks.check_qkv_entry.judge(run_it)
+    assert not verdict.ok and "Attention" in verdict.message

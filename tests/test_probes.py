@@ -81,7 +81,7 @@ def _seeded_stack(seed, depth=32, chan=64, num_heads=4):
 @pytest.mark.parametrize("seed", [0, 4])
 def test_depth_sweep_equals_the_loop_lesson_06_writes_out(skip, seed):
     stack, x = _seeded_stack(seed)
-    stack.skip = skip
+    stack.wiring = skip
     depths = [1, 2, 4, 8, 16, 32]
     ours, helper = _lesson_loop(stack, x, skip, depths), depth_sweep(stack, x, depths)
     for key in ours:
@@ -114,7 +114,7 @@ def test_lesson_06_directions_hold_in_every_seed_and_the_numbers_do_not():
         stack, x = _seeded_stack(seed)
         result = {}
         for skip in SKIP_KINDS:
-            stack.skip = skip
+            stack.wiring = skip
             result[skip] = depth_sweep(stack, x, depths)
         identity, values, none = result["identity"], result["values"], result["none"]
         assert (identity["token_std"] >= 0.9).all()
@@ -128,7 +128,7 @@ def test_lesson_06_directions_hold_in_every_seed_and_the_numbers_do_not():
         with torch.no_grad():
             for layer in stack.layers:
                 layer.qkv.weight[2 * 64:] *= math.sqrt(3)  # W_v only
-        stack.skip = "identity"
+        stack.wiring = "identity"
         scaled = depth_sweep(stack, x, depths)  # the residual grows faster, in the same directions
         assert (scaled["token_std"] >= 0.9).all() and scaled["grad_norm"][-1] > 2 * scaled["grad_norm"][0]
         assert scaled["rms"][-1] > 5 * identity["rms"][-1]
@@ -138,11 +138,11 @@ def test_lesson_06_directions_hold_in_every_seed_and_the_numbers_do_not():
 
 @settings(max_examples=15, deadline=None)
 @given(B=st.integers(1, 3), N=st.integers(2, 6), num_heads=st.sampled_from([1, 2]), head_dim=st.integers(1, 4),
-       depths=st.lists(st.integers(1, 3), min_size=1, max_size=3), skip=st.sampled_from(SKIP_KINDS))
-def test_depth_sweep_returns_one_finite_value_per_depth(B, N, num_heads, head_dim, depths, skip):
+       depths=st.lists(st.integers(1, 3), min_size=1, max_size=3), wiring=st.sampled_from(SKIP_KINDS))
+def test_depth_sweep_returns_one_finite_value_per_depth(B, N, num_heads, head_dim, depths, wiring):
     chan = num_heads * head_dim
     torch.manual_seed(0)
-    stack = AttentionStack(3, chan, chan, num_heads, skip=skip).double()
+    stack = AttentionStack(3, chan, chan, num_heads, wiring=wiring).double()
     result = depth_sweep(stack, torch.randn(B, N, chan, dtype=torch.float64), depths)
     assert set(result) == {"rms", "token_std", "grad_norm"}
     for values in result.values():

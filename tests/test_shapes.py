@@ -95,6 +95,15 @@ def test_shape_trace_prints_one_line_per_intermediate_in_forward_order(capsys):
     assert by_name["out"] == "out: [13, 100, 64]        (batch=13, tokens=100, chan=64)"
 
 
+def test_shape_trace_prints_labels_in_place_of_the_names_it_is_given(capsys):
+    layer = Attention(8, 8, num_heads=2)
+    with shape_trace(layer, labels={"q": "q_heads", "skip": "merged_v"}) as lines:
+        layer(torch.zeros(1, 3, 8))
+    names = [line.split(":")[0].strip() for line in lines[1:]]
+    assert "q_heads" in names and "merged_v" in names and "q" not in names and "skip" not in names
+    assert any(line.strip().startswith("q_heads: [1, 2, 3, 4]") for line in lines)
+
+
 @pytest.mark.parametrize("module, inputs", [
     (ConcatHeadsAttention(6, 8, 2), (torch.zeros(2, 4, 6),)),
     (MultiHeadAttention(8, 2, kdim=5, vdim=3), (torch.zeros(2, 4, 8), torch.zeros(2, 6, 5), torch.zeros(2, 6, 3))),

@@ -21,18 +21,18 @@ def explorer() -> SkipExplorer:
 
 
 def test_starts_valid_with_a_stable_one_line_repr(explorer):
-    explorer.set(skip="identity", depth=4, dim=64)
+    explorer.set(wiring="identity", depth=4, dim=64)
     assert explorer.valid
     text = repr(explorer)
-    assert text.startswith("SkipExplorer(skip=identity depth=4 dim=64 seed=0 v_scale=1 | output RMS ")
+    assert text.startswith("SkipExplorer(wiring=identity depth=4 dim=64 seed=0 v_scale=1 | output RMS ")
     assert "\n" not in text and "0x" not in text
     assert explorer._repr_mimebundle_()["text/plain"] == text
 
 
-@pytest.mark.parametrize("change", [dict(skip="none"), dict(skip="values"), dict(depth=9), dict(depth=1),
+@pytest.mark.parametrize("change", [dict(wiring="none"), dict(wiring="values"), dict(depth=9), dict(depth=1),
                                     dict(seed=3), dict(v_scale=math.sqrt(3.0))])
 def test_each_control_changes_the_picture_and_the_status(explorer, change):
-    explorer.set(skip="identity", depth=4, dim=64, seed=0, v_scale=1.0)
+    explorer.set(wiring="identity", depth=4, dim=64, seed=0, v_scale=1.0)
     before_png, before_status = explorer.image.value, explorer.last_status
     explorer.set(**change)
     assert explorer.valid
@@ -43,7 +43,7 @@ def test_each_control_changes_the_picture_and_the_status(explorer, change):
 
 
 def test_lines_are_updated_in_place_not_redrawn(explorer):
-    explorer.set(skip="identity", depth=4, dim=64)
+    explorer.set(wiring="identity", depth=4, dim=64)
     line = explorer.rms_line
     explorer.set(depth=12)
     assert explorer.rms_line is line
@@ -52,21 +52,21 @@ def test_lines_are_updated_in_place_not_redrawn(explorer):
 
 
 def test_identity_skip_with_a_different_width_is_explained_in_words(explorer):
-    explorer.set(skip="identity", depth=4, dim=49)
+    explorer.set(wiring="identity", depth=4, dim=49)
     assert not explorer.valid
     assert "not possible" in explorer.last_status
     assert "widths must match" in explorer.last_status
     assert "Traceback" not in explorer.last_status
-    explorer.set(skip="values")  # the skip through V changes the width in layer 1: fine
+    explorer.set(wiring="values")  # the skip through V changes the width in layer 1: fine
     assert explorer.valid and "dim=49" in explorer.last_status
-    explorer.set(dim=64, skip="identity")
+    explorer.set(dim=64, wiring="identity")
     assert explorer.valid
 
 
 def test_numbers_are_the_helpers_numbers(explorer):
-    explorer.set(skip="none", depth=6, dim=64, seed=2, v_scale=1.0)
+    explorer.set(wiring="none", depth=6, dim=64, seed=2, v_scale=1.0)
     stack = explorer._stack(64, 2)
-    stack.skip = "none"
+    stack.wiring = "none"
     expected = signal_through_stack(stack, explorer.inputs[2, 64], depth=6)
     shown = explorer.measure("none", 6, 64, 2)
     for name, values in expected.items():
@@ -94,7 +94,7 @@ def test_scaling_w_v_scales_only_the_value_rows_and_keeps_the_tokens_apart_throu
     assert shrunk["token_std"][-1] < 1e-6 < 0.5 < kept["token_std"][-1]
 
 
-@pytest.mark.parametrize("kwargs", [dict(skip="sideways"), dict(depth=0), dict(depth=33), dict(dim=50), dict(seed=8),
+@pytest.mark.parametrize("kwargs", [dict(wiring="sideways"), dict(depth=0), dict(depth=33), dict(dim=50), dict(seed=8),
                                     dict(seed=-1), dict(v_scale=2.0)])
 def test_bad_constructor_arguments_are_refused_with_their_name(kwargs):
     with pytest.raises(ValueError, match=next(iter(kwargs))):
@@ -103,7 +103,7 @@ def test_bad_constructor_arguments_are_refused_with_their_name(kwargs):
 
 def test_layers_after_the_first_are_shared_between_widths_and_the_global_rng_is_untouched():
     state = torch.random.get_rng_state()
-    e = SkipExplorer(skip="values", depth=3, dim=49)
+    e = SkipExplorer(wiring="values", depth=3, dim=49)
     assert torch.equal(torch.random.get_rng_state(), state)
     wide, narrow = e._stack(64), e._stack(49)
     assert set(e.stacks) == {(0, 64, 1.0), (0, 49, 1.0)}
@@ -113,7 +113,7 @@ def test_layers_after_the_first_are_shared_between_widths_and_the_global_rng_is_
 
 
 def test_a_narrow_input_changes_only_the_first_layer_of_a_full_seeded_build():
-    e = SkipExplorer(skip="values", depth=2, dim=49, seed=3, v_scale=math.sqrt(3.0))
+    e = SkipExplorer(wiring="values", depth=2, dim=49, seed=3, v_scale=math.sqrt(3.0))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(3)
         full = AttentionStack(32, 49, 64, 4).double()  # what one seeded build of the narrow stack draws
@@ -125,9 +125,9 @@ def test_a_narrow_input_changes_only_the_first_layer_of_a_full_seeded_build():
     assert len(narrow.layers) == 32
 
 
-@pytest.mark.parametrize("change", [dict(seed=5), dict(depth=3), dict(skip="values", v_scale=math.sqrt(3.0)), dict(dim=49)])
+@pytest.mark.parametrize("change", [dict(seed=5), dict(depth=3), dict(wiring="values", v_scale=math.sqrt(3.0)), dict(dim=49)])
 def test_a_move_redraws_only_what_changed_and_shows_the_full_picture(change):
-    e = SkipExplorer(skip="values")
+    e = SkipExplorer(wiring="values")
     e.set(**change)
     assert e.valid
     redrawn = [e.ax.xaxis, e.rms_line, e.token_std_line, e.grad_line, e.title, e.note]
@@ -145,7 +145,7 @@ def test_a_move_redraws_only_what_changed_and_shows_the_full_picture(change):
 
 
 def test_layer_ticks_are_whole_numbers(explorer):
-    explorer.set(skip="identity", depth=2, dim=64)
+    explorer.set(wiring="identity", depth=2, dim=64)
     explorer.render_png()
     ticks = [t for t in explorer.ax.get_xticks() if -0.5 <= t <= 2.5]
     assert ticks and all(float(t).is_integer() for t in ticks)

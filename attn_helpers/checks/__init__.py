@@ -36,6 +36,7 @@ from .layer import (
     check_mha_parameter_count,
     check_suspect_lines,
     check_traced_shape,
+    check_qkv_entry,
     numbered_listing,
 )
 from .masking import (
@@ -51,7 +52,7 @@ from .positions import check_pair_rotation, check_rotated_tensors, check_shuffle
 from .pretrained import check_config_head_dim, check_head_weights, check_keep_mask, check_padding_prediction
 from .projection import check_key_layer, check_qkv_shape, check_split_qkv, check_weight_shape_prediction
 from .scaling import check_row_entropy, check_scaled_scores, check_score_variance, check_trend_prediction
-from .skip import check_first_layer_grad, check_gradient_trend_prediction, check_residual_line, check_skip_through_v
+from .skip import check_first_layer_grad, check_layer_grad, check_gradient_trend_prediction, check_residual_line, check_skip_through_v
 from .training import check_knockout, check_knockout_prediction, check_pattern_match, check_previous_token_pattern
 from .values import (
     check_attention_function,
@@ -85,6 +86,7 @@ __all__ = [
     "SUSPECT_LAYER",
     "numbered_listing",
     "check_traced_shape",
+    "check_qkv_entry",
     "check_mha_parameter_count",
     "check_mha_head_scale",
     "check_suspect_lines",
@@ -126,6 +128,7 @@ __all__ = [
     "check_skip_through_v",
     "check_gradient_trend_prediction",
     "check_first_layer_grad",
+    "check_layer_grad",
     "check_residual_line",
     # training
     "check_knockout_prediction",

@@ -1,5 +1,5 @@
 """Checkers for 05 · Multi-head reshaping: split heads and merge heads (functions the learner writes), the
-shapes on the way, view vs reshape, one head against several with the same weights (a prediction), and
+shapes on the way, view vs reshape, one head against several with the same parameters (a prediction), and
 multi-head attention written by the learner.
 
 The code exercises hand in a *function*; its judge runs it on inputs it makes up (several sizes and head
@@ -61,24 +61,85 @@ _WHOLE_LAYERS = {
 }
 
 
-def run_watching(fn: Callable[..., Any], args: tuple[Any, ...], watched: Mapping[Any, str]) -> tuple[Any, list[str]]:
-    """``fn(*args)`` and the names (``watched``: code object -> name) of the watched Python functions it called,
-    in call order. Exceptions from ``fn`` propagate; warnings it raises are silenced."""
+#: PyTorch's attention ops, watched by name: a C function (``c_call``) or a ``torch.ops`` overload (its
+#: ``__call__`` in ``torch/_ops.py``) whose name holds one of these is reported. The multi-head ones alone are
+#: refused where a single-head attention step is allowed (exercise 5.6).
+TORCH_MULTI_HEAD_OPS = ("multi_head", "transformer")
+TORCH_ATTENTION_OPS = ("attention", *TORCH_MULTI_HEAD_OPS)
+
+
+def _torch_op_name(frame: Any) -> str:
+    """The op's name if ``frame`` is ``OpOverload(Packet).__call__`` of ``torch/_ops.py``, else ''."""
+    code = frame.f_code
+    if code.co_name != "__call__" or not code.co_filename.replace("\\", "/").endswith("torch/_ops.py"):
+        return ""
+    op = frame.f_locals.get("self")
+    return str(getattr(op, "_qualified_op_name", "") or getattr(op, "_name", ""))
+
+
+def watcher(watched: Mapping[Any, str], ops: tuple[str, ...], seen: list[str]) -> Callable[[Any, str, Any], None]:
+    """A ``sys.setprofile`` function appending to ``seen`` the name of every watched call: a Python function
+    whose code object is a key of ``watched``, or one of PyTorch's ops whose name holds a word of ``ops``
+    (a C function such as ``F.scaled_dot_product_attention``, or ``torch.ops.aten.<op>``)."""
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            if frame.f_code in watched:
+                seen.append(watched[frame.f_code])
+            elif ops:
+                name = _torch_op_name(frame)
+                if any(word in name for word in ops):
+                    seen.append(f"torch.ops.{name.replace('::', '.')}")
+        elif event == "c_call" and ops:
+            name = getattr(arg, "__name__", "") or ""
+            if any(word in name for word in ops):
+                seen.append("F.scaled_dot_product_attention" if name == "scaled_dot_product_attention"
+                            else f"PyTorch's {name}")
+    return profile
+
+
+def run_watching(fn: Callable[..., Any], args: tuple[Any, ...], watched: Mapping[Any, str],
+                 ops: tuple[str, ...] = ()) -> tuple[Any, list[str]]:
+    """``fn(*args)`` and the names of the watched functions it called, in call order: ``watched`` maps Python
+    code objects to names, ``ops`` names PyTorch ops (see :func:`watcher`). Exceptions from ``fn`` propagate;
+    warnings it raises are silenced."""
     called: list[str] = []
     previous = sys.getprofile()
-
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code in watched:
-            called.append(watched[frame.f_code])
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sys.setprofile(profile)
+        sys.setprofile(watcher(watched, ops, called))
         try:
             result = fn(*args)
         finally:
             sys.setprofile(previous)
     return result, called
+
+
+def exported_code(allowed: tuple[str, ...] = ()) -> dict[Any, str]:
+    """Code objects of every function ``attn_helpers`` exports and of every method (defined in the package) of
+    the classes it exports, to their names; ``allowed`` names exports to leave out, with the functions they
+    call. Mask builders compute nothing and are left out too."""
+    import inspect
+
+    import attn_helpers
+
+    skipped = {"causal_mask", "padding_mask", "blocked_to_keep", "mask_to_additive", "show_source", "show",
+               *allowed}
+    codes: dict[Any, str] = {}
+    for name in getattr(attn_helpers, "__all__", ()):
+        obj = getattr(attn_helpers, name, None)
+        if name in skipped or not getattr(obj, "__module__", "").startswith("attn_helpers"):
+            continue
+        if inspect.isfunction(obj):
+            codes[obj.__code__] = f"attn_helpers.{name}"
+        elif inspect.isclass(obj):
+            for klass in obj.__mro__:
+                if not klass.__module__.startswith("attn_helpers"):
+                    continue
+                for f in vars(klass).values():
+                    f = getattr(f, "__func__", f)  # staticmethod / classmethod
+                    if inspect.isfunction(f):
+                        codes.setdefault(f.__code__, f"attn_helpers' {name}")
+    return codes
 
 
 def _library_itself(answer: Any, watched: Mapping[Any, str]) -> str:
@@ -100,8 +161,8 @@ def _function_answer(answer: Any, example: str) -> Verdict | None:
 def _raised_hint(problem: BaseException, default: str) -> str:
     """The hint for a function that raised: ``view`` on a transposed tensor has its own, else ``default``."""
     if "view size is not compatible" in str(problem):
-        return ("after transpose(1, 2) the tensor is not contiguous, so view cannot merge its axes: use reshape "
-                "(or .contiguous().view), section 5.5.1.")
+        return ("view cannot walk this tensor's memory with fixed steps (here it was not contiguous, as after "
+                "the transpose of section 5.5.1): use reshape (or .contiguous().view).")
     return default
 
 
@@ -110,7 +171,7 @@ def _split_cases() -> list[tuple[Tensor, int]]:
     several heads and chan != N * head_dim, so a line written for one example's sizes fails."""
     generator = torch.Generator().manual_seed(52)
     return [(torch.randn(B, N, chan, generator=generator), num_heads)
-            for B, N, chan, num_heads in ((2, 5, 12, 3), (1, 4, 8, 2), (3, 2, 16, 4), (2, 3, 5, 1))]
+            for B, N, chan, num_heads in ((2, 5, 12, 3), (1, 4, 10, 2), (3, 2, 16, 4), (2, 3, 5, 1))]
 
 
 def _split_mistakes(x: Tensor, num_heads: int) -> dict[str, tuple[Tensor, str]]:
@@ -124,6 +185,10 @@ def _split_mistakes(x: Tensor, num_heads: int) -> dict[str, tuple[Tensor, str]]:
         "you split the features but did not move the heads axis": (
             x.reshape(B, N, num_heads, head_dim),
             "after reshape(B, N, H, head_dim) the heads axis is third; transpose(1, 2) brings it before the tokens."),
+        "you transposed first, then reshaped: x.transpose(1, 2).reshape(B, H, N, head_dim)": (
+            x.transpose(1, 2).reshape(B, num_heads, N, head_dim),
+            "the transposed tensor is (B, chan, N), so each row of a head holds one feature of several tokens "
+            "(option (d) of exercise 5.5): reshape(B, N, H, head_dim) first, then transpose(1, 2)."),
         "you split chan into (head_dim, H) instead of (H, head_dim)": (
             x.reshape(B, N, head_dim, num_heads).permute(0, 3, 1, 2),
             "head h owns the block of features h*head_dim ... (h+1)*head_dim - 1, so the heads axis comes first: "
@@ -207,29 +272,27 @@ def check_merge_heads(answer: Callable[[Tensor], Tensor]) -> Verdict:
                 "features first: (B, H, N, head_dim) -> (B, N, chan).")
 
 
-@checker
-def check_head_shapes(answer: Any, layer: torch.nn.Module, x: Tensor) -> Verdict:
-    """Exercise: predict ``head_dim`` and the shapes of ``qkv_heads`` and ``scores`` of ``layer(x)``.
+#: Sizes the shape prediction of exercise 5.4 is checked at: (B, N, dim, chan, num_heads), none of them printed
+#: by the lesson; the first has dim != chan and head_dim != dim // num_heads, so mixing the widths up shows.
+_SHAPE_CASES = ((5, 7, 30, 24, 3), (2, 11, 9, 40, 8), (3, 4, 16, 16, 1), (1, 6, 20, 12, 2))
 
-    ``answer``: a dict with the keys ``"head_dim"``, ``"qkv_heads"`` and ``"scores"``.
-    """
+
+def _judge_head_shapes(answer: Any, B: int, N: int, dim: int, chan: int, H: int, inter: Mapping[str, Tensor]) -> Verdict:
+    """One case of :func:`check_head_shapes`: ``answer`` is the learner's dict for these sizes."""
+    sizes = f"B={B}, N={N}, dim={dim}, chan={chan}, num_heads={H}"
+    head_dim = chan // H
     if not isinstance(answer, Mapping) or set(answer) != {"head_dim", "qkv_heads", "scores"}:
-        return wrong(f"the answer should be a dict with the keys 'head_dim', 'qkv_heads' and 'scores', got {answer!r}.",
-                     "fill in the dict given in the exercise: {'head_dim': ..., 'qkv_heads': [...], 'scores': [...]}.")
-    with torch.no_grad():
-        _, inter = layer(x, return_intermediates=True)
-    B, N, dim = x.shape
-    H, head_dim = inter["q"].shape[1], inter["q"].shape[-1]
-    chan = H * head_dim
+        return wrong(f"for {sizes} your function returned {answer!r:.80}, not a dict with the keys 'head_dim', "
+                     "'qkv_heads' and 'scores'.", "return {'head_dim': ..., 'qkv_heads': [...], 'scores': [...]}.")
     hd = answer["head_dim"]
     if isinstance(hd, bool) or not isinstance(hd, int):
-        return wrong(f"head_dim should be a whole number, got {hd!r}.", "head_dim = chan // num_heads.")
+        return wrong(f"for {sizes}: head_dim should be a whole number, got {hd!r}.", "head_dim = chan // num_heads.")
     if hd != head_dim:
         if hd == dim // H:
-            return wrong(f"head_dim={hd} is dim // num_heads.",
-                         f"the heads split the projected width chan={chan}, not the input width dim={dim}.")
-        return wrong(f"head_dim={hd} is not right: {H} heads of {hd} features make {H * hd}, and this layer's "
-                     f"chan is {chan}.", "head_dim = chan // num_heads.")
+            return wrong(f"for {sizes}: head_dim={hd} is dim // num_heads.",
+                         "the heads split the projected width chan, not the input width dim.")
+        return wrong(f"for {sizes}: head_dim={hd} is not right: {H} heads of {hd} features make {H * hd}, not "
+                     f"chan={chan}.", "head_dim = chan // num_heads.")
     for key, axes in (("qkv_heads", "(3, B, H, N, head_dim)"), ("scores", "(B, H, N, N)")):
         shape = as_shape(answer[key], key)
         if isinstance(shape, Verdict):
@@ -237,22 +300,51 @@ def check_head_shapes(answer: Any, layer: torch.nn.Module, x: Tensor) -> Verdict
         expected = list(inter[key].shape)
         if shape == expected:
             continue
-        heads_axis, free = {"qkv_heads": (2, {2, 4}), "scores": (1, {1})}[key]  # free: the axes H changes
-        if (len(shape) == len(expected) and shape[heads_axis] != H
-                and all(a == b for i, (a, b) in enumerate(zip(shape, expected)) if i not in free)):
-            return wrong(f"{key} {shape} has {shape[heads_axis]} heads; this layer has num_heads = {H}.",
-                         f"{key} has the axes {axes}, with H = num_heads of the exercise's layer, not of an "
-                         "earlier one.")
         if key == "qkv_heads" and shape == [B, N, 3, H, head_dim]:
-            return wrong(f"qkv_heads {shape} is the shape before the permute.",
+            return wrong(f"for {sizes}: qkv_heads {shape} is the shape before the permute.",
                          "permute(2, 0, 3, 1, 4) puts axis 2 (q/k/v) first, then batch, heads, tokens, head_dim.")
         if key == "scores" and shape == [B, N, N]:
-            return wrong(f"scores {shape} has no heads axis.", "every head scores all pairs of tokens: (B, H, N, N).")
+            return wrong(f"for {sizes}: scores {shape} has no heads axis.",
+                         "every head scores all pairs of tokens: (B, H, N, N).")
         if key == "scores" and shape == [B, H, N, head_dim]:
-            return wrong(f"scores {shape} ends in head_dim.",
+            return wrong(f"for {sizes}: scores {shape} ends in head_dim.",
                          "q @ k.transpose(-2, -1) contracts head_dim away: one score per (query, key) pair, (B, H, N, N).")
-        return wrong(f"{key} {shape} is not right.", f"{key} has the axes {axes}.")
-    return correct(f"head_dim={head_dim}, qkv_heads {list(inter['qkv_heads'].shape)}, scores {list(inter['scores'].shape)}.")
+        if sorted(shape) == sorted(expected):
+            return wrong(f"for {sizes}: {key} {shape} has the right sizes in the wrong order.", f"{key} is {axes}.")
+        return wrong(f"for {sizes}: {key} {shape} is not right.", f"{key} has the axes {axes}.")
+    return correct()
+
+
+@checker
+def check_head_shapes(answer: Any) -> Verdict:
+    """Exercise: a function ``head_shapes(B, N, dim, chan, num_heads)`` returning the dict ``{"head_dim": ...,
+    "qkv_heads": [...], "scores": [...]}`` for walkthrough 000's ``Attention(dim, chan, num_heads)`` on ``x (B, N, dim)``.
+    Checked against a real layer's intermediates at four sizes the lesson never printed; a function that builds or
+    runs a layer (or calls ``split_heads`` / ``merge_heads``) is refused: the shapes are to be worked out."""
+    example = "head_shapes(B, N, dim, chan, num_heads)"
+    not_a_function = _function_answer(answer, example)
+    if not_a_function:
+        return not_a_function
+    work_out = ("work the shapes out from the sizes: head_dim = chan // num_heads, then the reshape "
+                "(B, N, 3, H, head_dim) and the permute (2, 0, 3, 1, 4).")
+    for B, N, dim, chan, H in _SHAPE_CASES:
+        try:
+            got, called = run_watching(answer, (B, N, dim, chan, H), {**exported_code(), **_WHOLE_LAYERS},
+                                       TORCH_ATTENTION_OPS)
+        except Exception as problem:
+            return wrong(f"for B={B}, N={N}, dim={dim}, chan={chan}, num_heads={H} your function raised "
+                         f"{error_text(problem)}", work_out)
+        if called:
+            return wrong(f"your function runs {called[0]}: the exercise is to predict the shapes without running one.",
+                         work_out)
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.manual_seed(0)
+            _, inter = Attention(dim, chan, H)(torch.zeros(B, N, dim), return_intermediates=True)
+        verdict = _judge_head_shapes(got, B, N, dim, chan, H, inter)
+        if not verdict.ok:
+            return verdict
+    return correct("at four sizes the lesson never printed (1 to 8 heads), your head_dim, qkv_heads and scores "
+                   "are those of the layer's own intermediates.")
 
 
 @checker
@@ -275,7 +367,8 @@ def check_split_line(answer: Any, options: Mapping[str, str], q: Tensor, num_hea
         return correct(f"({letter}) splits the features of each token into heads, then moves the heads before the tokens.")
     if isinstance(got, Exception):
         return wrong(f"({letter}) does not even run: {error_text(got)}",
-                     "view needs a contiguous tensor; after a transpose, reshape (or .contiguous()) works.")
+                     "for these sizes view cannot walk the transposed q with fixed steps (section 5.5.1); "
+                     "reshape (or .contiguous().view) can.")
     if isinstance(got, Tensor) and got.shape == expected.shape:
         b, h, n = (int(i) for i in (~torch.isclose(got, expected)).any(dim=-1).nonzero()[0])  # first wrong row
         d = chan // num_heads
@@ -299,7 +392,7 @@ def _short(row: Tensor) -> str:
 @prediction_checker
 def check_heads_prediction(prediction: Any, out_one: Tensor, out_many: Tensor, num_heads: int,
                            tolerance: float = 1e-5) -> Verdict:
-    """Prediction: with the same weights, is a 1-head layer's output ``"same"`` as or ``"different"`` from a
+    """Prediction: with the same parameters, is a 1-head layer's output ``"same"`` as or ``"different"`` from a
     ``num_heads``-head layer's? ``out_one``, ``out_many``: the two outputs, ``(B, N, chan)`` each."""
     choice = as_choice(prediction, ["same", "different"])
     if isinstance(choice, Verdict):
@@ -315,7 +408,7 @@ def check_heads_prediction(prediction: Any, out_one: Tensor, out_many: Tensor, n
                        "softmax over their sum." if not same else f"they agree to within {tolerance:g}.")
     if not same:
         return wrong(f"they differ by up to {difference:#.2g}, far above float rounding ({tolerance:g}).",
-                     "the weights and q, k, v are the same, but each head takes its own softmax over its own "
+                     "the parameters and q, k, v are the same, but each head takes its own softmax over its own "
                      "head_dim-wide dot products; one wide head takes one softmax over the sum of those dot products.")
     return wrong(f"they agree to within {tolerance:g}.", "look at the largest difference the cell printed.")
 
@@ -328,7 +421,7 @@ def _multi_head_cases() -> list[tuple[int, Tensor, Tensor, Tensor]]:
     The first case has several heads, so a function that ignores ``num_heads`` fails at once."""
     generator = torch.Generator().manual_seed(5)
     cases = []
-    for B, N, chan, num_heads in ((2, 5, 8, 2), (3, 4, 12, 3), (1, 6, 16, 4), (2, 3, 6, 1)):
+    for B, N, chan, num_heads in ((2, 5, 10, 2), (3, 4, 12, 3), (1, 6, 16, 4), (2, 3, 6, 1)):
         q, k, v = (2.0 * torch.randn(B, N, chan, generator=generator) for _ in range(3))  # each (B, N, chan)
         cases.append((num_heads, q, k, v))
     return cases
@@ -355,7 +448,7 @@ def check_multi_head_function(answer: Callable[[Tensor, Tensor, Tensor, int], Te
     not_a_function = _function_answer(answer, "multi_head(q, k, v, num_heads)")
     if not_a_function:
         return not_a_function
-    library = _WHOLE_LAYERS
+    library = {**exported_code(allowed=("scaled_dot_product_attention", "attention_scores")), **_WHOLE_LAYERS}
     itself = _library_itself(answer, library)
     if itself:
         return wrong(f"your answer is {itself}: the exercise is to write the split, the attention and the merge.",
@@ -365,7 +458,8 @@ def check_multi_head_function(answer: Callable[[Tensor, Tensor, Tensor, int], Te
         head_dim = chan // num_heads
         what = f"q, k, v {[B, N, chan]} with num_heads={num_heads}"
         try:
-            got, called = run_watching(answer, (q.clone(), k.clone(), v.clone(), num_heads), library)
+            got, called = run_watching(answer, (q.clone(), k.clone(), v.clone(), num_heads), library,
+                                       TORCH_MULTI_HEAD_OPS)
         except Exception as problem:
             return wrong(f"{what}: your function raised {error_text(problem)}", _raised_hint(
                 problem, "run it on these shapes yourself and print the shape after each step: split "
@@ -399,10 +493,15 @@ def check_multi_head_function(answer: Callable[[Tensor, Tensor, Tensor, int], Te
                 "divide each head's scores by sqrt(head_dim) before the softmax."),
             "the softmax runs over the queries (dim=-2)": (
                 merge_heads(_heads_attention(qh, kh, vh, math.sqrt(head_dim), axis=-2)),
-                "each query's weights over the keys sum to one: softmax(..., dim=-1)."),
+                "each query's attention weights over the keys sum to one: softmax(..., dim=-1)."),
             "q, k and v are reshaped straight to (B, H, N, head_dim), without the transpose": (
                 merge_heads(_heads_attention(*view_split, math.sqrt(head_dim))),
                 "that hands whole tokens to each head (section 5.5): reshape(B, N, H, head_dim), then transpose(1, 2)."),
+            "q, k, v are split with reshape(B, H, N, head_dim) and the heads merged with reshape(B, N, chan), "
+            "both without a transpose": (
+                _heads_attention(*view_split, math.sqrt(head_dim)).reshape(B, N, chan),
+                "the shapes fit, but each head gets whole tokens (section 5.5): split with reshape(B, N, H, head_dim) "
+                "then transpose(1, 2), and merge with transpose(1, 2) then reshape(B, N, chan)."),
             "the heads are merged with a reshape alone, without moving the heads axis back": (
                 heads.reshape(B, N, chan),
                 "merge with transpose(1, 2) first, to (B, N, H, head_dim), then reshape(B, N, chan)."),

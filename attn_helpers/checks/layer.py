@@ -7,11 +7,15 @@ listing under review) and recognises the typical wrong answers.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import inspect
+import json
 import math
 import numbers
 import sys
-from collections.abc import Callable, Iterator
+import zlib
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +24,9 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..attention import MultiHeadAttention
-from ._core import Verdict, as_shape, checker, correct, wrong
+from ..attention import Attention, MultiHeadAttention
+from .heads import TORCH_ATTENTION_OPS
+from ._core import Verdict, as_shape, checker, correct, error_text, wrong
 from ._predict import as_choice, prediction_checker
 
 __all__ = [
@@ -29,6 +34,7 @@ __all__ = [
     "SUSPECT_LAYER",
     "numbered_listing",
     "check_traced_shape",
+    "check_qkv_entry",
     "check_mha_parameter_count",
     "check_mha_head_scale",
     "check_suspect_lines",
@@ -49,67 +55,142 @@ def _as_count(answer: Any, what: str) -> int | Verdict:
 # ------------------------------------------------------------------------------ traced shape
 
 
-@checker
-def check_traced_shape(answer: Any, layer: nn.Module, x: Tensor, name: str = "qkv_heads") -> Verdict:
-    """Exercise: predict the shape of the intermediate ``name`` when ``layer(x)`` runs (seed 000's Attention)."""
-    shape = as_shape(answer, "a shape", hint="write it like (3, B, H, N, head_dim) with numbers.")
-    if isinstance(shape, Verdict):
-        return shape
-    with torch.no_grad():
-        _, inter = layer(x, return_intermediates=True)
+def _traced_shape_verdict(shape: list[int], inter: Mapping[str, Tensor], name: str, B: int, N: int, H: int,
+                          hd: int, sizes: str) -> Verdict | None:
+    """None when ``shape`` is ``inter[name]``'s shape, else a verdict naming the likely mistake."""
     expected = list(inter[name].shape)
     if shape == expected:
-        return correct(f"{name}: {expected} ({layer.AXES[name]}).")
-    B, N, _ = x.shape
-    H, hd, chan = layer.num_heads, layer.head_dim, layer.chan
+        return None
+    chan = H * hd
     if name == "qkv_heads":
         if shape == [B, N, 3, H, hd]:
-            return wrong(f"{shape} is the shape right after reshape(B, N, 3, H, head_dim), before the permute.",
-                         "permute(2, 0, 3, 1, 4) brings the q/k/v axis first and the heads before the tokens.")
+            return wrong(f"for {sizes}: {shape} is the shape right after reshape(B, N, 3, H, head_dim), before the "
+                         "permute.", "permute(2, 0, 3, 1, 4) brings the q/k/v axis first and the heads before the tokens.")
         if shape == [B, H, N, hd]:
-            return wrong(f"{shape} is the shape of q (or k, or v) alone.",
+            return wrong(f"for {sizes}: {shape} is the shape of q (or k, or v) alone.",
                          "qkv_heads still holds all three: a leading axis of size 3 comes first.")
-        other = shape[2] if len(shape) == 5 and isinstance(shape[2], int) and shape[2] > 0 else 0
-        if other and other != H and chan % other == 0 and shape == [3, B, other, N, chan // other]:
-            return wrong(f"{shape} is qkv_heads for a layer with {other} heads (like the trace of 7.2), "
-                         f"not for this one with {H}.",
-                         "the heads axis holds num_heads, and each head gets chan // num_heads features.")
         if shape[:-1] == expected[:-1] and shape[-1] != hd:
-            return wrong(f"the last size {shape[-1]} is not this layer's head_dim.",
-                         f"head_dim = chan // num_heads = {chan} // {H}; the heads share chan, they do not each get all of it.")
+            return wrong(f"for {sizes}: the last size {shape[-1]} is not this layer's head_dim.",
+                         "head_dim = chan // num_heads; the heads share chan, they do not each get all of it.")
     if sorted(shape) == sorted(expected):
-        return wrong(f"{shape} has the right sizes in the wrong order.",
-                     f"follow the axes: {layer.AXES[name]}.")
-    return wrong(f"{shape} is not the shape of {name}.",
+        return wrong(f"for {sizes}: {shape} has the right sizes in the wrong order.",
+                     f"follow the axes: {Attention.AXES[name]}.")
+    return wrong(f"for {sizes}: {shape} is not the shape of {name}.",
                  "run the reshape and the permute by hand on the sizes, one axis at a time.")
+
+
+@checker
+def check_traced_shape(answer: Any, name: str = "qkv_heads") -> Verdict:
+    """Exercise: a function ``shape_of(B, N, dim, chan, num_heads)`` giving the shape of the intermediate ``name``
+    of walkthrough 000's ``Attention(dim, chan, num_heads)`` on ``x (B, N, dim)``. Checked against a real layer's
+    intermediates at sizes the lesson never printed; a function that builds or runs a layer is refused."""
+    from .heads import _SHAPE_CASES, _WHOLE_LAYERS, _function_answer, run_watching
+
+    not_a_function = _function_answer(answer, "shape_of(B, N, dim, chan, num_heads)")
+    if not_a_function:
+        return not_a_function
+    watched = {**_WHOLE_LAYERS, Attention.__init__.__code__: "attn_helpers' Attention"}
+    for B, N, dim, chan, H in _SHAPE_CASES:
+        sizes = f"B={B}, N={N}, dim={dim}, chan={chan}, num_heads={H}"
+        try:
+            got, called = run_watching(answer, (B, N, dim, chan, H), watched)
+        except Exception as problem:
+            return wrong(f"for {sizes} your function raised {error_text(problem)}",
+                         "return a tuple built from the five sizes, e.g. (3, B, ...).")
+        if called:
+            return wrong(f"your function uses {called[0]}: the exercise is to work the shape out, not to run a layer.",
+                         "head_dim = chan // num_heads; follow the reshape and the permute axis by axis.")
+        shape = as_shape(got, "a shape", hint="return it like (3, B, H, N, head_dim), built from the sizes.")
+        if isinstance(shape, Verdict):
+            return shape
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.manual_seed(0)
+            _, inter = Attention(dim, chan, H)(torch.zeros(B, N, dim), return_intermediates=True)
+        verdict = _traced_shape_verdict(shape, inter, name, B, N, H, chan // H, sizes)
+        if verdict is not None:
+            return verdict
+    return correct(f"at four sizes the lesson never printed (1 to 8 heads), your shape is {name}'s "
+                   f"({Attention.AXES[name]}).")
+
+
+_ENTRY_SIZES = ((2, 3, 12, 3), (1, 5, 8, 4), (3, 2, 10, 1), (2, 4, 18, 2))  # (B, N, chan, num_heads)
+
+
+@checker
+def check_qkv_entry(answer: Any) -> Verdict:
+    """Exercise: a function ``source(part, b, h, n, e, chan, num_heads)`` giving ``(batch, token, feature)``:
+    the entry of ``qkv = self.qkv(x)`` ``(B, N, 3*chan)`` that ``qkv_heads[part, b, h, n, e]`` holds after
+    walkthrough 000's reshape ``(B, N, 3, H, head_dim)`` and permute ``(2, 0, 3, 1, 4)``. Checked on every
+    entry at four sizes; a function that runs a layer or an attention helper is refused."""
+    from .heads import _WHOLE_LAYERS, TORCH_ATTENTION_OPS, _function_answer, exported_code, run_watching
+
+    not_a_function = _function_answer(answer, "source(part, b, h, n, e, chan, num_heads)")
+    if not_a_function:
+        return not_a_function
+    watched = {**exported_code(), **_WHOLE_LAYERS}
+    follow = "follow one number through reshape(B, N, 3, H, head_dim) and then permute(2, 0, 3, 1, 4)."
+    for B, N, chan, H in _ENTRY_SIZES:
+        hd = chan // H
+        qkv = torch.arange(B * N * 3 * chan).reshape(B, N, 3 * chan)  # each entry its own flat index
+        qkv_heads = qkv.reshape(B, N, 3, H, hd).permute(2, 0, 3, 1, 4)  # (3, B, H, N, head_dim)
+        for index in torch.cartesian_prod(*(torch.arange(n) for n in qkv_heads.shape)).tolist():
+            part, b, h, n, e = index
+            sizes = f"chan={chan}, num_heads={H}"
+            try:
+                got, called = run_watching(answer, (part, b, h, n, e, chan, H), watched, TORCH_ATTENTION_OPS)
+            except Exception as problem:
+                return wrong(f"source{tuple(index) + (chan, H)} raised {error_text(problem)}", follow)
+            if called:
+                return wrong(f"your function uses {called[0]}: the exercise is to work the index out.", follow)
+            if not (isinstance(got, (tuple, list)) and len(got) == 3):
+                return wrong(f"source{tuple(index) + (chan, H)} returned {got!r:.60}, not (batch, token, feature).",
+                             "return a tuple of three whole numbers.")
+            flat = int(qkv_heads[part, b, h, n, e])
+            expected = (flat // (N * 3 * chan), flat // (3 * chan) % N, flat % (3 * chan))
+            if tuple(got) == expected:
+                continue
+            what = f"with {sizes}, qkv_heads[{part}, {b}, {h}, {n}, {e}] is qkv{list(expected)}; you gave {list(got)}."
+            if tuple(got[:2]) == (n, b) != (b, n):
+                return wrong(what, "the batch index comes first in qkv, then the token: (b, n, ...).")
+            if got[2] == h * 3 * hd + part * hd + e:
+                return wrong(what, "the 3*chan features are laid out as (3, H, head_dim): all of q's heads, then "
+                                   "all of k's, then all of v's.")
+            if got[2] == h * hd + e:
+                return wrong(what, "q, k and v sit side by side in the 3*chan features: add part*chan.")
+            if got[2] == part * chan + e * H + h:
+                return wrong(what, "each head's head_dim features are neighbours: head h starts at h*head_dim.")
+            return wrong(what, follow)
+    return correct("every entry at four sizes (1 to 4 heads): qkv_heads[part, b, h, n, e] is "
+                   "qkv[b, n, part*chan + h*head_dim + e].")
 
 
 # -------------------------------------------------------------------------- parameter count
 
 
 @contextmanager
-def _calls_into(codes: dict[Any, str], builtins: dict[str, str]) -> Iterator[list[str]]:
-    """Record, while the block runs, which of the watched functions get called: ``codes`` maps Python code
-    objects to a name, ``builtins`` maps a built-in function's ``__name__`` to one. The list holds the names."""
+def _calls_into(codes: Mapping[Any, str], ops: tuple[str, ...] = ()) -> Iterator[list[str]]:
+    """Record, while the block runs, the watched calls: Python functions whose code object is a key of
+    ``codes``, and PyTorch ops whose name holds a word of ``ops`` (:func:`~attn_helpers.checks.heads.watcher`:
+    C functions and ``torch.ops`` overloads). The list holds their names."""
+    from .heads import watcher
+
     seen: list[str] = []
     previous = sys.getprofile()
-
-    def watch(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code in codes:
-            seen.append(codes[frame.f_code])
-        elif event == "c_call" and getattr(arg, "__name__", None) in builtins:
-            seen.append(builtins[arg.__name__])
-
-    sys.setprofile(watch)
+    sys.setprofile(watcher(codes, ops, seen))
     try:
         yield seen
     finally:
         sys.setprofile(previous)
 
 
-_COUNTING = {nn.Module.__init__.__code__: "builds a module", nn.Module.parameters.__code__: "reads .parameters()",
-             nn.Module.named_parameters.__code__: "reads .named_parameters()",
-             nn.Module.state_dict.__code__: "reads .state_dict()"}
+_COUNTING = {nn.Module.__init__.__code__: "a module it builds", nn.Module.parameters.__code__: ".parameters()",
+             nn.Module.named_parameters.__code__: ".named_parameters()", nn.Module.state_dict.__code__: ".state_dict()"}
+
+
+def _exported_code() -> dict[Any, str]:
+    from .heads import exported_code
+
+    return exported_code()
 _COUNT_SIZES = ((8, 2), (64, 4), (200, 5), (768, 12))  # (d_model, num_heads): a small layer to GPT-2's
 
 
@@ -131,13 +212,13 @@ def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
     sizes = ((d, H), *[size for size in _COUNT_SIZES if size != (d, H)])
     for d_model, num_heads in sizes:
         try:
-            with _calls_into(_COUNTING, {"numel": "calls .numel()"}) as seen:
+            with _calls_into({**_COUNTING, **_exported_code()}, ("numel",)) as seen:
                 got = answer(d_model, num_heads)
         except Exception as problem:
             return wrong(f"answer({d_model}, {num_heads}) failed: {type(problem).__name__}: {problem}.",
                          "the function takes two numbers, d_model and num_heads, and returns a whole number.")
         if seen:
-            return wrong(f"your function {seen[0]}: that counts the numbers of a layer instead of computing them.",
+            return wrong(f"your function uses {seen[0]}: that counts the numbers of a layer instead of computing them.",
                          "write the count from the four Linear(d_model, d_model) layers, with d_model and num_heads only.")
         value = _as_count(got, f"answer({d_model}, {num_heads})")
         if isinstance(value, Verdict):
@@ -149,7 +230,7 @@ def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
         hd = d_model // num_heads
         at = f"at d_model = {d_model}, num_heads = {num_heads}: "
         if value == 4 * d_model * d_model:
-            return wrong(f"{at}{value:,} = 4·d_model² counts the four weight matrices only.",
+            return wrong(f"{at}{value:,} = 4·d_model² counts the four matrices only.",
                          "each of the four Linear layers also has a bias of d_model numbers.")
         if value == 3 * d_model * d_model + 3 * d_model:
             return wrong(f"{at}{value:,} counts q_proj, k_proj and v_proj only.",
@@ -158,13 +239,13 @@ def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
             return wrong(f"{at}{value:,} is one full layer per head, times {num_heads}.",
                          "the heads share the projections: each head only gets a slice of d_model columns.")
         if value in (4 * d_model * hd + 4 * hd, 4 * d_model * hd) and num_heads > 1:
-            return wrong(f"{at}{value:,} looks like the weights of a single head.",
+            return wrong(f"{at}{value:,} looks like the parameters of a single head.",
                          "count whole Linear(d_model, d_model) layers: the head split is a reshape, not a smaller layer.")
         if (d_model, num_heads) != (d, H):
             return wrong(f"{at}your function gives {value:,}, the layer holds {right:,} (at d_model = {d} it was right).",
                          "the count must follow d_model: no number of this lesson's layer may be written in.")
         return wrong(f"{at}{value:,} is not the number of learnable numbers.",
-                     "each Linear(d_in, d_out) holds d_in·d_out weights and d_out biases; this layer has four.")
+                     "each Linear(d_in, d_out) holds d_in·d_out matrix entries and d_out biases; this layer has four.")
     return correct(f"{expected:,} = 4·d_model² + 4·d_model for d_model = {d}, and right at {len(sizes) - 1} more sizes "
                    f"(d_model up to {max(s[0] for s in sizes)}); the heads add nothing.")
 
@@ -188,7 +269,7 @@ def check_mha_head_scale(answer: Any, module: nn.Module) -> Verdict:
     if near(hd ** -0.5):
         return correct(f"1/sqrt(head_dim) = 1/sqrt({hd}) = {hd ** -0.5:.4f}: each head's dot products sum over {hd} features.")
     if near(d ** -0.5):
-        return wrong(f"{value:.4f} = 1/sqrt(d_model) = 1/sqrt({d}): seed 004's bug.",
+        return wrong(f"{value:.4f} = 1/sqrt(d_model) = 1/sqrt({d}): walkthrough 004's bug.",
                      f"a head's q and k have head_dim = {hd} features, not d_model = {d}: the scale follows the "
                      "width of the vectors actually dot-multiplied.")
     if near(hd ** 0.5):
@@ -205,48 +286,56 @@ def check_mha_head_scale(answer: Any, module: nn.Module) -> Verdict:
 
 @dataclass(frozen=True)
 class SuspectLine:
-    """One line of a listing under review: its code, and what is wrong with it (``None`` if nothing)."""
+    """One line of a listing under review: its code only. What is wrong with it (or why it is fine) is kept by
+    the checker, encoded (:data:`_REVIEW`), so the listing the learner reads does not carry the answer."""
 
     code: str
-    bug: str | None = None
-    hint: str = ""  # a nudge that does not give the line away
-    fine_because: str = ""  # said when a learner flags a correct line
 
 
 SUSPECT_LAYER: tuple[SuspectLine, ...] = (
-    SuspectLine("class SuspectAttention(nn.Module):"),
-    SuspectLine("    def __init__(self, dim, chan, num_heads=1, qk_scale=None, dropout=0.1):",
-                bug="dropout is accepted and stored nowhere that forward reads: asking for dropout changes "
-                    "nothing (seed 004's actv and device, again).",
-                hint="check that every argument of __init__ is used somewhere."),
-    SuspectLine("        super().__init__()"),
-    SuspectLine("        self.num_heads, self.head_dim = num_heads, chan // num_heads",
-                fine_because="head_dim = chan // num_heads is right (a check that num_heads divides chan would help, "
-                             "but the reshape on line 11 fails loudly anyway)."),
-    SuspectLine("        self.scale = qk_scale or chan ** -0.5",
-                bug="two bugs: `qk_scale or ...` replaces qk_scale=0.0 by the default (seed 000), and the default "
-                    "uses chan, the width of all heads, instead of head_dim (seed 004).",
-                hint="try qk_scale=0.0 in your head, and ask which vectors the scale's width belongs to."),
-    SuspectLine("        self.qkv = nn.Linear(dim, 3 * chan, bias=False)",
-                fine_because="one fused Linear(dim, 3*chan) makes q, k and v at once, as in seed 000."),
-    SuspectLine("        self.proj = nn.Linear(chan, chan)",
-                fine_because="the output projection maps the merged heads (chan wide) to chan."),
-    SuspectLine(""),
-    SuspectLine("    def forward(self, x):"),
-    SuspectLine("        B, N, _ = x.shape"),
-    SuspectLine("        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim)  # (B, N, 3, H, head_dim)",
-                fine_because="the 3*chan features are laid out as (3, H, head_dim), so this reshape is right."),
-    SuspectLine("        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (B, H, N, head_dim)",
-                fine_because="unpacking a tensor splits its first axis, which the permute made the q/k/v axis."),
-    SuspectLine("        weights = (q @ k.transpose(-2, -1) * self.scale).softmax(dim=-2)  # (B, H, N, N)",
-                bug="softmax(dim=-2) normalises each key's column, not each query's row: the weights of one "
-                    "query no longer sum to one.",
-                hint="ask over which axis the weights of one query must sum to one."),
-    SuspectLine("        merged = (weights @ v).transpose(1, 2).reshape(B, N, -1)  # (B, N, chan)",
-                fine_because="transpose then reshape merges the heads back (reshape copies when needed; view would fail)."),
-    SuspectLine("        return self.proj(merged) + v.transpose(1, 2).reshape(B, N, -1)  # (B, N, chan)",
-                fine_because="the skip goes through v because x is dim wide and the output chan wide (seed 000's design)."),
+    SuspectLine('class SuspectAttention(nn.Module):'),
+    SuspectLine('    def __init__(self, dim, chan, num_heads=1, qk_scale=None, dropout=0.1):'),
+    SuspectLine('        super().__init__()'),
+    SuspectLine('        self.num_heads, self.head_dim = num_heads, chan // num_heads'),
+    SuspectLine('        self.scale = qk_scale or chan ** -0.5'),
+    SuspectLine('        self.qkv = nn.Linear(dim, 3 * chan, bias=False)'),
+    SuspectLine('        self.proj = nn.Linear(chan, chan)'),
+    SuspectLine(''),
+    SuspectLine('    def forward(self, x):'),
+    SuspectLine('        B, N, _ = x.shape'),
+    SuspectLine('        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim)  # (B, N, 3, H, head_dim)'),
+    SuspectLine('        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (B, H, N, head_dim)'),
+    SuspectLine('        weights = (q @ k.transpose(-2, -1) * self.scale).softmax(dim=-2)  # (B, H, N, N)'),
+    SuspectLine('        merged = (weights @ v).transpose(1, 2).reshape(B, N, -1)  # (B, N, chan)'),
+    SuspectLine('        return self.proj(merged) + v.transpose(1, 2).reshape(B, N, -1)  # (B, N, chan)'),
 )
+
+
+def _review_key(number: int, code: str) -> str:
+    return hashlib.sha256(f"{number}:{code}".encode()).hexdigest()[:16]
+
+
+#: For each line of SUSPECT_LAYER, keyed by a hash of its number and code: [is_bug, explanation, hint], as
+#: zlib-compressed base64 JSON. Not secret, only not readable at a glance.
+_REVIEW = (
+    "eNqNVcuO6zYM/RViNk2KNGPH7ylm30X/oChyaYmO1diSx5LjCYr+eyk5yfVNZ9GFDUOixHN4Dum/XwizppSiPEQFNiXlL2/wR4Od"
+    "pR28vPjnT35VVRQlZZoLjsOSEh/kxsnHyNEMZnKgLKAQNDiSgFqCdWbkT23mlkYC16KDxowzjhJGQmnfAO1Z6ZNfhfstokV9IsvH"
+    "XOv3NjN2Z9eOZjq1EEXpTz6Lu4QMki5KMAQ8odLbvQcrWhLnJRddaLwCjqepJ+3ANHA8Kq3c8eihTpaxWdNTQLcPJLE65NUhySmq"
+    "qupQZV9WIksw5t24rMqiTItyHdQyraNUPbwHHvD6Cnrqj37Z+qSjOrUONggrmN8DpLooydTD0dlMnYSWumEHNdfFtcRVsy0OBEZD"
+    "pzRBHEODqrPQmUl2zFVfZ7wuhQhYIxJ5LtKqxCJJRHxYqeZmw/eeWIRvH+ejFdjxvSPs9/tvnGfoUDCS+857tI+gvgYQkhqcOvcs"
+    "TLTdBU3WIVzjhc0uLM9KutbrgF0HgfIOlLaOv/zqo3jPki+EHIv5Ax6l4WqmMZxbcrOdYG6VaOFCgt1nQ9pwgm2zpK+pM/rEO2bR"
+    "PM6TJMUkq0VSJFEs1nIarnETjPI7lxvHDaPbQfKzp7SFHs++RDs4h+RsSTaZDn60HtxTfdaqYJpHMhF12ZRCFOuUHjC3wcCKD6P5"
+    "i2koVrvHYeHS03giuRQPNotR2DNbphMKvUpSFKKJ6jjKZZJFQnzp5aLMZZmLOGtk3WRl/WWQiGWaNlimWVlhVBy+DGpqjCUWaUOy"
+    "yWuKnzktRYOG0E1sY25Lgg6V9GR9vTbJDn7bPTzAZrKGGfueuZn+3j4rivVBNjy2RJyWVZTKdc5JDyjCcEFwpC1b2w6dcqwMP40a"
+    "Laf9VOzAxTAe40BjPzkuMkoKCx+v59dLCPueNCtJFKKK8iyPqjzPVi1lTeN6/PQuef/lsOURNvbYKd8EhJzjTFe2oTDd1HNH8IBb"
+    "lj8mnlO8MZr5LaRFx4iD7jN5xtZ3h/diiOSD4C1MzGjqvfC8FfB5+xseejdKHvf/ua+fuBbrq8IoLDIZZfyOUOayxh/0HFHbwdhQ"
+    "JP0QKHhzybj4s2YFYHPfFmZQvD37I5pIkvwVLorm26Tzg2w1ueL4wCEZ1nGSF5monv3EP44BNv7rpi5K6f87y6AkLbfeMLd2uXDX"
+    "C+RGhk+/6meM75rHvLo13KOd/jPbWB0ezOqk7wj/+Rd7BFIH"
+)
+
+
+def _review() -> dict[str, list[Any]]:
+    return json.loads(zlib.decompress(base64.b64decode("".join(_REVIEW))))
 
 
 def numbered_listing(listing: tuple[SuspectLine, ...] = SUSPECT_LAYER) -> str:
@@ -255,8 +344,13 @@ def numbered_listing(listing: tuple[SuspectLine, ...] = SUSPECT_LAYER) -> str:
 
 
 @checker
-def check_suspect_lines(answer: Any, listing: tuple[SuspectLine, ...] = SUSPECT_LAYER) -> Verdict:
-    """Exercise: the set of line numbers of ``listing`` that hold a bug; every flag is explained."""
+def check_suspect_lines(answer: Any) -> Verdict:
+    """Exercise: the set of line numbers of :data:`SUSPECT_LAYER` that hold a bug; every flag is explained."""
+    return _judge_suspect_lines(answer, SUSPECT_LAYER, _review())
+
+
+def _judge_suspect_lines(answer: Any, listing: tuple[SuspectLine, ...], review: Mapping[str, list[Any]]) -> Verdict:
+    """The verdict on ``answer`` for ``listing``, whose lines ``review`` explains (keyed by :func:`_review_key`)."""
     def whole(n: Any) -> bool:
         return isinstance(n, numbers.Integral) and not isinstance(n, bool)
 
@@ -264,21 +358,24 @@ def check_suspect_lines(answer: Any, listing: tuple[SuspectLine, ...] = SUSPECT_
     if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__") or not all(whole(n) for n in items):
         return wrong(f"give a set of line numbers like {{1, 2}}, got {answer!r}.", "list the numbers of the buggy lines.")
     picked = {int(n) for n in items}
-    buggy = {i for i, line in enumerate(listing, start=1) if line.bug}
+    notes = {i: review.get(_review_key(i, line.code), [False, "", ""]) for i, line in enumerate(listing, start=1)}
+    buggy = {i for i, (is_bug, _, _) in notes.items() if is_bug}
     outside = sorted(n for n in picked if not 1 <= n <= len(listing))
     if outside:
         return wrong(f"the listing has lines 1 to {len(listing)}; {outside} are outside it.", "use the printed numbers.")
     if picked == buggy:
-        found = "\n".join(f"   line {i}: {listing[i - 1].bug}" for i in sorted(buggy))
+        found = "\n".join(f"   line {i}: {notes[i][1]}" for i in sorted(buggy))
         return correct(f"all {len(buggy)} buggy lines found.\n{found}")
-    notes = [f"line {n} is fine: {listing[n - 1].fine_because or 'nothing on it computes anything wrong.'}"
-             for n in sorted(picked - buggy)]
+    fine = len(picked - buggy)  # counted, never named: a submission of every line must not give the answer away
+    message = f"you found {len(picked & buggy)} of the {len(buggy)} buggy lines"
+    if fine:
+        message += f", and {fine} of the lines you picked {'is' if fine == 1 else 'are'} fine"
+    if len(picked) > 2 * len(buggy):
+        message += f". Pick fewer: only {len(buggy)} lines hold a bug, and this checker names them only when the set is exact"
     missed = sorted(buggy - picked)
-    message = f"you found {len(picked & buggy)} of the {len(buggy)} buggy lines."
-    if notes:
-        message += "\n   " + "\n   ".join(notes)
-    hint = " / ".join(listing[i - 1].hint for i in missed) if missed else "remove the lines that are fine."
-    return wrong(message, hint)
+    hint = (" / ".join(notes[i][2] for i in missed) if missed and len(picked) <= 2 * len(buggy)
+            else "read each line and ask what it computes; drop the lines you cannot name a bug on.")
+    return wrong(message + ".", hint)
 
 
 # ------------------------------------------------------------------------ prediction: dropout
@@ -288,7 +385,7 @@ DROPOUT_CHOICES = ("unchanged", "scaled up", "scaled down")
 
 @prediction_checker
 def check_dropout_prediction(prediction: Any, weights_train: Tensor, weights_eval: Tensor, p: float) -> Verdict:
-    """Prediction: in training mode, are the weights dropout keeps ``"unchanged"``, ``"scaled up"`` or
+    """Prediction: in training mode, are the attention weights dropout keeps ``"unchanged"``, ``"scaled up"`` or
     ``"scaled down"``? ``weights_train``, ``weights_eval``: ``(..., N_q, N_k)`` of one layer on one input."""
     choice = as_choice(prediction, DROPOUT_CHOICES)
     if isinstance(choice, Verdict):
@@ -297,12 +394,12 @@ def check_dropout_prediction(prediction: Any, weights_train: Tensor, weights_eva
     ratio = (weights_train[kept] / weights_eval[kept]).median().item()
     happened = "unchanged" if abs(ratio - 1) < 1e-4 else ("scaled up" if ratio > 1 else "scaled down")
     dropped = ((weights_train == 0) & (weights_eval != 0)).float().mean().item()
-    facts = (f"{dropped:.0%} of the weights became 0 and every kept weight was multiplied by {ratio:.4f} "
+    facts = (f"{dropped:.0%} of the attention weights became 0 and every kept one was multiplied by {ratio:.4f} "
              f"(1 / (1 - p) = {1 / (1 - p):.4f})")
     if choice == happened:
         return correct(f"{facts}, so a row's expected sum stays 1 even though each row's actual sum moves.")
-    return wrong(f"{facts}: the kept weights are {happened}.",
-                 "dropout zeroes a share p of the weights; to keep each row's sum right on average, it divides the "
+    return wrong(f"{facts}: the kept attention weights are {happened}.",
+                 "dropout zeroes a share p of the attention weights; to keep each row's sum right on average, it divides the "
                  "rest by 1 - p.")
 
 
@@ -340,8 +437,12 @@ _MHA_MISTAKES: tuple[tuple[str, dict[str, Any], str], ...] = (
     ("the heads were merged with reshape(B, N, d_model), without transposing them back first",
      {"merge_transpose": False},
      "merge with transpose(1, 2) (back to (B, N, H, head_dim)) and then reshape(B, N, d_model)."),
+    ("the heads were split with reshape(B, H, N, head_dim) and merged with reshape(B, N, d_model), both "
+     "without a transpose", {"split_transpose": False, "merge_transpose": False},
+     "the shapes fit, but each head gets whole tokens (section 5.5 of lesson 05): split with reshape(B, N, H, "
+     "head_dim) then transpose(1, 2), and merge with transpose(1, 2) then reshape(B, N, d_model)."),
     ("the softmax ran over the queries (dim=-2) instead of the keys", {"softmax_dim": -2},
-     "each query's weights must sum to one: softmax(dim=-1)."),
+     "each query's attention weights must sum to one: softmax(dim=-1)."),
     ("the output projection out_proj was left out", {"out_proj": False},
      "finish with self.out_proj(merged)."),
 )
@@ -349,27 +450,13 @@ _MHA_MISTAKES: tuple[tuple[str, dict[str, Any], str], ...] = (
 
 _WRITE_IT = ("write each step with nn.Linear and tensor operations (reshape, transpose, @, softmax): the split, "
              "the scaled scores, the softmax, weights @ v and the merge are the exercise.")
-_LIBRARY_BUILTINS = {"scaled_dot_product_attention": "F.scaled_dot_product_attention",
-                     "_native_multi_head_attention": "PyTorch's fused multi-head attention"}
-
-
 def _library_attention() -> dict[Any, str]:
-    """Code objects of the library functions that compute part of a multi-head layer: the functions and methods
-    of the package's attention module (its mask builders aside) and ``F.multi_head_attention_forward``
-    (``nn.MultiheadAttention``)."""
-    from .. import attention as package_attention
+    """Code objects of what computes part of a multi-head layer: every function and method ``attn_helpers``
+    exports (its mask builders aside), ``nn.MultiheadAttention`` and ``F.multi_head_attention_forward``.
+    PyTorch's attention ops are watched by name (``TORCH_ATTENTION_OPS``)."""
+    from .heads import _WHOLE_LAYERS
 
-    codes: dict[Any, str] = {F.multi_head_attention_forward.__code__: "F.multi_head_attention_forward"}
-    masks = {"causal_mask", "padding_mask", "blocked_to_keep", "mask_to_additive"}  # build masks, compute nothing
-    for name, obj in vars(package_attention).items():
-        if name in masks:
-            continue
-        functions = [obj] if inspect.isfunction(obj) else (
-            [f for f in vars(obj).values() if inspect.isfunction(f)] if inspect.isclass(obj) else [])
-        for f in functions:
-            if f.__module__ == package_attention.__name__:
-                codes[f.__code__] = f"attn_helpers' {f.__qualname__}" if inspect.isclass(obj) else f"attn_helpers.{name}"
-    return codes
+    return {**_WHOLE_LAYERS, **_exported_code()}
 
 
 @checker
@@ -377,7 +464,7 @@ def check_mha_class(answer: Any) -> Verdict:
     """Exercise: a class ``answer(d_model, num_heads)`` holding ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``
     (each ``nn.Linear(d_model, d_model)``) whose ``forward(x (B, N, d_model))`` returns ``(B, N, d_model)``.
 
-    Its weights are copied from a :class:`MultiHeadAttention`; the outputs are compared with that layer's and
+    Its parameters are copied from a :class:`MultiHeadAttention`; the outputs are compared with that layer's and
     with ``nn.MultiheadAttention``'s (via ``to_torch``) on four sizes, and typical mistakes are named. A class
     that is, holds or calls a library's attention (``MultiHeadAttention``, ``nn.MultiheadAttention``,
     ``F.scaled_dot_product_attention``, the functions of ``attn_helpers.attention``) is refused.
@@ -402,13 +489,13 @@ def check_mha_class(answer: Any) -> Verdict:
         if missing:
             return wrong(f"your layer has no nn.Linear named {', '.join(missing)}.",
                          "build self.q_proj, self.k_proj, self.v_proj and self.out_proj, each nn.Linear(d_model, d_model), "
-                         "so their weights can be copied in.")
+                         "so their parameters can be copied in.")
         try:
             with torch.no_grad():
                 for n in ("q_proj", "k_proj", "v_proj", "out_proj"):
                     getattr(mine, n).load_state_dict(getattr(reference, n).state_dict())
         except RuntimeError as problem:
-            return wrong(f"the weights of a MultiHeadAttention({d_model}, {num_heads}) do not fit your layers: "
+            return wrong(f"the parameters of a MultiHeadAttention({d_model}, {num_heads}) do not fit your layers: "
                          f"{str(problem).splitlines()[-1].strip()}", "each projection is nn.Linear(d_model, d_model) with a bias.")
         mine.eval()
         inside = [type(m).__name__ for m in mine.modules() if isinstance(m, (MultiHeadAttention, nn.MultiheadAttention))]
@@ -417,7 +504,7 @@ def check_mha_class(answer: Any) -> Verdict:
         x = torch.randn(B, N, d_model, generator=g)
         with torch.no_grad():
             try:
-                with _calls_into(_library_attention(), _LIBRARY_BUILTINS) as seen:
+                with _calls_into(_library_attention(), TORCH_ATTENTION_OPS) as seen:
                     got = mine(x)
                 if seen:
                     return wrong(f"your forward calls {seen[0]}, which does part of the exercise for you.", _WRITE_IT)
@@ -452,4 +539,4 @@ def check_mha_class(answer: Any) -> Verdict:
                      f"{gap:.3g}.", "print the shape after every line and compare with the shape trace of 7.2.")
     agrees = "within 1e-5 too" if torch_gap < 1e-5 else f"only to {torch_gap:.3g}"
     return correct(f"on {len(_MHA_CONFIGS)} sizes (d_model 6 to 16, 1 to 4 heads) your class gives MultiHeadAttention's "
-                   f"outputs within 1e-5 after copying its weights; nn.MultiheadAttention's agree with yours {agrees}.")
+                   f"outputs within 1e-5 after copying its parameters; nn.MultiheadAttention's agree with yours {agrees}.")

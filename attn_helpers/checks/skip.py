@@ -3,8 +3,8 @@ reaches a stack's first layer (a prediction, then a function the learner writes)
 
 from __future__ import annotations
 
-import inspect
 import math
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,19 +12,20 @@ import torch
 from torch import Tensor
 
 from ..attention import merge_heads
-from ..probes import SKIP_KINDS, AttentionStack, depth_sweep
+from ..probes import SKIP_KINDS, AttentionStack, depth_sweep, signal_through_stack
 from ._core import Verdict, as_letter, as_number, checker, compare_tensors, correct, error_text, wrong
 from ._predict import as_choice, prediction_checker
-from .heads import run_options
+from .heads import exported_code, run_options, run_watching
 
-__all__ = ["check_skip_through_v", "check_gradient_trend_prediction", "check_first_layer_grad", "check_residual_line"]
+__all__ = ["check_skip_through_v", "check_gradient_trend_prediction", "check_first_layer_grad", "check_layer_grad",
+           "check_residual_line"]
 
 TRENDS = ("shrinks", "stays", "grows")
 
 
 @checker
 def check_skip_through_v(answer: Any, v: Tensor, projected: Tensor) -> Verdict:
-    """Exercise: seed 000's output, ``projected + v`` with ``v (B, H, N, head_dim)`` merged to ``(B, N, chan)``."""
+    """Exercise: walkthrough 000's output, ``projected + v`` with ``v (B, H, N, head_dim)`` merged to ``(B, N, chan)``."""
     B, H, N, head_dim = v.shape
     chan = H * head_dim
     expected = projected + merge_heads(v)  # (B, N, chan)
@@ -38,6 +39,9 @@ def check_skip_through_v(answer: Any, v: Tensor, projected: Tensor) -> Verdict:
         "you left out the skip": (
             projected,
             "add the merged values v to projected."),
+        "you merged v with head_dim before heads, so the heads' features are interleaved": (
+            projected + v.permute(0, 2, 3, 1).reshape(B, N, chan),
+            "transpose(1, 2) to (B, N, H, head_dim) keeps each head's head_dim features together; then reshape."),
     }
     return compare_tensors(answer, expected, name="your output", likely_mistakes=mistakes,
                            success=f"{list(expected.shape)}: the projected heads plus the values, both chan={chan} wide.")
@@ -69,12 +73,7 @@ def check_gradient_trend_prediction(prediction: Any, first: Tensor, last: Tensor
                 f"(grows in {count['grows']}, stays in {count['stays']}, shrinks in {count['shrinks']})")
     if count[choice] == len(trends):
         return correct(f"{measured}.")
-    why = {"shrinks": "each layer's Jacobian is I + J (J = d projected_l / d x_l): the identity I passes the gradient "
-                      "on whole, so nothing forces it to shrink; shrinking is what happens without a skip.",
-           "stays": "each layer's Jacobian is I + J (J = d projected_l / d x_l), not I alone: the J terms add to "
-                    "the gradient, and over many layers those additions pile up.",
-           "grows": "look at the seeds that did not grow."}
-    return wrong(f"{measured}.", why[choice])
+    return wrong(f"{measured}.", "the counts are what these seeds did; the tables below show it depth by depth.")
 
 
 def _grad_norm(output: Tensor, params: list[Tensor]) -> float:
@@ -91,19 +90,88 @@ def _first_layer_grad_cases() -> list[tuple[AttentionStack, Tensor, int]]:
     return [(stack, x, L) for _ in SKIP_KINDS for L in (1, 3)]
 
 
-#: Functions that already measure the gradient at layer 1: the helpers', and the loop lesson 06 writes out.
-MEASURING_FUNCTIONS = ("depth_sweep", "signal_through_stack", "measure_depths")
+def _measuring_functions() -> dict[Any, str]:
+    """Code object -> name of the functions that already measure the gradient at layer 1: the helpers', and
+    6.5.1's ``measure_depths`` when the notebook has defined it. Watched while the learner's function runs
+    (:func:`~attn_helpers.checks.heads.run_watching`, as lesson 05's checkers do), so an alias is caught too."""
+    watched = {depth_sweep.__code__: "depth_sweep", signal_through_stack.__code__: "signal_through_stack"}
+    notebook_loop = getattr(sys.modules.get("__main__"), "measure_depths", None)
+    code = getattr(notebook_loop, "__code__", None)
+    if code is not None:
+        watched[code] = "measure_depths"
+    return watched
 
 
-def _borrowed_measurement(fn: Any) -> str:
-    """The name of a ready-made measurement that ``fn`` is or calls ('' when ``fn`` measures it itself)."""
-    if getattr(fn, "__name__", "") in MEASURING_FUNCTIONS or (getattr(fn, "__module__", None) or "").startswith("attn_helpers"):
-        return getattr(fn, "__name__", type(fn).__name__)
+def _watched_for_layer_grad(stack: AttentionStack, x: Tensor) -> dict[Any, str]:
+    """What exercise 6.3's function must not call: every function and method ``attn_helpers`` exports, except
+    what running the stack calls (``stack(x, depth=L)`` is how the exercise gets x_L), and 6.5.1's
+    ``measure_depths`` when the notebook has defined it."""
+    needed: set[Any] = set()
+
+    def record(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            needed.add(frame.f_code)
+
+    previous = sys.getprofile()
+    sys.setprofile(record)
     try:
-        source = inspect.getsource(fn)
-    except (OSError, TypeError):  # no source to read: judged by its results alone
-        return ""
-    return next((name for name in MEASURING_FUNCTIONS if f"{name}(" in source), "")
+        for wiring in SKIP_KINDS:
+            stack.wiring = wiring
+            with torch.no_grad():
+                stack(x, depth=1)
+    finally:
+        sys.setprofile(previous)
+    watched = {code: name for code, name in exported_code().items() if code not in needed}
+    return {**watched, **_measuring_functions()}
+
+
+@checker
+def check_layer_grad(answer: Any) -> Verdict:
+    """Exercise: a function ``fn(stack, x, L, layer)`` returning the norm of the gradient of ``||x_L||`` with
+    respect to all parameters of layer ``layer`` (counted from 1, ``layer <= L``), run on a small stack
+    (3 layers, ``chan=8``, 2 heads, float64) under each wiring and compared with autograd to a relative ``1e-6``."""
+    if not callable(answer):
+        return wrong(f"your answer is not a function (it is of type {type(answer).__name__}).",
+                     "define it with def grad_at_layer(stack, x, L, layer): ... and write its name, without ().")
+    with torch.random.fork_rng(devices=[]):  # seeded without touching the notebook's random state
+        torch.manual_seed(606)
+        stack = AttentionStack(3, 8, 8, 2).double()
+        x = torch.randn(2, 5, 8, dtype=torch.float64)  # (B, N, dim)
+    watched = _watched_for_layer_grad(stack, x)
+    how = ("layer `layer` is stack.layers[layer - 1]: the gradient of x_L.norm() with respect to its parameters, "
+           "then the square root of the sum of every entry squared.")
+    for wiring in SKIP_KINDS:
+        stack.wiring = wiring
+        for L, layer in ((3, 2), (3, 3), (3, 1), (2, 1), (1, 1)):
+            what = f"wiring {wiring!r}, L={L}, layer={layer}"
+            try:
+                got, borrowed = run_watching(answer, (stack, x, L, layer), watched)
+            except Exception as problem:
+                return wrong(f"{what}: your function raised {error_text(problem)}", how)
+            if borrowed:
+                return wrong(f"your function hands the measurement to {borrowed[0]}, which is already written: the "
+                             "exercise asks you to write it.", how)
+            value = as_number(got, f"{what}: your function's result",
+                              hint="return one number: the square root of the sum of every gradient entry squared.")
+            if isinstance(value, Verdict):
+                return value
+            with torch.enable_grad():
+                out = stack(x, depth=L)  # (B, N, chan)
+                norms = [_grad_norm(out.norm(), list(stack.layers[i].parameters())) for i in range(L)]
+            if math.isclose(value, norms[layer - 1], rel_tol=1e-6):
+                continue
+            mistakes = {0: "it measures layer 1 whatever layer is", L - 1: "it measures layer L",
+                        layer: "stack.layers[layer] is layer layer + 1: layers are counted from 1, indices from 0"}
+            for i, cause in mistakes.items():
+                if i < L and i != layer - 1 and math.isclose(value, norms[i], rel_tol=1e-6):
+                    return wrong(f"{what}: you gave {value:.6g}, the gradient at layer {i + 1}: {cause}.", how)
+            if any(p.grad is not None for p in stack.parameters()):
+                return wrong(f"{what}: you gave {value:.6g}, {value / norms[layer - 1]:.3g} times the expected "
+                             f"{norms[layer - 1]:.6g}: .backward() adds into p.grad on every call, so this call "
+                             "counted the earlier calls' gradients again.",
+                             "use torch.autograd.grad(x_L.norm(), params), which returns the gradient instead.")
+            return wrong(f"{what}: you gave {value:.6g}, expected {norms[layer - 1]:.6g}.", how)
+    return correct("right under all three wirings at every layer of L = 1, 2 and 3.")
 
 
 @checker
@@ -115,20 +183,25 @@ def check_first_layer_grad(answer: Any) -> Verdict:
     if not callable(answer):
         return wrong(f"your answer is not a function (it is of type {type(answer).__name__}).",
                      "define it with def grad_at_layer_1(stack, x, L): ... and write its name, without ().")
-    borrowed = _borrowed_measurement(answer)
-    if borrowed:
-        return wrong(f"your function hands the measurement to {borrowed}, which is already written: the exercise asks "
-                     "you to write it.", "x_L = stack(x, depth=L); torch.autograd.grad(x_L.norm(), "
+    watched = _measuring_functions()
+    itself = watched.get(getattr(answer, "__code__", None))
+    if itself:
+        return wrong(f"your answer is {itself}, which is already written: the exercise asks you to write the "
+                     "measurement.", "x_L = stack(x, depth=L); torch.autograd.grad(x_L.norm(), "
                      "list(stack.layers[0].parameters())); then the square root of the sum of every entry squared.")
     cases = _first_layer_grad_cases()
     for i, (stack, x, L) in enumerate(cases):
-        stack.skip = SKIP_KINDS[i // 2]
-        what = f"skip={stack.skip!r}, L={L}"
+        stack.wiring = SKIP_KINDS[i // 2]
+        what = f"wiring {stack.wiring!r}, L={L}"
         try:
-            got = answer(stack, x, L)
+            got, borrowed = run_watching(answer, (stack, x, L), watched)
         except Exception as problem:
             return wrong(f"{what}: your function raised {error_text(problem)}",
                          "x_L = stack(x, depth=L); then torch.autograd.grad(x_L.norm(), list(stack.layers[0].parameters())).")
+        if borrowed:
+            return wrong(f"your function hands the measurement to {borrowed[0]}, which is already written: the "
+                         "exercise asks you to write it.", "x_L = stack(x, depth=L); torch.autograd.grad(x_L.norm(), "
+                         "list(stack.layers[0].parameters())); then the square root of the sum of every entry squared.")
         value = as_number(got, f"{what}: your function's result",
                           hint="return one number: the square root of the sum of every gradient entry squared.")
         if isinstance(value, Verdict):

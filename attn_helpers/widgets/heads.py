@@ -88,7 +88,7 @@ class HeadsExplorer(BlitExplorer):
 
     ``HeadsExplorer(num_heads=4, chan=64, tokens=8)``; display it as a cell's last line. The
     sentence is ``HeadsExplorer.SENTENCE`` (32 words; the first ``tokens`` are used), ``dim`` is the
-    width of its token vectors (seed 000's 49). Same slider values, same picture: the token vectors
+    width of its token vectors (walkthrough 000's 49). Same slider values, same picture: the token vectors
     and the layer's weights are drawn from ``seed`` every time (the notebook's random state is not
     touched). Equal words have equal vectors, so their rows and columns look alike in every head.
     ``num_heads`` offers 1, 2, 4 and 8 only: each divides every ``chan`` on offer (multiples of 8),

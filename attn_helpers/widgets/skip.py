@@ -1,14 +1,14 @@
-"""Lesson 06's explorer: a stack of attention layers with or without a skip connection.
+"""Lesson 06's explorer: a stack of attention layers joined by one of three wirings.
 
-A toggle picks how the layers are joined (``x + attention(x)``, seed 000's skip through V, or no
-skip), a slider picks the depth, a second toggle the input width ``dim``, a slider the random seed
-of the weights and the input, and a last toggle the scale of every ``W_v`` (PyTorch's default, or
+A toggle picks how the layers are joined (``x + attention(x)``, walkthrough 000's ``v + attention``, or
+nothing added), a slider picks the depth, a second toggle the input width ``dim``, a slider the random seed
+of the parameters and the input, and a last toggle the scale of every ``W_v`` (PyTorch's default, or
 ``sqrt(3)`` times it). The picture shows, at every layer, how big the hidden state is (its root
 mean square), how different the tokens still are (their token std: the standard deviation across
-the tokens), and how big the gradient reaching that layer's weights is, on a log scale.
+the tokens), and how big the gradient reaching that layer's parameters is, on a log scale.
 
 The layers are built once per (seed, input width, ``W_v`` scale) (on first use, without touching the
-notebook's random state) and reused: changing the skip re-wires the *same* weights, a smaller depth
+notebook's random state) and reused: changing the wiring re-wires the *same* parameters, a smaller depth
 uses the first layers of the same stack, and both widths share every layer after the first, so every
 difference on screen comes from the control that moved.
 
@@ -34,19 +34,19 @@ from ._blit import BlitExplorer
 
 __all__ = ["SkipExplorer"]
 
-SKIP_OPTIONS = (("x + attention(x)", "identity"), ("v + attention (seed 000)", "values"), ("no skip", "none"))
+WIRING_OPTIONS = (("x + attention(x)", "identity"), ("v + attention (walkthrough 000)", "values"), ("nothing added", "none"))
 MAX_DEPTH = 32
 MAX_SEED = 7
 V_SCALES = (("default", 1.0), ("× √3", math.sqrt(3.0)))  # PyTorch's Linear init, and that times sqrt(3)
-Y_RANGE = (1e-18, 1e6)  # fixed, so switching the skip shows the change in size instead of a rescaled axis
+Y_RANGE = (1e-18, 1e6)  # fixed, so switching the wiring shows the change in size instead of a rescaled axis
 
 
 class SkipExplorer(BlitExplorer):
-    """Toggle the skip connection and slide the depth of a stack of seed 000's attention layers.
+    """Switch the wiring and slide the depth of a stack of walkthrough 000's attention layers.
 
-    ``SkipExplorer(skip="identity", depth=8, dim=64, seed=0, v_scale=1.0)``; display it as a cell's
+    ``SkipExplorer(wiring="identity", depth=8, dim=64, seed=0, v_scale=1.0)``; display it as a cell's
     last line. The stack has ``chan=64`` and 4 heads; the input is ``B=2`` sequences of ``N=8`` tokens.
-    ``seed`` (0 to 7) draws the weights and the input; ``v_scale`` multiplies every layer's ``W_v``
+    ``seed`` (0 to 7) draws the parameters and the input; ``v_scale`` multiplies every layer's ``W_v``
     (1 or sqrt(3)). ``dim=49`` with ``x + attention(x)`` is refused in words: x and the output would
     have different widths.
     """
@@ -55,10 +55,10 @@ class SkipExplorer(BlitExplorer):
     num_heads = 4
     B, N = 2, 8
 
-    def __init__(self, *, skip: str = "identity", depth: int = 8, dim: int = 64, seed: int = 0,
+    def __init__(self, *, wiring: str = "identity", depth: int = 8, dim: int = 64, seed: int = 0,
                  v_scale: float = 1.0) -> None:
-        if skip not in dict((v, k) for k, v in SKIP_OPTIONS):
-            raise ValueError(f"skip must be one of {[v for _, v in SKIP_OPTIONS]}, got {skip!r}")
+        if wiring not in dict((v, k) for k, v in WIRING_OPTIONS):
+            raise ValueError(f"wiring must be one of {[v for _, v in WIRING_OPTIONS]}, got {wiring!r}")
         if not 1 <= depth <= MAX_DEPTH:
             raise ValueError(f"depth must lie in [1, {MAX_DEPTH}], got {depth}")
         if dim not in (self.chan, 49):
@@ -72,7 +72,7 @@ class SkipExplorer(BlitExplorer):
         self._cache: dict[tuple[str, int, int, int, float], dict[str, np.ndarray]] = {}
         style = {"description_width": "initial"}
         controls = {
-            "skip": W.ToggleButtons(options=SKIP_OPTIONS, value=skip, description="skip", style=style),
+            "wiring": W.ToggleButtons(options=WIRING_OPTIONS, value=wiring, description="wiring", style=style),
             "depth": W.IntSlider(value=depth, min=1, max=MAX_DEPTH, description="depth (layers)", style=style,
                                  continuous_update=False),
             "dim": W.ToggleButtons(options=[(f"dim = {self.chan}", self.chan), ("dim = 49", 49)], value=dim,
@@ -84,17 +84,17 @@ class SkipExplorer(BlitExplorer):
         super().__init__(controls, figsize=(8.0, 3.8), dpi=80)
 
     # -- numbers -----------------------------------------------------------------------------
-    def measure(self, skip: str, depth: int, dim: int, seed: int = 0, v_scale: float = 1.0) -> dict[str, np.ndarray]:
+    def measure(self, wiring: str, depth: int, dim: int, seed: int = 0, v_scale: float = 1.0) -> dict[str, np.ndarray]:
         """The per-layer numbers the picture shows (cached): ``rms``, ``token_std`` ``(depth + 1,)``, ``grad_norm`` ``(depth,)``."""
-        if skip == "identity" and dim != self.chan:
+        if wiring == "identity" and dim != self.chan:
             raise InvalidCombination(
                 f"x + attention(x) adds x ({dim} features per token) to an output of chan={self.chan} features; "
-                f"the widths must match, so pick dim = {self.chan}, or the skip through V, or no skip"
+                f"the widths must match, so pick dim = {self.chan}, or v + attention, or nothing added"
             )
-        key = (skip, depth, dim, seed, v_scale)
+        key = (wiring, depth, dim, seed, v_scale)
         if key not in self._cache:
             stack = self._stack(dim, seed, v_scale)
-            stack.skip = skip
+            stack.wiring = wiring
             result = signal_through_stack(stack, self.inputs[seed, dim], depth=depth)
             self._cache[key] = {name: t.numpy() for name, t in result.items()}
         return self._cache[key]
@@ -110,7 +110,7 @@ class SkipExplorer(BlitExplorer):
                 # Layer 0 draws the first random numbers, so it is the layer a full seeded build would
                 # make; a narrower input reuses the other layers (W_v already scaled) instead of drawing them.
                 stack = AttentionStack(MAX_DEPTH if shared is None else 1, dim, self.chan, self.num_heads,
-                                       skip="none").double()
+                                       wiring="none").double()
                 with torch.no_grad():
                     for layer in stack.layers:
                         layer.qkv.weight[2 * self.chan:] *= v_scale  # rows 2*chan.. of qkv.weight are W_v
@@ -132,22 +132,22 @@ class SkipExplorer(BlitExplorer):
         self.ax.grid(True, which="major", alpha=0.3)
         self.rms_line, = self.ax.plot([], [], "o-", color="#5b7fb5", ms=3, label="RMS of the hidden state")
         self.token_std_line, = self.ax.plot([], [], "s--", color="#1b9e77", ms=3, label="token std (across tokens)")
-        self.grad_line, = self.ax.plot([], [], "^-", color="#e66101", ms=3, label="gradient at the layer's weights")
+        self.grad_line, = self.ax.plot([], [], "^-", color="#e66101", ms=3, label="gradient at the layer's parameters")
         self.ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
         self.title = self.ax.set_title("")
         self.note = figure.text(0.67, 0.16, "", fontsize=8, va="bottom", family="monospace")
         # redrawn on every move; the x axis too, as its range follows the depth
         self.dynamic([self.ax.xaxis, self.rms_line, self.token_std_line, self.grad_line, self.title, self.note])
 
-    def update(self, skip: str, depth: int, dim: int, seed: int, v_scale: float) -> str:
-        m = self.measure(skip, depth, dim, seed, v_scale)
+    def update(self, wiring: str, depth: int, dim: int, seed: int, v_scale: float) -> str:
+        m = self.measure(wiring, depth, dim, seed, v_scale)
         floor = Y_RANGE[0]
         layers = np.arange(depth + 1)
         self.rms_line.set_data(layers, np.maximum(m["rms"], floor))
         self.token_std_line.set_data(layers, np.maximum(m["token_std"], floor))
         self.grad_line.set_data(layers[1:], np.maximum(m["grad_norm"], floor))
         self.ax.set_xlim(-0.5, depth + 0.5)
-        label = dict((v, k) for k, v in SKIP_OPTIONS)[skip]
+        label = dict((v, k) for k, v in WIRING_OPTIONS)[wiring]
         scale = dict((v, k) for k, v in V_SCALES)[v_scale]
         self.title.set_text(f"{depth} layer{'s' if depth > 1 else ''} joined by: {label}; random seed {seed}, W_v {scale}")
         token_std = f"{m['token_std'][-1]:.2g}"
