@@ -9,7 +9,7 @@ weights copied in, followed by the two pieces of a transformer block around it:
        key-padding mask; softmax; weights @ v; merge_heads; Linear      -> attn_out (B, N, hidden)
     -> LayerNorm(x + attn_out)                                          -> attn_norm (B, N, hidden)
     -> Linear(hidden, intermediate), GELU, Linear(intermediate, hidden) -> the feed-forward block
-    -> LayerNorm(attn_norm + feed-forward)                              -> out (B, N, hidden)
+    -> LayerNorm(attn_norm + feed-forward)                              -> block_out (B, N, hidden)
 
 :func:`attention_shares` measures what each head looks at: the share of its attention on
 ``[CLS]``, on ``[SEP]``, on the previous token, on the next token and on the token itself.
@@ -57,7 +57,7 @@ class BertLayer(nn.Module):
         "attn_out": "batch tokens hidden",
         "attn_norm": "batch tokens hidden",
         "ffn_hidden": "batch tokens intermediate",
-        "out": "batch tokens hidden",
+        "block_out": "batch tokens hidden",
     }
 
     def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int, *, eps: float = 1e-12) -> None:
@@ -95,13 +95,13 @@ class BertLayer(nn.Module):
         attn_out, att = self.attention(x, mask=mask, return_intermediates=True)  # (B, N, hidden)
         attn_norm = self.attention_norm(x + attn_out)  # residual, then LayerNorm: (B, N, hidden)
         ffn_hidden = F.gelu(self.ffn_in(attn_norm))  # (B, N, intermediate)
-        out = self.ffn_norm(attn_norm + self.ffn_out(ffn_hidden))  # residual, then LayerNorm: (B, N, hidden)
+        block_out = self.ffn_norm(attn_norm + self.ffn_out(ffn_hidden))  # residual, then LayerNorm: (B, N, hidden)
         inter = {"x": x, **{k: att[k] for k in ("q", "k", "v", "q_heads", "k_heads", "v_heads", "scores", "weights",
                                                 "heads", "merged")},
-                 "attn_out": attn_out, "attn_norm": attn_norm, "ffn_hidden": ffn_hidden, "out": out}
+                 "attn_out": attn_out, "attn_norm": attn_norm, "ffn_hidden": ffn_hidden, "block_out": block_out}
         for observer in list(self._observers):
             observer(self, inter)
-        return (out, inter) if return_intermediates else out
+        return (block_out, inter) if return_intermediates else block_out
 
 
 @dataclass(frozen=True)

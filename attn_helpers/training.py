@@ -297,6 +297,15 @@ class TinyAttentionModel(nn.Module):
         return cls(task.vocab_size, task.n_classes, task.seq_len, dim=config.dim, num_heads=config.num_heads,
                    num_layers=config.num_layers, skip=config.skip, scaled=config.scaled, positions=config.positions)
 
+    def embed_with_positions(self, tokens: Tensor) -> Tensor:
+        """``tokens (B, N) -> h (B, N, dim)``: the token vectors plus the scheme's positions, if any."""
+        h = self.embed(tokens)  # (B, N, dim)
+        if self.positions == "learned":
+            h = h + self.position.weight[: tokens.shape[1]]  # (B, N, dim): rows 0..N-1 of the table
+        elif self.positions == "sinusoidal":
+            h = h + sinusoidal_encoding(tokens.shape[1], h.shape[-1], dtype=h.dtype).to(h.device)  # (B, N, dim)
+        return h  # "none" adds nothing; "rope" adds nothing here: its layers rotate q and k
+
     def forward(self, tokens: Tensor, *, return_weights: bool = False, return_intermediates: bool = False,
                 keep_heads: Tensor | None = None):
         """``tokens (B, N) -> logits (B, N, n_classes)``.
@@ -316,14 +325,7 @@ class TinyAttentionModel(nn.Module):
         if self.positions == "learned" and tokens.shape[1] > self.seq_len:
             raise ValueError(f"tokens has N={tokens.shape[1]} positions but the model has {self.seq_len} "
                              f"position embeddings (shape {list(tokens.shape)})")
-        if self.positions == "learned":
-            h = self.embed(tokens) + self.position.weight[: tokens.shape[1]]  # (B, N, dim)
-        elif self.positions == "sinusoidal":
-
-            h = self.embed(tokens)  # (B, N, dim)
-            h = h + sinusoidal_encoding(tokens.shape[1], h.shape[-1], dtype=h.dtype).to(h.device)  # (B, N, dim)
-        else:  # "none", or "rope": the rotary layers rotate q and k themselves
-            h = self.embed(tokens)  # (B, N, dim)
+        h = self.embed_with_positions(tokens)  # (B, N, dim)
         keep = self._check_keep_heads(keep_heads, h.dtype)
         layers = []
         for index, layer in enumerate(self.layers):
@@ -878,7 +880,7 @@ def order_blind_accuracy(tokens: Tensor, targets: Tensor) -> float:
     counts = torch.zeros(tokens.shape[0], int(tokens.max()) + 1, dtype=torch.int64)  # (B, vocab)
     counts.scatter_add_(1, tokens, torch.ones_like(tokens))  # how often each token occurs in each sequence
     others = counts[:, None, :].repeat(1, n, 1)  # (B, N, vocab): the counts ...
-    others.scatter_add_(2, tokens[..., None], -torch.ones_like(tokens[..., None]))  # ... without token i itself
+    others.scatter_add_(2, tokens[..., None], -torch.ones_like(tokens[..., None]))  # ... without the token at that position itself
     best = others.max(dim=-1).values.to(torch.float64) / (n - 1)  # (B, N)
     return float(best[targets != IGNORE].mean())
 
