@@ -23,7 +23,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attn_helpers import BertEncoder, attention_shares, load_pretrained, shape_trace
+from attn_helpers import BertEncoder, attention_shares, load_pretrained, padding_mask, shape_trace
 from attn_helpers import pretrained
 from attn_helpers.bert import PATTERNS, heads_matching, shares_by_layer_table
 from attn_helpers.pretrained import (MODEL_ID, check_config, check_weights, load_from_folder, load_from_hub,
@@ -362,13 +362,6 @@ def test_config_file_round_trip(model_folder):
 def test_checkers_recognise_typical_mistakes(model):
     from attn_helpers import checks
 
-    config = model.config
-    judge = checks.check_config_head_dim.judge
-    assert judge(lambda c: c["hidden_size"] // c["num_attention_heads"], config).ok
-    assert "a float" in judge(lambda c: c["hidden_size"] / c["num_attention_heads"], config).message
-    assert "all heads together" in judge(lambda c: c["hidden_size"], config).message
-    assert "should be a function" in judge(32, config).message
-
     layer = BertEncoder.from_pretrained(model).layers[0].attention.q_proj
     x = torch.randn(1, 4, 384)
     judge = checks.check_head_weights.judge
@@ -389,6 +382,12 @@ def test_checkers_recognise_typical_mistakes(model):
     mask = model.tokenize(["a b c", "a"]).attention_mask
     assert judge(lambda m: m.bool()[:, None, None, :], mask).ok
     assert "ADDED to the scores" in judge(lambda m: m.float()[:, None, :], mask).hint
+    integer = judge(lambda m: m[:, None], mask)  # the tokenizer's int64 mask as it is
+    assert "int64" in integer.message and "refuse an integer mask" in integer.hint
+    assert "built from the lengths" in judge(lambda m: (torch.arange(m.shape[1]) < m.sum(-1)[:, None])[:, None], mask).message
+    assert "padding_mask" in judge(padding_mask, mask).message
+    called = judge(lambda m: padding_mask(m.sum(-1), m.shape[1]), mask)
+    assert not called.ok and "calls attn_helpers' padding_mask" in called.message
     assert "insert the query axis" in judge(lambda m: m.bool(), mask).hint
     assert checks.check_padding_prediction.judge("same", 3e-7).ok
     assert not checks.check_padding_prediction.judge("same", 0.2).ok
