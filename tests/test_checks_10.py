@@ -102,3 +102,29 @@ def test_rotated_tensors_names_each_typical_mistake():
     assert "['k'] is rotated too" in message("q")
     assert "not among the layer's tensors" in message({"query"})
     assert "set of names" in message(42)
+
+
+def test_rope_names_the_unchanged_stub_and_the_pair_count_in_the_exponent():
+    def message(fn):
+        verdict = checks.check_rope.judge(fn)
+        assert not verdict.ok
+        return verdict.message + " " + verdict.hint
+
+    assert "returned x unchanged" in message(lambda x, p: x)
+    assert "head_dim/2 (the number of pairs)" in message(lambda x, p: _rope_by_hand(x, p, exponent=4.0))
+
+
+def test_rotated_v_shift_accepts_heads_only_and_names_each_typical_mistake():
+    def message(answer):
+        verdict = checks.check_rotated_v_shift.judge(answer)
+        assert not verdict.ok
+        return verdict.message + " " + verdict.hint
+
+    assert checks.check_rotated_v_shift.judge({"heads"}).ok
+    assert checks.check_rotated_v_shift.judge(["Heads "]).ok
+    assert "turned by its own position" in message(set())  # "RoPE is relative, so nothing changes"
+    assert "turned by its own position" in message("none")
+    assert "made from q and k alone" in message({"scores", "weights", "heads"})
+    assert "made from q and k alone" in message({"weights", "heads"})
+    assert "not among" in message({"out"})
+    assert "should be a set" in message(3)

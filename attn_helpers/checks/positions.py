@@ -1,6 +1,7 @@
 """Checkers for 10 · Positions: what shuffling the input does to the output (a prediction), the rotation
 of every feature pair of a tensor (RoPE written by hand, run by the checker on inputs of its own, the
-library's ``apply_rope`` refused), and which tensors RoPE rotates.
+library's ``apply_rope`` refused), which tensors RoPE rotates, and a prediction: what a shift of every
+position changes if ``v`` were rotated too.
 
 Each judge recomputes the right answer from the exercise's inputs or from the library (the rotation
 from :func:`attn_helpers.positions.apply_rope`, the rotated tensors from a :class:`RotaryAttention`
@@ -19,7 +20,7 @@ from ._core import Verdict, checker, compare_tensors, correct, error_text, wrong
 from ._predict import as_choice, prediction_checker
 from .heads import _library_itself, run_watching
 
-__all__ = ["check_shuffle_prediction", "check_rope", "check_rotated_tensors"]
+__all__ = ["check_shuffle_prediction", "check_rope", "check_rotated_tensors", "check_rotated_v_shift"]
 
 SHUFFLE_CHOICES = ("reordered", "changed")
 TENSOR_NAMES = ("x", "q", "k", "v", "scores", "weights", "out")
@@ -105,6 +106,9 @@ def check_rope(answer: Any) -> Verdict:
                          "not the numbers of one example.")
         if called:
             return wrong(f"your function calls {called[0]}, which does the exercise for you.", how)
+        if isinstance(got, Tensor) and got.shape == x.shape and torch.equal(got, x):
+            return wrong(f"for {where} your function returned x unchanged (the stub's return x is still there?).",
+                         "only position 0 leaves a pair where it was; " + how)
         mistakes = {
             "every pair turns clockwise (the signs of the sines are swapped)": (
                 _rope_variant(x, positions, sign=-1.0), "a' = a cos φ - b sin φ, b' = a sin φ + b cos φ."),
@@ -113,6 +117,9 @@ def check_rope(answer: Any) -> Verdict:
                 "this exercise uses the half pairing: feature i goes with feature i + head_dim/2."),
             "θ_i = 10000^(-i/head_dim), without the 2": (
                 _rope_variant(x, positions, exponent=1.0), "θ_i = 10000 ** (-2 * i / head_dim), i = 0 .. head_dim/2 - 1."),
+            "θ_i = 10000^(-2i/(head_dim/2)): head_dim/2 (the number of pairs) in the exponent": (
+                _rope_variant(x, positions, exponent=4.0),
+                "the exponent divides by head_dim, the full width: θ_i = 10000 ** (-2 * i / head_dim)."),
             "the row index 0, 1, 2, ... is used instead of the positions": (
                 _rope_variant(x, torch.arange(len(positions))), "the angle is positions[row] × θ_i."),
             "cos and sin swapped places": (
@@ -171,3 +178,52 @@ def check_rotated_tensors(answer: Any) -> Verdict:
     missing = rotated - names
     return wrong(f"{sorted(missing)} {'is' if len(missing) == 1 else 'are'} rotated too.",
                  "a score is q_m · k_n: for it to depend on m - n, both sides must be turned by their own position.")
+
+
+# ------------------------------------------------------------------------------ predict: rotate v too, shift every position
+
+SHIFT_NAMES = ("scores", "weights", "heads")
+
+
+def _shift_changes(shift: int = 1000) -> dict[str, float]:
+    """Largest change of ``scores``, ``weights`` and ``heads = weights @ v`` when every position moves by
+    ``shift``, in a layer that rotates ``v`` too (float64, made-up ``q``, ``k``, ``v`` of 2 heads, 6 tokens)."""
+    g = torch.Generator().manual_seed(103)
+    q, k, v = (torch.randn(1, 2, 6, 8, generator=g, dtype=torch.float64) for _ in range(3))  # (B, H, N, head_dim)
+    results = []
+    for positions in (torch.arange(6), torch.arange(6) + shift):
+        scores = apply_rope(q, positions) @ apply_rope(k, positions).mT  # (B, H, N, N)
+        weights = torch.softmax(scores / 8**0.5, dim=-1)  # (B, H, N, N)
+        results.append({"scores": scores, "weights": weights, "heads": weights @ apply_rope(v, positions)})
+    return {name: (results[0][name] - results[1][name]).abs().max().item() for name in SHIFT_NAMES}
+
+
+@checker
+def check_rotated_v_shift(answer: Any) -> Verdict:
+    """Prediction: in a layer that rotates ``v`` too (by each token's position, like ``k``), which of
+    ``scores``, ``weights``, ``heads`` change when every position is shifted by the same amount? A set of
+    names from :data:`SHIFT_NAMES` (empty: nothing changes). The checker measures it (shift 1000, float64)."""
+    if isinstance(answer, str):
+        answer = set() if answer.strip().lower() in ("", "none", "nothing") else {answer}
+    if not isinstance(answer, (set, list, tuple, frozenset)) or not all(isinstance(n, str) for n in answer):
+        return wrong(f"the answer should be a set of names such as {{'scores'}} (or set() for none), got {answer!r}.",
+                     f"pick from {list(SHIFT_NAMES)}.")
+    names = {n.strip().lower() for n in answer}
+    unknown = names - set(SHIFT_NAMES)
+    if unknown:
+        return wrong(f"{sorted(unknown)} are not among {list(SHIFT_NAMES)}.",
+                     "heads is weights @ v, each head's output before the heads are merged.")
+    gaps = _shift_changes()
+    changed = {name for name, gap in gaps.items() if gap > 1e-9}
+    measured = ", ".join(f"{name} by {gap:.1e}" if gap > 1e-9 else f"{name} by less than 1e-9"
+                         for name, gap in gaps.items())
+    if names == changed:
+        return correct(f"measured with the shift 1000: {measured}. The scores still compare q and k by their "
+                       "offset, but each value now carries its own absolute angle into the output.")
+    if names & {"scores", "weights"}:
+        return wrong(f"{sorted(names & {'scores', 'weights'})} did not change (measured: {measured}).",
+                     "scores and weights are made from q and k alone; rotating v does not touch them, and "
+                     "q_m · k_n still depends on m - n only.")
+    return wrong(f"heads changed (measured: {measured}).",
+                 "heads = Σ_n weights[m, n] · R(n θ) v_n: each value is turned by its own position, and a shift "
+                 "turns every value further. The offset cancels only in a dot product of two turned vectors.")
