@@ -203,7 +203,8 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
                  "    turned = [a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()]\n"
                  "    return torch.stack(turned, dim=-1).flatten(-2)\n"
                  "answer = rope", "feature i goes with feature i + head_dim/2"),
-        "10.3": ('answer = {"q", "k", "v"}', "v is the content"),
+        # "RoPE is relative, so a shift changes nothing": the rotated values carry their own angle into the heads
+        "10.3": ("answer = set()", "turned by its own position"),
     },
     # 11 · Inside a real pretrained transformer
     "11": {
