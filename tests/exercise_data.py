@@ -209,8 +209,8 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
     # 11 · Inside a real pretrained transformer
     "11": {
         "11.1": ('prediction = "different"', "sets every [PAD] key's score to -inf"),
-        "11.2": ("def head_weights(weight, bias, h, num_heads):\n    return weight[h::num_heads], bias[h::num_heads]\n"
-                 "answer = head_weights", "contiguous block of rows"),
+        "11.2": ("def head_rows(weight, bias, h, num_heads):\n    return weight[h::num_heads], bias[h::num_heads]\n"
+                 "answer = head_rows", "contiguous block of rows"),
         # the tokenizer's int64 mask with the query axis: refused by the attention functions
         "11.3": ("def keep_mask(attention_mask):\n    return attention_mask[:, None, :]\nanswer = keep_mask",
                  "refuse an integer mask"),

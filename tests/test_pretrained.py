@@ -409,7 +409,7 @@ def test_checkers_recognise_typical_mistakes(model):
 
     layer = BertEncoder.from_pretrained(model).layers[0].attention.q_proj
     x = torch.randn(1, 4, 384)
-    judge = checks.check_head_weights.judge
+    judge = checks.check_head_rows.judge
 
     def rows(w, h, n):
         d = w.shape[0] // n
@@ -433,6 +433,10 @@ def test_checkers_recognise_typical_mistakes(model):
     assert "padding_mask" in judge(padding_mask, mask).message
     called = judge(lambda m: padding_mask(m.sum(-1), m.shape[1]), mask)
     assert not called.ok and "calls attn_helpers' padding_mask" in called.message
+    encoder = BertEncoder.from_pretrained(model)  # builds keep from the tokenizer's mask and returns it
+    for borrowed in (lambda m: encoder(torch.zeros_like(m), m).mask, lambda m: encoder.forward(m).mask, encoder):
+        verdict = judge(borrowed, mask)
+        assert not verdict.ok and "calls attn_helpers' BertEncoder.forward" in verdict.message
     assert "insert the query axis" in judge(lambda m: m.bool(), mask).hint
     assert checks.check_padding_prediction.judge("same", 3e-7).ok
     assert not checks.check_padding_prediction.judge("same", 0.2).ok

@@ -3,7 +3,7 @@ mask of a padded batch, and a prediction about padding.
 
 The two code exercises hand in a *function*; each judge runs it on the lesson's model and on other
 inputs it makes up (a left-padded batch for the mask), so a tensor copied from the lesson cannot pass,
-refuses the library's ``padding_mask`` while the function runs, and recognises the typical wrong answers
+refuses any function of ``attn_helpers`` (``padding_mask``, the encoder) while the keep mask runs, and recognises the typical wrong answers
 (columns instead of rows, every H-th row, the mask's other convention, a missing query axis, a 0/1
 integer or float mask, a mask built from the lengths).
 """
@@ -13,18 +13,42 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import sys
+from pathlib import Path
+
 import torch
 from torch import Tensor
 
 from .. import padding_mask, split_heads
 from ._core import Verdict, checker, correct, error_text, wrong
 from ._predict import as_choice, prediction_checker
-from .heads import _library_itself, run_watching
+from .heads import _library_itself
 
-__all__ = ["check_head_weights", "check_keep_mask", "check_padding_prediction"]
+__all__ = ["check_head_rows", "check_keep_mask", "check_padding_prediction"]
 
-#: What the learner's keep mask must not call: the library's padding mask, which answers the exercise.
+#: What the learner's keep mask must not be: the library's padding mask, which takes lengths.
 _PADDING_LIBRARY = {padding_mask.__code__: "attn_helpers' padding_mask"}
+#: Where the library's own code lives: a keep mask that calls into it (``padding_mask``, ``BertEncoder``, which
+#: builds this mask from the tokenizer's) hands the exercise to the library.
+_LIBRARY_DIR = str(Path(padding_mask.__code__.co_filename).resolve().parent)
+
+
+def _run_refusing_library(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, str]:
+    """``fn(*args)`` and the name of the first ``attn_helpers`` function it called (``''`` if none).
+    Exceptions from ``fn`` propagate."""
+    called: list[str] = []
+    previous = sys.getprofile()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and not called and frame.f_code.co_filename.startswith(_LIBRARY_DIR):
+            called.append(f"attn_helpers' {getattr(frame.f_code, 'co_qualname', frame.f_code.co_name)}")
+
+    sys.setprofile(profile)
+    try:
+        result = fn(*args)
+    finally:
+        sys.setprofile(previous)
+    return result, called[0] if called else ""
 
 
 def _not_a_function(answer: Any, call: str) -> Verdict | None:
@@ -46,13 +70,13 @@ def _weights_cases(q_proj: torch.nn.Linear, num_heads: int) -> list[tuple[Tensor
 
 
 @checker
-def check_head_weights(answer: Callable[..., tuple[Tensor, Tensor]], q_proj: torch.nn.Linear, x: Tensor,
-                       num_heads: int) -> Verdict:
-    """Exercise: a function ``head_weights(weight, bias, h, num_heads) -> (W_h, b_h)``: the rows of a
+def check_head_rows(answer: Callable[..., tuple[Tensor, Tensor]], q_proj: torch.nn.Linear, x: Tensor,
+                    num_heads: int) -> Verdict:
+    """Exercise: a function ``head_rows(weight, bias, h, num_heads) -> (W_h, b_h)``: the rows of a
     ``Linear(hidden, hidden)``'s ``weight (hidden, hidden)`` and ``bias (hidden,)`` that make head
     ``h``'s features. Run for every head of ``q_proj`` (checked against ``split_heads(q_proj(x))``)
     and of two made-up sizes."""
-    problem = _not_a_function(answer, "head_weights(weight, bias, h, num_heads)")
+    problem = _not_a_function(answer, "head_rows(weight, bias, h, num_heads)")
     if problem:
         return problem
     for weight, bias, heads in _weights_cases(q_proj, num_heads):
@@ -61,7 +85,7 @@ def check_head_weights(answer: Callable[..., tuple[Tensor, Tensor]], q_proj: tor
         for h in range(heads):
             got = answer(weight, bias, h, heads)
             if not isinstance(got, (tuple, list)) or len(got) != 2 or not all(isinstance(t, Tensor) for t in got):
-                return wrong(f"head_weights should return a pair of tensors (W_h, b_h), got {type(got).__name__}.",
+                return wrong(f"head_rows should return a pair of tensors (W_h, b_h), got {type(got).__name__}.",
                              "return weight[...], bias[...] with the same row selection for both.")
             w_h, b_h = got
             rows = slice(h * head_dim, (h + 1) * head_dim)
@@ -111,7 +135,8 @@ def check_keep_mask(answer: Callable[[Tensor], Tensor], attention_mask: Tensor) 
     """Exercise: a function ``keep_mask(attention_mask) -> mask``: from a tokenizer's ``attention_mask (B, N)``
     (1 = real token, 0 = padding, on either side) the boolean key-padding mask ``(B, 1, N)``, ``True`` = may
     attend (``(B, 1, 1, N)`` is accepted too). Run on ``attention_mask`` and on three made-up batches, one
-    padded on the left; a function that is or calls ``padding_mask`` is refused while it runs."""
+    padded on the left; a function that is ``padding_mask`` or calls any ``attn_helpers`` function (the
+    encoder builds this mask itself) is refused while it runs."""
     how = "compare attention_mask with 1 yourself and insert the query axis: (B, N) -> (B, 1, N)."
     problem = _not_a_function(answer, "keep_mask(attention_mask)")
     if problem:
@@ -123,12 +148,12 @@ def check_keep_mask(answer: Callable[[Tensor], Tensor], attention_mask: Tensor) 
         B, N = mask.shape
         expected = (mask == 1)[:, None, :]  # (B, 1, N)
         try:
-            got, called = run_watching(answer, (mask.clone(),), _PADDING_LIBRARY)
+            got, called = _run_refusing_library(answer, (mask.clone(),))
         except Exception as problem:  # the learner's code failed: say how, never a traceback
             return wrong(f"for attention_mask {mask.tolist()} your function raised {error_text(problem)}",
                          "use only attention_mask itself; read B and N from its shape.")
         if called:
-            return wrong(f"your function calls {called[0]}, which builds this mask for you.", how)
+            return wrong(f"your function calls {called}, which builds this mask for you.", how)
         if not isinstance(got, Tensor):
             return wrong(f"keep_mask returned {type(got).__name__}, expected a boolean tensor.",
                          "build it with tensor operations on attention_mask.")
