@@ -9,7 +9,7 @@ weights copied in, followed by the two pieces of a transformer block around it:
        key-padding mask; softmax; weights @ v; merge_heads; Linear      -> attn_out (B, N, hidden)
     -> LayerNorm(x + attn_out)                                          -> attn_norm (B, N, hidden)
     -> Linear(hidden, intermediate), GELU, Linear(intermediate, hidden) -> the feed-forward block
-    -> LayerNorm(attn_norm + feed-forward)                              -> out (B, N, hidden)
+    -> LayerNorm(attn_norm + feed-forward)                              -> block_out (B, N, hidden)
 
 :func:`attention_shares` measures what each head looks at: the share of its attention on
 ``[CLS]``, on ``[SEP]``, on the previous token, on the next token and on the token itself.
@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 # The top-level names (attn_helpers/__init__.py binds them before it imports this module).
-from . import MultiHeadAttention, padding_mask
+from . import MultiHeadAttention
 
 __all__ = ["BertLayer", "BertEncoder", "EncoderOutput", "PATTERNS", "attention_shares", "heads_matching",
            "shares_by_layer_table"]
@@ -57,7 +57,7 @@ class BertLayer(nn.Module):
         "attn_out": "batch tokens hidden",
         "attn_norm": "batch tokens hidden",
         "ffn_hidden": "batch tokens intermediate",
-        "out": "batch tokens hidden",
+        "block_out": "batch tokens hidden",
     }
 
     def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int, *, eps: float = 1e-12) -> None:
@@ -71,7 +71,7 @@ class BertLayer(nn.Module):
 
     def load_checkpoint_layer(self, params: Mapping[str, Tensor], layer: int) -> BertLayer:
         """Copy layer ``layer`` of a BERT checkpoint into this module. ``params``: name -> tensor, the names
-        as in ``model.safetensors`` (``PretrainedModel.weights``); a wrong shape is named with both shapes."""
+        as in ``model.safetensors`` (``PretrainedModel.params``); a wrong shape is named with both shapes."""
         prefix = f"encoder.layer.{layer}."
         pairs = {
             self.attention.q_proj: "attention.self.query", self.attention.k_proj: "attention.self.key",
@@ -95,13 +95,13 @@ class BertLayer(nn.Module):
         attn_out, att = self.attention(x, mask=mask, return_intermediates=True)  # (B, N, hidden)
         attn_norm = self.attention_norm(x + attn_out)  # residual, then LayerNorm: (B, N, hidden)
         ffn_hidden = F.gelu(self.ffn_in(attn_norm))  # (B, N, intermediate)
-        out = self.ffn_norm(attn_norm + self.ffn_out(ffn_hidden))  # residual, then LayerNorm: (B, N, hidden)
+        block_out = self.ffn_norm(attn_norm + self.ffn_out(ffn_hidden))  # residual, then LayerNorm: (B, N, hidden)
         inter = {"x": x, **{k: att[k] for k in ("q", "k", "v", "q_heads", "k_heads", "v_heads", "scores", "weights",
                                                 "heads", "merged")},
-                 "attn_out": attn_out, "attn_norm": attn_norm, "ffn_hidden": ffn_hidden, "out": out}
+                 "attn_out": attn_out, "attn_norm": attn_norm, "ffn_hidden": ffn_hidden, "block_out": block_out}
         for observer in list(self._observers):
             observer(self, inter)
-        return (out, inter) if return_intermediates else out
+        return (block_out, inter) if return_intermediates else block_out
 
 
 @dataclass(frozen=True)
@@ -126,9 +126,9 @@ class EncoderOutput:
 class BertEncoder(nn.Module):
     """A BERT encoder (embeddings and ``num_layers`` :class:`BertLayer`) built from a config dict.
 
-    ``BertEncoder.from_pretrained(model)`` copies the weights of an
+    ``BertEncoder.from_pretrained(model)`` copies the parameters of an
     :class:`attn_helpers.pretrained.PretrainedModel` (same dtype). ``forward(input_ids (B, N),
-    attention_mask (B, N) of 1/0) -> EncoderOutput``.
+    mask) -> EncoderOutput``, ``mask`` a boolean ``keep (B, 1, N)`` or the tokenizer's 1/0 ``(B, N)``.
     """
 
     def __init__(self, config: Mapping[str, Any]) -> None:
@@ -145,9 +145,9 @@ class BertEncoder(nn.Module):
 
     @classmethod
     def from_pretrained(cls, model: Any) -> BertEncoder:
-        """A new encoder holding ``model.weights`` (a ``PretrainedModel``), in eval mode and its dtype."""
+        """A new encoder holding ``model.params`` (a ``PretrainedModel``), in eval mode and its dtype."""
         encoder = cls(model.config).to(model.dtype)
-        w = model.weights
+        w = model.params
         with torch.no_grad():
             encoder.word_embeddings.weight.copy_(w["embeddings.word_embeddings.weight"])
             encoder.position_embeddings.weight.copy_(w["embeddings.position_embeddings.weight"])
@@ -166,8 +166,10 @@ class BertEncoder(nn.Module):
         x = x + self.token_type_embeddings(torch.zeros_like(input_ids))  # one sentence: segment 0
         return self.embedding_norm(x)
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> EncoderOutput:
-        """``input_ids (B, N)``, ``attention_mask (B, N)`` (1 = real token, 0 = padding; default all 1)."""
+    def forward(self, input_ids: Tensor, mask: Tensor | None = None) -> EncoderOutput:
+        """``input_ids (B, N)``; ``mask``: either lesson 03's boolean key-padding mask ``keep (B, 1, N)``
+        (``True`` = a real key), used as it is, or the tokenizer's ``attention_mask (B, N)`` of 1 (real
+        token) and 0 (padding), read where its 1s are, so padding on either side is blocked. Default: no padding."""
         if not isinstance(input_ids, Tensor) or input_ids.ndim != 2 or input_ids.is_floating_point():
             raise ValueError(f"input_ids must be an integer tensor (B, N), got "
                              f"{getattr(input_ids, 'dtype', type(input_ids).__name__)} "
@@ -176,11 +178,19 @@ class BertEncoder(nn.Module):
         if N > self.position_embeddings.num_embeddings:
             raise ValueError(f"input_ids has {N} tokens; this model has positions for at most "
                              f"{self.position_embeddings.num_embeddings}")
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        if attention_mask.shape != input_ids.shape:
-            raise ValueError(f"attention_mask must have the shape of input_ids {[B, N]}, got {list(attention_mask.shape)}")
-        mask = padding_mask(attention_mask.sum(dim=-1), N)  # (B, 1, N), True = a real key
+        if mask is None:
+            mask = torch.ones(B, 1, N, dtype=torch.bool, device=input_ids.device)  # (B, 1, N): every key real
+        elif not isinstance(mask, Tensor):
+            raise TypeError(f"mask must be a tensor, got {type(mask).__name__}")
+        elif mask.dtype == torch.bool:
+            if mask.shape != (B, 1, N):
+                raise ValueError(f"a boolean mask must be the key-padding mask (B, 1, N) = {[B, 1, N]}, "
+                                 f"got {list(mask.shape)}")
+        elif mask.shape != (B, N) or mask.is_floating_point():
+            raise ValueError(f"mask must be a boolean keep (B, 1, N) = {[B, 1, N]} or the tokenizer's integer "
+                             f"attention_mask (B, N) = {[B, N]}, got {mask.dtype} {list(mask.shape)}")
+        else:
+            mask = (mask == 1)[:, None, :]  # (B, 1, N): True where the tokenizer marked a real token
         hidden = [self.embed(input_ids)]  # (B, N, hidden)
         attentions = []
         for layer in self.layers:

@@ -144,7 +144,7 @@ def apply_rope(x: Tensor, positions: Tensor | Sequence[int], *, base: float = DE
 
 def rope_pair_scores(q: Tensor, k: Tensor, offsets: Tensor | Sequence[int], *, base: float = DEFAULT_BASE,
                      pairing: str = "half") -> Tensor:
-    """Each feature pair's share of the score ``rope(q, m) · rope(k, n)`` for offsets ``m - n``.
+    """Each feature pair's term of the score ``rope(q, m) · rope(k, n)`` for offsets ``m - n``.
 
     ``q (head_dim,)``, ``k (head_dim,)``, ``offsets (T,)`` integers (may be negative) -> ``(T, head_dim // 2)``;
     the score at each offset is the sum over the last axis. Pair ``i`` contributes

@@ -73,11 +73,11 @@ class Encoded:
 @dataclass(frozen=True, eq=False)
 class PretrainedModel:
     """A pretrained BERT-style encoder as files give it: ``config`` (``config.json`` as a dict),
-    ``weights`` (name -> tensor, from ``model.safetensors``), ``tokenizer`` (a ``tokenizers.Tokenizer``)
-    and ``source`` (``"folder"``, ``"package"`` or ``"hub"``)."""
+    ``params`` (name -> tensor, the checkpoint's parameters from ``model.safetensors``; not attention
+    weights), ``tokenizer`` (a ``tokenizers.Tokenizer``) and ``source`` (``"folder"``, ``"package"`` or ``"hub"``)."""
 
     config: dict[str, Any]
-    weights: dict[str, Tensor]
+    params: dict[str, Tensor]
     tokenizer: Any
     source: str
 
@@ -95,11 +95,11 @@ class PretrainedModel:
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.weights["embeddings.word_embeddings.weight"].dtype
+        return self.params["embeddings.word_embeddings.weight"].dtype
 
     def parameter_count(self) -> int:
-        """Learnable numbers: every floating-point tensor of ``weights`` (pooler included)."""
-        return sum(t.numel() for t in self.weights.values() if t.is_floating_point())
+        """Learnable numbers: every floating-point tensor of ``params`` (pooler included)."""
+        return sum(t.numel() for t in self.params.values() if t.is_floating_point())
 
     def tokenize(self, texts: str | Sequence[str], *, max_tokens: int | None = None) -> Encoded:
         """Token ids of ``texts`` (one string or several), ``[CLS]`` first and ``[SEP]`` last, padded
@@ -129,9 +129,9 @@ class PretrainedModel:
         return Encoded(ids, mask, tokens)
 
     def to(self, dtype: torch.dtype) -> PretrainedModel:
-        """The same model with its floating-point weights in ``dtype`` (e.g. ``torch.float64``)."""
-        weights = {k: v.to(dtype) if v.is_floating_point() else v for k, v in self.weights.items()}
-        return PretrainedModel(self.config, weights, self.tokenizer, self.source)
+        """The same model with its floating-point parameters in ``dtype`` (e.g. ``torch.float64``)."""
+        params = {k: v.to(dtype) if v.is_floating_point() else v for k, v in self.params.items()}
+        return PretrainedModel(self.config, params, self.tokenizer, self.source)
 
 
 # --------------------------------------------------------------------------------------------
@@ -294,10 +294,10 @@ def to_transformers(model: PretrainedModel) -> Any:
         raise _needs("transformers") from None
     config = BertConfig(**{k: v for k, v in model.config.items() if not k.startswith("_")},
                         attn_implementation="eager")
-    reference = BertModel(config, add_pooling_layer="pooler.dense.weight" in model.weights)
+    reference = BertModel(config, add_pooling_layer="pooler.dense.weight" in model.params)
     reference = reference.to(model.dtype)
     wanted = set(reference.state_dict())
-    missing, _ = reference.load_state_dict({k: v for k, v in model.weights.items() if k in wanted}, strict=False)
+    missing, _ = reference.load_state_dict({k: v for k, v in model.params.items() if k in wanted}, strict=False)
     if missing:
         raise ValueError(f"transformers' BertModel needs weights this model lacks: {missing[:3]}")
     return reference.eval()

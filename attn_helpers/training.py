@@ -258,7 +258,7 @@ class TinyAttentionModel(nn.Module):
     - ``"values"``: ``h = projected + v`` (what seed 000's layer returns);
     - ``"none"``: ``h = projected``.
 
-    ``positions`` (lesson 10) says how the model learns where a token sits:
+    ``position_scheme`` (lesson 10) says how the model learns where a token sits:
 
     - ``"learned"``: a trained vector per position, ``position (seq_len, dim)``, added to the tokens;
       longer sequences than ``seq_len`` are refused (there is no row for their positions);
@@ -267,26 +267,27 @@ class TinyAttentionModel(nn.Module):
     - ``"rope"``: :class:`attn_helpers.positions.RotaryAttention` layers rotate ``q`` and ``k``, any length.
 
     The position table is drawn for every scheme (and kept only for ``"learned"``), so models that
-    differ only in ``positions`` start from the same token embeddings, layers and read-out.
+    differ only in ``position_scheme`` start from the same token embeddings, layers and read-out.
     """
 
     def __init__(self, vocab_size: int, n_classes: int, seq_len: int, *, dim: int = 32, num_heads: int = 2,
                  num_layers: int = 1, skip: str = "identity", scaled: bool = True,
-                 positions: str = "learned") -> None:
+                 position_scheme: str = "learned") -> None:
         super().__init__()
         for name, value in (("vocab_size", vocab_size), ("n_classes", n_classes), ("seq_len", seq_len),
                             ("dim", dim), ("num_heads", num_heads), ("num_layers", num_layers)):
             check_positive_int(name, value)
         if skip not in SKIP_KINDS:
             raise ValueError(f"skip must be one of {list(SKIP_KINDS)}, got {skip!r}")
-        if positions not in POSITION_SCHEMES:
-            raise ValueError(f"positions must be one of {list(POSITION_SCHEMES)}, got {positions!r}")
-        self.seq_len, self.skip, self.scaled, self.positions = seq_len, skip, bool(scaled), positions
+        if position_scheme not in POSITION_SCHEMES:
+            raise ValueError(f"position_scheme must be one of {list(POSITION_SCHEMES)}, got {position_scheme!r}")
+        self.seq_len, self.skip, self.scaled = seq_len, skip, bool(scaled)
+        self.position_scheme = position_scheme
 
         self.embed = nn.Embedding(vocab_size, dim)
-        table = nn.Embedding(seq_len, dim)  # drawn for every scheme: the weights after it start the same
-        self.position = table if positions == "learned" else None
-        layer = RotaryAttention if positions == "rope" else Attention
+        table = nn.Embedding(seq_len, dim)  # drawn for every scheme: the parameters after it start the same
+        self.position = table if position_scheme == "learned" else None
+        layer = RotaryAttention if position_scheme == "rope" else Attention
         self.layers = nn.ModuleList(
             layer(dim, dim, num_heads, qk_scale=None if scaled else 1.0) for _ in range(num_layers))
         self.readout = nn.Linear(dim, n_classes)
@@ -295,7 +296,17 @@ class TinyAttentionModel(nn.Module):
     def for_task(cls, task: Task, config: "TrainConfig") -> "TinyAttentionModel":
         """The model ``config`` describes, sized for ``task``'s tokens, sequence length and classes."""
         return cls(task.vocab_size, task.n_classes, task.seq_len, dim=config.dim, num_heads=config.num_heads,
-                   num_layers=config.num_layers, skip=config.skip, scaled=config.scaled, positions=config.positions)
+                   num_layers=config.num_layers, skip=config.skip, scaled=config.scaled,
+                   position_scheme=config.position_scheme)
+
+    def embed_with_positions(self, tokens: Tensor) -> Tensor:
+        """``tokens (B, N) -> h (B, N, dim)``: the token vectors plus the scheme's positions, if any."""
+        h = self.embed(tokens)  # (B, N, dim)
+        if self.position_scheme == "learned":
+            h = h + self.position.weight[: tokens.shape[1]]  # (B, N, dim): rows 0..N-1 of the table
+        elif self.position_scheme == "sinusoidal":
+            h = h + sinusoidal_encoding(tokens.shape[1], h.shape[-1], dtype=h.dtype).to(h.device)  # (B, N, dim)
+        return h  # "none" adds nothing; "rope" adds nothing here: its layers rotate q and k
 
     def forward(self, tokens: Tensor, *, return_weights: bool = False, return_intermediates: bool = False,
                 keep_heads: Tensor | None = None):
@@ -313,17 +324,10 @@ class TinyAttentionModel(nn.Module):
         if not isinstance(tokens, Tensor) or tokens.is_floating_point() or tokens.ndim != 2:
             raise TypeError(f"tokens must be an integer tensor (B, N), got "
                             f"{getattr(tokens, 'dtype', type(tokens).__name__)} {list(getattr(tokens, 'shape', []))}")
-        if self.positions == "learned" and tokens.shape[1] > self.seq_len:
+        if self.position_scheme == "learned" and tokens.shape[1] > self.seq_len:
             raise ValueError(f"tokens has N={tokens.shape[1]} positions but the model has {self.seq_len} "
                              f"position embeddings (shape {list(tokens.shape)})")
-        if self.positions == "learned":
-            h = self.embed(tokens) + self.position.weight[: tokens.shape[1]]  # (B, N, dim)
-        elif self.positions == "sinusoidal":
-
-            h = self.embed(tokens)  # (B, N, dim)
-            h = h + sinusoidal_encoding(tokens.shape[1], h.shape[-1], dtype=h.dtype).to(h.device)  # (B, N, dim)
-        else:  # "none", or "rope": the rotary layers rotate q and k themselves
-            h = self.embed(tokens)  # (B, N, dim)
+        h = self.embed_with_positions(tokens)  # (B, N, dim)
         keep = self._check_keep_heads(keep_heads, h.dtype)
         layers = []
         for index, layer in enumerate(self.layers):
@@ -393,8 +397,8 @@ class TrainConfig:
     """Everything that decides a training run besides the task; same config, same numbers.
 
     Model: ``dim``, ``num_heads``, ``num_layers``, ``skip`` (``"identity"``, ``"values"``, ``"none"``),
-    ``scaled``, ``positions`` (:data:`POSITION_SCHEMES`, lesson 10). Training: ``steps`` of Adam with
-    learning rate ``lr`` on ``batch_size`` fresh sequences each; ``seed`` fixes the initial weights and the training sequences. Snapshots
+    ``scaled``, ``position_scheme`` (:data:`POSITION_SCHEMES`, lesson 10). Training: ``steps`` of Adam with
+    learning rate ``lr`` on ``batch_size`` fresh sequences each; ``seed`` fixes the initial parameters and the training sequences. Snapshots
     every ``snapshot_every`` steps (and at the last step), measured on ``held_out`` sequences.
     """
 
@@ -409,7 +413,7 @@ class TrainConfig:
     snapshot_every: int = 10
     held_out: int = 256
     seed: int = 0
-    positions: str = "learned"
+    position_scheme: str = "learned"
 
     def __post_init__(self) -> None:
         for name in ("dim", "num_heads", "num_layers", "steps", "batch_size", "snapshot_every", "held_out"):
@@ -418,8 +422,9 @@ class TrainConfig:
             raise ValueError(f"dim={self.dim} is not divisible by num_heads={self.num_heads}")
         if self.skip not in SKIP_KINDS:
             raise ValueError(f"skip must be one of {list(SKIP_KINDS)}, got {self.skip!r}")
-        if self.positions not in POSITION_SCHEMES:
-            raise ValueError(f"positions must be one of {list(POSITION_SCHEMES)}, got {self.positions!r}")
+        if self.position_scheme not in POSITION_SCHEMES:
+            raise ValueError(f"position_scheme must be one of {list(POSITION_SCHEMES)}, "
+                             f"got {self.position_scheme!r}")
         if not (isinstance(self.lr, (int, float)) and self.lr > 0):
             raise ValueError(f"lr must be a positive number, got {self.lr!r}")
 
@@ -428,12 +433,12 @@ class TrainConfig:
         return dataclasses.replace(self, **changes)
 
     def describe(self) -> str:
-        """One line, e.g. ``1 layer, 2 heads of 16, scaled, skip=identity`` (plus ``, positions=rope``
+        """One line, e.g. ``1 layer, 2 heads of 16, scaled, skip=identity`` (plus ``, position_scheme=rope``
         when the positions are not the default learned table)."""
         layers = f"{self.num_layers} layer{'s' if self.num_layers > 1 else ''}"
         heads = f"{self.num_heads} head{'s' if self.num_heads > 1 else ''} of {self.dim // self.num_heads}"
-        positions = "" if self.positions == "learned" else f", positions={self.positions}"
-        return f"{layers}, {heads}, {'scaled' if self.scaled else 'not scaled'}, skip={self.skip}{positions}"
+        scheme = "" if self.position_scheme == "learned" else f", position_scheme={self.position_scheme}"
+        return f"{layers}, {heads}, {'scaled' if self.scaled else 'not scaled'}, skip={self.skip}{scheme}"
 
 
 @dataclass
@@ -562,7 +567,7 @@ def train(task: Task, config: TrainConfig = TrainConfig(), *,
 def initial_model(task: Task, config: TrainConfig) -> TinyAttentionModel:
     """The model :func:`train` starts from: seeded with ``config.seed`` (the global random state is
     left alone), in float64. Two configs that differ only in ``num_heads``, ``scaled`` or ``skip``
-    start from exactly the same weights."""
+    start from exactly the same parameters."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         return TinyAttentionModel.for_task(task, config).to(torch.float64)
@@ -878,7 +883,7 @@ def order_blind_accuracy(tokens: Tensor, targets: Tensor) -> float:
     counts = torch.zeros(tokens.shape[0], int(tokens.max()) + 1, dtype=torch.int64)  # (B, vocab)
     counts.scatter_add_(1, tokens, torch.ones_like(tokens))  # how often each token occurs in each sequence
     others = counts[:, None, :].repeat(1, n, 1)  # (B, N, vocab): the counts ...
-    others.scatter_add_(2, tokens[..., None], -torch.ones_like(tokens[..., None]))  # ... without token i itself
+    others.scatter_add_(2, tokens[..., None], -torch.ones_like(tokens[..., None]))  # ... without the token at that position itself
     best = others.max(dim=-1).values.to(torch.float64) / (n - 1)  # (B, N)
     return float(best[targets != IGNORE].mean())
 
@@ -892,7 +897,7 @@ def accuracy_by_length(runs: Mapping[str, TrainingRun], lengths: Sequence[int], 
     table: dict[str, dict[int, float | None]] = {}
     for name, run in runs.items():
         model = run.model
-        table[name] = {n: None if model.positions == "learned" and n > model.seq_len
+        table[name] = {n: None if model.position_scheme == "learned" and n > model.seq_len
                        else held_out_accuracy(model, _task_at_length(run.task, n), held_out=held_out)
                        for n in lengths}
     return table

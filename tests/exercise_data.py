@@ -197,18 +197,24 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
     "10": {
         # "a mask only hides keys, so a shuffle still only reorders": it keeps keys by slot, so each query sees another set
         "10.1": ('prediction = "reordered"', "allowed to see"),
-        # the signs of the sines swapped: the pair turns clockwise
-        "10.2": ("answer = lambda a, b, angle: (a * torch.cos(angle) + b * torch.sin(angle), "
-                 "-a * torch.sin(angle) + b * torch.cos(angle))", "a_rot = a cos(angle) - b sin(angle)"),
-        "10.3": ('answer = {"q", "k", "v"}', "v is the content"),
+        # the interleaved pairing (2i with 2i + 1) where the exercise asks for the half pairing
+        "10.2": ("def rope(x, positions):\n"
+                 "    half = x.shape[-1] // 2\n"
+                 "    angle = positions[:, None].double() * 10000.0 ** (-2 * torch.arange(half) / x.shape[-1])\n"
+                 "    a, b = x[..., 0::2], x[..., 1::2]\n"
+                 "    turned = [a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()]\n"
+                 "    return torch.stack(turned, dim=-1).flatten(-2)\n"
+                 "answer = rope", "feature i goes with feature i + head_dim/2"),
+        # "RoPE is relative, so a shift changes nothing": the rotated values carry their own angle into the heads
+        "10.3": ("answer = set()", "turned by its own position"),
     },
     # 11 · Inside a real pretrained transformer
     "11": {
         "11.1": ('prediction = "different"', "sets every [PAD] key's score to -inf"),
-        "11.2": ("def head_dim_of(config):\n    return 32\nanswer = head_dim_of", "not as a constant for this model"),
-        "11.3": ("def head_weights(weight, bias, h, num_heads):\n    return weight[h::num_heads], bias[h::num_heads]\n"
-                 "answer = head_weights", "contiguous block of rows"),
-        "11.4": ("def keep_mask(attention_mask):\n    return (attention_mask == 0)[:, None, :]\nanswer = keep_mask",
-                 "True = may attend"),
+        "11.2": ("def head_rows(weight, bias, h, num_heads):\n    return weight[h::num_heads], bias[h::num_heads]\n"
+                 "answer = head_rows", "contiguous block of rows"),
+        # the tokenizer's int64 mask with the query axis: refused by the attention functions
+        "11.3": ("def keep_mask(attention_mask):\n    return attention_mask[:, None, :]\nanswer = keep_mask",
+                 "refuse an integer mask"),
     },
 }

@@ -51,23 +51,43 @@ def test_shuffle_prediction_rejects_other_words_and_points_at_the_cell_above():
     assert "cell above" in printed.getvalue()
 
 
-def test_pair_rotation_names_each_typical_mistake():
-    def judge(fn):
-        return checks.check_pair_rotation.judge(fn)
+def _rope_by_hand(x, positions, *, interleaved=False, sign=1.0, exponent=2.0):
+    head_dim = x.shape[-1]
+    theta = 10000.0 ** (-exponent * torch.arange(head_dim // 2, dtype=torch.float64) / head_dim)
+    angle = sign * positions[:, None].double() * theta
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    if interleaved:
+        a, b = x[..., 0::2], x[..., 1::2]
+        return torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-1).flatten(-2)
+    a, b = x[..., : head_dim // 2], x[..., head_dim // 2:]
+    return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
 
-    assert judge(lambda a, b, t: (a * torch.cos(t) - b * torch.sin(t), a * torch.sin(t) + b * torch.cos(t))).ok
-    assert "cos and sin swapped" in judge(
-        lambda a, b, t: (a * torch.sin(t) - b * torch.cos(t), a * torch.cos(t) + b * torch.sin(t))).message
-    assert "wrong order" in judge(
-        lambda a, b, t: (a * torch.sin(t) + b * torch.cos(t), a * torch.cos(t) - b * torch.sin(t))).message
-    assert "without mixing" in judge(lambda a, b, t: (a * torch.cos(t), b * torch.sin(t))).message
-    assert "degrees" in judge(
-        lambda a, b, t: (a * torch.cos(torch.deg2rad(t)) - b * torch.sin(torch.deg2rad(t)),
-                         a * torch.sin(torch.deg2rad(t)) + b * torch.cos(torch.deg2rad(t)))).message
-    unknown = judge(lambda a, b, t: (a + t, b))
-    assert not unknown.ok and "moves, but a turn by 0" not in unknown.message  # at angle 0 it stays put
-    assert "should return a pair" in judge(lambda a, b, t: a).message
-    assert "should be a function" in judge(3).message
+
+def test_rope_accepts_the_learners_own_rotation_and_names_each_typical_mistake():
+    def message(fn):
+        verdict = checks.check_rope.judge(fn)
+        assert not verdict.ok
+        return verdict.message + " " + verdict.hint
+
+    assert checks.check_rope.judge(_rope_by_hand).ok
+    assert "interleaved" in message(lambda x, p: _rope_by_hand(x, p, interleaved=True))
+    assert "clockwise" in message(lambda x, p: _rope_by_hand(x, p, sign=-1.0))
+    assert "without the 2" in message(lambda x, p: _rope_by_hand(x, p, exponent=1.0))
+    assert "row index" in message(lambda x, p: _rope_by_hand(x, torch.arange(x.shape[-2])))
+    assert "raised" in message(lambda x, p: _rope_by_hand(x.reshape(5, 6), p))  # sizes of one example
+    assert "should be a function" in message(torch.zeros(3))
+
+
+def test_rope_refuses_the_library_and_a_copy_of_the_lessons_cells():
+    from attn_helpers.positions import apply_rope
+
+    assert "apply_rope" in checks.check_rope.judge(apply_rope).message
+    wrapped = checks.check_rope.judge(lambda x, p: apply_rope(x, p))
+    assert not wrapped.ok and "calls attn_helpers' apply_rope" in wrapped.message
+    hidden = {"f": apply_rope}  # called through a name the checker cannot read in the code
+    assert "calls attn_helpers' apply_rope" in checks.check_rope.judge(lambda x, p: hidden["f"](x, p)).message
+    q_rot = torch.randn(13, 4, 100, 16)  # a tensor of the lesson's sizes, returned whatever the input
+    assert not checks.check_rope.judge(lambda x, p: q_rot).ok
 
 
 def test_rotated_tensors_names_each_typical_mistake():
@@ -82,3 +102,29 @@ def test_rotated_tensors_names_each_typical_mistake():
     assert "['k'] is rotated too" in message("q")
     assert "not among the layer's tensors" in message({"query"})
     assert "set of names" in message(42)
+
+
+def test_rope_names_the_unchanged_stub_and_the_pair_count_in_the_exponent():
+    def message(fn):
+        verdict = checks.check_rope.judge(fn)
+        assert not verdict.ok
+        return verdict.message + " " + verdict.hint
+
+    assert "returned x unchanged" in message(lambda x, p: x)
+    assert "head_dim/2 (the number of pairs)" in message(lambda x, p: _rope_by_hand(x, p, exponent=4.0))
+
+
+def test_rotated_v_shift_accepts_heads_only_and_names_each_typical_mistake():
+    def message(answer):
+        verdict = checks.check_rotated_v_shift.judge(answer)
+        assert not verdict.ok
+        return verdict.message + " " + verdict.hint
+
+    assert checks.check_rotated_v_shift.judge({"heads"}).ok
+    assert checks.check_rotated_v_shift.judge(["Heads "]).ok
+    assert "turned by its own position" in message(set())  # "RoPE is relative, so nothing changes"
+    assert "turned by its own position" in message("none")
+    assert "made from q and k alone" in message({"scores", "weights", "heads"})
+    assert "made from q and k alone" in message({"weights", "heads"})
+    assert "not among" in message({"out"})
+    assert "should be a set" in message(3)

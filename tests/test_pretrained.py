@@ -23,7 +23,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attn_helpers import BertEncoder, attention_shares, load_pretrained, shape_trace
+from attn_helpers import BertEncoder, attention_shares, load_pretrained, padding_mask, shape_trace
 from attn_helpers import pretrained
 from attn_helpers.bert import PATTERNS, heads_matching, shares_by_layer_table
 from attn_helpers.pretrained import (MODEL_ID, check_config, check_weights, load_from_folder, load_from_hub,
@@ -79,7 +79,7 @@ def test_package_holds_the_model_the_lesson_describes(model):
     assert (model.num_layers, model.num_heads, model.hidden_size) == (6, 12, 384)
     assert model.config["intermediate_size"] == 1536 and model.dtype == torch.float32
     assert model.parameter_count() == 22_713_216
-    first = [k for k in model.weights if k.startswith("encoder.layer.0.")][:2]
+    first = [k for k in model.params if k.startswith("encoder.layer.0.")][:2]
     assert first == ["encoder.layer.0.attention.self.query.weight", "encoder.layer.0.attention.self.query.bias"]
 
 
@@ -96,17 +96,17 @@ def test_tokenize_pads_a_batch_to_its_longest_text(model):
 def test_folder_and_package_give_the_same_model(model, model_folder):
     from_folder = load_from_folder(model_folder)
     assert from_folder.source == "folder" and from_folder.config == model.config
-    assert list(from_folder.weights) == list(model.weights)
-    for name, tensor in model.weights.items():
-        assert torch.equal(from_folder.weights[name], tensor), name
+    assert list(from_folder.params) == list(model.params)
+    for name, tensor in model.params.items():
+        assert torch.equal(from_folder.params[name], tensor), name
 
 
 def test_hub_path_reads_the_hub_cache_without_the_network(model, model_folder, tmp_path):
     cache = _hub_cache(tmp_path / "hub", model_folder)
     from_hub = load_from_hub(cache_dir=cache, local_files_only=True)
     assert from_hub.source == "hub"
-    assert torch.equal(from_hub.weights["encoder.layer.5.output.dense.weight"],
-                       model.weights["encoder.layer.5.output.dense.weight"])
+    assert torch.equal(from_hub.params["encoder.layer.5.output.dense.weight"],
+                       model.params["encoder.layer.5.output.dense.weight"])
     assert from_hub.tokenize(SENTENCE).tokens == [TOKENS]
 
 
@@ -134,7 +134,7 @@ def test_load_pretrained_prefers_the_package(model):
 def test_float64_copy(model):
     m64 = model.to(torch.float64)
     assert m64.dtype == torch.float64 and model.dtype == torch.float32
-    assert torch.equal(m64.weights["embeddings.LayerNorm.weight"], model.weights["embeddings.LayerNorm.weight"].double())
+    assert torch.equal(m64.params["embeddings.LayerNorm.weight"], model.params["embeddings.LayerNorm.weight"].double())
 
 
 # -- bad input to the loader --------------------------------------------------------------------
@@ -159,7 +159,7 @@ def test_wrong_shapes_are_named_with_both_shapes(model, model_folder, tmp_path):
     broken.mkdir()
     for name in ("config.json", "tokenizer.json"):
         (broken / name).write_bytes((model_folder / name).read_bytes())
-    weights = {k: v.clone().contiguous() for k, v in model.weights.items()}
+    weights = {k: v.clone().contiguous() for k, v in model.params.items()}
     weights["encoder.layer.2.attention.self.key.weight"] = torch.zeros(384, 383)
     save_file(weights, str(broken / "model.safetensors"))
     with pytest.raises(ValueError, match=r"encoder\.layer\.2\.attention\.self\.key\.weight has shape \[384, 383\], "
@@ -168,7 +168,7 @@ def test_wrong_shapes_are_named_with_both_shapes(model, model_folder, tmp_path):
 
 
 def test_missing_weights_and_bad_configs_are_explained(model):
-    weights = dict(model.weights)
+    weights = dict(model.params)
     del weights["encoder.layer.4.intermediate.dense.bias"]
     with pytest.raises(ValueError, match="lack 1 of the .*encoder.layer.4.intermediate.dense.bias"):
         check_weights(model.config, weights)
@@ -183,8 +183,8 @@ def test_missing_weights_and_bad_configs_are_explained(model):
 
 
 def test_a_bert_prefix_is_accepted(model):
-    prefixed = {"bert." + k: v for k, v in model.weights.items()}
-    assert list(check_weights(model.config, prefixed))[:3] == list(model.weights)[:3]
+    prefixed = {"bert." + k: v for k, v in model.params.items()}
+    assert list(check_weights(model.config, prefixed))[:3] == list(model.params)[:3]
 
 
 def test_tokenize_rejects_bad_texts(model):
@@ -223,6 +223,47 @@ def test_every_layer_matches_transformers(model, both, texts):
     for layer in range(7):
         torch.testing.assert_close(got.hidden_states[layer], want.hidden_states[layer], rtol=0, atol=tol["hidden"],
                                    msg=lambda m: f"hidden state {layer}: {m}")
+
+
+def _left_padded(model, texts):
+    """``(input_ids, attention_mask)`` of ``texts`` padded on the LEFT (a tokenizer with padding_side="left")."""
+    batch = model.tokenize(texts)
+    lengths = batch.lengths.tolist()
+    N = batch.input_ids.shape[1]
+    ids, mask = torch.zeros_like(batch.input_ids), torch.zeros_like(batch.attention_mask)  # (B, N) each
+    for row, n in enumerate(lengths):
+        ids[row, N - n:], mask[row, N - n:] = batch.input_ids[row, :n], 1
+    return ids, mask
+
+
+def test_a_left_padded_batch_matches_transformers_and_blocks_the_pad_keys(model, both):
+    dtype, ours, reference = both
+    ids, mask = _left_padded(model, [SENTENCE, "Dogs bark."])
+    assert mask[1, 0] == 0 and mask[1, -1] == 1  # "Dogs bark." starts with 8 [PAD]s
+    with torch.no_grad():
+        got = ours(ids, mask)
+        want = reference(input_ids=ids, attention_mask=mask, output_attentions=True, output_hidden_states=True)
+    tol = TOLERANCES[dtype]
+    assert torch.equal(got.mask, (mask == 1)[:, None, :])
+    for layer in range(6):
+        assert got.attentions[layer][1, ..., :8].max().item() == 0.0  # the [PAD] keys, on the left
+        torch.testing.assert_close(got.attentions[layer], want.attentions[layer], rtol=0, atol=tol["weights"],
+                                   msg=lambda m: f"layer {layer} weights: {m}")
+    # hidden states of the real tokens only: transformers computes the [PAD] queries' rows its own way
+    torch.testing.assert_close(got.last_hidden_state[mask.bool()], want.last_hidden_state[mask.bool()], rtol=0,
+                               atol=tol["hidden"])
+
+
+def test_a_boolean_keep_mask_is_used_as_it_is(model):
+    encoder = BertEncoder.from_pretrained(model)
+    pair = model.tokenize([SENTENCE, "Dogs bark."])
+    keep = padding_mask(pair.lengths, pair.input_ids.shape[1])  # (2, 1, 13)
+    with torch.no_grad():
+        from_keep = encoder(pair.input_ids, keep)
+        from_tokenizer = encoder(pair.input_ids, pair.attention_mask)
+    assert torch.equal(from_keep.mask, keep) and torch.equal(from_tokenizer.mask, keep)
+    for a, b in zip(from_keep.attentions, from_tokenizer.attentions):
+        assert torch.equal(a, b)
 
 
 def test_transformers_own_loader_reads_the_folder_the_same(model, model_folder):
@@ -265,8 +306,12 @@ def test_encoder_rejects_bad_input(model):
     encoder = BertEncoder.from_pretrained(model)
     with pytest.raises(ValueError, match="input_ids must be an integer tensor"):
         encoder(torch.zeros(1, 4))
-    with pytest.raises(ValueError, match="attention_mask must have the shape of input_ids \\[1, 4\\]"):
+    with pytest.raises(ValueError, match="attention_mask \\(B, N\\) = \\[1, 4\\], got torch.int64 \\[1, 5\\]"):
         encoder(torch.zeros(1, 4, dtype=torch.long), torch.ones(1, 5, dtype=torch.long))
+    with pytest.raises(ValueError, match="key-padding mask \\(B, 1, N\\) = \\[1, 1, 4\\], got \\[1, 4\\]"):
+        encoder(torch.zeros(1, 4, dtype=torch.long), torch.ones(1, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="got torch.float32 \\[1, 4\\]"):
+        encoder(torch.zeros(1, 4, dtype=torch.long), torch.ones(1, 4))
     with pytest.raises(ValueError, match="513 tokens; this model has positions for at most 512"):
         encoder(torch.zeros(1, 513, dtype=torch.long))
 
@@ -276,7 +321,7 @@ def test_loading_a_layer_with_wrong_shapes_is_named(model):
 
     small = BertLayer(64, 4, 128)
     with pytest.raises(ValueError, match=r"encoder\.layer\.0\.attention\.self\.query\.weight has shape \[384, 384\]"):
-        small.load_checkpoint_layer(model.weights, 0)
+        small.load_checkpoint_layer(model.params, 0)
 
 
 # -- what the heads look at ---------------------------------------------------------------------
@@ -362,16 +407,9 @@ def test_config_file_round_trip(model_folder):
 def test_checkers_recognise_typical_mistakes(model):
     from attn_helpers import checks
 
-    config = model.config
-    judge = checks.check_config_head_dim.judge
-    assert judge(lambda c: c["hidden_size"] // c["num_attention_heads"], config).ok
-    assert "a float" in judge(lambda c: c["hidden_size"] / c["num_attention_heads"], config).message
-    assert "all heads together" in judge(lambda c: c["hidden_size"], config).message
-    assert "should be a function" in judge(32, config).message
-
     layer = BertEncoder.from_pretrained(model).layers[0].attention.q_proj
     x = torch.randn(1, 4, 384)
-    judge = checks.check_head_weights.judge
+    judge = checks.check_head_rows.judge
 
     def rows(w, h, n):
         d = w.shape[0] // n
@@ -389,6 +427,16 @@ def test_checkers_recognise_typical_mistakes(model):
     mask = model.tokenize(["a b c", "a"]).attention_mask
     assert judge(lambda m: m.bool()[:, None, None, :], mask).ok
     assert "ADDED to the scores" in judge(lambda m: m.float()[:, None, :], mask).hint
+    integer = judge(lambda m: m[:, None], mask)  # the tokenizer's int64 mask as it is
+    assert "int64" in integer.message and "refuse an integer mask" in integer.hint
+    assert "built from the lengths" in judge(lambda m: (torch.arange(m.shape[1]) < m.sum(-1)[:, None])[:, None], mask).message
+    assert "padding_mask" in judge(padding_mask, mask).message
+    called = judge(lambda m: padding_mask(m.sum(-1), m.shape[1]), mask)
+    assert not called.ok and "calls attn_helpers' padding_mask" in called.message
+    encoder = BertEncoder.from_pretrained(model)  # builds keep from the tokenizer's mask and returns it
+    for borrowed in (lambda m: encoder(torch.zeros_like(m), m).mask, lambda m: encoder.forward(m).mask, encoder):
+        verdict = judge(borrowed, mask)
+        assert not verdict.ok and "calls attn_helpers' BertEncoder.forward" in verdict.message
     assert "insert the query axis" in judge(lambda m: m.bool(), mask).hint
     assert checks.check_padding_prediction.judge("same", 3e-7).ok
     assert not checks.check_padding_prediction.judge("same", 0.2).ok

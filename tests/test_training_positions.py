@@ -1,4 +1,4 @@
-"""The position switch of lesson 08's tiny model (``positions=`` in TinyAttentionModel and TrainConfig,
+"""The position switch of lesson 08's tiny model (``position_scheme=`` in TinyAttentionModel and TrainConfig,
 lesson 10): the default is lesson 08's learned table, unchanged; "none" makes the model order-blind;
 "sinusoidal" adds the paper's table; "rope" rotates q and k in every layer; and the runs learn what
 lesson 10 says they learn."""
@@ -40,8 +40,8 @@ def test_the_default_is_lesson_08s_learned_table():
     torch.manual_seed(0)
     default = TinyAttentionModel(16, 16, 8)
     torch.manual_seed(0)
-    learned = TinyAttentionModel(16, 16, 8, positions="learned")
-    assert default.positions == "learned" and TrainConfig().positions == "learned"
+    learned = TinyAttentionModel(16, 16, 8, position_scheme="learned")
+    assert default.position_scheme == "learned" and TrainConfig().position_scheme == "learned"
     assert [name for name, _ in default.named_parameters()] == [
         "embed.weight", "position.weight", "layers.0.qkv.weight", "layers.0.proj.weight", "layers.0.proj.bias",
         "readout.weight", "readout.bias"]
@@ -49,12 +49,12 @@ def test_the_default_is_lesson_08s_learned_table():
         assert torch.equal(a, b), name
     assert "(position): Embedding(8, 32)" in repr(default)
     assert TrainConfig().describe() == "1 layer, 2 heads of 16, scaled, skip=identity"  # what lesson 08 prints
-    assert TrainConfig(positions="rope").describe() == "1 layer, 2 heads of 16, scaled, skip=identity, positions=rope"
+    assert TrainConfig(position_scheme="rope").describe() == "1 layer, 2 heads of 16, scaled, skip=identity, position_scheme=rope"
 
 
 def test_schemes_start_from_the_same_weights_except_the_position_table():
     config = TrainConfig()
-    states = {s: initial_model(TASK, config.replace(positions=s)).state_dict() for s in POSITION_SCHEMES}
+    states = {s: initial_model(TASK, config.replace(position_scheme=s)).state_dict() for s in POSITION_SCHEMES}
     for scheme, state in states.items():
         assert ("position.weight" in state) == (scheme == "learned")
         for name, value in states["learned"].items():
@@ -65,7 +65,7 @@ def test_schemes_start_from_the_same_weights_except_the_position_table():
 def test_layers_and_what_each_scheme_adds_to_the_tokens():
     tokens = _tokens()
     for scheme in POSITION_SCHEMES:
-        model = initial_model(TASK, TrainConfig(positions=scheme))
+        model = initial_model(TASK, TrainConfig(position_scheme=scheme))
         layer = model.layers[0]
         assert isinstance(layer, Attention) and isinstance(layer, RotaryAttention) == (scheme == "rope")
         with torch.no_grad():
@@ -80,13 +80,13 @@ def test_layers_and_what_each_scheme_adds_to_the_tokens():
 
 def test_without_positions_the_model_is_order_blind():
     """Shuffling the tokens shuffles the logits the same way (float64, to 1e-10)."""
-    model = initial_model(TASK, TrainConfig(positions="none"))
+    model = initial_model(TASK, TrainConfig(position_scheme="none"))
     tokens, perm = _tokens(), torch.tensor([3, 0, 7, 1, 6, 2, 5, 4])
     with torch.no_grad():
         torch.testing.assert_close(model(permute_tokens(tokens, perm)), permute_tokens(model(tokens), perm),
                                    rtol=0, atol=1e-10)
         for scheme in ("learned", "sinusoidal", "rope"):
-            other = initial_model(TASK, TrainConfig(positions=scheme))
+            other = initial_model(TASK, TrainConfig(position_scheme=scheme))
             assert not torch.allclose(other(permute_tokens(tokens, perm)), permute_tokens(other(tokens), perm),
                                       atol=1e-6), scheme
 
@@ -94,7 +94,7 @@ def test_without_positions_the_model_is_order_blind():
 def test_only_the_learned_table_refuses_longer_sequences():
     long = _tokens(n=20)
     for scheme in POSITION_SCHEMES:
-        model = initial_model(TASK, TrainConfig(positions=scheme))
+        model = initial_model(TASK, TrainConfig(position_scheme=scheme))
         if scheme == "learned":
             with pytest.raises(ValueError, match="N=20 positions but the model has 8 position embeddings"):
                 model(long)
@@ -103,26 +103,26 @@ def test_only_the_learned_table_refuses_longer_sequences():
 
 
 def test_unknown_schemes_are_refused():
-    with pytest.raises(ValueError, match=r"positions must be one of \['learned', 'none', 'sinusoidal', 'rope'\]"):
-        TrainConfig(positions="alibi")
-    with pytest.raises(ValueError, match="positions must be one of"):
-        TinyAttentionModel(16, 16, 8, positions="absolute")
+    with pytest.raises(ValueError, match=r"position_scheme must be one of \['learned', 'none', 'sinusoidal', 'rope'\]"):
+        TrainConfig(position_scheme="alibi")
+    with pytest.raises(ValueError, match="position_scheme must be one of"):
+        TinyAttentionModel(16, 16, 8, position_scheme="absolute")
 
 
 def test_no_positions_stays_at_the_order_blind_limit_while_the_lookup_still_trains():
     """The lesson's claim, at its sizes: previous token without positions ends near the best order-blind
     guess (never clearly above it), the learned table solves it, and the lookup trains without positions."""
     config = TrainConfig(steps=100, snapshot_every=50)
-    blind = train(TASK, config.replace(positions="none"))
+    blind = train(TASK, config.replace(position_scheme="none"))
     limit = order_blind_accuracy(*TASK.sample(256, torch.Generator().manual_seed(HELD_OUT_SEED)))
     assert 0.15 < blind.final_accuracy <= limit + 0.02
-    assert train(TASK, config.replace(positions="learned")).final_accuracy > 0.99
-    assert train(LookupTask(), config.replace(positions="none", steps=120)).final_accuracy > 0.95
+    assert train(TASK, config.replace(position_scheme="learned")).final_accuracy > 0.99
+    assert train(LookupTask(), config.replace(position_scheme="none", steps=120)).final_accuracy > 0.95
 
 
 def test_rope_trained_at_8_still_copies_the_previous_token_at_16():
     task = NoWrapPreviousTokenTask(seq_len=8, vocab_size=16)
-    run = train(task, TrainConfig(steps=100, snapshot_every=50, positions="rope"))
+    run = train(task, TrainConfig(steps=100, snapshot_every=50, position_scheme="rope"))
     assert held_out_accuracy(run.model, task) == pytest.approx(run.final_accuracy, abs=1e-12)
     results = accuracy_by_length({"rope": run}, [8, 16])
     assert results["rope"][8] > 0.99 and results["rope"][16] > 0.95
@@ -136,10 +136,10 @@ def test_training_with_every_scheme_is_thread_invariant_and_reproducible():
     for scheme in ("sinusoidal", "rope"):
         torch.set_num_threads(2)
         try:
-            a = train(TASK, config.replace(positions=scheme))
+            a = train(TASK, config.replace(position_scheme=scheme))
         finally:
             torch.set_num_threads(before)
-        b = train(TASK, config.replace(positions=scheme))
+        b = train(TASK, config.replace(position_scheme=scheme))
         assert torch.equal(a.train_loss, b.train_loss) and torch.equal(a.held_out_accuracy, b.held_out_accuracy)
     assert torch.get_num_threads() == before
 

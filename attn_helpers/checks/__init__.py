@@ -48,8 +48,8 @@ from .masking import (
     check_softmax_axis,
 )
 from .orientation import check_head_dim, check_largest_key, check_scores_shape, check_self_attention_weights
-from .positions import check_pair_rotation, check_rotated_tensors, check_shuffle_prediction
-from .pretrained import check_config_head_dim, check_head_weights, check_keep_mask, check_padding_prediction
+from .positions import check_rope, check_rotated_tensors, check_rotated_v_shift, check_shuffle_prediction
+from .pretrained import check_head_rows, check_keep_mask, check_padding_prediction
 from .projection import check_key_layer, check_qkv_shape, check_split_qkv, check_weight_shape_prediction
 from .scaling import check_row_entropy, check_scaled_scores, check_score_variance, check_trend_prediction
 from .skip import check_first_layer_grad, check_layer_grad, check_gradient_trend_prediction, check_residual_line, check_skip_through_v
@@ -107,11 +107,11 @@ __all__ = [
     "check_self_attention_weights",
     # positions
     "check_shuffle_prediction",
-    "check_pair_rotation",
+    "check_rope",
     "check_rotated_tensors",
+    "check_rotated_v_shift",
     # pretrained
-    "check_config_head_dim",
-    "check_head_weights",
+    "check_head_rows",
     "check_keep_mask",
     "check_padding_prediction",
     # projection

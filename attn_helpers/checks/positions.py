@@ -1,5 +1,7 @@
 """Checkers for 10 · Positions: what shuffling the input does to the output (a prediction), the rotation
-of one pair of features (code the checker runs), and which tensors RoPE rotates.
+of every feature pair of a tensor (RoPE written by hand, run by the checker on inputs of its own, the
+library's ``apply_rope`` refused), which tensors RoPE rotates, and a prediction: what a shift of every
+position changes if ``v`` were rotated too.
 
 Each judge recomputes the right answer from the exercise's inputs or from the library (the rotation
 from :func:`attn_helpers.positions.apply_rope`, the rotated tensors from a :class:`RotaryAttention`
@@ -8,17 +10,17 @@ layer's intermediates) and recognises the typical wrong answers.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from ..positions import RotaryAttention, apply_rope, permute_tokens
-from ._core import Verdict, checker, correct, wrong
+from ._core import Verdict, checker, compare_tensors, correct, error_text, wrong
 from ._predict import as_choice, prediction_checker
+from .heads import _library_itself, run_watching
 
-__all__ = ["check_shuffle_prediction", "check_pair_rotation", "check_rotated_tensors"]
+__all__ = ["check_shuffle_prediction", "check_rope", "check_rotated_tensors", "check_rotated_v_shift"]
 
 SHUFFLE_CHOICES = ("reordered", "changed")
 TENSOR_NAMES = ("x", "q", "k", "v", "scores", "weights", "out")
@@ -51,68 +53,84 @@ def check_shuffle_prediction(prediction: Any, out: Tensor, out_shuffled: Tensor,
                  "was added to x before the layer, or what the layer does to q and k.")
 
 
-# ------------------------------------------------------------------------------ code: rotate one pair
+# ------------------------------------------------------------------------------ code: RoPE on every pair
 
-def _reference(a: Tensor, b: Tensor, angle: Tensor) -> tuple[Tensor, Tensor]:
-    """The library's rotation of the pair ``(a, b)`` by ``angle`` (integers: the positions of a 2-feature RoPE)."""
-    pair = torch.stack([a, b], dim=-1)[:, None, :]  # (T, 1, 2): T one-row sequences with head_dim 2
-    rotated = apply_rope(pair, angle[:, None])[:, 0]  # (T, 2); θ_0 = 1, so the angle is the position
-    return rotated[:, 0], rotated[:, 1]
+#: What the learner's RoPE must not call: the library's own rotations.
+_ROPE_LIBRARY = {apply_rope.__code__: "attn_helpers' apply_rope", RotaryAttention.forward.__code__:
+                 "attn_helpers' RotaryAttention"}
+
+
+def _rope_cases() -> list[tuple[Tensor, Tensor]]:
+    """``(x (..., N, head_dim), positions (N,))`` made up here, none a tensor the lesson printed: positions not
+    ``0..N-1`` and not in order, ``head_dim`` 6, 10 and 4, with and without leading axes."""
+    g = torch.Generator().manual_seed(102)
+    shapes_positions = (((5, 6), [3, 0, 7, 1, 12]), ((2, 3, 4, 10), [40, 41, 2, 9]), ((3, 4), [100, 5, 0]))
+    return [(torch.randn(*shape, generator=g, dtype=torch.float64), torch.tensor(positions))
+            for shape, positions in shapes_positions]
+
+
+def _rope_variant(x: Tensor, positions: Tensor, *, sign: float = 1.0, exponent: float = 2.0,
+                  interleaved: bool = False, swap: bool = False) -> Tensor:
+    """RoPE with one thing changed (a typical mistake): the turn's direction, ``θ_i = 10000^(-exponent·i/head_dim)``,
+    the pairing, or cos and sin swapped."""
+    head_dim = x.shape[-1]
+    theta = 10000.0 ** (-exponent * torch.arange(head_dim // 2, dtype=torch.float64) / head_dim)
+    angle = sign * positions[:, None].to(torch.float64) * theta  # (N, head_dim/2)
+    cos, sin = (angle.sin(), angle.cos()) if swap else (angle.cos(), angle.sin())
+    a, b = (x[..., 0::2], x[..., 1::2]) if interleaved else (x[..., : head_dim // 2], x[..., head_dim // 2:])
+    turned = (a * cos - b * sin, a * sin + b * cos)
+    return torch.stack(turned, dim=-1).flatten(-2) if interleaved else torch.cat(turned, dim=-1)
 
 
 @checker
-def check_pair_rotation(answer: Any) -> Verdict:
-    """Exercise: ``answer(a, b, angle) -> (a_rot, b_rot)``, the pair ``(a, b)`` turned by ``angle`` radians
-    (counter-clockwise), elementwise on tensors ``(T,)``; checked against :func:`apply_rope`."""
-    if not callable(answer):
-        return wrong(f"the answer should be a function rotate(a, b, angle), got {type(answer).__name__}.",
-                     "define it with def rotate(a, b, angle): ... and write answer = rotate.")
-    g = torch.Generator().manual_seed(10)
-    a, b = torch.randn(6, generator=g, dtype=torch.float64), torch.randn(6, generator=g, dtype=torch.float64)
-    angle = torch.tensor([0, 1, 2, 3, 5, 8])  # whole radians: positions 0..8 of the fastest pair (θ = 1)
-    expected = _reference(a, b, angle)
-    got = answer(a.clone(), b.clone(), angle.to(torch.float64))
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        return wrong(f"rotate should return a pair (a_rot, b_rot), got {type(got).__name__}.",
-                     "end the function with return a_rot, b_rot.")
-    got = [torch.as_tensor(t, dtype=torch.float64) for t in got]
-    if any(t.shape != a.shape for t in got):
-        return wrong(f"rotate returned shapes {[list(t.shape) for t in got]}, expected {list(a.shape)} each "
-                     "(one rotated number per input).", "work elementwise: a * torch.cos(angle) - ...")
-
-    def same(pair: tuple[Tensor, Tensor]) -> bool:
-        return all(torch.allclose(x, y, rtol=0, atol=1e-6) for x, y in zip(got, pair))
-
-    if same(expected):
-        length = torch.allclose(got[0] ** 2 + got[1] ** 2, a ** 2 + b ** 2, rtol=0, atol=1e-9)
-        return correct(f"the same as apply_rope on a pair of features at angles 0-8 rad; the arrow keeps its "
-                       f"length: {length}.")
-    c, s = angle.cos().to(torch.float64), angle.sin().to(torch.float64)
-    mistakes = {
-        "the pair turned clockwise (the signs of the sines are swapped)": (
-            (a * c + b * s, -a * s + b * c), "a_rot = a cos(angle) - b sin(angle), b_rot = a sin(angle) + b cos(angle)."),
-        "cos and sin swapped places": (
-            (a * s - b * c, a * c + b * s), "at angle 0 nothing may move: a_rot must start as a * cos(angle)."),
-        "the two outputs came back in the wrong order": (
-            (expected[1], expected[0]), "return a_rot first, then b_rot."),
-        "each feature was scaled by cos(angle) and sin(angle) on its own, without mixing a and b": (
-            (a * c, b * s), "a rotation mixes the two features: a_rot needs b too, b_rot needs a too."),
-        "the angle was taken in degrees": (
-            _reference_degrees(a, b, angle), "torch.cos and torch.sin take radians; use the angle as it is."),
-    }
-    for cause, (values, hint) in mistakes.items():
-        if same(values):
-            return wrong(f"your rotation matches what you get when {cause}.", hint)
-    at_zero = torch.allclose(got[0][0], a[0], atol=1e-6) and torch.allclose(got[1][0], b[0], atol=1e-6)
-    return wrong(f"the rotated pair differs from apply_rope's (largest difference "
-                 f"{max((x - y).abs().max().item() for x, y in zip(got, expected)):.3g}); at angle 0 your pair "
-                 f"{'stays put, as it should' if at_zero else 'moves, but a turn by 0 must change nothing'}.",
-                 "a_rot = a cos(angle) - b sin(angle), b_rot = a sin(angle) + b cos(angle).")
-
-
-def _reference_degrees(a: Tensor, b: Tensor, angle: Tensor) -> tuple[Tensor, Tensor]:
-    radians = angle.to(torch.float64) * math.pi / 180.0
-    return a * radians.cos() - b * radians.sin(), a * radians.sin() + b * radians.cos()
+def check_rope(answer: Any) -> Verdict:
+    """Exercise: ``answer(x, positions)``, RoPE with the half pairing written by hand: ``x (..., N, head_dim)``,
+    ``positions (N,)`` integers -> the same shape. Run on three made-up inputs (``head_dim`` 6, 10, 4; positions
+    out of order) and compared with :func:`apply_rope`; a function that is or calls ``apply_rope`` (or a
+    :class:`RotaryAttention` layer) is refused while it runs."""
+    how = ("turn each pair yourself: a = x[..., :half], b = x[..., half:], then a cos - b sin and a sin + b cos, "
+           "with the angle position × θ_i.")
+    if not callable(answer) or isinstance(answer, Tensor):
+        return wrong(f"the answer should be a function rope(x, positions), got {type(answer).__name__}.",
+                     "define it with def rope(x, positions): ... and write answer = rope (no brackets).")
+    itself = _library_itself(answer, _ROPE_LIBRARY)
+    if itself:
+        return wrong(f"your answer is {itself}: the exercise is to write it.", how)
+    for x, positions in _rope_cases():
+        where = f"x {list(x.shape)} at positions {positions.tolist()}"
+        try:
+            got, called = run_watching(answer, (x.clone(), positions.clone()), _ROPE_LIBRARY)
+        except Exception as problem:  # the learner's code failed: say how, never a traceback
+            return wrong(f"for {where} your function raised {error_text(problem)}",
+                         "read head_dim from x.shape[-1] and use positions as given (shape (N,)), "
+                         "not the numbers of one example.")
+        if called:
+            return wrong(f"your function calls {called[0]}, which does the exercise for you.", how)
+        if isinstance(got, Tensor) and got.shape == x.shape and torch.equal(got, x):
+            return wrong(f"for {where} your function returned x unchanged (the stub's return x is still there?).",
+                         "only position 0 leaves a pair where it was; " + how)
+        mistakes = {
+            "every pair turns clockwise (the signs of the sines are swapped)": (
+                _rope_variant(x, positions, sign=-1.0), "a' = a cos φ - b sin φ, b' = a sin φ + b cos φ."),
+            "feature 2i is paired with 2i + 1 (the interleaved pairing)": (
+                _rope_variant(x, positions, interleaved=True),
+                "this exercise uses the half pairing: feature i goes with feature i + head_dim/2."),
+            "θ_i = 10000^(-i/head_dim), without the 2": (
+                _rope_variant(x, positions, exponent=1.0), "θ_i = 10000 ** (-2 * i / head_dim), i = 0 .. head_dim/2 - 1."),
+            "θ_i = 10000^(-2i/(head_dim/2)): head_dim/2 (the number of pairs) in the exponent": (
+                _rope_variant(x, positions, exponent=4.0),
+                "the exponent divides by head_dim, the full width: θ_i = 10000 ** (-2 * i / head_dim)."),
+            "the row index 0, 1, 2, ... is used instead of the positions": (
+                _rope_variant(x, torch.arange(len(positions))), "the angle is positions[row] × θ_i."),
+            "cos and sin swapped places": (
+                _rope_variant(x, positions, swap=True), "at position 0 nothing may move: a' starts with a cos φ."),
+        }
+        verdict = compare_tensors(got, apply_rope(x, positions), name=f"for {where}, your result",
+                                  likely_mistakes=mistakes)
+        if not verdict.ok:
+            return verdict
+    return correct("the same as apply_rope on three inputs of other sizes (head_dim 6, 10 and 4, positions out of "
+                   "order): pair i = features (i, i + head_dim/2), turned by position × θ_i.")
 
 
 # ------------------------------------------------------------------------------ concept: which tensors turn
@@ -160,3 +178,52 @@ def check_rotated_tensors(answer: Any) -> Verdict:
     missing = rotated - names
     return wrong(f"{sorted(missing)} {'is' if len(missing) == 1 else 'are'} rotated too.",
                  "a score is q_m · k_n: for it to depend on m - n, both sides must be turned by their own position.")
+
+
+# ------------------------------------------------------------------------------ predict: rotate v too, shift every position
+
+SHIFT_NAMES = ("scores", "weights", "heads")
+
+
+def _shift_changes(shift: int = 1000) -> dict[str, float]:
+    """Largest change of ``scores``, ``weights`` and ``heads = weights @ v`` when every position moves by
+    ``shift``, in a layer that rotates ``v`` too (float64, made-up ``q``, ``k``, ``v`` of 2 heads, 6 tokens)."""
+    g = torch.Generator().manual_seed(103)
+    q, k, v = (torch.randn(1, 2, 6, 8, generator=g, dtype=torch.float64) for _ in range(3))  # (B, H, N, head_dim)
+    results = []
+    for positions in (torch.arange(6), torch.arange(6) + shift):
+        scores = apply_rope(q, positions) @ apply_rope(k, positions).mT  # (B, H, N, N)
+        weights = torch.softmax(scores / 8**0.5, dim=-1)  # (B, H, N, N)
+        results.append({"scores": scores, "weights": weights, "heads": weights @ apply_rope(v, positions)})
+    return {name: (results[0][name] - results[1][name]).abs().max().item() for name in SHIFT_NAMES}
+
+
+@checker
+def check_rotated_v_shift(answer: Any) -> Verdict:
+    """Prediction: in a layer that rotates ``v`` too (by each token's position, like ``k``), which of
+    ``scores``, ``weights``, ``heads`` change when every position is shifted by the same amount? A set of
+    names from :data:`SHIFT_NAMES` (empty: nothing changes). The checker measures it (shift 1000, float64)."""
+    if isinstance(answer, str):
+        answer = set() if answer.strip().lower() in ("", "none", "nothing") else {answer}
+    if not isinstance(answer, (set, list, tuple, frozenset)) or not all(isinstance(n, str) for n in answer):
+        return wrong(f"the answer should be a set of names such as {{'scores'}} (or set() for none), got {answer!r}.",
+                     f"pick from {list(SHIFT_NAMES)}.")
+    names = {n.strip().lower() for n in answer}
+    unknown = names - set(SHIFT_NAMES)
+    if unknown:
+        return wrong(f"{sorted(unknown)} are not among {list(SHIFT_NAMES)}.",
+                     "heads is weights @ v, each head's output before the heads are merged.")
+    gaps = _shift_changes()
+    changed = {name for name, gap in gaps.items() if gap > 1e-9}
+    measured = ", ".join(f"{name} by {gap:.1e}" if gap > 1e-9 else f"{name} by less than 1e-9"
+                         for name, gap in gaps.items())
+    if names == changed:
+        return correct(f"measured with the shift 1000: {measured}. The scores still compare q and k by their "
+                       "offset, but each value now carries its own absolute angle into the output.")
+    if names & {"scores", "weights"}:
+        return wrong(f"{sorted(names & {'scores', 'weights'})} did not change (measured: {measured}).",
+                     "scores and weights are made from q and k alone; rotating v does not touch them, and "
+                     "q_m · k_n still depends on m - n only.")
+    return wrong(f"heads changed (measured: {measured}).",
+                 "heads = Σ_n weights[m, n] · R(n θ) v_n: each value is turned by its own position, and a shift "
+                 "turns every value further. The offset cancels only in a dot product of two turned vectors.")

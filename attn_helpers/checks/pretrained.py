@@ -1,28 +1,54 @@
-"""Checkers for 11 · Inside a real pretrained transformer: head_dim from a config, the weight rows
-that make one head, the keep mask of a padded batch, and a prediction about padding.
+"""Checkers for 11 · Inside a real pretrained transformer: the weight rows that make one head, the keep
+mask of a padded batch, and a prediction about padding.
 
-The three code exercises hand in a *function*; each judge runs it on the lesson's model and on other
-sizes it makes up, so a number or a tensor copied from the lesson cannot pass, and recognises the
-typical wrong answers (a constant, a float, columns instead of rows, every H-th row, the mask's
-other convention, a missing query axis, a 0/1 float mask).
+The two code exercises hand in a *function*; each judge runs it on the lesson's model and on other
+inputs it makes up (a left-padded batch for the mask), so a tensor copied from the lesson cannot pass,
+refuses any function of ``attn_helpers`` (``padding_mask``, the encoder) while the keep mask runs, and recognises the typical wrong answers
+(columns instead of rows, every H-th row, the mask's other convention, a missing query axis, a 0/1
+integer or float mask, a mask built from the lengths).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
+
+import sys
+from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from .. import padding_mask, split_heads
-from ._core import Verdict, checker, correct, wrong
+from ._core import Verdict, checker, correct, error_text, wrong
 from ._predict import as_choice, prediction_checker
+from .heads import _library_itself
 
-__all__ = ["check_config_head_dim", "check_head_weights", "check_keep_mask", "check_padding_prediction"]
+__all__ = ["check_head_rows", "check_keep_mask", "check_padding_prediction"]
 
-# Other encoders' sizes (hidden_size, num_attention_heads) the answers are also run on.
-OTHER_SIZES = ((768, 12), (1024, 16), (384, 6), (256, 4))
+#: What the learner's keep mask must not be: the library's padding mask, which takes lengths.
+_PADDING_LIBRARY = {padding_mask.__code__: "attn_helpers' padding_mask"}
+#: Where the library's own code lives: a keep mask that calls into it (``padding_mask``, ``BertEncoder``, which
+#: builds this mask from the tokenizer's) hands the exercise to the library.
+_LIBRARY_DIR = str(Path(padding_mask.__code__.co_filename).resolve().parent)
+
+
+def _run_refusing_library(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, str]:
+    """``fn(*args)`` and the name of the first ``attn_helpers`` function it called (``''`` if none).
+    Exceptions from ``fn`` propagate."""
+    called: list[str] = []
+    previous = sys.getprofile()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and not called and frame.f_code.co_filename.startswith(_LIBRARY_DIR):
+            called.append(f"attn_helpers' {getattr(frame.f_code, 'co_qualname', frame.f_code.co_name)}")
+
+    sys.setprofile(profile)
+    try:
+        result = fn(*args)
+    finally:
+        sys.setprofile(previous)
+    return result, called[0] if called else ""
 
 
 def _not_a_function(answer: Any, call: str) -> Verdict | None:
@@ -32,48 +58,7 @@ def _not_a_function(answer: Any, call: str) -> Verdict | None:
                  f"define it with def, then write answer = the function's name (no brackets); the checker calls {call}.")
 
 
-# ------------------------------------------------------------------------------ exercise 11.2: head_dim
-
-
-@checker
-def check_config_head_dim(answer: Callable[[Mapping[str, Any]], int], config: Mapping[str, Any]) -> Verdict:
-    """Exercise: a function ``head_dim_of(config) -> int``, the width of one head, run on ``config``
-    and on the sizes of other encoders (``OTHER_SIZES``)."""
-    problem = _not_a_function(answer, "head_dim_of(config)")
-    if problem:
-        return problem
-    configs = [dict(config)] + [{**config, "hidden_size": h, "num_attention_heads": n} for h, n in OTHER_SIZES]
-    results = []
-    for c in configs:
-        got = answer(c)
-        h, n = c["hidden_size"], c["num_attention_heads"]
-        results.append(got)
-        if isinstance(got, bool) or not isinstance(got, (int, float, Tensor)):
-            return wrong(f"head_dim_of returned {got!r} for hidden_size={h}, num_attention_heads={n}; expected an int.",
-                         "return a number computed from the config's entries.")
-        if isinstance(got, float) or (isinstance(got, Tensor) and got.is_floating_point()):
-            return wrong(f"head_dim_of returned {got!r}, a float, for hidden_size={h}, num_attention_heads={n}.",
-                         "a width is used in reshapes, which need an int: divide with //.")
-        if int(got) != h // n:
-            same = len(set(int(r) for r in results)) == 1 and len(results) > 1
-            if same:
-                return wrong(f"head_dim_of returns {int(got)} for every config, but hidden_size={h} with "
-                             f"num_attention_heads={n} has heads of {h // n}.",
-                             "compute it from config['hidden_size'] and config['num_attention_heads'], "
-                             "not as a constant for this model.")
-            if int(got) == h:
-                return wrong(f"head_dim_of returned hidden_size ({h}): the width of all heads together.",
-                             "the heads share hidden_size between them: divide by num_attention_heads.")
-            if int(got) == n:
-                return wrong(f"head_dim_of returned the number of heads ({n}), not their width.",
-                             "head_dim = hidden_size // num_attention_heads.")
-            return wrong(f"head_dim_of returned {int(got)} for hidden_size={h}, num_attention_heads={n}; "
-                         f"expected {h // n}.", "head_dim = hidden_size // num_attention_heads.")
-    return correct(f"{config['hidden_size']} // {config['num_attention_heads']} = {results[0]} for this model, "
-                   f"and the right width for {len(OTHER_SIZES)} other sizes too (768 // 12 = 64 is BERT-base's).")
-
-
-# ------------------------------------------------------------------------------ exercise 11.3: weight rows of one head
+# ------------------------------------------------------------------------------ exercise 11.2: weight rows of one head
 
 
 def _weights_cases(q_proj: torch.nn.Linear, num_heads: int) -> list[tuple[Tensor, Tensor, int]]:
@@ -85,13 +70,13 @@ def _weights_cases(q_proj: torch.nn.Linear, num_heads: int) -> list[tuple[Tensor
 
 
 @checker
-def check_head_weights(answer: Callable[..., tuple[Tensor, Tensor]], q_proj: torch.nn.Linear, x: Tensor,
-                       num_heads: int) -> Verdict:
-    """Exercise: a function ``head_weights(weight, bias, h, num_heads) -> (W_h, b_h)``: the rows of a
+def check_head_rows(answer: Callable[..., tuple[Tensor, Tensor]], q_proj: torch.nn.Linear, x: Tensor,
+                    num_heads: int) -> Verdict:
+    """Exercise: a function ``head_rows(weight, bias, h, num_heads) -> (W_h, b_h)``: the rows of a
     ``Linear(hidden, hidden)``'s ``weight (hidden, hidden)`` and ``bias (hidden,)`` that make head
     ``h``'s features. Run for every head of ``q_proj`` (checked against ``split_heads(q_proj(x))``)
     and of two made-up sizes."""
-    problem = _not_a_function(answer, "head_weights(weight, bias, h, num_heads)")
+    problem = _not_a_function(answer, "head_rows(weight, bias, h, num_heads)")
     if problem:
         return problem
     for weight, bias, heads in _weights_cases(q_proj, num_heads):
@@ -100,7 +85,7 @@ def check_head_weights(answer: Callable[..., tuple[Tensor, Tensor]], q_proj: tor
         for h in range(heads):
             got = answer(weight, bias, h, heads)
             if not isinstance(got, (tuple, list)) or len(got) != 2 or not all(isinstance(t, Tensor) for t in got):
-                return wrong(f"head_weights should return a pair of tensors (W_h, b_h), got {type(got).__name__}.",
+                return wrong(f"head_rows should return a pair of tensors (W_h, b_h), got {type(got).__name__}.",
                              "return weight[...], bias[...] with the same row selection for both.")
             w_h, b_h = got
             rows = slice(h * head_dim, (h + 1) * head_dim)
@@ -135,28 +120,47 @@ def check_head_weights(answer: Callable[..., tuple[Tensor, Tensor]], q_proj: tor
                    f"{max(diffs) < 1e-5}): head h is made by its own {weight.shape[0] // num_heads} rows of the projection.")
 
 
-# ------------------------------------------------------------------------------ exercise 11.4: the keep mask of a padded batch
+# ------------------------------------------------------------------------------ exercise 11.3: the keep mask of a padded batch
 
 
 def _mask_cases(attention_mask: Tensor) -> list[Tensor]:
-    return [attention_mask, torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]), torch.tensor([[1, 1, 0], [1, 0, 0], [1, 1, 1]])]
+    """The lesson's mask, then made-up ones; the last is padded on the left (a tokenizer with
+    ``padding_side="left"``), where a mask built from the lengths alone is wrong."""
+    return [attention_mask, torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]),
+            torch.tensor([[1, 1, 0], [1, 0, 0], [1, 1, 1]]), torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1], [0, 1, 1, 1]])]
 
 
 @checker
 def check_keep_mask(answer: Callable[[Tensor], Tensor], attention_mask: Tensor) -> Verdict:
     """Exercise: a function ``keep_mask(attention_mask) -> mask``: from a tokenizer's ``attention_mask (B, N)``
-    (1 = real token, 0 = padding) the boolean key-padding mask ``(B, 1, N)``, ``True`` = may attend
-    (``(B, 1, 1, N)`` is accepted too). Run on ``attention_mask`` and on two made-up batches."""
+    (1 = real token, 0 = padding, on either side) the boolean key-padding mask ``(B, 1, N)``, ``True`` = may
+    attend (``(B, 1, 1, N)`` is accepted too). Run on ``attention_mask`` and on three made-up batches, one
+    padded on the left; a function that is ``padding_mask`` or calls any ``attn_helpers`` function (the
+    encoder builds this mask itself) is refused while it runs."""
+    how = "compare attention_mask with 1 yourself and insert the query axis: (B, N) -> (B, 1, N)."
     problem = _not_a_function(answer, "keep_mask(attention_mask)")
     if problem:
         return problem
+    itself = _library_itself(answer, _PADDING_LIBRARY)
+    if itself:
+        return wrong(f"your answer is {itself}, which takes lengths, and the exercise is to write the mask.", how)
     for mask in _mask_cases(attention_mask):
         B, N = mask.shape
-        expected = padding_mask(mask.sum(dim=-1), N)  # (B, 1, N)
-        got = answer(mask.clone())
+        expected = (mask == 1)[:, None, :]  # (B, 1, N)
+        try:
+            got, called = _run_refusing_library(answer, (mask.clone(),))
+        except Exception as problem:  # the learner's code failed: say how, never a traceback
+            return wrong(f"for attention_mask {mask.tolist()} your function raised {error_text(problem)}",
+                         "use only attention_mask itself; read B and N from its shape.")
+        if called:
+            return wrong(f"your function calls {called}, which builds this mask for you.", how)
         if not isinstance(got, Tensor):
             return wrong(f"keep_mask returned {type(got).__name__}, expected a boolean tensor.",
                          "build it with tensor operations on attention_mask.")
+        if got.dtype != torch.bool and not got.is_floating_point():
+            return wrong(f"keep_mask returned a {got.dtype} tensor of 1s and 0s.",
+                         "the attention functions refuse an integer mask with a TypeError (1 and 0 could mean "
+                         "either convention): make it boolean, e.g. attention_mask == 1 or .bool().")
         if got.dtype != torch.bool:
             return wrong(f"keep_mask returned a {got.dtype} tensor.",
                          "a float mask is ADDED to the scores (lesson 03): 1 and 0 would shift scores, not block them. "
@@ -173,9 +177,15 @@ def check_keep_mask(answer: Callable[[Tensor], Tensor], attention_mask: Tensor) 
             return wrong("your mask is True at the padding: that is the masked_fill / nn.MultiheadAttention convention "
                          "(True = blocked).", "this series' convention is True = may attend: True for the real tokens.")
         if not torch.equal(got, expected):
+            from_lengths = torch.arange(N) < mask.sum(dim=-1)[:, None]  # (B, N): the first `length` keys
+            if torch.equal(got[:, 0], from_lengths):
+                return wrong(f"for the left-padded attention_mask {mask.tolist()} your mask keeps the first "
+                             "tokens: it was built from the lengths, as if the padding were always at the end.",
+                             "read the 1s where they are: True exactly where attention_mask is 1.")
             return wrong(f"for attention_mask {mask.tolist()} your mask is {got[:, 0].tolist()}.",
                          "True exactly where attention_mask is 1.")
-    return correct("True for every real key, False for every [PAD], one row per sequence shared by all its queries.")
+    return correct("True for every real key, False for every [PAD] (on either side), one row per sequence "
+                   "shared by all its queries.")
 
 
 # ------------------------------------------------------------------------------ exercise 11.1 (predict): padding

@@ -234,7 +234,7 @@ def check_knockout(answer: Any, model: TinyAttentionModel, tokens: Tensor) -> Ve
         return wrong(f"the answer should be a function without_head(model, tokens, layer, head), got "
                      f"{type(answer).__name__}.", "define it with def without_head(model, tokens, layer, head): ... "
                                                   "and write answer = without_head.")
-    if not isinstance(model, TinyAttentionModel) or model.skip != "identity" or model.positions != "learned":
+    if not isinstance(model, TinyAttentionModel) or model.skip != "identity" or model.position_scheme != "learned":
         raise TypeError("model must be a TinyAttentionModel with skip='identity' and learned positions")
     borrowed = refers_to(answer, KNOCKOUT_SHORTCUTS)
     if borrowed:

@@ -157,9 +157,10 @@ class PretrainedAttentionExplorer(BlitExplorer):
 
 
 def plot_all_heads(weights: Any, *, gap: int = 2, figsize: tuple[float, float] = (14.0, 7.6),
-                   title: str | None = None) -> Figure:
+                   title: str | None = None, first_layer: int = 0, fontsize: float = 10.0) -> Figure:
     """Every head of every layer, ``weights (L, H, N, N)``, as one picture: a row of panels per layer,
     a column per head, each panel queries down and keys across (tokens in order, ``[CLS]`` first).
+    ``first_layer`` numbers the rows (for a slice of a model's layers); ``fontsize`` of the labels.
 
     One image with white gaps between the panels instead of ``L x H`` axes: 72 labelled axes take
     seconds to draw, one image a fraction of that. Returns the figure (pyplot's, for ``plt.show()``).
@@ -177,14 +178,17 @@ def plot_all_heads(weights: Any, *, gap: int = 2, figsize: tuple[float, float] =
             canvas[layer * step:layer * step + n, head * step:head * step + n] = array[layer, head]
     figure, ax = plt.subplots(figsize=figsize)
     image = ax.imshow(canvas, cmap=cmap_with_nan(WEIGHTS_CMAP, "white"), vmin=0.0, vmax=1.0, interpolation="nearest")
-    ax.set_xticks([h * step + (n - 1) / 2 for h in range(H)], [f"head {h}" for h in range(H)])
-    ax.set_yticks([layer * step + (n - 1) / 2 for layer in range(L)], [f"layer {layer}" for layer in range(L)])
+    ax.set_xticks([h * step + (n - 1) / 2 for h in range(H)], [f"head {h}" for h in range(H)], fontsize=fontsize)
+    ax.set_yticks([layer * step + (n - 1) / 2 for layer in range(L)],
+                  [f"layer {first_layer + layer}" for layer in range(L)], fontsize=fontsize)
     ax.xaxis.tick_top()
     ax.tick_params(length=0)
     for side in ax.spines.values():
         side.set_visible(False)
-    ax.set_xlabel(f"each panel: {n} queries down, {n} keys across, in the sentence's order", fontsize=9)
-    figure.colorbar(image, ax=ax, fraction=0.025, pad=0.02, label="attention weight")
+    ax.set_xlabel(f"each panel: {n} queries down, {n} keys across, in the sentence's order", fontsize=fontsize)
+    bar = figure.colorbar(image, ax=ax, fraction=0.025, pad=0.02)
+    bar.set_label("attention weight", fontsize=fontsize)
+    bar.ax.tick_params(labelsize=fontsize)
     if title:
-        ax.set_title(title, pad=24)
+        ax.set_title(title, pad=8 + 1.6 * fontsize, fontsize=fontsize + 1)
     return figure

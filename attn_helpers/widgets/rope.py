@@ -5,7 +5,7 @@ each into ``head_dim / 2`` pairs of features; each pair is an arrow in its own p
 turns by ``θ_i`` per position (:func:`attn_helpers.positions.rope_frequencies`). The key sits at
 position ``n = KEY_POSITION``, the query at ``m = n + offset``. The picture shows the arrows of the
 fastest pair, the chosen pair and the slowest pair, and on the right the score ``q_m · k_n`` against
-the offset, with each shown pair's share of it: only the angle *between* the arrows, ``offset · θ_i``,
+the offset, with each shown pair's term of it: only the angle *between* the arrows, ``offset · θ_i``,
 matters, so the curve is the same wherever the two tokens sit.
 """
 
@@ -51,8 +51,8 @@ class RopeExplorer(BlitExplorer):
         self.q = torch.randn(head_dim, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)  # (head_dim,)
         self.k = self.q.clone()  # same content: the score changes only through the positions
         self.offsets = torch.arange(-max_offset, max_offset + 1)  # (T,)
-        self.shares = rope_pair_scores(self.q, self.k, self.offsets, base=base).numpy()  # (T, P): each pair's share
-        self.scores = self.shares.sum(axis=1)  # (T,): q_m · k_n at each offset
+        self.terms = rope_pair_scores(self.q, self.k, self.offsets, base=base).numpy()  # (T, P): each pair's term of q·k
+        self.scores = self.terms.sum(axis=1)  # (T,): q_m · k_n at each offset
         style = {"description_width": "initial"}
         controls = {
             "offset": W.IntSlider(value=offset, min=-max_offset, max=max_offset, description="offset m - n",
@@ -103,7 +103,7 @@ class RopeExplorer(BlitExplorer):
         self.ax_curve = figure.add_subplot(grid[0, 3])
         offsets = self.offsets.numpy()
         self.ax_curve.plot(offsets, self.scores, color="black", lw=1.8, label="score q·k (all pairs)")
-        self.share_lines = [self.ax_curve.plot(offsets, self.shares[:, p], color=c, lw=1.2, label=label)[0]
+        self.term_lines = [self.ax_curve.plot(offsets, self.terms[:, p], color=c, lw=1.2, label=label)[0]
                             for p, c, label in zip(self.shown_pairs(0), PANEL_COLOURS,
                                                    ("fastest pair 0", "chosen pair", f"slowest pair {self.pairs - 1}"))]
         top = float(np.abs(self.scores).max())
@@ -116,7 +116,7 @@ class RopeExplorer(BlitExplorer):
         self.marker = self.ax_curve.axvline(0, color="0.4", ls=":", lw=1.2)
         self.dots = self.ax_curve.plot([0, 0, 0, 0], [0, 0, 0, 0], ls="none", marker="o", ms=5, color="black")[0]
         self.title = figure.suptitle("", fontsize=10)
-        self.dynamic([*self.q_lines, *self.k_lines, *(ax.title for ax in self.arrow_axes), self.share_lines[1],
+        self.dynamic([*self.q_lines, *self.k_lines, *(ax.title for ax in self.arrow_axes), self.term_lines[1],
                       self.marker, self.dots, self.title])
 
     def update(self, offset: int, pair: int) -> str:
@@ -128,15 +128,15 @@ class RopeExplorer(BlitExplorer):
             q_line.set_data([0, q_pairs[p, 0]], [0, q_pairs[p, 1]])
             k_line.set_data([0, k_pairs[p, 0]], [0, k_pairs[p, 1]])
             ax.title.set_text(f"{name}: pair {p}, θ = {self.theta[p].item():.3g}\n"
-                              f"apart {self._degrees(offset, p):.0f}°, share {self.shares[row, p]:+.2f}")
-        self.share_lines[1].set_ydata(self.shares[:, pair])
+                              f"apart {self._degrees(offset, p):.0f}°, term {self.terms[row, p]:+.2f}")
+        self.term_lines[1].set_ydata(self.terms[:, pair])
         self.marker.set_xdata([offset, offset])
         shown = self.shown_pairs(pair)
-        self.dots.set_data([offset] * 4, [self.scores[row], *(self.shares[row, p] for p in shown)])
+        self.dots.set_data([offset] * 4, [self.scores[row], *(self.terms[row, p] for p in shown)])
         self.title.set_text(f"query at m = {KEY_POSITION + offset}, key at n = {KEY_POSITION}: "
                             f"score q·k = {self.scores[row]:.2f} (at offset 0: {self.scores[self.max_offset]:.2f})")
         return (f"pair {pair} turns {self.theta[pair].item():.3g} rad per position, "
-                f"arrows {self._degrees(offset, pair):.0f}° apart, share {self.shares[row, pair]:+.2f}; score q·k = {self.scores[row]:.2f}")
+                f"arrows {self._degrees(offset, pair):.0f}° apart, term {self.terms[row, pair]:+.2f}; score q·k = {self.scores[row]:.2f}")
 
     def _degrees(self, offset: int, pair: int) -> float:
         """The angle from the key's arrow to the query's, ``offset · θ_pair``, in degrees in (-180, 180]."""
@@ -150,6 +150,6 @@ class RopeExplorer(BlitExplorer):
             f"<tr{bold if p == pair else ''}><td>{p}</td>"
             f"<td style='text-align:right'>{self.theta[p].item():.3g}</td>"
             f"<td style='text-align:right'>{2 * math.pi / self.theta[p].item():,.0f}</td>"
-            f"<td style='text-align:right'>{self.shares[row, p]:+.2f}</td></tr>" for p in range(self.pairs))
+            f"<td style='text-align:right'>{self.terms[row, p]:+.2f}</td></tr>" for p in range(self.pairs))
         return ("<table><tr><th>pair i</th><th>θ_i (rad per position)</th><th>positions per full turn</th>"
-                f"<th>share of the score</th></tr>{cells}</table>")
+                f"<th>term of the score</th></tr>{cells}</table>")
