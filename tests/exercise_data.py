@@ -40,8 +40,8 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
     },
     # 03 · Softmax and masks
     "03": {
-        # every exp(-inf) is 0, so the softmax divides 0 by 0: NaN, not zeros
-        "3.1": ('prediction = "zeros"', "divides 0 by 0"),
+        # the row's max is -inf too, so s - max is NaN before any exp: NaN, not zeros
+        "3.1": ('prediction = "zeros"', "-inf - (-inf)"),
         # the words-first layout of padding_mask (section 3.4.2), but these sentences are padded on the left
         "3.2": ("keep_ex = (torch.arange(n)[None, :] < lengths_ex[:, None])[:, None, :]", "right-padded"),
         # softmax over the queries: every column sums to one instead of every row

@@ -84,7 +84,7 @@ def check_additive_mask(answer: Any, keep: Tensor) -> Verdict:
                               "blocked positions need -inf so that exp(-inf) = 0."),
             "you use -1e9 instead of -inf": (
                 torch.zeros(keep.shape).masked_fill(~keep, -1e9), "-1e9 blocks too, but the exercise asks for "
-                "float('-inf'): with -1e9 a fully masked row becomes uniform instead of NaN (section 3a.5)."),
+                "float('-inf'); section 3a.6 shows what -1e9 does to a fully masked row, dtype by dtype."),
         },
         success="0.0 where a query may attend, -inf where it may not.",
     )
@@ -160,11 +160,13 @@ def check_masked_row_prediction(prediction: Any, row: Tensor) -> Verdict:
         return choice
     outcome = _row_outcome(row)
     if choice == outcome:
-        return correct(f"the row is {row.tolist()}: every score is -inf, so the softmax computes "
-                       "exp(-inf) / sum(exp(-inf)) = 0 / 0, which is NaN." if outcome == "nan" else
+        return correct(f"the row is {row.tolist()}: every score is -inf, so the row's maximum is -inf "
+                       "too, and the softmax's first step, s - max = -inf - (-inf), is already NaN."
+                       if outcome == "nan" else
                        f"the row is {row.tolist()}.")
     return wrong(f"the row is {row.tolist()}, which is {outcome}, not {choice}.",
-                 "with every score -inf, every exp is 0 and the sum is 0 too: the softmax divides 0 by 0.")
+                 "with every score -inf the row's maximum is -inf too, and s - max = -inf - (-inf) is NaN "
+                 "before any exp (the literal formula would divide 0 by 0: NaN as well).")
 
 
 @prediction_checker
