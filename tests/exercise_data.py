@@ -11,8 +11,10 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
         # the query's own key points its way, but a longer key has the larger dot product
         "0.1": ('prediction = "cat"', "compare the lengths"),
         "0.2": ("answer = [8, 20, 2, 20]", "heads come before the tokens"),
-        # the scores were not divided by sqrt(d_k)
-        "0.3": ("weights_ex = torch.softmax(x_ex @ x_ex.mT, dim=-1)", "math.sqrt(3)"),
+        # divided by sqrt(N), the number of tokens: the checker's inputs have N != d_k
+        "0.3": ("def my_weights(x):\n"
+                "    return torch.softmax(x @ x.mT / math.sqrt(x.shape[0]), dim=-1)\n"
+                "answer = my_weights", "not x.shape[0]"),
     },
     # 01 · QKV projection
     "01": {
@@ -36,7 +38,7 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
         "2.2": ("answer = q_ex @ k_ex.transpose(-2, -1)", "divide the dot products by sqrt(d_k)"),
         # right for unit-variance entries, not for these
         "2.3": ("answer = 72", "variances 0.5 and 0.5"),
-        "2.4": ("answer = (w_ex * torch.log(w_ex)).sum()", "minus"),
+        "2.4": ("answer = lambda w: (w * torch.log(w)).sum(dim=-1)", "minus"),
     },
     # 03 · Softmax and masks
     "03": {
@@ -45,7 +47,7 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
         # the words-first layout of padding_mask (section 3.4.2), but these sentences are padded on the left
         "3.2": ("keep_ex = (torch.arange(n)[None, :] < lengths_ex[:, None])[:, None, :]", "right-padded"),
         # softmax over the queries: every column sums to one instead of every row
-        "3.3": ("weights_ex = torch.softmax(scores_ex, dim=-2)", "use dim=-1"),
+        "3.3": ("answer = lambda scores: torch.softmax(scores, dim=-2)", "use dim=-1"),
     },
     # 03a · Mask conventions
     "03a": {
@@ -54,7 +56,7 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
         # the "True = keep" mask handed to masked_fill: it would block the past and keep the future
         "3.5": ("blocked_causal = torch.ones(n, n, dtype=torch.bool).tril()", "invert the keep mask"),
         # a multiplicative 1/0 mask added to the scores blocks nothing
-        "3.6": ("additive_ex = keep_ex.float()", "blocks nothing"),
+        "3.6": ("answer = lambda keep: keep.float()", "blocks nothing"),
     },
     # 04 · Weighted values and cross-attention
     "04": {

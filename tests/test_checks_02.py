@@ -28,6 +28,7 @@ def test_scaled_scores_accepts_every_way_of_writing_it():
     (lambda q, k: q.transpose(-2, -1) @ k / math.sqrt(8), "transposed q instead of k"),
     (lambda q, k: q.transpose(-2, -1) @ k, "and did not scale"),
     (lambda q, k: k @ q.transpose(-2, -1) / math.sqrt(8), "swapped q and k"),
+    (lambda q, k: q @ k.transpose(-2, -1) / math.sqrt(5), "sqrt(N_k)"),  # 5 keys, d_k = 8
 ])
 def test_scaled_scores_names_each_typical_mistake(make, cause):
     q, k = _qk()
@@ -92,26 +93,45 @@ def test_score_variance_rejects_a_tensor_of_many_numbers():
 
 # -- check_row_entropy --------------------------------------------------------------------------
 
-def _row():
-    return torch.softmax(torch.tensor([3.0, 1.0, 0.5, -1.0]), dim=-1)
+def _entropy(w):
+    return -(w * w.log()).sum(dim=-1)
 
 
-def test_row_entropy_accepts_the_formula_and_the_helper():
-    w = _row()
-    assert checks.check_row_entropy.judge(-(w * w.log()).sum(), w).ok
-    assert checks.check_row_entropy.judge(attention_entropy(w).item(), w).ok
+def test_row_entropy_runs_the_function_on_weights_of_its_own():
+    assert checks.check_row_entropy.judge(_entropy).ok
+    assert checks.check_row_entropy.judge(lambda w: -torch.special.xlogy(w, w).sum(-1)).ok
 
 
 @pytest.mark.parametrize("make, words", [
-    (lambda w: -(w * torch.log2(w)).sum(), "bits"),
-    (lambda w: math.log(4), "uniform"),
-    (lambda w: -torch.log(w).sum(), "needs its weight"),
-    (lambda w: 0.5, "not this row's entropy"),
+    (lambda w: -_entropy(w), "minus sign"),
+    (lambda w: -(w * torch.log2(w)).sum(dim=-1), "bits"),
+    (lambda w: -torch.log(w).sum(dim=-1), "no weight in front"),
+    (lambda w: _entropy(w).sum(), "every row at once"),
+    (lambda w: -(w * w.log()).mean(dim=-1), "a mean over the keys"),
+    (lambda w: -(w * w.log()).sum(dim=-2), "shape"),  # first case (3, 5): a sum down the columns
+    (lambda w: -(w * w.log()).sum(dim=1), "expected [2, 3]"),  # right until the 3-axis case
 ])
 def test_row_entropy_names_typical_mistakes(make, words):
-    w = _row()
-    verdict = checks.check_row_entropy.judge(make(w), w)
+    verdict = checks.check_row_entropy.judge(make)
     assert not verdict.ok and words in verdict.message
+
+
+def test_row_entropy_names_a_sum_down_the_columns_on_square_weights():
+    def columns_after_the_first_case(w):
+        return _entropy(w) if w.shape[-1] != w.shape[-2] else -(w * w.log()).sum(dim=-2)
+    verdict = checks.check_row_entropy.judge(columns_after_the_first_case)
+    assert not verdict.ok and "down the columns" in verdict.message
+
+
+@pytest.mark.parametrize("answer", [attention_entropy, lambda w: attention_entropy(w)])
+def test_row_entropy_refuses_the_library(answer):
+    verdict = checks.check_row_entropy.judge(answer)
+    assert not verdict.ok and "attention_entropy" in verdict.message
+
+
+def test_row_entropy_refuses_a_number():
+    verdict = checks.check_row_entropy.judge(1.2)
+    assert not verdict.ok and "should be a function" in verdict.message
 
 
 # -- softmax_grad_norm and softmax_statistics ---------------------------------------------------

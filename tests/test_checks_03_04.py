@@ -78,56 +78,56 @@ def test_convention_prediction():
 
 # -- 03: check_softmax_axis -----------------------------------------------------------------------
 
-@pytest.fixture
-def scores():
-    return torch.randn(2, 3, 4, 5, generator=torch.Generator().manual_seed(1))
+def test_softmax_axis_runs_the_function_on_scores_of_its_own():
+    assert checks.check_softmax_axis.judge(lambda scores: torch.softmax(scores, dim=-1)).ok
+    assert checks.check_softmax_axis.judge(lambda scores: scores.softmax(scores.ndim - 1)).ok
 
 
-def test_softmax_axis_accepts_the_last_axis(scores):
-    assert checks.check_softmax_axis.judge(torch.softmax(scores, dim=-1), scores).ok
-    assert checks.check_softmax_axis.judge(scores.softmax(3), scores).ok
-
-
-@pytest.mark.parametrize("dim, cause", [(-2, "every COLUMN"), (2, "every COLUMN"), (0, "axis 0"), (1, "axis 1")])
-def test_softmax_axis_names_the_axis_used(scores, dim, cause):
-    verdict = checks.check_softmax_axis.judge(torch.softmax(scores, dim=dim), scores)
+@pytest.mark.parametrize("dim, cause", [(-2, "every COLUMN"), (0, "axis 0"), (1, "axis 1")])
+def test_softmax_axis_names_the_axis_used(dim, cause):
+    verdict = checks.check_softmax_axis.judge(lambda scores: torch.softmax(scores, dim=dim))
     assert not verdict.ok and cause in verdict.message
 
 
-def test_softmax_axis_notices_a_missing_softmax(scores):
-    verdict = checks.check_softmax_axis.judge(scores.clone(), scores)
+def test_softmax_axis_names_an_axis_counted_from_the_front():
+    verdict = checks.check_softmax_axis.judge(lambda scores: torch.softmax(scores, dim=3))  # right for 4 axes only
+    assert not verdict.ok and "(B, N_q, N_k)" in verdict.message and "count from the end" in verdict.hint
+
+
+def test_softmax_axis_notices_a_missing_softmax():
+    verdict = checks.check_softmax_axis.judge(lambda scores: scores)
     assert not verdict.ok and "forget the softmax" in verdict.message
 
 
-def test_softmax_axis_works_for_3d_scores():
-    scores = torch.randn(2, 4, 4, generator=torch.Generator().manual_seed(2))
-    assert checks.check_softmax_axis.judge(scores.softmax(-1), scores).ok
-    assert "axis 0" in checks.check_softmax_axis.judge(scores.softmax(0), scores).message
+def test_softmax_axis_refuses_weights_computed_once():
+    verdict = checks.check_softmax_axis.judge(torch.softmax(torch.randn(2, 3, 4, 5), dim=-1))
+    assert not verdict.ok and "should be a function" in verdict.message
 
 
 # -- 03: check_additive_mask ----------------------------------------------------------------------
 
-@pytest.fixture
-def keep():
-    return causal_mask(6) & padding_mask([4], 6)  # (1, 6, 6)
-
-
-def test_additive_mask_accepts_zeros_and_minus_infinity(keep):
-    assert checks.check_additive_mask.judge(mask_to_additive(keep), keep).ok
-    answer = torch.zeros(keep.shape).masked_fill(~keep, float("-inf"))
-    assert checks.check_additive_mask.judge(answer, keep).ok
-    assert checks.check_additive_mask.judge(answer.double(), keep).ok
+def test_additive_mask_runs_the_function_on_masks_of_its_own():
+    assert checks.check_additive_mask.judge(lambda keep: torch.zeros(keep.shape).masked_fill(~keep, float("-inf"))).ok
+    assert checks.check_additive_mask.judge(
+        lambda keep: torch.where(keep, 0.0, float("-inf")).double()).ok
 
 
 @pytest.mark.parametrize("make, cause", [
-    (lambda keep: mask_to_additive(keep, invert=True), "read backwards"),
+    (lambda keep: torch.zeros(keep.shape).masked_fill(keep, float("-inf")), "read backwards"),
     (lambda keep: keep.float(), "1.0 / 0.0"),
+    (lambda keep: keep.float().masked_fill(~keep, float("-inf")), "1.0 / -inf"),
     (lambda keep: torch.zeros(keep.shape).masked_fill(~keep, -1e9), "-1e9"),
-    (lambda keep: keep, "still a boolean mask"),
+    (lambda keep: keep, "boolean mask"),
 ])
-def test_additive_mask_names_each_mistake(keep, make, cause):
-    verdict = checks.check_additive_mask.judge(make(keep), keep)
+def test_additive_mask_names_each_mistake(make, cause):
+    verdict = checks.check_additive_mask.judge(make)
     assert not verdict.ok and cause in verdict.message
+
+
+@pytest.mark.parametrize("answer", [mask_to_additive, lambda keep: mask_to_additive(keep)])
+def test_additive_mask_refuses_the_library(answer):
+    verdict = checks.check_additive_mask.judge(answer)
+    assert not verdict.ok and "mask_to_additive" in verdict.message
 
 
 # -- 04: check_weighted_values --------------------------------------------------------------------
@@ -249,6 +249,15 @@ def test_attention_function_accepts_a_correct_function():
 def test_attention_function_names_each_mistake(kwargs, words):
     verdict = checks.check_attention_function.judge(lambda q, k, v, mask=None: _attention(q, k, v, mask, **kwargs))
     assert not verdict.ok and words in verdict.message
+
+
+def test_attention_function_names_a_scale_by_sqrt_d_v():
+    def by_d_v(q, k, v, mask=None):
+        import math
+
+        return _attention(q * math.sqrt(q.shape[-1] / v.shape[-1]), k, v, mask)  # scores / sqrt(d_v)
+    verdict = checks.check_attention_function.judge(by_d_v)
+    assert not verdict.ok and "sqrt(d_v)" in verdict.message
 
 
 def test_attention_function_explains_exceptions_tuples_and_non_functions():

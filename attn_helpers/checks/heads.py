@@ -62,14 +62,16 @@ _WHOLE_LAYERS = {
 
 
 def run_watching(fn: Callable[..., Any], args: tuple[Any, ...], watched: Mapping[Any, str]) -> tuple[Any, list[str]]:
-    """``fn(*args)`` and the names (``watched``: code object -> name) of the watched Python functions it called,
-    in call order. Exceptions from ``fn`` propagate; warnings it raises are silenced."""
+    """``fn(*args)`` and the names (``watched``: code object or built-in function -> name) of the watched
+    functions it called, in call order. Exceptions from ``fn`` propagate; warnings it raises are silenced."""
     called: list[str] = []
     previous = sys.getprofile()
 
     def profile(frame: Any, event: str, arg: Any) -> None:
         if event == "call" and frame.f_code in watched:
             called.append(watched[frame.f_code])
+        elif event == "c_call" and _watched_builtin(arg, watched):
+            called.append(watched[arg])
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -81,10 +83,19 @@ def run_watching(fn: Callable[..., Any], args: tuple[Any, ...], watched: Mapping
     return result, called
 
 
+def _watched_builtin(fn: Any, watched: Mapping[Any, str]) -> bool:
+    """Whether ``fn``, a function written in C such as ``F.scaled_dot_product_attention``, is watched."""
+    try:
+        return fn in watched
+    except TypeError:  # an unhashable callable
+        return False
+
+
 def _library_itself(answer: Any, watched: Mapping[Any, str]) -> str:
-    """The watched name ``answer`` *is* (``answer = split_heads``), else ''."""
+    """The watched name ``answer`` *is* (``answer = split_heads``, or a watched built-in), else ''."""
     return watched.get(getattr(answer, "__code__", None), "") or watched.get(
-        getattr(getattr(answer, "forward", None), "__code__", None), "")
+        getattr(getattr(answer, "forward", None), "__code__", None), "") or (
+        watched[answer] if _watched_builtin(answer, watched) else "")
 
 
 def _function_answer(answer: Any, example: str) -> Verdict | None:

@@ -5,6 +5,7 @@ right answer from the exercise's inputs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -12,6 +13,7 @@ from torch import Tensor
 
 from ..attention import causal_mask, mask_to_additive, padding_mask
 from ._core import Verdict, checker, compare_tensors, correct, wrong
+from ._function import LIBRARY_ATTENTION, judge_function, random_cases
 from ._predict import as_choice, prediction_checker
 
 __all__ = ["check_additive_mask", "check_causal_blocked_mask", "check_convention_prediction", "check_masked_row_prediction",
@@ -48,9 +50,8 @@ def check_causal_blocked_mask(answer: Any, n: int) -> Verdict:
     )
 
 
-@checker
-def check_softmax_axis(answer: Any, scores: Tensor) -> Verdict:
-    """Exercise: attention weights from ``scores (..., N_q, N_k)``, each query's row summing to one."""
+def _judge_axis(scores: Tensor) -> Callable[[Any], Verdict]:
+    """The judge of the weights for ``scores (..., N_q, N_k)``: a softmax over the last axis."""
     expected = torch.softmax(scores, dim=-1)  # (..., N_q, N_k)
     mistakes: dict[str, tuple[Tensor, str]] = {
         "you normalise over the queries (dim=-2): every COLUMN sums to one": (
@@ -62,32 +63,68 @@ def check_softmax_axis(answer: Any, scores: Tensor) -> Verdict:
         mistakes[f"you normalise over axis {d} (a batch or head axis) instead of the keys"] = (
             torch.softmax(scores, dim=d), f"dim={d} mixes different sentences or heads; count from the end: "
                                           "dim=-1 is the keys, whatever comes in front.")
-    return compare_tensors(answer, expected, name="your weights", likely_mistakes=mistakes,
-                           success="every query's weights over the keys sum to one (dim=-1).")
+    return lambda got: compare_tensors(got, expected, name="your weights", likely_mistakes=mistakes)
 
 
 @checker
-def check_additive_mask(answer: Any, keep: Tensor) -> Verdict:
-    """Exercise: the additive form of a boolean ``keep`` mask (``True`` = may attend): 0 / -inf."""
+def check_softmax_axis(answer: Any) -> Verdict:
+    """Exercise: a function ``my_weights(scores)``: attention weights from ``scores (..., N_q, N_k)``, each query's
+    row summing to one. Run on scores with 1, 2 and 3 axes in front of ``(N_q, N_k)``, so an axis counted from
+    the front fails; a function that is or calls the library's attention is refused."""
+    cases = []
+    for scores, axes in zip(random_cases(33, [(2, 3, 4, 5), (3, 6, 2), (2, 2, 3, 4, 4)]),
+                            ("(B, H, N_q, N_k)", "(B, N_q, N_k)", "(B, H, 3, N_q, N_k)")):
+        cases.append(((scores,), f"for scores of shape {axes} = {tuple(scores.shape)}", _judge_axis(scores)))
+    return judge_function(answer, cases, watched=LIBRARY_ATTENTION, example="my_weights(scores)",
+                          lines="torch.softmax(scores, dim=...) over the keys, counted so that it is the keys "
+                                "whatever comes in front.",
+                          success="for scores with one, two and three axes in front, every query's weights over "
+                                  "the keys sum to one (dim=-1).",
+                          raised="an axis counted from the front (dim=3) exists only in scores with four axes; "
+                                 "count from the end: dim=-1 is the keys, whatever comes in front.")
+
+
+def _judge_additive(keep: Tensor) -> Callable[[Any], Verdict]:
+    """The judge of the additive form of ``keep`` (``True`` = may attend): 0.0 / -inf."""
     expected = mask_to_additive(keep)  # 0.0 where keep, -inf where blocked
-    if isinstance(answer, Tensor) and answer.dtype == torch.bool:
-        return wrong("your answer is still a boolean mask; an additive mask holds numbers (0.0 and -inf).",
-                     "start from torch.zeros(keep.shape) and fill -inf where keep is False.")
-    return compare_tensors(
-        answer, expected, name="your additive mask",
-        likely_mistakes={
-            "you put -inf where keep is True (the blocked convention read backwards)": (
-                mask_to_additive(keep, invert=True), "keep=True means 'may attend' and must add 0.0; "
-                                                    "-inf goes where keep is False (use ~keep)."),
-            "you turn the mask into 1.0 / 0.0": (
-                keep.float(), "adding 1.0 to a score barely changes softmax and blocks nothing; "
-                              "blocked positions need -inf so that exp(-inf) = 0."),
-            "you use -1e9 instead of -inf": (
-                torch.zeros(keep.shape).masked_fill(~keep, -1e9), "-1e9 blocks too, but the exercise asks for "
-                "float('-inf'); section 3a.6 shows what -1e9 does to a fully masked row, dtype by dtype."),
-        },
-        success="0.0 where a query may attend, -inf where it may not.",
-    )
+    blocked = torch.zeros(keep.shape)
+    mistakes = {
+        "you put -inf where keep is True (the blocked convention read backwards)": (
+            mask_to_additive(keep, invert=True), "keep=True means 'may attend' and must add 0.0; "
+                                                "-inf goes where keep is False (use ~keep)."),
+        "you turn the mask into 1.0 / 0.0": (
+            keep.float(), "adding 1.0 to a score barely changes softmax and blocks nothing; "
+                          "blocked positions need -inf so that exp(-inf) = 0."),
+        "you start from the mask as numbers (1.0 / -inf)": (
+            keep.float().masked_fill(~keep, float("-inf")), "the kept positions must add 0.0, not 1.0: "
+                                                            "start from torch.zeros(keep.shape)."),
+        "you use -1e9 instead of -inf": (
+            blocked.masked_fill(~keep, -1e9), "-1e9 blocks too, but the exercise asks for "
+            "float('-inf'); section 3a.6 shows what -1e9 does to a fully masked row, dtype by dtype."),
+    }
+
+    def judge(got: Any) -> Verdict:
+        if isinstance(got, Tensor) and got.dtype == torch.bool:
+            return wrong("your function returns a boolean mask; an additive mask holds numbers (0.0 and -inf).",
+                         "start from torch.zeros(keep.shape) and fill -inf where keep is False.")
+        return compare_tensors(got, expected, name="your additive mask", likely_mistakes=mistakes)
+
+    return judge
+
+
+@checker
+def check_additive_mask(answer: Any) -> Verdict:
+    """Exercise: a function ``my_additive(keep)``: the additive form of a boolean ``keep`` mask (``True`` = may
+    attend), 0.0 / -inf, same shape. Run on three made-up masks; a function that is or calls
+    :func:`attn_helpers.mask_to_additive` is refused."""
+    g = torch.Generator().manual_seed(36)
+    keeps = [causal_mask(5), torch.rand(2, 1, 6, generator=g) < 0.6, causal_mask(3, 4)[None] & padding_mask([2, 4], 4)]
+    cases = [((keep,), f"for a keep mask of shape {tuple(keep.shape)}", _judge_additive(keep)) for keep in keeps]
+    return judge_function(answer, cases, watched={mask_to_additive.__code__: "attn_helpers' mask_to_additive"},
+                          example="my_additive(keep)",
+                          lines="torch.zeros(keep.shape).masked_fill(~keep, float('-inf')).",
+                          success="for three masks of other shapes, 0.0 where a query may attend, -inf where it "
+                                  "may not.")
 
 
 @checker

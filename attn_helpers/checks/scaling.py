@@ -1,10 +1,10 @@
-"""Checkers for 02 · Scores and scaling: scaled scores, the variance of raw scores, a row's entropy,
-and the prediction of how the softmax saturates as d_k grows."""
+"""Checkers for 02 · Scores and scaling: scaled scores, the variance of raw scores, the row entropies (a
+function the learner writes) and the prediction of how the softmax saturates as d_k grows."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -12,6 +12,7 @@ from torch import Tensor
 
 from ..probes import attention_entropy
 from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
+from ._function import judge_function, random_cases
 from ._predict import as_choice, prediction_checker
 
 __all__ = ["check_scaled_scores", "check_score_variance", "check_row_entropy", "check_trend_prediction"]
@@ -26,6 +27,8 @@ def check_scaled_scores(answer: Any, q: Tensor, k: Tensor) -> Verdict:
         "you forgot to scale": (raw, f"divide the dot products by sqrt(d_k) = sqrt({d_k}) = {math.sqrt(d_k):.3f}."),
         "you divided by d_k instead of sqrt(d_k)": (
             raw / d_k, f"the scale is 1 / sqrt(d_k) = {d_k ** -0.5:.3f}, not 1 / d_k = {1 / d_k:.3f}."),
+        f"you divided by sqrt(N_k) = sqrt({k.shape[-2]}), the number of keys, not sqrt(d_k)": (
+            raw / math.sqrt(k.shape[-2]), f"d_k is the width of a query and a key, the last axis: q.shape[-1] = {d_k}."),
         "you multiplied by sqrt(d_k) instead of dividing": (
             raw * math.sqrt(d_k), "the scale shrinks the scores: multiply by d_k ** -0.5 (or divide by sqrt(d_k))."),
         "you swapped q and k (k @ q^T: rows are keys, not queries)": (
@@ -103,27 +106,44 @@ def check_trend_prediction(prediction: Any, values: Sequence[float], what: str, 
                  "spread-out row puts more of its weight on its largest entry.")
 
 
+def _judge_entropy(weights: Tensor) -> Callable[[Any], Verdict]:
+    """The judge of the row entropies of ``weights (..., N_k)``, one per row."""
+    logs = torch.log(weights)  # (..., N_k); no weight is zero in these cases
+    expected = attention_entropy(weights)  # (...,)
+    mistakes = {
+        "the minus sign is missing": (
+            -expected, "log of a weight below 1 is negative: H = -sum(w * log(w)) has a minus in front."),
+        "the logarithm is in base 2 (bits)": (
+            expected / math.log(2), "use the natural log, torch.log: the lesson measures entropy in nats."),
+        "each log has no weight in front (-sum(log(w)))": (-logs.sum(dim=-1), "H = -sum(w * log(w))."),
+        "the sum runs over every row at once": (
+            expected.sum(), "one entropy per row: sum over the keys only, .sum(dim=-1)."),
+        "the entropy is N_k times too small (a mean over the keys, not a sum)": (
+            expected / weights.shape[-1], "sum over the keys, do not average: .sum(dim=-1)."),
+    }
+    if weights.shape[-1] == weights.shape[-2]:  # only then does a sum down the columns have the right shape
+        mistakes["the sum runs down the columns (dim=-2), not over the keys"] = (
+            -(weights * logs).sum(dim=-2), "a row of weights lies along the last axis: .sum(dim=-1).")
+    return lambda got: compare_tensors(got, expected, name="your entropies", likely_mistakes=mistakes,
+                                       atol=1e-4, rtol=1e-3)
+
+
+def _softmax_rows(seed: int, shapes: list[tuple[int, ...]]) -> list[Tensor]:
+    return [torch.softmax(2 * s, dim=-1) for s in random_cases(seed, shapes)]
+
+
 @checker
-def check_row_entropy(answer: Any, weights: Tensor) -> Verdict:
-    """Exercise: the entropy (nats) of one row of attention weights ``(N_k,)``."""
-    value = _as_number(answer, "the entropy")
-    if isinstance(value, Verdict):
-        return value
-    expected = attention_entropy(weights).item()
-    n = weights.shape[-1]
-    close = lambda a, b: math.isclose(a, b, rel_tol=1e-3, abs_tol=1e-4)  # noqa: E731
-    if close(value, expected):
-        return correct(f"H = {expected:.3f} nats, between 0 (one-hot) and log({n}) = {math.log(n):.3f} (uniform).")
-    if close(value, -expected):
-        return wrong(f"{value:.3f} is the entropy with the wrong sign.",
-                     "log of a weight below 1 is negative: H = -sum(w * log(w)) has a minus in front.")
-    if close(value, expected / math.log(2)):
-        return wrong(f"{value:.3f} is the entropy in bits (log base 2).",
-                     "use the natural log, torch.log: the lesson measures entropy in nats.")
-    if close(value, math.log(n)):
-        return wrong(f"{value:.3f} is log(N_k) = log({n}), the entropy of uniform weights.",
-                     "compute it from this row's weights: -sum(w * log(w)).")
-    if close(value, -torch.log(weights).sum().item()):
-        return wrong(f"{value:.3f} is -sum(log(w)): each log needs its weight in front.",
-                     "H = -sum(w * log(w)).")
-    return wrong(f"{value:.3f} is not this row's entropy.", "H = -sum(w * log(w)), summed over the keys of the row.")
+def check_row_entropy(answer: Any) -> Verdict:
+    """Exercise: a function ``my_entropy(weights)``: the entropy in nats of every row of ``weights (..., N_k)``,
+    ``-sum(w * log(w))`` over the last axis, shape ``(...)``. Run on three made-up tables of weights; a function
+    that is or calls :func:`attn_helpers.attention_entropy` is refused."""
+    cases = [((w,), f"for weights of shape {tuple(w.shape)}", _judge_entropy(w))
+             for w in _softmax_rows(24, [(3, 5), (4, 4), (2, 3, 6)])]
+    return judge_function(answer, cases, watched=_LIBRARY_ENTROPY, example="my_entropy(weights)",
+                          lines="-(weights * torch.log(weights)).sum(dim=-1): one entropy per row.",
+                          success="for three tables of other sizes, one entropy per row, between 0 (one-hot) and "
+                                  "log(N_k) (uniform).")
+
+
+#: The library's functions that compute the entropy: refused in exercise 2.4.
+_LIBRARY_ENTROPY = {attention_entropy.__code__: "attn_helpers' attention_entropy"}

@@ -195,6 +195,10 @@ def check_attention_function(answer: Any) -> Verdict:
             "it returns the weights, not weights @ v": (
                 torch.softmax(fill(raw / math.sqrt(d_k)), dim=-1), "finish with weights @ v."),
         }
+        if v.shape[-1] != d_k:
+            mistakes[f"the scores are divided by sqrt(d_v) = sqrt({v.shape[-1]}), not sqrt(d_k)"] = (
+                torch.softmax(fill(raw / math.sqrt(v.shape[-1])), dim=-1) @ v,
+                f"the scale belongs to the dot products q @ k.mT, whose width is d_k = q.shape[-1] ({d_k} here).")
         if mask is not None:
             mistakes["the mask is ignored"] = (
                 torch.softmax(raw / math.sqrt(d_k), dim=-1) @ v, "apply the mask before the softmax: "
