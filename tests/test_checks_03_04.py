@@ -335,3 +335,36 @@ def test_attention_function_accepts_a_lambda_written_by_hand():
         (q @ k.mT / math.sqrt(q.shape[-1])).masked_fill(~mask if mask is not None else torch.zeros((), dtype=torch.bool),
                                                       float("-inf")), dim=-1) @ v
     assert checks.check_attention_function.judge(fn).ok
+
+
+def _bypasses_of_the_library():
+    """The ways round a search of the source text the grader found (round 2): a renamed torch function, a lambda,
+    the package's function under another name, its tiled attention, torch.ops operators, nn.MultiheadAttention."""
+    import functools
+
+    import torch.nn.functional as F
+
+    from attn_helpers import scaled_dot_product_attention as sdpa_lib
+    from attn_helpers.efficient import tiled_attention
+
+    sdpa = F.scaled_dot_product_attention
+
+    def renamed(q, k, v, mask=None):
+        return sdpa(q, k, v, attn_mask=mask)
+
+    def layer(q, k, v, mask=None):
+        mha = torch.nn.MultiheadAttention(q.shape[-1], 1, batch_first=True, bias=False)
+        return mha(q, k, v)[0]
+
+    return [renamed, lambda q, k, v, mask=None: sdpa(q, k, v, attn_mask=mask),
+            lambda q, k, v, mask=None: sdpa_lib(q, k, v, mask), lambda q, k, v, mask=None: tiled_attention(q, k, v, mask),
+            lambda q, k, v, mask=None: torch.ops.aten.scaled_dot_product_attention(q, k, v, mask),
+            lambda q, k, v, mask=None: torch.ops.aten.scaled_dot_product_attention.default(q, k, v, mask),
+            lambda q, k, v, mask=None: torch._scaled_dot_product_attention_math(q, k, v, mask)[0],
+            functools.partial(sdpa, dropout_p=0.0), torch.ops.aten.scaled_dot_product_attention, layer]
+
+
+@pytest.mark.parametrize("fn", _bypasses_of_the_library())
+def test_attention_function_refuses_the_library_under_another_name(fn):
+    verdict = checks.check_attention_function.judge(fn)
+    assert not verdict.ok and "library's own attention" in verdict.message, verdict.message

@@ -12,8 +12,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..attention import _attend, attention_scores, scaled_dot_product_attention
 from ._core import Verdict, correct, error_text, wrong
+from ._watch import ATTENTION_WATCH
 from .heads import _function_answer, _library_itself, run_watching
 
 #: One input of the learner's function: ``(arguments, what they are in words, judge of the result)``.
@@ -48,13 +48,9 @@ def judge_function(answer: Any, cases: Sequence[Case], *, watched: Mapping[Any, 
     return correct(success)
 
 
-#: The library's attention, which answers every exercise that asks for scores or weights: refused.
-LIBRARY_ATTENTION = {
-    scaled_dot_product_attention.__code__: "attn_helpers' scaled_dot_product_attention",
-    _attend.__code__: "attn_helpers' attention (scaled_dot_product_attention or a layer)",
-    attention_scores.__code__: "attn_helpers' attention_scores",
-    torch.nn.functional.scaled_dot_product_attention: "torch's F.scaled_dot_product_attention",
-}
+#: The library's attention, which answers every exercise that asks for scores or weights: refused (the one
+#: shared list, :data:`_watch.ATTENTION_WATCH`).
+LIBRARY_ATTENTION = ATTENTION_WATCH
 
 
 def random_cases(seed: int, shapes: Sequence[tuple[int, ...]]) -> list[Tensor]:

@@ -70,6 +70,8 @@ def run_watching(fn: Callable[..., Any], args: tuple[Any, ...], watched: Mapping
     def profile(frame: Any, event: str, arg: Any) -> None:
         if event == "call" and frame.f_code in watched:
             called.append(watched[frame.f_code])
+        elif event == "call" and frame.f_code in _OPERATOR_CALLS and frame.f_locals.get("self") in watched:
+            called.append(watched[frame.f_locals["self"]])  # a torch.ops operator, e.g. aten.softmax.int
         elif event == "c_call" and _watched_builtin(arg, watched):
             called.append(watched[arg])
 
@@ -81,6 +83,10 @@ def run_watching(fn: Callable[..., Any], args: tuple[Any, ...], watched: Mapping
         finally:
             sys.setprofile(previous)
     return result, called
+
+
+#: The Python frames through which every ``torch.ops`` operator is called (its ``self`` names the operator).
+_OPERATOR_CALLS = {torch._ops.OpOverload.__call__.__code__, torch._ops.OpOverloadPacket.__call__.__code__}
 
 
 def _watched_builtin(fn: Any, watched: Mapping[Any, str]) -> bool:
