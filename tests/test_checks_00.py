@@ -5,6 +5,8 @@ import math
 from contextlib import redirect_stdout
 
 import pytest
+
+from attn_helpers.efficient import tiled_attention
 import torch
 import torch.nn.functional as F
 
@@ -74,6 +76,7 @@ def test_self_attention_weights_checker_names_the_mistake(answer, words):
     (lambda x: scaled_dot_product_attention(x, x, x, return_weights=True)[1], "scaled_dot_product_attention"),
     (lambda x: F.scaled_dot_product_attention(x, x, torch.eye(x.shape[0])), "F.scaled_dot_product_attention"),
     (lambda x: _weights(attention_scores(x, x)), "attention_scores"),
+    (lambda x: tiled_attention(x, x, torch.eye(x.shape[0])), "tiled_attention"),  # grader round 2
     (torch.eye(3), "should be a function"),
 ])
 def test_self_attention_weights_checker_refuses_the_library_and_values(answer, words):

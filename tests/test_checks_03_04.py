@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from attn_helpers import causal_mask, checks, mask_to_additive, padding_mask
+from attn_helpers.efficient import online_softmax
 
 
 # -- 03: check_causal_blocked_mask ----------------------------------------------------------------
@@ -76,58 +77,54 @@ def test_convention_prediction():
     assert not verdict.ok and "'keep'" in verdict.message
 
 
-# -- 03: check_softmax_axis -----------------------------------------------------------------------
+# -- 03: check_softmax_axis: scores stored keys-first (exercise 3.3) -----------------------------
 
-def test_softmax_axis_runs_the_function_on_scores_of_its_own():
-    assert checks.check_softmax_axis.judge(lambda scores: torch.softmax(scores, dim=-1)).ok
-    assert checks.check_softmax_axis.judge(lambda scores: scores.softmax(scores.ndim - 1)).ok
-
-
-@pytest.mark.parametrize("dim, cause", [(-2, "every COLUMN"), (0, "axis 0"), (1, "axis 1")])
-def test_softmax_axis_names_the_axis_used(dim, cause):
-    verdict = checks.check_softmax_axis.judge(lambda scores: torch.softmax(scores, dim=dim))
-    assert not verdict.ok and cause in verdict.message
+def test_softmax_axis_accepts_the_keys_axis_counted_from_the_end():
+    assert checks.check_softmax_axis.judge(lambda s: torch.softmax(s, dim=-2)).ok
+    assert checks.check_softmax_axis.judge(lambda s: torch.softmax(s.mT, dim=-1).mT).ok
 
 
-def test_softmax_axis_names_an_axis_counted_from_the_front():
-    verdict = checks.check_softmax_axis.judge(lambda scores: torch.softmax(scores, dim=3))  # right for 4 axes only
-    assert not verdict.ok and "(B, N_q, N_k)" in verdict.message and "count from the end" in verdict.hint
-
-
-def test_softmax_axis_notices_a_missing_softmax():
-    verdict = checks.check_softmax_axis.judge(lambda scores: scores)
-    assert not verdict.ok and "forget the softmax" in verdict.message
-
-
-def test_softmax_axis_refuses_weights_computed_once():
-    verdict = checks.check_softmax_axis.judge(torch.softmax(torch.randn(2, 3, 4, 5), dim=-1))
-    assert not verdict.ok and "should be a function" in verdict.message
-
-
-# -- 03: check_additive_mask ----------------------------------------------------------------------
-
-def test_additive_mask_runs_the_function_on_masks_of_its_own():
-    assert checks.check_additive_mask.judge(lambda keep: torch.zeros(keep.shape).masked_fill(~keep, float("-inf"))).ok
-    assert checks.check_additive_mask.judge(
-        lambda keep: torch.where(keep, 0.0, float("-inf")).double()).ok
-
-
-@pytest.mark.parametrize("make, cause", [
-    (lambda keep: torch.zeros(keep.shape).masked_fill(keep, float("-inf")), "read backwards"),
-    (lambda keep: keep.float(), "1.0 / 0.0"),
-    (lambda keep: keep.float().masked_fill(~keep, float("-inf")), "1.0 / -inf"),
-    (lambda keep: torch.zeros(keep.shape).masked_fill(~keep, -1e9), "-1e9"),
-    (lambda keep: keep, "boolean mask"),
+@pytest.mark.parametrize("fn, words", [
+    (lambda s: torch.softmax(s, dim=-1), "which here is the queries"),  # lesson 03 c6 copied (round 2)
+    (lambda s: torch.softmax(s, dim=-2).mT, "queries-first"),
+    (lambda s: torch.softmax(s, dim=2), "which here is the queries"),  # right only with four axes
+    (lambda s: torch.softmax(s, dim=0), "a batch or head axis"),
+    (lambda s: s, "forgot the softmax"),
+    (lambda s: online_softmax(s.mT).mT, "online_softmax"),  # the library's softmax (round 2)
+    (torch.zeros(2, 3), "should be a function"),
 ])
-def test_additive_mask_names_each_mistake(make, cause):
-    verdict = checks.check_additive_mask.judge(make)
-    assert not verdict.ok and cause in verdict.message
+def test_softmax_axis_names_each_mistake(fn, words):
+    verdict = checks.check_softmax_axis.judge(fn)
+    assert not verdict.ok and words in verdict.message + verdict.hint, verdict
 
 
-@pytest.mark.parametrize("answer", [mask_to_additive, lambda keep: mask_to_additive(keep)])
-def test_additive_mask_refuses_the_library(answer):
-    verdict = checks.check_additive_mask.judge(answer)
-    assert not verdict.ok and "mask_to_additive" in verdict.message
+# -- 03a: check_additive_mask: from a blocked mask, in a given dtype (exercise 3.6) --------------
+
+def test_additive_mask_accepts_the_blocked_mask_filled_in_its_dtype():
+    fn = lambda blocked, dtype: torch.zeros(blocked.shape, dtype=dtype).masked_fill(blocked, float("-inf"))  # noqa: E731
+    assert checks.check_additive_mask.judge(fn).ok
+
+
+@pytest.mark.parametrize("fn, words", [
+    # 03a c6's line for a keep mask, copied (round 2): the wrong convention, and float32
+    (lambda blocked, dtype: torch.zeros(blocked.shape).masked_fill(~blocked, float("-inf")), "True = blocked"),
+    (lambda blocked, dtype: torch.zeros(blocked.shape).masked_fill(blocked, float("-inf")), "the dtype is"),
+    (lambda blocked, dtype: blocked.to(dtype), "blocks nothing"),
+    (lambda blocked, dtype: torch.zeros(blocked.shape, dtype=dtype).masked_fill(blocked, -1e9), "-1e9"),
+    (lambda blocked, dtype: blocked, "boolean mask"),
+    (lambda blocked, dtype: mask_to_additive(blocked, invert=True, dtype=dtype), "mask_to_additive"),
+    (torch.zeros(3), "should be a function"),
+])
+def test_additive_mask_names_each_mistake(fn, words):
+    verdict = checks.check_additive_mask.judge(fn)
+    assert not verdict.ok and words in verdict.message + verdict.hint, verdict
+
+
+def test_padding_keep_mask_names_positions_compared_with_the_lengths():
+    positions, lengths = torch.arange(5), torch.tensor([3, 5])
+    verdict = checks.check_padding_keep_mask.judge((positions[None, :] >= lengths[:, None])[:, None, :],
+                                                   lengths, 5, side="left")
+    assert not verdict.ok and "not with n - lengths" in verdict.message
 
 
 # -- 04: check_weighted_values --------------------------------------------------------------------

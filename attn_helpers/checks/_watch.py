@@ -86,4 +86,5 @@ ATTENTION_WATCH = Watch({
     **_functions(block, ("TransformerBlock",)),
     torch.nn.MultiheadAttention.forward.__code__: "torch.nn.MultiheadAttention",
     F.multi_head_attention_forward.__code__: "torch's F.multi_head_attention_forward",
+    F.scaled_dot_product_attention: "torch's F.scaled_dot_product_attention",
 }, words=("attention",))
