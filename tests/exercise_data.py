@@ -9,7 +9,7 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
     # 00 · Orientation
     "00": {
         # the query's own key points its way, but a longer key has the larger dot product
-        "0.1": ('prediction = "cat"', "compare the lengths"),
+        "0.1": ('prediction = "cat"', "compare the norms"),
         "0.2": ("answer = [8, 20, 2, 20]", "heads come before the tokens"),
         # divided by sqrt(N), the number of tokens: the checker's inputs have N != d_k
         "0.3": ("def my_weights(x):\n"
@@ -56,8 +56,8 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
     "03a": {
         # SDPA reproduced our output only with the keep mask
         "3.4": ('prediction = "blocked"', "which mask reproduced our output"),
-        # the "True = keep" mask handed to masked_fill: it would block the past and keep the future
-        "3.5": ("blocked_causal = torch.ones(n, n, dtype=torch.bool).tril()", "invert the keep mask"),
+        # the plain causal mask (round 3: it passed the old exercise); the window is ignored
+        "3.5": ("answer = lambda n, w: ~causal_mask(n)", "j <= i - w"),
         # a multiplicative 1/0 mask added to the scores blocks nothing
         "3.6": ("answer = lambda blocked, dtype: blocked.to(dtype)", "blocks nothing"),
         # section 3a.2's line for a keep mask, copied: this mask is in the blocked convention

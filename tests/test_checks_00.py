@@ -66,6 +66,7 @@ def test_self_attention_weights_checker_runs_the_function_on_inputs_of_its_own()
     (lambda x: _weights(x, dim=0), "dim=0"),
     (lambda x: _weights(x, d_k=x.shape[0]), "sqrt(N)"),  # only catchable because the checker's N != d_k
     (lambda x: _weights(x, d_k=3), "different values"),  # the sqrt(3) of one example written in
+    (lambda x: _weights(x, d_k=2), "sqrt(2), the d_k of section 0.1"),  # 00 c7's line copied (round 3)
 ])
 def test_self_attention_weights_checker_names_the_mistake(answer, words):
     verdict = checks.check_self_attention_weights.judge(answer)

@@ -112,6 +112,8 @@ def test_additive_mask_accepts_the_blocked_mask_filled_in_its_dtype():
     (lambda blocked, dtype: blocked.to(dtype), "blocks nothing"),
     (lambda blocked, dtype: torch.zeros(blocked.shape, dtype=dtype).masked_fill(blocked, -1e9), "-1e9"),
     (lambda blocked, dtype: blocked, "boolean mask"),
+    (lambda blocked, dtype: torch.zeros(blocked.shape, dtype=dtype).masked_fill(blocked, torch.finfo(dtype).min),
+     "finfo(dtype).min"),  # round 3
     (lambda blocked, dtype: mask_to_additive(blocked, invert=True, dtype=dtype), "mask_to_additive"),
     (torch.zeros(3), "should be a function"),
 ])
@@ -248,6 +250,14 @@ def test_attention_function_names_each_mistake(kwargs, words):
     assert not verdict.ok and words in verdict.message
 
 
+def test_attention_function_names_a_keep_mask_added_to_the_scores():  # 03a section 3a.5's bug (round 3)
+    def added(q, k, v, mask=None):
+        s = q @ k.mT / q.shape[-1] ** 0.5
+        return torch.softmax(s if mask is None else s + mask, dim=-1) @ v
+    verdict = checks.check_attention_function.judge(added)
+    assert not verdict.ok and "boolean mask is added" in verdict.message
+
+
 def test_attention_function_names_a_scale_by_sqrt_d_v():
     def by_d_v(q, k, v, mask=None):
         import math
@@ -365,3 +375,32 @@ def _bypasses_of_the_library():
 def test_attention_function_refuses_the_library_under_another_name(fn):
     verdict = checks.check_attention_function.judge(fn)
     assert not verdict.ok and "library's own attention" in verdict.message, verdict.message
+
+
+# -- 03a: check_window_blocked_mask: a causal window of w keys, True = blocked (exercise 3.5) ------
+
+def _window(n, w):
+    i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
+    return (j > i) | (j <= i - w)
+
+
+def test_window_mask_accepts_a_function_written_by_hand():
+    assert checks.check_window_blocked_mask.judge(_window).ok
+
+
+@pytest.mark.parametrize("fn, words", [
+    # round 3: the library's causal builders, and slices of the lesson's 8-token masks, no longer pass
+    (lambda n, w: ~causal_mask(n), "only the future"),
+    (lambda n, w: torch.nn.Transformer.generate_square_subsequent_mask(n) == float("-inf"), "only the future"),
+    (lambda n, w: (~causal_mask(8))[:n, :n], "shape [8, 8], expected [12, 12]"),
+    (lambda n, w: ~_window(n, w), "True = keep"),
+    (lambda n, w: _window(n, w + 1), "w + 1 keys"),
+    (lambda n, w: _window(n, max(w - 1, 1)), "w - 1 keys"),
+    (lambda n, w: _window(n, w) | torch.eye(n, dtype=torch.bool), "own key"),
+    (lambda n, w: (torch.arange(n)[None, :] - torch.arange(n)[:, None]).abs() >= w, "a band"),
+    (lambda n, w: _window(n, w).float(), "boolean mask"),
+    (_window(5, 2), "should be a function"),
+])
+def test_window_mask_names_each_mistake(fn, words):
+    verdict = checks.check_window_blocked_mask.judge(fn)
+    assert not verdict.ok and words in verdict.message + verdict.hint, verdict

@@ -16,7 +16,7 @@ from ._core import Verdict, checker, compare_tensors, correct, wrong
 from ._function import LIBRARY_ATTENTION, judge_function, random_cases
 from ._predict import as_choice, prediction_checker
 
-__all__ = ["check_additive_mask", "check_causal_blocked_mask", "check_convention_prediction", "check_masked_row_prediction",
+__all__ = ["check_additive_mask", "check_causal_blocked_mask", "check_window_blocked_mask", "check_convention_prediction", "check_masked_row_prediction",
            "check_padding_keep_mask", "check_softmax_axis"]
 
 
@@ -48,6 +48,49 @@ def check_causal_blocked_mask(answer: Any, n: int) -> Verdict:
         },
         success="True above the diagonal: masked_fill(mask, -inf) hides every future key.",
     )
+
+
+def _judge_window(n: int, w: int) -> Callable[[Any], Verdict]:
+    """The judge of the ``(n, n)`` blocked mask that lets query i see keys ``i - w < j <= i`` only."""
+    i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]  # (n, 1) queries, (1, n) keys
+    window = lambda width: (j > i) | (j <= i - width)  # noqa: E731  (n, n): True = blocked
+    expected = window(w)
+    mistakes = {
+        "you built the 'True = keep' mask (what scaled_dot_product_attention wants)": (
+            ~expected, "masked_fill writes -inf where the mask is True: True must mark the keys a query may NOT see."),
+        "you blocked only the future (a plain causal mask, no window)": (
+            j > i, "also block the keys more than w - 1 places back: j <= i - w."),
+        "you let each query see w + 1 keys (itself and w before it)": (
+            window(w + 1), "the window holds w keys counting the query itself: block j <= i - w."),
+        "you also blocked the query's own key": (
+            (j >= i) | (j <= i - w), "a token may attend to itself: keep j == i visible."),
+        "you let each query see the next w - 1 keys as well (a band, not a causal window)": (
+            (j - i).abs() >= w, "a causal window hides every future key: block j > i too."),
+    }
+    if w > 1:
+        mistakes["you let each query see w - 1 keys"] = (
+            window(w - 1), "the window holds w keys counting the query itself: keep i - w < j <= i.")
+
+    def judge(got: Any) -> Verdict:
+        if isinstance(got, Tensor) and got.dtype != torch.bool:
+            return wrong(f"your function returns dtype {got.dtype}; masked_fill needs a boolean mask.",
+                         "a comparison such as j > i gives booleans directly.")
+        return compare_tensors(got, expected, name="your mask", likely_mistakes=mistakes)
+
+    return judge
+
+
+@checker
+def check_window_blocked_mask(answer: Any) -> Verdict:
+    """Exercise: a function ``my_window_mask(n, w)``: the ``(n, n)`` mask in the "True = blocked" convention
+    that lets query i see only keys ``i - w < j <= i`` (itself and the w - 1 tokens before it). Run on sizes
+    larger than any mask the lessons printed, including ``w >= n`` (a plain causal mask)."""
+    cases = [((n, w), f"for n = {n}, w = {w}", _judge_window(n, w)) for n, w in ((12, 3), (9, 1), (7, 10))]
+    return judge_function(answer, cases, watched={}, example="my_window_mask(n, w)",
+                          lines="with i = torch.arange(n)[:, None] and j = torch.arange(n)[None, :], block "
+                                "(j > i) | (j <= i - w).",
+                          success="for three sizes and windows, True on every future key and on every key more "
+                                  "than w - 1 places back, False on the w keys a query may see.")
 
 
 def _judge_axis(scores_t: Tensor) -> Callable[[Any], Verdict]:
@@ -102,6 +145,10 @@ def _judge_additive(blocked: Tensor, dtype: torch.dtype) -> Callable[[Any], Verd
             torch.zeros(blocked.shape, dtype=torch.float64).masked_fill(blocked, -1e9),
             "-1e9 blocks too, but the exercise asks for float('-inf'); section 3a.6 shows what -1e9 does to a "
             "fully masked row, dtype by dtype."),
+        "you used torch.finfo(dtype).min, the most negative finite number, instead of -inf": (
+            torch.zeros(blocked.shape, dtype=dtype).masked_fill(blocked, torch.finfo(dtype).min),
+            "finfo(dtype).min blocks too, but the exercise asks for float('-inf'); like -1e9 (section 3a.6), "
+            "a finite minimum leaves a fully masked row with weights that are not zero."),
     }
 
     def judge(got: Any) -> Verdict:

@@ -37,8 +37,8 @@ def check_largest_key(prediction: Any, weights: Tensor, tokens: Sequence[str], q
         return correct(f"{winner!r} gets {row.max().item():.3f} of {query!r}'s weight, "
                        f"more than {query!r} itself ({own:.3f}).")
     picked = row[list(tokens).index(choice)].item()
-    hint = ("a score is a dot product, so a long key that points roughly the same way can beat a key that "
-            "points exactly the same way: compare the lengths of the keys.") if choice == query else (
+    hint = ("a score is a dot product, so a key with a larger norm that points roughly the same way can beat a "
+            "key that points exactly the same way: compare the norms of the keys.") if choice == query else (
             "each score is the dot product of the query with a key: compute the four of them by hand.")
     return wrong(f"{choice!r} gets {picked:.3f}, but {winner!r} gets the most, {row.max().item():.3f}.", hint)
 
@@ -94,6 +94,9 @@ def _judge_weights(x: Tensor) -> Callable[[Any], Verdict]:
                                                                "the scale is the square root of d_k."),
         "there is no softmax": (raw / math.sqrt(d_k), "turn each row of scores into weights with torch.softmax(..., dim=-1)."),
     }
+    if d_k != 2:
+        mistakes["the scores are divided by sqrt(2), the d_k of section 0.1's tokens, not this input's"] = (
+            torch.softmax(raw / math.sqrt(2), dim=-1), "read d_k from the input: d_k = x.shape[-1].")
     return lambda got: compare_tensors(got, expected, name="your weights", likely_mistakes=mistakes)
 
 

@@ -195,6 +195,10 @@ def check_attention_function(answer: Any) -> Verdict:
                 torch.softmax((raw / math.sqrt(d_k)).masked_fill(mask, float("-inf")), dim=-1) @ v,
                 "this mask says True = may attend: block where it is "
                 "False, scores.masked_fill(~mask, float('-inf')).")
+            mistakes["the boolean mask is added to the scores"] = (
+                torch.softmax(raw / math.sqrt(d_k) + mask, dim=-1) @ v,
+                "adding True/False adds 1/0 and blocks nothing (section 3a.5): "
+                "scores.masked_fill(~mask, float('-inf')).")
         verdict = compare_tensors(got, expected, name=f"{what}: your output", likely_mistakes=mistakes)
         if not verdict.ok:
             return verdict
