@@ -9,17 +9,20 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
     # 00 · Orientation
     "00": {
         # the query's own key points its way, but a longer key has the larger dot product
-        "0.1": ('prediction = "cat"', "compare the lengths"),
+        "0.1": ('prediction = "cat"', "compare the norms"),
         "0.2": ("answer = [8, 20, 2, 20]", "heads come before the tokens"),
-        # the scores were not divided by sqrt(d_k)
-        "0.3": ("weights_ex = torch.softmax(x_ex @ x_ex.mT, dim=-1)", "math.sqrt(3)"),
+        # divided by sqrt(N), the number of tokens: the checker's inputs have N != d_k
+        "0.3": ("def my_weights(x):\n"
+                "    return torch.softmax(x @ x.mT / math.sqrt(x.shape[0]), dim=-1)\n"
+                "answer = my_weights", "not x.shape[0]"),
     },
     # 01 · QKV projection
     "01": {
         # the weight written as (in, out): nn.Linear stores (out_features, in_features)
         "1.1": ("prediction = (49, 192)", "(out_features, in_features)"),
         "1.2": ("answer = (4, 10, 48)", "3 × chan wide"),
-        "1.3": ("answer = qkv_ex.reshape(2, 3, 4, 3).unbind(-1)", "interleaves the features"),
+        # the lesson's chan = 4 written in: the checker's inputs have other widths
+        "1.3": ("answer = lambda qkv: qkv.split(4, dim=-1)", "a fixed number fits one width only"),
         "1.4": (
             "to_k_ex = nn.Linear(6, 4)\n"
             "with torch.no_grad():\n"
@@ -33,28 +36,32 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
     "02": {
         # the softmax of a spread-out row puts more weight on its largest entry, not less
         "2.1": ('prediction = "falls"', "more of its weight on its largest entry"),
-        "2.2": ("answer = q_ex @ k_ex.transpose(-2, -1)", "divide the dot products by sqrt(d_k)"),
+        # divided by sqrt(N_k): in k_t (..., d_k, N_k) the last axis is the keys
+        "2.2": ("answer = lambda q, k_t: q @ k_t / math.sqrt(k_t.shape[-1])", "in k_t the last axis is the keys"),
         # right for unit-variance entries, not for these
         "2.3": ("answer = 72", "variances 0.5 and 0.5"),
-        "2.4": ("answer = (w_ex * torch.log(w_ex)).sum()", "minus"),
+        # 0 * log(0) = nan where a weight is exactly 0
+        "2.4": ("answer = lambda w: -(w * torch.log(w)).sum(dim=-1)", "count those terms as 0"),
     },
     # 03 · Softmax and masks
     "03": {
-        # every exp(-inf) is 0, so the softmax divides 0 by 0: NaN, not zeros
-        "3.1": ('prediction = "zeros"', "divides 0 by 0"),
+        # the row's max is -inf too, so s - max is NaN before any exp: NaN, not zeros
+        "3.1": ('prediction = "zeros"', "-inf - (-inf)"),
         # the words-first layout of padding_mask (section 3.4.2), but these sentences are padded on the left
         "3.2": ("keep_ex = (torch.arange(n)[None, :] < lengths_ex[:, None])[:, None, :]", "right-padded"),
-        # softmax over the queries: every column sums to one instead of every row
-        "3.3": ("weights_ex = torch.softmax(scores_ex, dim=-2)", "use dim=-1"),
+        # the lesson's dim=-1 copied: for keys-first scores that is the queries
+        "3.3": ("answer = lambda scores_t: torch.softmax(scores_t, dim=-1)", "so softmax(dim=-2)"),
     },
     # 03a · Mask conventions
     "03a": {
         # SDPA reproduced our output only with the keep mask
         "3.4": ('prediction = "blocked"', "which mask reproduced our output"),
-        # the "True = keep" mask handed to masked_fill: it would block the past and keep the future
-        "3.5": ("blocked_causal = torch.ones(n, n, dtype=torch.bool).tril()", "invert the keep mask"),
+        # the plain causal mask (round 3: it passed the old exercise); the window is ignored
+        "3.5": ("answer = lambda n, w: ~causal_mask(n)", "j <= i - w"),
         # a multiplicative 1/0 mask added to the scores blocks nothing
-        "3.6": ("additive_ex = keep_ex.float()", "blocks nothing"),
+        "3.6": ("answer = lambda blocked, dtype: blocked.to(dtype)", "blocks nothing"),
+        # section 3a.2's line for a keep mask, copied: this mask is in the blocked convention
+        # (the harness keeps one case per exercise, so this one is covered in test_checks_03_04.py)
     },
     # 04 · Weighted values and cross-attention
     "04": {

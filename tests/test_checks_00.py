@@ -1,11 +1,16 @@
 """The checkers of 00 · Orientation: verdicts beyond the exercise tests' solution, None and typical wrong answer."""
 
 import io
+import math
 from contextlib import redirect_stdout
 
-import torch
+import pytest
 
-from attn_helpers import checks
+from attn_helpers.efficient import tiled_attention
+import torch
+import torch.nn.functional as F
+
+from attn_helpers import attention_scores, checks, scaled_dot_product_attention
 
 
 X = torch.tensor([[0.1, 0.0], [1.0, 0.2], [0.9, 1.0], [0.0, 0.8]])
@@ -49,7 +54,32 @@ def test_largest_key_prediction_not_attempted_points_at_the_cell_above():
     assert "cell above" in out.getvalue()
 
 
-def test_self_attention_weights_checker_names_the_wrong_axis():
-    x = torch.randn(4, 3)
-    verdict = checks.check_self_attention_weights.judge(torch.softmax(x @ x.mT / 3 ** 0.5, dim=0), x)
-    assert not verdict.ok and "dim=-1" in verdict.hint
+def _weights(x, d_k=None, dim=-1):
+    return torch.softmax(x @ x.mT / math.sqrt(x.shape[-1] if d_k is None else d_k), dim=dim)
+
+
+def test_self_attention_weights_checker_runs_the_function_on_inputs_of_its_own():
+    assert checks.check_self_attention_weights.judge(lambda x: _weights(x)).ok
+
+
+@pytest.mark.parametrize("answer, words", [
+    (lambda x: _weights(x, dim=0), "dim=0"),
+    (lambda x: _weights(x, d_k=x.shape[0]), "sqrt(N)"),  # only catchable because the checker's N != d_k
+    (lambda x: _weights(x, d_k=3), "different values"),  # the sqrt(3) of one example written in
+    (lambda x: _weights(x, d_k=2), "sqrt(2), the d_k of section 0.1"),  # 00 c7's line copied (round 3)
+])
+def test_self_attention_weights_checker_names_the_mistake(answer, words):
+    verdict = checks.check_self_attention_weights.judge(answer)
+    assert not verdict.ok and words in verdict.message + verdict.hint
+
+
+@pytest.mark.parametrize("answer, words", [
+    (lambda x: scaled_dot_product_attention(x, x, x, return_weights=True)[1], "scaled_dot_product_attention"),
+    (lambda x: F.scaled_dot_product_attention(x, x, torch.eye(x.shape[0])), "F.scaled_dot_product_attention"),
+    (lambda x: _weights(attention_scores(x, x)), "attention_scores"),
+    (lambda x: tiled_attention(x, x, torch.eye(x.shape[0])), "tiled_attention"),  # grader round 2
+    (torch.eye(3), "should be a function"),
+])
+def test_self_attention_weights_checker_refuses_the_library_and_values(answer, words):
+    verdict = checks.check_self_attention_weights.judge(answer)
+    assert not verdict.ok and words in verdict.message

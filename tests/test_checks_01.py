@@ -1,5 +1,6 @@
 """The checkers of 01 · QKV projection: verdicts beyond the exercise tests' solution, None and typical wrong answer."""
 
+import pytest
 import torch
 from torch import nn
 
@@ -33,33 +34,25 @@ def test_qkv_shape_computes_the_answer_from_its_inputs():
     assert not checks.check_qkv_shape.judge((4, 10, 144), B=13, N=100, dim=49, chan=64).ok
 
 
-# -- check_split_qkv ----------------------------------------------------------------------------
+# -- check_split_qkv: a function for any chan (exercise 1.3) -------------------------------------
 
-def _qkv(chan=4):
-    return torch.arange(2 * 3 * 3 * chan, dtype=torch.float32).reshape(2, 3, 3 * chan)
-
-
-def test_split_accepts_split_and_reshape():
-    qkv = _qkv()
-    assert checks.check_split_qkv.judge(qkv.split(4, dim=-1), qkv, chan=4).ok
-    assert checks.check_split_qkv.judge(qkv.reshape(2, 3, 3, 4).unbind(2), qkv, chan=4).ok
+def test_split_accepts_split_chunk_and_reshape():
+    for fn in (lambda x: x.split(x.shape[-1] // 3, dim=-1), lambda x: x.chunk(3, dim=-1),
+               lambda x: x.reshape(*x.shape[:-1], 3, x.shape[-1] // 3).unbind(-2)):
+        assert checks.check_split_qkv.judge(fn).ok
 
 
-def test_split_names_a_swapped_block():
-    q, k, v = _qkv().split(4, dim=-1)
-    verdict = checks.check_split_qkv.judge((k, q, v), _qkv(), chan=4)
-    assert not verdict.ok and "belongs to k" in verdict.message
-
-
-def test_split_wants_three_tensors():
-    verdict = checks.check_split_qkv.judge(_qkv(), _qkv(), chan=4)
-    assert not verdict.ok and "three tensors" in verdict.message
-
-
-def test_split_reports_a_wrong_shape():
-    q, k, v = _qkv().split(4, dim=-1)
-    verdict = checks.check_split_qkv.judge((q[0], k, v), _qkv(), chan=4)
-    assert not verdict.ok and "shape" in verdict.message
+@pytest.mark.parametrize("fn, words", [
+    (lambda x: x.split(4, dim=-1), "a fixed number fits one width only"),  # the lesson's chan copied (round 2)
+    (lambda x: x.split(3, dim=-1), "pieces `size` columns wide"),
+    (lambda x: x.reshape(*x.shape[:-1], x.shape[-1] // 3, 3).unbind(-1), "interleaves the features"),
+    (lambda x: x.chunk(3, dim=-1)[::-1], "belongs to v"),
+    (lambda x: x, "not three tensors"),
+    (torch.zeros(3), "should be a function"),
+])
+def test_split_names_each_mistake(fn, words):
+    verdict = checks.check_split_qkv.judge(fn)
+    assert not verdict.ok and words in verdict.message + verdict.hint, verdict
 
 
 # -- check_key_layer ----------------------------------------------------------------------------

@@ -22,14 +22,14 @@ def explorer():
 
 def test_starts_scaled_at_d_k_64(explorer):
     assert explorer.valid
-    assert explorer.last_status.startswith("d_k=64 scaled=True temperature=1 query=2 | scores × 0.125")
+    assert explorer.last_status.startswith("d_k=64 scaled=True temperature=1 query=2 | raw_scores × 0.125")
     assert repr(explorer) == f"ScalingExplorer({explorer.last_status})"
 
 
 @pytest.mark.parametrize("change, expected", [
     ({"d_k": 1024}, "d_k=1024"),
-    ({"scaled": False}, "scores × 1 |"),
-    ({"temperature": 0.5}, "scores × 0.25 |"),
+    ({"scaled": False}, "raw_scores × 1 |"),
+    ({"temperature": 0.5}, "raw_scores × 0.25 |"),
     ({"query": 4}, "query=4"),
 ])
 def test_every_control_changes_picture_and_status(explorer, change, expected):

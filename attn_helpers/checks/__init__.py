@@ -42,6 +42,7 @@ from .layer import (
 from .masking import (
     check_additive_mask,
     check_causal_blocked_mask,
+    check_window_blocked_mask,
     check_convention_prediction,
     check_masked_row_prediction,
     check_padding_keep_mask,
@@ -96,6 +97,7 @@ __all__ = [
     # masking
     "check_additive_mask",
     "check_causal_blocked_mask",
+    "check_window_blocked_mask",
     "check_convention_prediction",
     "check_masked_row_prediction",
     "check_padding_keep_mask",

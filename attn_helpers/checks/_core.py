@@ -153,6 +153,10 @@ def compare_tensors(
     if got.shape != expected.shape:
         return wrong(f"{name} has shape {list(got.shape)}, expected {list(expected.shape)}.",
                      "print the shapes of your inputs and follow each operation's shape.")
+    if got.dtype == torch.bool or expected.dtype == torch.bool:  # booleans cannot be subtracted: count them
+        differ = int((got != expected.to(got.dtype)).sum())
+        return wrong(f"{name} has the right shape {list(got.shape)} but {differ} of its {got.numel()} entries "
+                     "differ.", "recompute step by step and compare each intermediate with the lesson's.")
     difference = (got - expected).abs().max().item()
     return wrong(f"{name} has the right shape {list(got.shape)} but different values "
                  f"(largest difference {difference:.3g}).",

@@ -61,52 +61,74 @@ _WHOLE_LAYERS = {
 }
 
 
-#: PyTorch's attention ops, watched by name: a C function (``c_call``) or a ``torch.ops`` overload (its
-#: ``__call__`` in ``torch/_ops.py``) whose name holds one of these is reported. The multi-head ones alone are
-#: refused where a single-head attention step is allowed (exercise 5.6).
+#: PyTorch's attention ops, watched by name: a C function (``c_call``) or a ``torch.ops`` operator (called
+#: through ``OpOverload(Packet).__call__`` in ``torch/_ops.py``) whose name holds one of these is reported. The
+#: multi-head ones alone are refused where a single-head attention step is allowed (exercise 5.6).
 TORCH_MULTI_HEAD_OPS = ("multi_head", "transformer")
 TORCH_ATTENTION_OPS = ("attention", *TORCH_MULTI_HEAD_OPS)
 
-
-def _torch_op_name(frame: Any) -> str:
-    """The op's name if ``frame`` is ``OpOverload(Packet).__call__`` of ``torch/_ops.py``, else ''."""
-    code = frame.f_code
-    if code.co_name != "__call__" or not code.co_filename.replace("\\", "/").endswith("torch/_ops.py"):
-        return ""
-    op = frame.f_locals.get("self")
-    return str(getattr(op, "_qualified_op_name", "") or getattr(op, "_name", ""))
+#: The Python frames through which every ``torch.ops`` operator is called (its ``self`` names the operator).
+_OPERATOR_CALLS = {torch._ops.OpOverload.__call__.__code__, torch._ops.OpOverloadPacket.__call__.__code__}
 
 
-def watcher(watched: Mapping[Any, str], ops: tuple[str, ...], seen: list[str]) -> Callable[[Any, str, Any], None]:
-    """A ``sys.setprofile`` function appending to ``seen`` the name of every watched call: a Python function
-    whose code object is a key of ``watched``, or one of PyTorch's ops whose name holds a word of ``ops``
-    (a C function such as ``F.scaled_dot_product_attention``, or ``torch.ops.aten.<op>``)."""
+def _watched_builtin(fn: Any, watched: Mapping[Any, str]) -> bool:
+    """Whether ``fn``, a function written in C such as ``F.scaled_dot_product_attention`` or a ``torch.ops``
+    operator, is a key of ``watched``."""
+    try:
+        return fn in watched
+    except TypeError:  # an unhashable callable
+        return False
+
+
+def _op_name(op: Any) -> str:
+    return str(getattr(op, "_qualified_op_name", "") or getattr(op, "_name", "") or op)
+
+
+def watcher(watched: Mapping[Any, str], ops: tuple[str, ...], seen: list[str],
+            only_if: Mapping[Any, Callable[[dict[str, Any]], bool]] | None = None) -> Callable[[Any, str, Any], None]:
+    """A ``sys.setprofile`` function appending to ``seen`` the name of every watched call: a Python function whose
+    code object is a key of ``watched`` (counted only when ``only_if[code]``, if given, passes on the call's
+    arguments), a C function or ``torch.ops`` operator that is a key of ``watched``, or one of PyTorch's ops
+    whose name holds a word of ``ops``."""
+    tests = only_if or {}
+
     def profile(frame: Any, event: str, arg: Any) -> None:
         if event == "call":
-            if frame.f_code in watched:
-                seen.append(watched[frame.f_code])
+            code = frame.f_code
+            if code in watched:
+                test = tests.get(code)
+                if test is None or test(dict(frame.f_locals)):
+                    seen.append(watched[code])
+            elif code in _OPERATOR_CALLS:
+                op = frame.f_locals.get("self")
+                if _watched_builtin(op, watched):
+                    seen.append(watched[op])
+                elif ops and any(word in _op_name(op) for word in ops):
+                    seen.append(f"torch.ops.{_op_name(op).replace('::', '.')}")
+        elif event == "c_call":
+            if _watched_builtin(arg, watched):
+                seen.append(watched[arg])
             elif ops:
-                name = _torch_op_name(frame)
+                name = getattr(arg, "__name__", "") or ""
                 if any(word in name for word in ops):
-                    seen.append(f"torch.ops.{name.replace('::', '.')}")
-        elif event == "c_call" and ops:
-            name = getattr(arg, "__name__", "") or ""
-            if any(word in name for word in ops):
-                seen.append("F.scaled_dot_product_attention" if name == "scaled_dot_product_attention"
-                            else f"PyTorch's {name}")
+                    seen.append("F.scaled_dot_product_attention" if name == "scaled_dot_product_attention"
+                                else f"PyTorch's {name}")
     return profile
 
 
 def run_watching(fn: Callable[..., Any], args: tuple[Any, ...], watched: Mapping[Any, str],
-                 ops: tuple[str, ...] = ()) -> tuple[Any, list[str]]:
-    """``fn(*args)`` and the names of the watched functions it called, in call order: ``watched`` maps Python
-    code objects to names, ``ops`` names PyTorch ops (see :func:`watcher`). Exceptions from ``fn`` propagate;
-    warnings it raises are silenced."""
+                 ops: tuple[str, ...] = (), *,
+                 only_if: Mapping[Any, Callable[[dict[str, Any]], bool]] | None = None) -> tuple[Any, list[str]]:
+    """``fn(*args)`` and the names of the watched functions it called, in call order (see :func:`watcher`:
+    ``watched`` maps code objects, C functions and ``torch.ops`` operators to names; ``ops`` names PyTorch ops
+    by a word; ``only_if`` tests a watched Python call's arguments). This is the checkers' one guard against a
+    learner's function handing its work to the library: it sees calls made under any name. Exceptions from
+    ``fn`` propagate; warnings it raises are silenced."""
     called: list[str] = []
     previous = sys.getprofile()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sys.setprofile(watcher(watched, ops, called))
+        sys.setprofile(watcher(watched, ops, called, only_if))
         try:
             result = fn(*args)
         finally:
@@ -143,9 +165,10 @@ def exported_code(allowed: tuple[str, ...] = ()) -> dict[Any, str]:
 
 
 def _library_itself(answer: Any, watched: Mapping[Any, str]) -> str:
-    """The watched name ``answer`` *is* (``answer = split_heads``), else ''."""
+    """The watched name ``answer`` *is* (``answer = split_heads``, or a watched built-in), else ''."""
     return watched.get(getattr(answer, "__code__", None), "") or watched.get(
-        getattr(getattr(answer, "forward", None), "__code__", None), "")
+        getattr(getattr(answer, "forward", None), "__code__", None), "") or (
+        watched[answer] if _watched_builtin(answer, watched) else "")
 
 
 def _function_answer(answer: Any, example: str) -> Verdict | None:

@@ -5,6 +5,7 @@ right answer from the exercise's inputs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -12,9 +13,10 @@ from torch import Tensor
 
 from ..attention import causal_mask, mask_to_additive, padding_mask
 from ._core import Verdict, checker, compare_tensors, correct, wrong
+from ._function import LIBRARY_ATTENTION, judge_function, random_cases
 from ._predict import as_choice, prediction_checker
 
-__all__ = ["check_additive_mask", "check_causal_blocked_mask", "check_convention_prediction", "check_masked_row_prediction",
+__all__ = ["check_additive_mask", "check_causal_blocked_mask", "check_window_blocked_mask", "check_convention_prediction", "check_masked_row_prediction",
            "check_padding_keep_mask", "check_softmax_axis"]
 
 
@@ -48,46 +50,136 @@ def check_causal_blocked_mask(answer: Any, n: int) -> Verdict:
     )
 
 
-@checker
-def check_softmax_axis(answer: Any, scores: Tensor) -> Verdict:
-    """Exercise: attention weights from ``scores (..., N_q, N_k)``, each query's row summing to one."""
-    expected = torch.softmax(scores, dim=-1)  # (..., N_q, N_k)
-    mistakes: dict[str, tuple[Tensor, str]] = {
-        "you normalise over the queries (dim=-2): every COLUMN sums to one": (
-            torch.softmax(scores, dim=-2), "the weights of ONE query over all keys must sum to one; the keys are "
-                                           "the last axis, so use dim=-1."),
-        "you forget the softmax": (scores, "apply torch.softmax(scores, dim=-1) to turn scores into weights."),
+def _judge_window(n: int, w: int) -> Callable[[Any], Verdict]:
+    """The judge of the ``(n, n)`` blocked mask that lets query i see keys ``i - w < j <= i`` only."""
+    i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]  # (n, 1) queries, (1, n) keys
+    window = lambda width: (j > i) | (j <= i - width)  # noqa: E731  (n, n): True = blocked
+    expected = window(w)
+    mistakes = {
+        "you built the 'True = keep' mask (what scaled_dot_product_attention wants)": (
+            ~expected, "masked_fill writes -inf where the mask is True: True must mark the keys a query may NOT see."),
+        "you blocked only the future (a plain causal mask, no window)": (
+            j > i, "also block the keys more than w - 1 places back: j <= i - w."),
+        "you let each query see w + 1 keys (itself and w before it)": (
+            window(w + 1), "the window holds w keys counting the query itself: block j <= i - w."),
+        "you also blocked the query's own key": (
+            (j >= i) | (j <= i - w), "a token may attend to itself: keep j == i visible."),
+        "you let each query see the next w - 1 keys as well (a band, not a causal window)": (
+            (j - i).abs() >= w, "a causal window hides every future key: block j > i too."),
     }
-    for d in range(scores.ndim - 2):  # the batch-like axes in front, e.g. batch and heads
-        mistakes[f"you normalise over axis {d} (a batch or head axis) instead of the keys"] = (
-            torch.softmax(scores, dim=d), f"dim={d} mixes different sentences or heads; count from the end: "
-                                          "dim=-1 is the keys, whatever comes in front.")
-    return compare_tensors(answer, expected, name="your weights", likely_mistakes=mistakes,
-                           success="every query's weights over the keys sum to one (dim=-1).")
+    if w > 1:
+        mistakes["you let each query see w - 1 keys"] = (
+            window(w - 1), "the window holds w keys counting the query itself: keep i - w < j <= i.")
+
+    def judge(got: Any) -> Verdict:
+        if isinstance(got, Tensor) and got.dtype != torch.bool:
+            return wrong(f"your function returns dtype {got.dtype}; masked_fill needs a boolean mask.",
+                         "a comparison such as j > i gives booleans directly.")
+        return compare_tensors(got, expected, name="your mask", likely_mistakes=mistakes)
+
+    return judge
 
 
 @checker
-def check_additive_mask(answer: Any, keep: Tensor) -> Verdict:
-    """Exercise: the additive form of a boolean ``keep`` mask (``True`` = may attend): 0 / -inf."""
-    expected = mask_to_additive(keep)  # 0.0 where keep, -inf where blocked
-    if isinstance(answer, Tensor) and answer.dtype == torch.bool:
-        return wrong("your answer is still a boolean mask; an additive mask holds numbers (0.0 and -inf).",
-                     "start from torch.zeros(keep.shape) and fill -inf where keep is False.")
-    return compare_tensors(
-        answer, expected, name="your additive mask",
-        likely_mistakes={
-            "you put -inf where keep is True (the blocked convention read backwards)": (
-                mask_to_additive(keep, invert=True), "keep=True means 'may attend' and must add 0.0; "
-                                                    "-inf goes where keep is False (use ~keep)."),
-            "you turn the mask into 1.0 / 0.0": (
-                keep.float(), "adding 1.0 to a score barely changes softmax and blocks nothing; "
-                              "blocked positions need -inf so that exp(-inf) = 0."),
-            "you use -1e9 instead of -inf": (
-                torch.zeros(keep.shape).masked_fill(~keep, -1e9), "-1e9 blocks too, but the exercise asks for "
-                "float('-inf'): with -1e9 a fully masked row becomes uniform instead of NaN (section 3a.5)."),
-        },
-        success="0.0 where a query may attend, -inf where it may not.",
-    )
+def check_window_blocked_mask(answer: Any) -> Verdict:
+    """Exercise: a function ``my_window_mask(n, w)``: the ``(n, n)`` mask in the "True = blocked" convention
+    that lets query i see only keys ``i - w < j <= i`` (itself and the w - 1 tokens before it). Run on sizes
+    larger than any mask the lessons printed, including ``w >= n`` (a plain causal mask)."""
+    cases = [((n, w), f"for n = {n}, w = {w}", _judge_window(n, w)) for n, w in ((12, 3), (9, 1), (7, 10))]
+    return judge_function(answer, cases, watched={}, example="my_window_mask(n, w)",
+                          lines="with i = torch.arange(n)[:, None] and j = torch.arange(n)[None, :], block "
+                                "(j > i) | (j <= i - w).",
+                          success="for three sizes and windows, True on every future key and on every key more "
+                                  "than w - 1 places back, False on the w keys a query may see.")
+
+
+def _judge_axis(scores_t: Tensor) -> Callable[[Any], Verdict]:
+    """The judge of the weights for scores stored keys-first, ``scores_t (..., N_k, N_q)``: a softmax over the
+    keys, axis -2, in the same layout."""
+    expected = torch.softmax(scores_t, dim=-2)  # (..., N_k, N_q): each column (one query) sums to one
+    mistakes: dict[str, tuple[Tensor, str]] = {
+        "you normalised over the last axis (dim=-1), which here is the queries": (
+            torch.softmax(scores_t, dim=-1), "in this layout the keys are axis -2: one query's weights are a "
+                                             "column, so softmax(dim=-2)."),
+        "you returned the weights queries-first, (..., N_q, N_k)": (
+            expected.mT, "keep the layout of the input, (..., N_k, N_q): no transpose at the end."),
+        "you forgot the softmax": (scores_t, "apply torch.softmax over the keys to turn scores into weights."),
+    }
+    for d in range(scores_t.ndim - 2):  # the batch-like axes in front, e.g. batch and heads
+        mistakes[f"you normalised over axis {d} (a batch or head axis) instead of the keys"] = (
+            torch.softmax(scores_t, dim=d), f"dim={d} mixes different sentences or heads; count from the end: "
+                                            "dim=-2 is the keys here, whatever comes in front.")
+    return lambda got: compare_tensors(got, expected, name="your weights", likely_mistakes=mistakes)
+
+
+@checker
+def check_softmax_axis(answer: Any) -> Verdict:
+    """Exercise: a function ``my_weights(scores_t)``: attention weights from scores stored keys-first,
+    ``scores_t (..., N_k, N_q)``, in the same layout, each query's weights over the keys summing to one. Run on
+    scores with 1, 2 and 3 axes in front (N_k != N_q); a function that is or calls a library's attention
+    (``online_softmax`` included) is refused."""
+    cases = []
+    for scores_t, axes in zip(random_cases(33, [(2, 3, 5, 4), (3, 6, 2), (2, 2, 3, 4, 6)]),
+                              ("(B, H, N_k, N_q)", "(B, N_k, N_q)", "(B, H, 3, N_k, N_q)")):
+        cases.append(((scores_t,), f"for scores_t of shape {axes} = {tuple(scores_t.shape)}", _judge_axis(scores_t)))
+    return judge_function(answer, cases, watched=LIBRARY_ATTENTION, example="my_weights(scores_t)",
+                          lines="torch.softmax(scores_t, dim=...) over the keys, counted from the end so that it is "
+                                "the keys whatever comes in front.",
+                          success="for scores with one, two and three axes in front, every query's weights over "
+                                  "the keys sum to one: dim=-2 in this layout.",
+                          raised="an axis counted from the front exists only for one number of axes; count from "
+                                 "the end: dim=-2 is the keys here, whatever comes in front.")
+
+
+def _judge_additive(blocked: Tensor, dtype: torch.dtype) -> Callable[[Any], Verdict]:
+    """The judge of the additive form of ``blocked`` (``True`` = blocked) in ``dtype``: 0.0 / -inf."""
+    expected = mask_to_additive(blocked, invert=True, dtype=dtype)  # 0.0 where allowed, -inf where blocked
+    mistakes = {
+        "you put -inf where the mask is False (read as True = may attend)": (
+            mask_to_additive(blocked, dtype=dtype), "this mask says True = blocked: -inf goes where it is True, "
+                                                    "masked_fill(blocked, float('-inf')), no ~."),
+        "you turned the mask into 1.0 / 0.0": (
+            blocked.to(dtype), "adding 1.0 to a score barely changes softmax and blocks nothing; blocked "
+                               "positions need -inf so that exp(-inf) = 0."),
+        "you used -1e9 instead of -inf": (
+            torch.zeros(blocked.shape, dtype=torch.float64).masked_fill(blocked, -1e9),
+            "-1e9 blocks too, but the exercise asks for float('-inf'); section 3a.6 shows what -1e9 does to a "
+            "fully masked row, dtype by dtype."),
+        "you used torch.finfo(dtype).min, the most negative finite number, instead of -inf": (
+            torch.zeros(blocked.shape, dtype=dtype).masked_fill(blocked, torch.finfo(dtype).min),
+            "finfo(dtype).min blocks too, but the exercise asks for float('-inf'); like -1e9 (section 3a.6), "
+            "a finite minimum leaves a fully masked row with weights that are not zero."),
+    }
+
+    def judge(got: Any) -> Verdict:
+        if isinstance(got, Tensor) and got.dtype == torch.bool:
+            return wrong("your function returns a boolean mask; an additive mask holds numbers (0.0 and -inf).",
+                         "start from torch.zeros(blocked.shape, dtype=dtype) and fill -inf where blocked is True.")
+        verdict = compare_tensors(got, expected, name="your additive mask", likely_mistakes=mistakes)
+        if verdict.ok and got.dtype != dtype:
+            return wrong(f"the values are right but the dtype is {got.dtype}, not {dtype}: scores + mask would "
+                         f"change the scores' dtype.", "make the zeros in that dtype: torch.zeros(blocked.shape, "
+                         "dtype=dtype).")
+        return verdict
+
+    return judge
+
+
+@checker
+def check_additive_mask(answer: Any) -> Verdict:
+    """Exercise: a function ``my_additive(blocked, dtype)``: the additive form of a boolean mask in the blocked
+    convention (``True`` = may NOT attend), 0.0 / -inf in ``dtype``, the shape of ``blocked``. Run on three
+    made-up masks and dtypes; a function that is or calls :func:`attn_helpers.mask_to_additive` is refused."""
+    g = torch.Generator().manual_seed(36)
+    masks = [(~causal_mask(5), torch.float64), (torch.rand(2, 1, 6, generator=g) < 0.4, torch.float16),
+             (~(causal_mask(3, 4)[None] & padding_mask([2, 4], 4)), torch.float32)]
+    cases = [((blocked, dtype), f"for a blocked mask of shape {tuple(blocked.shape)} and dtype={dtype}",
+              _judge_additive(blocked, dtype)) for blocked, dtype in masks]
+    return judge_function(answer, cases, watched={mask_to_additive.__code__: "attn_helpers' mask_to_additive"},
+                          example="my_additive(blocked, dtype)",
+                          lines="torch.zeros(blocked.shape, dtype=dtype).masked_fill(blocked, float('-inf')).",
+                          success="for three masks and three dtypes, 0.0 where a query may attend, -inf where it "
+                                  "may not, in the dtype asked for.")
 
 
 @checker
@@ -122,6 +214,9 @@ def check_padding_keep_mask(answer: Any, lengths: Tensor, n: int, side: str = "r
                        "positions, n - L, ..., n - 1; compare the positions with n - lengths."),
             "you marked the padding instead of the real keys (the blocked convention)": (
                 ~expected, "this lesson's masks say True = may attend: True on the last `length` positions."),
+            "you compared the positions with the lengths, not with n - lengths": (
+                (positions[None, :] >= lengths[:, None])[:, None, :],
+                "a sentence of length L padded on the left starts at position n - L: positions >= n - lengths."),
             "you dropped the first real key (> instead of >=)": (
                 (positions[None, :] > first_real[:, None])[:, None, :],
                 "the first real token is at position n - L itself: keep positions >= n - L."),
@@ -160,11 +255,13 @@ def check_masked_row_prediction(prediction: Any, row: Tensor) -> Verdict:
         return choice
     outcome = _row_outcome(row)
     if choice == outcome:
-        return correct(f"the row is {row.tolist()}: every score is -inf, so the softmax computes "
-                       "exp(-inf) / sum(exp(-inf)) = 0 / 0, which is NaN." if outcome == "nan" else
+        return correct(f"the row is {row.tolist()}: every score is -inf, so the row's maximum is -inf "
+                       "too, and the softmax's first step, s - max = -inf - (-inf), is already NaN."
+                       if outcome == "nan" else
                        f"the row is {row.tolist()}.")
     return wrong(f"the row is {row.tolist()}, which is {outcome}, not {choice}.",
-                 "with every score -inf, every exp is 0 and the sum is 0 too: the softmax divides 0 by 0.")
+                 "with every score -inf the row's maximum is -inf too, and s - max = -inf - (-inf) is NaN "
+                 "before any exp (the literal formula would divide 0 by 0: NaN as well).")
 
 
 @prediction_checker

@@ -1,15 +1,17 @@
-"""Checkers for 00 · Orientation: one query's weights predicted, a shape read, the formula written."""
+"""Checkers for 00 · Orientation: one query's weights predicted, a shape read, the formula
+written as a function (run on inputs the lesson never printed)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from ._core import Verdict, checker, compare_tensors, correct, wrong
+from ._function import LIBRARY_ATTENTION, judge_function, random_cases
 from ._predict import as_choice, prediction_checker
 
 __all__ = ["check_head_dim", "check_largest_key", "check_scores_shape", "check_self_attention_weights"]
@@ -35,8 +37,8 @@ def check_largest_key(prediction: Any, weights: Tensor, tokens: Sequence[str], q
         return correct(f"{winner!r} gets {row.max().item():.3f} of {query!r}'s weight, "
                        f"more than {query!r} itself ({own:.3f}).")
     picked = row[list(tokens).index(choice)].item()
-    hint = ("a score is a dot product, so a long key that points roughly the same way can beat a key that "
-            "points exactly the same way: compare the lengths of the keys.") if choice == query else (
+    hint = ("a score is a dot product, so a key with a larger norm that points roughly the same way can beat a "
+            "key that points exactly the same way: compare the norms of the keys.") if choice == query else (
             "each score is the dot product of the query with a key: compute the four of them by hand.")
     return wrong(f"{choice!r} gets {picked:.3f}, but {winner!r} gets the most, {row.max().item():.3f}.", hint)
 
@@ -76,19 +78,36 @@ def check_scores_shape(answer: Any, B: int, num_heads: int, N: int) -> Verdict:
     return wrong(f"{shape} is not the scores' shape.", "every query is scored against every key: the last two axes are N and N.")
 
 
-@checker
-def check_self_attention_weights(answer: Any, x: Tensor) -> Verdict:
-    """Exercise: ``softmax(x @ x.mT / sqrt(d_k), dim=-1)`` for tokens ``x`` ``(N, d_k)`` used as queries and keys."""
-    raw = x @ x.mT  # (N, N)
-    expected = torch.softmax(raw / math.sqrt(x.shape[-1]), dim=-1)  # (N, N)
+def _judge_weights(x: Tensor) -> Callable[[Any], Verdict]:
+    """The judge of the weights for tokens ``x (N, d_k)`` used as queries and keys."""
+    (n, d_k), raw = x.shape, x @ x.mT  # raw (N, N)
+    expected = torch.softmax(raw / math.sqrt(d_k), dim=-1)  # (N, N)
     mistakes = {
         "the scores are not divided by sqrt(d_k)": (torch.softmax(raw, dim=-1),
-                                                    f"divide the dot products by math.sqrt({x.shape[-1]}) before the softmax."),
-        "the softmax runs down the columns (dim=0)": (torch.softmax(raw / math.sqrt(x.shape[-1]), dim=0),
+                                                    "divide the dot products by math.sqrt(d_k) before the softmax."),
+        "the scores are divided by sqrt(N), the number of tokens, not sqrt(d_k)": (
+            torch.softmax(raw / math.sqrt(n), dim=-1),
+            "d_k is the width of a token, the last axis: d_k = x.shape[-1], not x.shape[0]."),
+        "the softmax runs down the columns (dim=0)": (torch.softmax(raw / math.sqrt(d_k), dim=0),
                                                        "each query's row must sum to one: use dim=-1."),
-        "the scores are divided by d_k instead of sqrt(d_k)": (torch.softmax(raw / x.shape[-1], dim=-1),
+        "the scores are divided by d_k instead of sqrt(d_k)": (torch.softmax(raw / d_k, dim=-1),
                                                                "the scale is the square root of d_k."),
-        "there is no softmax": (raw / math.sqrt(x.shape[-1]), "turn each row of scores into weights with torch.softmax(..., dim=-1)."),
+        "there is no softmax": (raw / math.sqrt(d_k), "turn each row of scores into weights with torch.softmax(..., dim=-1)."),
     }
-    return compare_tensors(answer, expected, name="your weights", likely_mistakes=mistakes,
-                           success="every row is a softmax of scaled dot products and sums to one.")
+    if d_k != 2:
+        mistakes["the scores are divided by sqrt(2), the d_k of section 0.1's tokens, not this input's"] = (
+            torch.softmax(raw / math.sqrt(2), dim=-1), "read d_k from the input: d_k = x.shape[-1].")
+    return lambda got: compare_tensors(got, expected, name="your weights", likely_mistakes=mistakes)
+
+
+@checker
+def check_self_attention_weights(answer: Any) -> Verdict:
+    """Exercise: a function ``my_weights(x)`` giving ``softmax(x @ x.mT / sqrt(d_k), dim=-1)`` for tokens
+    ``x (N, d_k)`` used as queries and keys. Run on three made-up inputs whose N differs from d_k; a function
+    that is or calls the library's attention is refused."""
+    cases = [((x,), f"for x of shape (N, d_k) = {tuple(x.shape)}", _judge_weights(x))
+             for x in random_cases(3, [(4, 2), (3, 5), (6, 8)])]
+    return judge_function(answer, cases, watched=LIBRARY_ATTENTION, example="my_weights(x)",
+                          lines="d_k = x.shape[-1]; torch.softmax(x @ x.mT / math.sqrt(d_k), dim=-1).",
+                          success="for three inputs of other sizes (N != d_k), every row is a softmax of the dot "
+                                  "products divided by sqrt(d_k), and sums to one.")

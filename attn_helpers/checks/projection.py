@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from ._core import Verdict, as_shape, checker, compare_tensors, correct, wrong
+from ._function import judge_function
 from ._predict import prediction_checker
 
 __all__ = ["check_qkv_shape", "check_split_qkv", "check_key_layer", "check_weight_shape_prediction"]
@@ -44,31 +46,49 @@ def check_qkv_shape(answer: Any, B: int, N: int, dim: int, chan: int) -> Verdict
     return wrong(f"{shape} is not the fused output's shape.", "a Linear(dim, 3 * chan) turns (B, N, dim) into (B, N, 3 * chan).")
 
 
-@checker
-def check_split_qkv(answer: Any, qkv: Tensor, chan: int) -> Verdict:
-    """Exercise: ``(q, k, v)`` from the fused output ``qkv (B, N, 3 * chan)``."""
-    if not isinstance(answer, (tuple, list)) or len(answer) != 3:
-        return wrong(f"the answer should be three tensors (q, k, v), got {type(answer).__name__}"
-                     f"{' of length ' + str(len(answer)) if isinstance(answer, (tuple, list)) else ''}.",
-                     "write `answer = (q, k, v)` with your three tensors.")
-    expected = qkv.split(chan, dim=-1)  # 3 x (B, N, chan)
-    interleaved = qkv.reshape(*qkv.shape[:-1], chan, 3).unbind(-1)  # 3 x (B, N, chan): the wrong reshape
+def _judge_split(qkv: Tensor) -> Callable[[Any], Verdict]:
+    """The judge of ``(q, k, v)`` from ``qkv (..., 3 * chan)``: three consecutive blocks of ``chan`` columns."""
+    chan = qkv.shape[-1] // 3
+    expected = qkv.split(chan, dim=-1)  # 3 x (..., chan)
+    interleaved = qkv.reshape(*qkv.shape[:-1], chan, 3).unbind(-1)  # 3 x (..., chan): the wrong reshape
     names = ("q", "k", "v")
-    for name, got, right in zip(names, answer, expected):
-        mistakes = {
-            f"you took the slice that belongs to {other}": (expected[j], f"q is columns [0, chan), k is [chan, 2*chan), "
-                                                                         f"v is [2*chan, 3*chan); here chan = {chan}.")
-            for j, other in enumerate(names) if other != name
-        }
-        mistakes["you reshaped the last axis to (chan, 3) and picked one of the 3"] = (
-            interleaved[names.index(name)],
-            "reshape(B, N, chan, 3) interleaves the features: q, k and v each own a contiguous block, so "
-            "reshape to (B, N, 3, chan) or use split(chan, dim=-1).",
-        )
-        verdict = compare_tensors(got, right, name=name, likely_mistakes=mistakes)
-        if not verdict.ok:
-            return verdict
-    return correct(f"q, k and v are the three consecutive blocks of {chan} columns, each {list(expected[0].shape)}.")
+
+    def judge(answer: Any) -> Verdict:
+        if not isinstance(answer, (tuple, list)) or len(answer) != 3:
+            pieces = f" of {len(answer)} pieces" if isinstance(answer, (tuple, list)) else ""
+            hint = (f"split(size, dim=-1) cuts pieces `size` columns wide; here chan = {chan}: read it from the "
+                    "input, chan = qkv.shape[-1] // 3 (a fixed number fits one width only)."
+                    if isinstance(answer, (tuple, list)) else
+                    "return three tensors (q, k, v), each chan = qkv.shape[-1] // 3 columns wide.")
+            return wrong(f"your function returned a {type(answer).__name__}{pieces}, not three tensors (q, k, v).",
+                         hint)
+        for name, got, right in zip(names, answer, expected):
+            mistakes = {f"you took the slice that belongs to {other}": (
+                expected[j], f"q is columns [0, chan), k is [chan, 2*chan), v is [2*chan, 3*chan); here chan = {chan}.")
+                for j, other in enumerate(names) if other != name}
+            mistakes["you reshaped the last axis to (chan, 3) and picked one of the 3"] = (
+                interleaved[names.index(name)], "reshape(..., chan, 3) interleaves the features: q, k and v each own "
+                "a contiguous block, so reshape to (..., 3, chan) or use split(chan, dim=-1).")
+            verdict = compare_tensors(got, right, name=name, likely_mistakes=mistakes)
+            if not verdict.ok:
+                return verdict
+        return correct("")
+
+    return judge
+
+
+@checker
+def check_split_qkv(answer: Any) -> Verdict:
+    """Exercise: a function ``my_split(qkv)``: ``(q, k, v)`` from a fused output ``qkv (..., 3 * chan)`` of any
+    ``chan`` (read from the input). Run on three made-up inputs (chan 5, 6 and 10, zero to two axes in front)."""
+    generator = torch.Generator().manual_seed(13)
+    inputs = [torch.randn(*shape, generator=generator) for shape in ((2, 4, 18), (30,), (2, 3, 2, 15))]
+    cases = [((qkv,), f"for qkv of shape {tuple(qkv.shape)} (chan = {qkv.shape[-1] // 3})", _judge_split(qkv))
+             for qkv in inputs]
+    return judge_function(answer, cases, watched={}, example="my_split(qkv)",
+                          lines="chan = qkv.shape[-1] // 3, then qkv.split(chan, dim=-1).",
+                          success="for three widths (chan 6, 10 and 5) and zero to two axes in front, q, k and v "
+                                  "are the three consecutive blocks of chan columns.")
 
 
 @checker
@@ -76,7 +96,7 @@ def check_key_layer(answer: Any, fused: nn.Linear, chan: int) -> Verdict:
     """Exercise: a separate ``nn.Linear(dim, chan)`` giving the same keys as the fused layer."""
     if not isinstance(answer, nn.Linear):
         return wrong(f"the answer should be an nn.Linear layer, got {type(answer).__name__}.",
-                     "build `nn.Linear(dim, chan)` and copy the key rows of the fused weight into it.")
+                     "build `nn.Linear(dim, chan)` and copy the key rows of the fused weight matrix into it.")
     dim = fused.in_features
     if (answer.in_features, answer.out_features) != (dim, chan):
         return wrong(f"your layer maps {answer.in_features} -> {answer.out_features} features; the keys need "
@@ -93,7 +113,7 @@ def check_key_layer(answer: Any, fused: nn.Linear, chan: int) -> Verdict:
         "you copied the value rows [2*chan, 3*chan)": (blocks[2], f"the keys are the second block: {rows}."),
     }
     if no_bias is not None:
-        mistakes["the weights are right but the bias is missing"] = (
+        mistakes["the weight matrix is right but the bias is missing"] = (
             no_bias, f"the fused layer has a bias too: copy fused.bias[{chan}:{2 * chan}] into your layer's bias.")
     return compare_tensors(got, blocks[1], name="your layer's output", likely_mistakes=mistakes,
                            success="your separate key layer gives exactly the fused layer's keys.")
@@ -110,8 +130,8 @@ def check_weight_shape_prediction(prediction: Any, layer: nn.Linear) -> Verdict:
         return correct(f"{expected}: nn.Linear stores one row per output number ({expected[0]}) and one "
                        f"column per input number ({expected[1]}), and computes x @ weight.mT.")
     if shape == expected[::-1]:
-        return wrong(f"{shape} is the transpose of the stored weight {expected}.",
-                     "nn.Linear keeps its weight as (out_features, in_features) and multiplies by its "
+        return wrong(f"{shape} is the transpose of the stored weight matrix {expected}.",
+                     "nn.Linear keeps its weight matrix as (out_features, in_features) and multiplies by its "
                      "transpose: x @ weight.mT.")
-    return wrong(f"{shape} is not the weight's shape {expected}.",
-                 "the weight has one row per output number and one column per input number.")
+    return wrong(f"{shape} is not the weight matrix's shape {expected}.",
+                 "the weight matrix has one row per output number and one column per input number.")

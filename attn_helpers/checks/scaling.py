@@ -1,10 +1,10 @@
-"""Checkers for 02 · Scores and scaling: scaled scores, the variance of raw scores, a row's entropy,
-and the prediction of how the softmax saturates as d_k grows."""
+"""Checkers for 02 · Scores and scaling: scaled scores, the variance of raw scores, the row entropies (a
+function the learner writes) and the prediction of how the softmax saturates as d_k grows."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -12,34 +12,47 @@ from torch import Tensor
 
 from ..probes import attention_entropy
 from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
+from ._function import LIBRARY_ATTENTION, judge_function, random_cases
 from ._predict import as_choice, prediction_checker
 
 __all__ = ["check_scaled_scores", "check_score_variance", "check_row_entropy", "check_trend_prediction"]
 
 
-@checker
-def check_scaled_scores(answer: Any, q: Tensor, k: Tensor) -> Verdict:
-    """Exercise: ``q @ k^T / sqrt(d_k)`` for ``q (..., N_q, d_k)`` and ``k (..., N_k, d_k)``."""
-    d_k = q.shape[-1]
-    raw = q @ k.transpose(-2, -1)  # (..., N_q, N_k)
+def _judge_scores(q: Tensor, k_t: Tensor) -> Callable[[Any], Verdict]:
+    """The judge of the scores of ``q (..., N_q, d_k)`` and keys stored transposed, ``k_t (..., d_k, N_k)``."""
+    d_k, n_q, n_k = q.shape[-1], q.shape[-2], k_t.shape[-1]
+    raw = q @ k_t  # (..., N_q, N_k)
     mistakes = {
-        "you forgot to scale": (raw, f"divide the dot products by sqrt(d_k) = sqrt({d_k}) = {math.sqrt(d_k):.3f}."),
-        "you divided by d_k instead of sqrt(d_k)": (
-            raw / d_k, f"the scale is 1 / sqrt(d_k) = {d_k ** -0.5:.3f}, not 1 / d_k = {1 / d_k:.3f}."),
+        "you forgot to scale": (raw, f"divide the dot products by sqrt(d_k) = sqrt({d_k})."),
+        "you divided by d_k instead of sqrt(d_k)": (raw / d_k, "the scale is 1 / sqrt(d_k), not 1 / d_k."),
+        f"you divided by sqrt(N_k) = sqrt({n_k}), the number of keys (k_t.shape[-1])": (
+            raw / math.sqrt(n_k), "in k_t the last axis is the keys; d_k is the width of a query: q.shape[-1] "
+                                  "(or k_t.shape[-2])."),
+        f"you divided by sqrt(N_q) = sqrt({n_q}), the number of queries": (
+            raw / math.sqrt(n_q), "d_k is the width of a query, the last axis: q.shape[-1]."),
         "you multiplied by sqrt(d_k) instead of dividing": (
-            raw * math.sqrt(d_k), "the scale shrinks the scores: multiply by d_k ** -0.5 (or divide by sqrt(d_k))."),
-        "you swapped q and k (k @ q^T: rows are keys, not queries)": (
-            raw.transpose(-2, -1) * d_k ** -0.5,  # (..., N_k, N_q)
-            "row i must hold query i's scores: q comes first, q @ k.transpose(-2, -1)."),
+            raw * math.sqrt(d_k), "the scale shrinks the scores: divide by sqrt(d_k)."),
+        "you returned the scores keys-first (..., N_k, N_q)": (
+            raw.mT / math.sqrt(d_k), "row i must hold query i's scores: q @ k_t, not its transpose."),
     }
-    if q.shape[-2] == k.shape[-2]:  # only then does q.transpose(-2, -1) @ k run at all
-        features = q.transpose(-2, -1) @ k  # (..., d_k, d_k): the transpose on the wrong operand
-        mistakes["you transposed q instead of k (q.transpose(-2, -1) @ k)"] = (
-            features * d_k ** -0.5, "that gives a d_k × d_k matrix of features; transpose k: q @ k.transpose(-2, -1).")
-        mistakes["you transposed q instead of k, and did not scale"] = (
-            features, "transpose k, not q: q @ k.transpose(-2, -1), then divide by sqrt(d_k).")
-    return compare_tensors(answer, raw * d_k ** -0.5, name="your scores", likely_mistakes=mistakes,
-                           success=f"shape {list(raw.shape)}: every query's dot product with every key, / sqrt({d_k}).")
+    return lambda got: compare_tensors(got, raw / math.sqrt(d_k), name="your scores", likely_mistakes=mistakes)
+
+
+@checker
+def check_scaled_scores(answer: Any) -> Verdict:
+    """Exercise: a function ``my_scores(q, k_t)``: the scaled scores ``(..., N_q, N_k)`` of ``q (..., N_q, d_k)``
+    and keys stored already transposed, ``k_t (..., d_k, N_k)``. Run on three made-up pairs (d_k, N_q and N_k
+    all different); a function that is or calls a library's attention (``attention_scores``, ...) is refused."""
+    cases = []
+    for q, k_t in ((random_cases(22, [(2, 4, 6), (2, 6, 5)])), random_cases(23, [(3, 8), (8, 2)]),
+                   random_cases(24, [(2, 3, 5, 4), (2, 3, 4, 7)])):
+        cases.append(((q, k_t), f"for q {tuple(q.shape)} and k_t {tuple(k_t.shape)}", _judge_scores(q, k_t)))
+    return judge_function(answer, cases, watched=LIBRARY_ATTENTION, example="my_scores(q, k_t)",
+                          lines="k_t is already (..., d_k, N_k): q @ k_t / math.sqrt(q.shape[-1]).",
+                          success="for three sizes with d_k, N_q and N_k all different: q @ k_t / sqrt(d_k), "
+                                  "with d_k read from q.",
+                          raised="k_t is already transposed, (..., d_k, N_k): multiply q @ k_t without .mT, and "
+                                 "read the sizes from the inputs.")
 
 
 def _as_number(answer: Any, what: str) -> float | Verdict:
@@ -103,27 +116,51 @@ def check_trend_prediction(prediction: Any, values: Sequence[float], what: str, 
                  "spread-out row puts more of its weight on its largest entry.")
 
 
+def _judge_entropy(weights: Tensor) -> Callable[[Any], Verdict]:
+    """The judge of the row entropies of ``weights (..., N_k)``, one per row; some weights are exactly 0."""
+    logs = torch.log(weights)  # (..., N_k); -inf where a weight is 0
+    terms = torch.where(weights > 0, weights * logs, torch.zeros(()))  # 0 * log 0 counts as 0
+    expected = -terms.sum(dim=-1)  # (...,)
+    mistakes = {
+        "0 * log(0) gave nan: a weight of exactly 0 was not counted as 0": (
+            -(weights * logs).sum(dim=-1), "in floating point 0 * log(0) = 0 * (-inf) = nan; its limit is 0, so "
+            "count those terms as 0 (torch.where(w > 0, w * torch.log(w), 0), or torch.xlogy(w, w))."),
+        "the minus sign is missing": (
+            -expected, "log of a weight below 1 is negative: H = -sum(w * log(w)) has a minus in front."),
+        "the logarithm is in base 2 (bits)": (
+            expected / math.log(2), "use the natural log, torch.log: the lesson measures entropy in nats."),
+        "the sum runs over every row at once": (
+            expected.sum(), "one entropy per row: sum over the keys only, .sum(dim=-1)."),
+        "the entropy is N_k times too small (a mean over the keys, not a sum)": (
+            expected / weights.shape[-1], "sum over the keys, do not average: .sum(dim=-1)."),
+    }
+    if weights.shape[-1] == weights.shape[-2]:  # only then does a sum down the columns have the right shape
+        mistakes["the sum runs down the columns (dim=-2), not over the keys"] = (
+            -terms.sum(dim=-2), "a row of weights lies along the last axis: .sum(dim=-1).")
+    return lambda got: compare_tensors(got, expected, name="your entropies", likely_mistakes=mistakes,
+                                       atol=1e-4, rtol=1e-3)
+
+
+def _softmax_rows(seed: int, shapes: list[tuple[int, ...]]) -> list[Tensor]:
+    """Softmax rows with about a third of the keys blocked (-inf), so those weights are exactly 0; every row
+    keeps its first key."""
+    rows = []
+    for s in random_cases(seed, shapes):
+        blocked = torch.rand(s.shape, generator=torch.Generator().manual_seed(seed)) < 0.35  # (..., N_k)
+        blocked[..., 0] = False
+        rows.append(torch.softmax((2 * s).masked_fill(blocked, float("-inf")), dim=-1))
+    return rows
+
+
 @checker
-def check_row_entropy(answer: Any, weights: Tensor) -> Verdict:
-    """Exercise: the entropy (nats) of one row of attention weights ``(N_k,)``."""
-    value = _as_number(answer, "the entropy")
-    if isinstance(value, Verdict):
-        return value
-    expected = attention_entropy(weights).item()
-    n = weights.shape[-1]
-    close = lambda a, b: math.isclose(a, b, rel_tol=1e-3, abs_tol=1e-4)  # noqa: E731
-    if close(value, expected):
-        return correct(f"H = {expected:.3f} nats, between 0 (one-hot) and log({n}) = {math.log(n):.3f} (uniform).")
-    if close(value, -expected):
-        return wrong(f"{value:.3f} is the entropy with the wrong sign.",
-                     "log of a weight below 1 is negative: H = -sum(w * log(w)) has a minus in front.")
-    if close(value, expected / math.log(2)):
-        return wrong(f"{value:.3f} is the entropy in bits (log base 2).",
-                     "use the natural log, torch.log: the lesson measures entropy in nats.")
-    if close(value, math.log(n)):
-        return wrong(f"{value:.3f} is log(N_k) = log({n}), the entropy of uniform weights.",
-                     "compute it from this row's weights: -sum(w * log(w)).")
-    if close(value, -torch.log(weights).sum().item()):
-        return wrong(f"{value:.3f} is -sum(log(w)): each log needs its weight in front.",
-                     "H = -sum(w * log(w)).")
-    return wrong(f"{value:.3f} is not this row's entropy.", "H = -sum(w * log(w)), summed over the keys of the row.")
+def check_row_entropy(answer: Any) -> Verdict:
+    """Exercise: a function ``my_entropy(weights)``: the entropy in nats of every row of ``weights (..., N_k)``,
+    ``-sum(w * log(w))`` over the last axis with ``0 * log(0)`` counted as 0, shape ``(...)``. Run on three
+    made-up tables in which some weights are exactly 0; a function that is or calls attn_helpers'
+    ``attention_entropy`` (or another attention function of the shared list) is refused."""
+    cases = [((w,), f"for weights of shape {tuple(w.shape)}, some exactly 0", _judge_entropy(w))
+             for w in _softmax_rows(24, [(3, 5), (4, 4), (2, 3, 6)])]
+    return judge_function(answer, cases, watched=LIBRARY_ATTENTION, example="my_entropy(weights)",
+                          lines="-sum(w * log(w)) over the last axis, with the terms where w = 0 counted as 0.",
+                          success="for three tables with zero weights, one entropy per row, between 0 (one-hot) "
+                                  "and log(N_k) (uniform); a weight of 0 adds nothing.")

@@ -5,9 +5,7 @@ Each judge recomputes the right answer from the exercise's inputs."""
 
 from __future__ import annotations
 
-import inspect
 import math
-import warnings
 from typing import Any
 
 import torch
@@ -16,6 +14,8 @@ from torch import Tensor
 from .. import causal_mask, scaled_dot_product_attention
 from ._core import Verdict, as_shape, checker, compare_tensors, correct, wrong
 from ._predict import prediction_checker
+from ._watch import ATTENTION_WATCH
+from .heads import _library_itself, run_watching
 
 __all__ = ["check_attention_function", "check_cross_attention_shape", "check_midpoint_weights",
            "check_output_shape_prediction", "check_weighted_sum_row", "check_weighted_values"]
@@ -139,20 +139,8 @@ def _attention_cases() -> list[tuple[str, tuple[Tensor, ...], Tensor | None]]:
     ]
 
 
-LIBRARY_ATTENTION = ("scaled_dot_product_attention", "multi_head_attention_forward", "MultiheadAttention")
-
-
-def _library_attention(fn: Any) -> str:
-    """Why ``fn`` is a library's attention rather than the learner's own code ('' when it is their own)."""
-    module = getattr(fn, "__module__", None) or type(fn).__module__ or ""
-    if module.split(".")[0] in ("attn_helpers", "torch"):
-        return f"{module}.{getattr(fn, '__qualname__', type(fn).__name__)}, the library's own attention"
-    try:
-        source = inspect.getsource(fn)
-    except (OSError, TypeError):  # no source to read (e.g. built in C): judged by its outputs alone
-        return ""
-    called = [name for name in LIBRARY_ATTENTION if name in source]
-    return f"a function that calls {called[0]}, the library's own attention" if called else ""
+_STEPS = ("scores = q @ k.mT / sqrt(d_k), the mask, a softmax over the keys, then weights @ v "
+          "(section 4.2, for every query at once).")
 
 
 @checker
@@ -162,21 +150,21 @@ def check_attention_function(answer: Any) -> Verdict:
     if not callable(answer):
         return wrong(f"your answer is not a function (it is of type {type(answer).__name__}).",
                      "define it with def my_attention(q, k, v, mask=None): ... and write its name, without ().")
-    library = _library_attention(answer)
-    if library:
-        return wrong(f"your function is {library}: the exercise asks you to write the steps yourself.",
-                     "scores = q @ k.mT / sqrt(d_k), the mask, a softmax over the keys, then weights @ v "
-                     "(section 4.2, for every query at once).")
+    itself = _library_itself(answer, ATTENTION_WATCH)
+    if itself:
+        return wrong(f"your function is {itself}, the library's own attention: the exercise asks you to write "
+                     "the steps yourself.", _STEPS)
     for what, (q, k, v), mask in _attention_cases():
         try:
-            with warnings.catch_warnings():  # e.g. PyTorch's deprecation warning for k.T on a 3-D tensor
-                warnings.simplefilter("ignore")
-                got = answer(q, k, v) if mask is None else answer(q, k, v, mask)
+            got, called = run_watching(answer, (q, k, v) if mask is None else (q, k, v, mask), ATTENTION_WATCH)
         except Exception as problem:
             hint = ("k.T reverses every axis of a 3-D tensor; swap only the last two with k.mT or k.transpose(-2, -1)."
                     if "size of tensor" in str(problem) or "mat1 and mat2" in str(problem) or "must match" in str(problem)
                     else "run your function on these shapes yourself and follow the shapes step by step.")
             return wrong(f"{what}: your function raised {type(problem).__name__}: {problem}", hint)
+        if called:
+            return wrong(f"your function calls {called[0]}, the library's own attention: the exercise asks you "
+                         "to write the steps yourself.", _STEPS)
         if isinstance(got, tuple):
             return wrong(f"{what}: your function returns a tuple of {len(got)}; return only the output.",
                          "the output is weights @ v, shape (..., N_q, d_v).")
@@ -195,6 +183,10 @@ def check_attention_function(answer: Any) -> Verdict:
             "it returns the weights, not weights @ v": (
                 torch.softmax(fill(raw / math.sqrt(d_k)), dim=-1), "finish with weights @ v."),
         }
+        if v.shape[-1] != d_k:
+            mistakes[f"the scores are divided by sqrt(d_v) = sqrt({v.shape[-1]}), not sqrt(d_k)"] = (
+                torch.softmax(fill(raw / math.sqrt(v.shape[-1])), dim=-1) @ v,
+                f"the scale belongs to the dot products q @ k.mT, whose width is d_k = q.shape[-1] ({d_k} here).")
         if mask is not None:
             mistakes["the mask is ignored"] = (
                 torch.softmax(raw / math.sqrt(d_k), dim=-1) @ v, "apply the mask before the softmax: "
@@ -203,6 +195,10 @@ def check_attention_function(answer: Any) -> Verdict:
                 torch.softmax((raw / math.sqrt(d_k)).masked_fill(mask, float("-inf")), dim=-1) @ v,
                 "this mask says True = may attend: block where it is "
                 "False, scores.masked_fill(~mask, float('-inf')).")
+            mistakes["the boolean mask is added to the scores"] = (
+                torch.softmax(raw / math.sqrt(d_k) + mask, dim=-1) @ v,
+                "adding True/False adds 1/0 and blocks nothing (section 3a.5): "
+                "scores.masked_fill(~mask, float('-inf')).")
         verdict = compare_tensors(got, expected, name=f"{what}: your output", likely_mistakes=mistakes)
         if not verdict.ok:
             return verdict

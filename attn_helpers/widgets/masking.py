@@ -4,8 +4,8 @@
 (two padding tokens at the end) under a mask type (none, causal, padding, causal + padding, or
 padding that also blocks the padded *queries*) and a mask convention. The conventions give the same
 weights everywhere except on a fully masked row: zeros (attn_helpers), NaN (``masked_fill`` with
-``-inf`` then ``torch.softmax``) or uniform (walkthrough 004's ``-1e9``). The status line prints each
-row's sum, so a learner sees ``1.00`` turn into ``0.00`` or ``nan``.
+``-inf`` then ``torch.softmax``) or uniform (walkthrough 004's ``masked_fill(mask == 0, -1e9)``).
+The status line prints each row's sum, so a learner sees ``1.00`` turn into ``0.00`` or ``nan``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ MASK_TYPES = ("none", "causal", "padding", "causal+padding", "padding (queries t
 CONVENTIONS = (
     ("True = keep: attn_helpers (dead row -> zeros)", "keep"),
     ("True = blocked: masked_fill(-inf) + softmax (dead row -> NaN)", "blocked"),
-    ("additive -1e9, walkthrough 004 (dead row -> uniform)", "-1e9"),
+    ("masked_fill(keep == 0, -1e9), walkthrough 004 (dead row -> uniform)", "-1e9"),
 )
 
 

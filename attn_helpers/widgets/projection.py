@@ -46,7 +46,7 @@ def sentence_embeddings(tokens: Sequence[str], dim: int, *, seed: int = 0) -> to
 
 
 def seeded_attention(dim: int, chan: int, num_heads: int = 1, qkv_bias: bool = False, *, seed: int = 0) -> Attention:
-    """``Attention(dim, chan, num_heads, qkv_bias)`` with weights fixed by ``seed``; the global RNG is left alone."""
+    """``Attention(dim, chan, num_heads, qkv_bias)`` with parameters fixed by ``seed``; the global RNG is left alone."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return Attention(dim, chan, num_heads=num_heads, qkv_bias=qkv_bias)
@@ -159,5 +159,5 @@ class ProjectionExplorer(Explorer):
         return (
             "<table><tr><th>tensor</th><th>axes</th><th>this sentence (B=1, N=" + str(n) + ")</th>"
             f"<th>walkthrough 000 (B={SEED_B}, N={SEED_N})</th></tr>{cells}</table>"
-            f"<p>qkv parameters: 3·chan·dim = {3 * chan * dim} weights + {bias} bias = {3 * chan * dim + bias}</p>"
+            f"<p>qkv parameters: 3·chan·dim = {3 * chan * dim} weight-matrix entries + {bias} bias = {3 * chan * dim + bias}</p>"
         )

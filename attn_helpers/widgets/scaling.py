@@ -137,6 +137,6 @@ class ScalingExplorer(Explorer):
         stats = softmax_statistics(logits)
         scale = (d_k ** -0.5 if scaled else 1.0) / temperature
         # The numbers summarise every row (the heatmap), not only the selected query (the bars).
-        return (f"scores × {scale:.3g} | all rows: variance {stats['variance']:.2f}, mean max weight "
+        return (f"raw_scores × {scale:.3g} | all rows: variance {stats['variance']:.2f}, mean max weight "
                 f"{stats['max_weight']:.2f}, mean entropy {stats['entropy']:.2f} nats "
                 f"(uniform: {math.log(len(self.tokens)):.2f})")
