@@ -108,9 +108,10 @@ def tiled_attention(
 
     For each block of ``block_size`` queries, the loop visits the key/value blocks and keeps, per query
     row, the running max ``m``, the running sum ``l`` of ``exp(score - m)`` and the running weighted sum
-    ``acc`` of values, rescaling ``l`` and ``acc`` by ``exp(m_old - m_new)`` (the online softmax). Only one
-    tile of scores, ``block_size`` by ``block_size`` per head, exists at a time. A tuned version of this
-    loop, and its race against PyTorch's kernel, is ``benchmarks/tuned_tiled.py``.
+    ``acc`` of values, rescaling ``l`` and ``acc`` by ``exp(m_old - m_new)`` (the online softmax). The
+    scores exist a tile at a time (``block_size`` by ``block_size`` per head, and a few temporaries of
+    that size), so memory grows linearly with ``N``. A tuned version of this loop is
+    ``benchmarks/tuned_tiled.py``, which ``benchmarks/attention.py`` races against PyTorch's kernel.
     """
     q, k, v = check_qkv(q, k, v)
     check_positive_int("block_size", block_size)
@@ -132,7 +133,7 @@ def tiled_attention(
         last_key = min(n_k, i1) if is_causal else n_k  # causal: no key after the block's last query
         for j0 in range(0, last_key, block_size):
             j1 = min(j0 + block_size, last_key)
-            s = q_blk @ k[..., j0:j1, :].mT  # (..., bq, bk): the only scores that exist now
+            s = q_blk @ k[..., j0:j1, :].mT  # (..., bq, bk): one tile of scores
             if mask is not None:
                 s = _masked(s, mask[..., i0:i1, j0:j1])
             if is_causal:
@@ -231,6 +232,23 @@ def cached_attention_step(layer: MultiHeadAttention, x_new: Tensor, cache: KVCac
     time gives the rows of ``layer(x, mask=causal_mask(N))``, with ``O(t)`` work at step ``t``
     instead of ``O(t^2)`` for re-running the layer on the whole prefix.
     """
+    _check_step(layer, x_new, cache)
+    H, n_new = layer.num_heads, x_new.shape[1]
+    q = split_heads(layer.q_proj(x_new), H)  # (B, H, n_new, head_dim)
+    k = split_heads(layer.k_proj(x_new), H)  # (B, H, n_new, head_dim)
+    v = split_heads(layer.v_proj(x_new), H)  # (B, H, n_new, head_dim)
+    past = cache.length  # tokens cached before this call
+    k_all, v_all = cache.append(k, v)  # (B, H, past + n_new, head_dim): views of the cache's memory
+    mask = None  # one new token may see every cached one
+    if n_new > 1:  # a prefill: new token i (at position past + i) sees keys up to its own position
+        rows = torch.arange(past, past + n_new, device=x_new.device)[:, None]  # (n_new, 1)
+        mask = torch.arange(past + n_new, device=x_new.device)[None, :] <= rows  # (n_new, past + n_new)
+    heads = scaled_dot_product_attention(q, k_all, v_all, mask)  # (B, H, n_new, head_dim)
+    return layer.out_proj(merge_heads(heads))  # (B, n_new, d_model)
+
+
+def _check_step(layer: object, x_new: object, cache: object) -> None:
+    """The argument checks of :func:`cached_attention_step`, with errors that name what is wrong."""
     if not isinstance(layer, MultiHeadAttention):
         raise TypeError(f"layer must be an attn_helpers.MultiHeadAttention, got {type(layer).__name__}")
     if not isinstance(cache, KVCache):
@@ -241,18 +259,6 @@ def cached_attention_step(layer: MultiHeadAttention, x_new: Tensor, cache: KVCac
             f"x_new must have shape (B, n_new, d_model={layer.d_model}) for a self-attention layer "
             f"(kdim = vdim = d_model); got x_new {shape_of(x_new)}, kdim={layer.kdim}, vdim={layer.vdim}"
         )
-    H, n_new = layer.num_heads, x_new.shape[1]
-    q = split_heads(layer.q_proj(x_new), H)  # (B, H, n_new, head_dim)
-    k = split_heads(layer.k_proj(x_new), H)  # (B, H, n_new, head_dim)
-    v = split_heads(layer.v_proj(x_new), H)  # (B, H, n_new, head_dim)
-    past = cache.length
-    k_all, v_all = cache.append(k, v)  # each (B, H, past + n_new, head_dim)
-    mask = None
-    if n_new > 1:  # new token i may see the past and new tokens up to itself
-        rows = torch.arange(past, past + n_new, device=x_new.device)[:, None]  # (n_new, 1)
-        mask = torch.arange(past + n_new, device=x_new.device)[None, :] <= rows  # (n_new, past + n_new)
-    heads = scaled_dot_product_attention(q, k_all, v_all, mask)  # (B, H, n_new, head_dim)
-    return layer.out_proj(merge_heads(heads))  # (B, n_new, d_model)
 
 
 # --------------------------------------------------------------------------------------------
@@ -287,9 +293,10 @@ def grouped_query_attention(
     """Attention where ``H`` query heads share ``G`` key/value heads, by reshaping, without copying K and V.
 
     ``q (..., H, N_q, d_k)``, ``k (..., G, N_k, d_k)``, ``v (..., G, N_k, d_v)`` -> ``(..., H, N_q, d_v)``,
-    with ``H`` a multiple of ``G`` (``G = H``: multi-head; ``G = 1``: multi-query). The query heads
-    are reshaped to ``(..., G, H // G, N_q, d_k)`` and each key/value head gets a size-1 axis,
-    ``(..., G, 1, N_k, d_k)``, which broadcasting shares over its group. Equal to
+    with ``H`` a multiple of ``G`` (``G = H``: multi-head; ``G = 1``: multi-query). The ``H/G`` query
+    heads of a group are stacked as rows, ``(..., G, H/G * N_q, d_k)``, so each group's queries meet its
+    one key/value head in an ordinary product (broadcasting a size-1 heads axis instead would make
+    ``matmul`` expand K to ``H`` heads in memory). Equal to
     ``scaled_dot_product_attention(q, repeat_kv_heads(k, H), repeat_kv_heads(v, H), mask)``.
     ``mask`` as in :func:`attn_helpers.scaled_dot_product_attention`, broadcastable to ``(..., H, N_q, N_k)``.
     """
@@ -299,16 +306,12 @@ def grouped_query_attention(
     if k.shape[-3] != v.shape[-3]:
         raise ValueError(f"k and v must have the same number of key/value heads (axis -3): k has shape "
                          f"{shape_of(k)}, v has shape {shape_of(v)}")
-    H, G = q.shape[-3], k.shape[-3]
+    H, G, n_q = q.shape[-3], k.shape[-3], q.shape[-2]
     per_group = _check_groups(H, G, f" (q has shape {shape_of(q)}, k has shape {shape_of(k)})")
-    q_groups = q.unflatten(-3, (G, per_group))  # (..., G, H/G, N_q, d_k)
-    k_groups = k.unsqueeze(-3)  # (..., G, 1, N_k, d_k)
-    v_groups = v.unsqueeze(-3)  # (..., G, 1, N_k, d_v)
+    q_rows = q.reshape(*q.shape[:-3], G, per_group * n_q, q.shape[-1])  # (..., G, H/G * N_q, d_k)
     if mask is not None:
-        scores_shape = broadcast_shape(q.shape[:-2], k.shape[:-3] + (H,)) + (q.shape[-2], k.shape[-2])
+        scores_shape = broadcast_shape(q.shape[:-2], k.shape[:-3] + (H,)) + (n_q, k.shape[-2])
         mask = check_mask(mask, torch.Size(scores_shape)).expand(scores_shape)  # (..., H, N_q, N_k)
-        mask = mask.unflatten(-3, (G, per_group))  # (..., G, H/G, N_q, N_k)
-    out = scaled_dot_product_attention(q_groups, k_groups, v_groups, mask, scale=scale)  # (..., G, H/G, N_q, d_v)
-    return out.flatten(-4, -3)  # (..., H, N_q, d_v)
-
-
+        mask = mask.reshape(*scores_shape[:-3], G, per_group * n_q, k.shape[-2])  # (..., G, H/G * N_q, N_k)
+    out = scaled_dot_product_attention(q_rows, k, v, mask, scale=scale)  # (..., G, H/G * N_q, d_v)
+    return out.reshape(*out.shape[:-3], H, n_q, v.shape[-1])  # (..., H, N_q, d_v)

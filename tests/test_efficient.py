@@ -394,6 +394,13 @@ def test_grouped_query_attention_equals_pytorch_and_repeated_heads(groups, n_q, 
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True))
 
 
+def test_grouped_query_attention_makes_no_copy_of_k_or_v():
+    q, k, v = torch.randn(3, 8, 20, 4), torch.randn(3, 2, 20, 4), torch.randn(3, 2, 20, 4)
+    q_rows = q.reshape(3, 2, 4 * 20, 4)  # (B, G, H/G * N, d): the query heads of a group stacked as rows
+    assert measure_peak_memory(grouped_query_attention, q, k, v) == measure_peak_memory(
+        scaled_dot_product_attention, q_rows, k, v)  # the same tensors as one product per group
+
+
 def test_repeat_kv_heads_keeps_the_copies_of_a_head_together():
     k = torch.arange(2.0).reshape(1, 2, 1, 1)  # heads 0 and 1
     assert repeat_kv_heads(k, 6).flatten().tolist() == [0, 0, 0, 1, 1, 1]

@@ -303,7 +303,7 @@ def test_tables():
     runs = train_many({"a": (PreviousTokenTask(), SMALL), "b": (LookupTask(), SMALL.replace(num_layers=2))})
     table = results_table(runs, accuracies=(0.5, 0.99)).splitlines()
     assert table[0].split()[:6] == ["run", "accuracy", "loss", "to", "50%", "to"]
-    assert table[2].startswith("b ") and "1.1:" in table[2]
+    assert table[2].startswith("b ") and "L1H1:" in table[2] and "H1:" in table[1]
     assert "total" in timing_table(runs).splitlines()[-1]
     lines = pattern_match_table(runs["b"], every=10).splitlines()
     assert lines[0].split() == ["step", "accuracy", "L0", "head", "0", "L0", "head", "1", "L1", "head", "0", "L1", "head", "1"]
