@@ -541,26 +541,41 @@ def test_fastest_and_median_seconds_pick_from_the_same_runs(monkeypatch):
 
 # ------------------------------------------------------------------------------ lesson 09's code-writing checkers
 
-_SIZES = dict(num_layers=28, num_heads=28, num_kv_heads=4, head_dim=128, seq_len=32768, dtype_bytes=2)
+_SIZES = dict(num_layers=28, chan=3584, num_heads=28, num_kv_heads=4, seq_len=32768, dtype_bytes=2)
 
 
-def _formula(num_layers, num_heads, num_kv_heads, head_dim, seq_len, dtype_bytes):
-    return 2 * num_layers * num_kv_heads * seq_len * head_dim * dtype_bytes
+def _formula(num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes):
+    return 2 * num_layers * num_kv_heads * seq_len * (chan // num_heads) * dtype_bytes
+
+
+def _cache_lambda(expression):
+    """A learner's cache_bytes whose body is ``expression`` (in the six parameter names)."""
+    return eval(f"lambda num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes: {expression}",
+                {"kv_cache_bytes": kv_cache_bytes})
+
+
+_KV = kv_cache_bytes  # the library's formula under another name: the checker must still refuse it
 
 
 @pytest.mark.parametrize(("answer", "ok", "says"), [
     (_formula, True, "right for three more models"),
-    (lambda num_layers, num_heads, num_kv_heads, head_dim, seq_len, dtype_bytes:
-     2 * num_layers * num_heads * seq_len * head_dim * dtype_bytes, False, "use num_kv_heads, not num_heads"),
-    (lambda num_layers, num_heads, num_kv_heads, head_dim, seq_len, dtype_bytes:
-     num_layers * num_kv_heads * seq_len * head_dim * dtype_bytes, False, "keys AND values"),
-    (lambda num_layers, num_heads, num_kv_heads, head_dim, seq_len, dtype_bytes:
-     2 * num_layers * num_kv_heads * seq_len * head_dim * 2, False, "For num_layers=12"),  # float16 hard-coded
+    (_cache_lambda("2 * num_layers * num_heads * seq_len * (chan // num_heads) * dtype_bytes"), False,
+     "not chan"),  # the query heads counted
+    (_cache_lambda("2 * num_layers * num_kv_heads * seq_len * chan * dtype_bytes"), False, "chan // num_heads"),
+    (_cache_lambda("num_layers * num_kv_heads * seq_len * (chan // num_heads) * dtype_bytes"), False,
+     "keys AND values"),
+    (_cache_lambda("num_layers * num_kv_heads * seq_len * (chan // num_heads) * dtype_bytes * 8"), False,
+     "two things"),  # no x2 and bits: both named
+    (_cache_lambda("2 * num_layers * num_kv_heads * seq_len * (chan // num_heads) * 2"), False,
+     "For num_layers=12"),  # float16 hard-coded
     (lambda **sizes: 1879048192, False, "For num_layers=12"),  # the exercise's number, copied
-    (lambda num_layers, num_heads, num_kv_heads, head_dim, seq_len, dtype_bytes: kv_cache_bytes(
-        num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=head_dim, seq_len=seq_len,
-        dtype_bytes=dtype_bytes), False, "calls kv_cache_bytes"),
+    (_cache_lambda("kv_cache_bytes(num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=chan // num_heads, "
+                   "seq_len=seq_len, dtype_bytes=dtype_bytes)"), False, "calls kv_cache_bytes"),
+    (lambda num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes: _KV(
+        num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=chan // num_heads, seq_len=seq_len,
+        dtype_bytes=dtype_bytes), False, "calls kv_cache_bytes"),  # an alias: seen at run time
     (kv_cache_bytes, False, "calls kv_cache_bytes"),
+    (_KV, False, "calls kv_cache_bytes"),
     (1879048192, False, "should be your function"),
     (lambda layers: 1, False, "keep the six parameter names"),
 ])
@@ -578,6 +593,8 @@ def test_kv_cache_size_checker_runs_the_learners_formula_on_several_models(answe
     (lambda k, num_heads: k.repeat_interleave(3, dim=1), False, "from the shapes"),  # the exercise's 3, hard-coded
     (lambda k, num_heads: k.repeat_interleave(num_heads // k.shape[1], dim=2), False, "along dim=1"),
     (lambda k, num_heads: repeat_kv_heads(k, num_heads), False, "calls repeat_kv_heads"),
+    (lambda k, num_heads, rk=repeat_kv_heads: rk(k, num_heads), False, "calls repeat_kv_heads"),  # an alias
+    (repeat_kv_heads, False, "calls repeat_kv_heads"),
     (torch.zeros(1, 6, 3, 2), False, "should be your function"),
 ])
 def test_repeat_kv_checker_runs_the_learners_function_on_several_shapes(answer, ok, says):
@@ -605,6 +622,8 @@ def _fold(rescale: bool = True, keep_old_max: bool = False):
     (_fold(keep_old_max=True), False, "the running max never goes down"),  # right on the exercise's row only
     (lambda m, l, b: (3.0, 2.3758), False, "For running_max = -inf"),  # the exercise's numbers, copied
     (lambda m, l, b: online_softmax_update(m, l, b), False, "calls online_softmax_update"),
+    (lambda m, l, b, osu=online_softmax_update: osu(m, l, b), False, "calls online_softmax_update"),  # an alias
+    (online_softmax_update, False, "calls online_softmax_update"),
     (lambda m, l, b: m, False, "expected a pair"),
     ((3.0, 2.3758), False, "should be your function"),
 ])

@@ -336,7 +336,9 @@ def test_check_previous_token_pattern_refuses_copies_and_the_task_itself():
     def borrowed(n):
         return PreviousTokenTask(seq_len=n).ideal_attention(torch.zeros(1, n, dtype=torch.long))[0]
 
-    for answer in (borrowed, lambda n: task.ideal_attention(torch.zeros(1, n, dtype=torch.long))[0]):
+    ideal = PreviousTokenTask.ideal_attention  # an alias: seen while the function runs
+    for answer in (borrowed, lambda n: task.ideal_attention(torch.zeros(1, n, dtype=torch.long))[0],
+                   lambda n: ideal(PreviousTokenTask(seq_len=n), torch.zeros(1, n, dtype=torch.long))[0]):
         verdict = check_previous_token_pattern.judge(answer, task)
         assert not verdict.ok and "hands the work" in verdict.message, verdict
     verdict = check_previous_token_pattern.judge(lambda n: 1 / 0, task)
@@ -371,7 +373,8 @@ def test_check_pattern_match_refuses_copies_and_the_library():
     assert not verdict.ok and "should be a function" in verdict.message
     verdict = check_pattern_match.judge(lambda w, i: printed, weights, ideal)  # the step-10 numbers, copied
     assert not verdict.ok and "lookup" in verdict.message
-    for answer in (lambda w, i: pattern_match(w[None], i[None]), pattern_match):
+    pm = pattern_match  # an alias: seen while the function runs
+    for answer in (lambda w, i: pattern_match(w[None], i[None]), pattern_match, lambda w, i: pm(w[None], i[None])[0]):
         verdict = check_pattern_match.judge(answer, weights, ideal)
         assert not verdict.ok and "pattern_match" in verdict.message, verdict
 
@@ -422,8 +425,16 @@ def test_check_knockout_refuses_the_models_own_knockout(two_layer_model):
         keep[layer, head] = 0.0
         return model(tokens, keep_heads=keep)
 
-    verdict = check_knockout.judge(with_keep_heads, two_layer_model, tokens)
-    assert not verdict.ok and "keep_heads" in verdict.message
+    def through_an_alias(model, tokens, layer, head):  # the same, with the forward pass under another name
+        keep = torch.ones(len(model.layers), model.layers[0].num_heads)
+        keep[layer, head] = 0.0
+        run = model.forward
+        return run(tokens, **{"keep" + "_heads": keep})
+
+    for answer in (with_keep_heads, through_an_alias):
+        verdict = check_knockout.judge(answer, two_layer_model, tokens)
+        assert not verdict.ok and "keep_heads" in verdict.message, verdict
+    assert "head_knockout" in check_knockout.judge(head_knockout, two_layer_model, tokens).message
 
 
 def test_check_knockout_explains_bad_answers(two_layer_model):
