@@ -4,6 +4,7 @@ reproducible, leaves the global state alone, and actually learns. Plus the lesso
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 
@@ -340,7 +341,8 @@ def test_check_previous_token_pattern_refuses_copies_and_the_task_itself():
     for answer in (borrowed, lambda n: task.ideal_attention(torch.zeros(1, n, dtype=torch.long))[0],
                    lambda n: ideal(PreviousTokenTask(seq_len=n), torch.zeros(1, n, dtype=torch.long))[0]):
         verdict = check_previous_token_pattern.judge(answer, task)
-        assert not verdict.ok and "hands the work" in verdict.message, verdict
+        assert not verdict.ok and "hands the work to the task's own ideal_attention" in verdict.message, verdict
+        assert "ReverseTask" not in verdict.message  # the classes share one code object: no class is named
     verdict = check_previous_token_pattern.judge(lambda n: 1 / 0, task)
     assert not verdict.ok and "ZeroDivisionError" in verdict.message
 
@@ -431,7 +433,16 @@ def test_check_knockout_refuses_the_models_own_knockout(two_layer_model):
         run = model.forward
         return run(tokens, **{"keep" + "_heads": keep})
 
-    for answer in (with_keep_heads, through_an_alias):
+    def on_a_fresh_model(model, tokens, layer, head):  # a new instance with the same weights, not the one handed over
+        fresh = TinyAttentionModel(model.embed.num_embeddings, model.readout.out_features, tokens.shape[1],
+                                   dim=model.embed.embedding_dim, num_heads=model.layers[0].num_heads,
+                                   num_layers=len(model.layers)).to(torch.float64)
+        fresh.load_state_dict(model.state_dict())
+        return with_keep_heads(fresh, tokens, layer, head)
+
+    same = copy.deepcopy(two_layer_model).double()
+    assert torch.equal(on_a_fresh_model(same, tokens, 1, 0), with_keep_heads(same, tokens, 1, 0))  # a real bypass
+    for answer in (with_keep_heads, through_an_alias, on_a_fresh_model):
         verdict = check_knockout.judge(answer, two_layer_model, tokens)
         assert not verdict.ok and "keep_heads" in verdict.message, verdict
     assert "head_knockout" in check_knockout.judge(head_knockout, two_layer_model, tokens).message

@@ -61,15 +61,20 @@ _WHOLE_LAYERS = {
 }
 
 
-def run_watching(fn: Callable[..., Any], args: tuple[Any, ...], watched: Mapping[Any, str]) -> tuple[Any, list[str]]:
+def run_watching(fn: Callable[..., Any], args: tuple[Any, ...], watched: Mapping[Any, str], *,
+                 only_if: Mapping[Any, Callable[[dict[str, Any]], bool]] | None = None) -> tuple[Any, list[str]]:
     """``fn(*args)`` and the names (``watched``: code object -> name) of the watched Python functions it called,
-    in call order. Exceptions from ``fn`` propagate; warnings it raises are silenced."""
+    in call order. ``only_if`` (code object -> test of the call's arguments, a dict) counts a watched call only
+    when its test passes. Exceptions from ``fn`` propagate; warnings it raises are silenced."""
     called: list[str] = []
     previous = sys.getprofile()
+    tests = only_if or {}
 
     def profile(frame: Any, event: str, arg: Any) -> None:
         if event == "call" and frame.f_code in watched:
-            called.append(watched[frame.f_code])
+            test = tests.get(frame.f_code)
+            if test is None or test(dict(frame.f_locals)):
+                called.append(watched[frame.f_code])
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

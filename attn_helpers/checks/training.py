@@ -51,8 +51,9 @@ def check_knockout_prediction(prediction: Any, accuracy: float, full_accuracy: f
 
 
 #: What already builds the previous-token pattern: the tasks' own ``ideal_attention`` (code object -> name),
-#: watched while the learner's function runs.
-PATTERN_BUILDERS = {cls.ideal_attention.__code__: f"{cls.__name__}.ideal_attention"
+#: watched while the learner's function runs. Several task classes share one code object, so the name says
+#: what was called, not which class.
+PATTERN_BUILDERS = {cls.ideal_attention.__code__: "the task's own ideal_attention"
                     for cls in (PreviousTokenTask, NoWrapPreviousTokenTask, ReverseTask, LookupTask)}
 
 
@@ -231,24 +232,11 @@ def _other_model(task: LookupTask) -> TinyAttentionModel:
     return model.to(torch.float64).eval()
 
 
-#: What already knocks a head out: the lesson's helper (watched while the learner's function runs); the model's own
-#: ``keep_heads`` argument is seen on a copy of the model (:func:`_noting_keep_heads`).
-KNOCKOUT_SHORTCUTS = {head_knockout.__code__: "head_knockout"}
-
-
-def _noting_keep_heads(model: TinyAttentionModel) -> tuple[TinyAttentionModel, list[bool]]:
-    """A copy of ``model`` that notes (in the list) each forward pass given ``keep_heads``, however it is called."""
-    copy = deepcopy(model)
-    used: list[bool] = []
-    check = copy._check_keep_heads
-
-    def noting(keep_heads: object, dtype: torch.dtype) -> Tensor | None:
-        if keep_heads is not None:
-            used.append(True)
-        return check(keep_heads, dtype)
-
-    copy._check_keep_heads = noting  # type: ignore[method-assign]
-    return copy, used
+#: What already knocks a head out: the lesson's helper, and the forward pass of ANY TinyAttentionModel (the one
+#: handed over, a copy, a fresh one) given ``keep_heads`` -- seen by its argument check, which every forward runs.
+KNOCKOUT_SHORTCUTS = {head_knockout.__code__: "head_knockout",
+                      TinyAttentionModel._check_keep_heads.__code__: "the model's own keep_heads"}
+_KNOCKOUT_ONLY_IF = {TinyAttentionModel._check_keep_heads.__code__: lambda args: args.get("keep_heads") is not None}
 
 
 @checker
@@ -272,7 +260,7 @@ def check_knockout(answer: Any, model: TinyAttentionModel, tokens: Tensor) -> Ve
         if _library_itself(answer, KNOCKOUT_SHORTCUTS):
             return wrong("your answer is head_knockout, which already knocks heads out: the exercise asks you to "
                          "write it step by step.", refusal_hint)
-        handed, keep_heads_used = _noting_keep_heads(net)  # the copy the learner's function runs on
+        handed = deepcopy(net)  # the learner's function runs on a copy
         L, H = len(net.layers), net.layers[0].num_heads
         for layer in range(L):
             for head in range(H):
@@ -281,15 +269,15 @@ def check_knockout(answer: Any, model: TinyAttentionModel, tokens: Tensor) -> Ve
                 with torch.no_grad():
                     expected = net(tokens, keep_heads=keep)  # (B, N, C)
                     try:
-                        got, called = run_watching(answer, (handed, tokens.clone(), layer, head), KNOCKOUT_SHORTCUTS)
+                        got, called = run_watching(answer, (handed, tokens.clone(), layer, head), KNOCKOUT_SHORTCUTS,
+                                                   only_if=_KNOCKOUT_ONLY_IF)
                     except Exception as problem:
                         return wrong(f"without_head(model, tokens, layer={layer}, head={head}) on {described} "
                                      f"raised {error_text(problem)}.",
                                      "loop over model.layers; in each, take the intermediates, zero one head where "
                                      "the index matches, project, add to h; end with model.readout(h).")
-                    if called or keep_heads_used:
-                        how = called[0] if called else "the model's own keep_heads"
-                        return wrong(f"your function hands the knockout to {how}, which already does it: the "
+                    if called:
+                        return wrong(f"your function hands the knockout to {called[0]}, which already does it: the "
                                      "exercise asks you to write it step by step.", refusal_hint)
                     mistakes = {cause: (_knockout_logits(net, tokens, layer, head, mistake=key), hint)
                                 for key, (cause, hint) in _KNOCKOUT_MISTAKES.items()}
