@@ -446,6 +446,9 @@ def test_check_knockout_refuses_the_models_own_knockout(two_layer_model):
         verdict = check_knockout.judge(answer, two_layer_model, tokens)
         assert not verdict.ok and "keep_heads" in verdict.message, verdict
     assert "head_knockout" in check_knockout.judge(head_knockout, two_layer_model, tokens).message
+    for answer in (_knockout_logits, lambda m, t, l, h: _knockout_logits(m, t, l, h)):  # the checker's own
+        verdict = check_knockout.judge(answer, two_layer_model, tokens)
+        assert not verdict.ok and "the checker's own knockout" in verdict.message, verdict
 
 
 def test_check_knockout_explains_bad_answers(two_layer_model):

@@ -232,11 +232,14 @@ def _other_model(task: LookupTask) -> TinyAttentionModel:
     return model.to(torch.float64).eval()
 
 
-#: What already knocks a head out: the lesson's helper, and the forward pass of ANY TinyAttentionModel (the one
-#: handed over, a copy, a fresh one) given ``keep_heads`` -- seen by its argument check, which every forward runs.
+#: What already knocks a head out: the lesson's helper, the checker's own version (when not reproducing a mistake),
+#: and the forward pass of ANY TinyAttentionModel (the one handed over, a copy, a fresh one) given ``keep_heads``,
+#: seen by its argument check, which every forward runs.
 KNOCKOUT_SHORTCUTS = {head_knockout.__code__: "head_knockout",
+                      _knockout_logits.__code__: "the checker's own knockout",
                       TinyAttentionModel._check_keep_heads.__code__: "the model's own keep_heads"}
-_KNOCKOUT_ONLY_IF = {TinyAttentionModel._check_keep_heads.__code__: lambda args: args.get("keep_heads") is not None}
+_KNOCKOUT_ONLY_IF = {TinyAttentionModel._check_keep_heads.__code__: lambda args: args.get("keep_heads") is not None,
+                     _knockout_logits.__code__: lambda args: args.get("mistake") is None}  # its right version
 
 
 @checker
@@ -257,8 +260,9 @@ def check_knockout(answer: Any, model: TinyAttentionModel, tokens: Tensor) -> Ve
     models = [("the model you were given", model), ("a 3-layer model with 4 heads", _other_model(task))]
     for described, net in models:
         net = net.to(torch.float64).eval()
-        if _library_itself(answer, KNOCKOUT_SHORTCUTS):
-            return wrong("your answer is head_knockout, which already knocks heads out: the exercise asks you to "
+        itself = _library_itself(answer, KNOCKOUT_SHORTCUTS)
+        if itself:
+            return wrong(f"your answer is {itself}, which already knocks heads out: the exercise asks you to "
                          "write it step by step.", refusal_hint)
         handed = deepcopy(net)  # the learner's function runs on a copy
         L, H = len(net.layers), net.layers[0].num_heads
