@@ -562,7 +562,7 @@ def train(task: Task, config: TrainConfig = TrainConfig(), *,
 def initial_model(task: Task, config: TrainConfig) -> TinyAttentionModel:
     """The model :func:`train` starts from: seeded with ``config.seed`` (the global random state is
     left alone), in float64. Two configs that differ only in ``num_heads``, ``scaled`` or ``skip``
-    start from exactly the same weights."""
+    start from exactly the same parameters."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         return TinyAttentionModel.for_task(task, config).to(torch.float64)
@@ -586,8 +586,8 @@ def training_step(model: nn.Module, optimizer: Adam, task: Task, batches: torch.
     loss = F.cross_entropy(logits.reshape(-1, task.n_classes),  # (batch*N, n_classes)
                            targets.reshape(-1), ignore_index=IGNORE)  # (batch*N,): positions without a target skipped
     optimizer.zero_grad()  # drop the previous step's gradients
-    loss.backward()  # backward: the gradient of the loss for every weight
-    optimizer.step()  # move every weight a little against its gradient (Adam)
+    loss.backward()  # backward: the gradient of the loss for every parameter
+    optimizer.step()  # move every parameter a little against its gradient (Adam)
     return tokens, loss.item()
 
 

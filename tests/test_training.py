@@ -322,7 +322,8 @@ def test_check_previous_token_pattern():
     assert check_previous_token_pattern.judge(_previous_token_pattern, task).ok
     assert check_previous_token_pattern.judge(lambda n: torch.eye(n).roll(1, dims=0), task).ok
     for answer, hint in ((lambda n: torch.eye(n).roll(1, dims=1), "to the LEFT"), (torch.eye, "column i - 1"),
-                         (lambda n: torch.diag(torch.ones(n - 1), -1), "wraps around")):
+                         (lambda n: torch.diag(torch.ones(n - 1), -1), "wraps around"),
+                         (lambda n: torch.diag(torch.ones(n - 1), 1), "ABOVE the diagonal")):
         verdict = check_previous_token_pattern.judge(answer, task)
         assert not verdict.ok and hint in verdict.hint
 

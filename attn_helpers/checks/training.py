@@ -97,6 +97,10 @@ def check_previous_token_pattern(answer: Any, task: PreviousTokenTask) -> Verdic
         mistakes = {
             "each query looks at the NEXT token": (
                 eye.roll(1, dims=1), "row i is query i and must put its 1 in column i - 1, one step to the LEFT."),
+            "each query looks at the NEXT token, and the last row has nothing": (
+                torch.diag(torch.ones(N - 1), 1),
+                "that is the line ABOVE the diagonal: row i must put its 1 in column i - 1, one step to the LEFT, "
+                "and row 0 wraps around to column N - 1 (torch.diag(..., 1) is above, -1 below the diagonal)."),
             "each query looks at itself": (eye, "the target of position i is the token before it: column i - 1."),
             "position 0 has nothing to look at": (
                 no_wrap, "position 0 wraps around: its target is the LAST token, so row 0 has its 1 in column N - 1."),
