@@ -255,7 +255,7 @@ class TinyAttentionModel(nn.Module):
     The layers are joined by ``skip`` (lesson 06), with ``projected`` the layer's output projection:
 
     - ``"identity"``: ``h = h + projected`` (the usual residual);
-    - ``"values"``: ``h = projected + v`` (what seed 000's layer returns);
+    - ``"values"``: ``h = projected + v`` (what walkthrough 000's layer returns);
     - ``"none"``: ``h = projected``.
 
     ``position_scheme`` (lesson 10) says how the model learns where a token sits:
@@ -336,7 +336,7 @@ class TinyAttentionModel(nn.Module):
                 heads = inter["heads"] * keep[index][None, :, None, None]  # (B, H, N, head_dim)
                 merged = merge_heads(heads)  # (B, N, dim)
                 projected = layer.proj(merged)  # (B, N, dim)
-                out = projected + inter["skip"]  # (B, N, dim): seed 000's skip through v
+                out = projected + inter["skip"]  # (B, N, dim): walkthrough 000's skip through v
                 inter = {**inter, "heads": heads, "merged": merged, "projected": projected, "out": out}
             if self.skip == "identity":
                 h = h + inter["projected"]  # (B, N, dim)
@@ -591,8 +591,8 @@ def training_step(model: nn.Module, optimizer: Adam, task: Task, batches: torch.
     loss = F.cross_entropy(logits.reshape(-1, task.n_classes),  # (batch*N, n_classes)
                            targets.reshape(-1), ignore_index=IGNORE)  # (batch*N,): positions without a target skipped
     optimizer.zero_grad()  # drop the previous step's gradients
-    loss.backward()  # backward: the gradient of the loss for every weight
-    optimizer.step()  # move every weight a little against its gradient (Adam)
+    loss.backward()  # backward: the gradient of the loss for every parameter
+    optimizer.step()  # move every parameter a little against its gradient (Adam)
     return tokens, loss.item()
 
 
@@ -663,13 +663,13 @@ def _steps_text(step: int | None) -> str:
 def results_table(runs: Mapping[str, TrainingRun], *, accuracies: Sequence[float] = (0.9, 0.99)) -> str:
     """One line per run: held-out accuracy and loss at the end, the first snapshot step with at
     least each of ``accuracies`` held-out accuracy (``never`` if not within the run), and the final
-    pattern match of every head (``layer.head`` when there are several layers)."""
+    pattern match of every head (``H1``: head 1; ``L0H1``: layer 0, head 1, when there are several layers)."""
     width = max([len(name) for name in runs] + [3])
     reach = "".join(f"  {f'to {a:.0%}':>7}" for a in accuracies)
-    lines = [f"{'run':<{width}}  {'accuracy':>8}  {'loss':>6}{reach}  pattern match per head (end)"]
+    lines = [f"{'run':<{width}}  {'accuracy':>8}  {'loss':>6}{reach}  pattern match per head (end; L0H1 = layer 0, head 1)"]
     for name, run in runs.items():
         L, H = run.pattern_match.shape[1:]
-        heads = ", ".join(f"{f'{l}.' if L > 1 else ''}{h}: {run.pattern_match[-1, l, h].item():.2f}"
+        heads = ", ".join(f"{f'L{l}' if L > 1 else ''}H{h}: {run.pattern_match[-1, l, h].item():.2f}"
                           for l in range(L) for h in range(H))
         steps = "".join(f"  {_steps_text(run.steps_to(a)):>7}" for a in accuracies)
         lines.append(f"{name:<{width}}  {run.final_accuracy:>8.3f}  {run.final_loss:>6.3f}{steps}  {heads}")

@@ -1,10 +1,10 @@
-"""Plain, tiled, PyTorch's fused and torch.nn.MultiheadAttention, side by side, as N grows.
+"""Plain, tiled (readable and tuned), PyTorch's fused and torch.nn.MultiheadAttention, side by side, as N grows.
 
     python benchmarks/attention.py                      # N = 128 ... 4096 on the CPU (and CUDA if present)
     python benchmarks/attention.py --sizes 256 1024 --repeats 3 --threads 1
 
 A script, not a test: timings depend on the machine and on what else runs on it, so it prints them
-(with the machine's load) instead of asserting them. Four implementations of the same attention,
+(with the machine's load) instead of asserting them. Six implementations of the same attention,
 ``softmax(q k^T / sqrt(head_dim)) v`` on ``q, k, v`` of shape ``(B, H, N, head_dim)``:
 
 * plain:  ``attn_helpers.scaled_dot_product_attention`` (lessons 02-07), builds three N x N matrices
@@ -12,10 +12,11 @@ A script, not a test: timings depend on the machine and on what else runs on it,
 * fair:   the careful plain version (``fair_plain``): the same formula keeping only two N x N matrices
   (the scores, scaled in place, and the weights), as lesson 09 writes it;
 * tiled:  ``attn_helpers.tiled_attention`` (lesson 09), FlashAttention's loop in Python, never does;
+* tuned:  ``tuned_tiled_attention`` (``benchmarks/tuned_tiled.py``), the same loop tuned for speed;
 * sdpa:   ``torch.nn.functional.scaled_dot_product_attention``, PyTorch's fused kernel;
 * nn.MHA: ``torch.nn.MultiheadAttention(H * head_dim, H, batch_first=True)`` in eval mode on
   ``x (B, N, H * head_dim)``; it also runs its four projections (8 N (H head_dim)^2 extra FLOPs), so
-  it does more work than the other three.
+  it does more work than the others.
 
 Time: the median over at least ``--repeats`` rounds after one warm-up run; the implementations take
 turns in every round, so a burst of load from elsewhere hits all of them alike. Where a call is short,
@@ -23,8 +24,9 @@ more rounds are run, until each implementation has been timed for ``--min-second
 ``--max-rounds``): with 5 rounds of 10 ms calls, tiled/sdpa at N = 512 moved by up to 0.3 between
 runs minutes apart on this project's 2-core machine, too much to tell 1.2x from 1.4x. The table's
 ratios are to plain; the closing tiled/sdpa ratio is the median of the ratios taken within each
-round, printed with their middle half (quartiles), so a slow stretch of the machine cancels out of it.
-That ratio comes from rounds of its own, after the table's, in which only tiled and sdpa take turns
+round, printed with their middle half (quartiles), so a slow stretch of the machine cancels out of it,
+and the same for tuned/sdpa. Those ratios come from rounds of their own, after the table's, in which only
+tiled, tuned and sdpa take turns
 (``--pair-rounds``, 15 by default, and more until each was timed for ``--pair-seconds``): the table's
 rounds give N = 4096 only five pairs, each a few seconds after plain and the fair version have
 allocated and freed up to 1.5 GiB, and on this project's 2-core machine their median moved between
@@ -63,8 +65,10 @@ import torch
 import torch.nn.functional as F
 
 from attn_helpers import measure_peak_memory, scaled_dot_product_attention, tiled_attention
+from tuned_tiled import tuned_tiled_attention  # benchmarks/tuned_tiled.py, beside this script
 
-IMPLS = ("plain", "fair", "tiled", "sdpa", "nn.MHA")
+IMPLS = ("plain", "fair", "tiled", "tuned", "sdpa", "nn.MHA")
+RACED = ("tiled", "tuned")  # each raced against sdpa in rounds of their own
 MiB = 2 ** 20
 
 
@@ -85,6 +89,7 @@ def make_calls(N: int, *, batch: int, heads: int, head_dim: int, block_size: int
         "plain": lambda: scaled_dot_product_attention(q, k, v),
         "fair": lambda: fair_plain(q, k, v),
         "tiled": lambda: tiled_attention(q, k, v, block_size=block_size),
+        "tuned": lambda: tuned_tiled_attention(q, k, v, block_size=block_size),
         "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
         "nn.MHA": lambda: mha(x, x, x, need_weights=False)[0],
     }
@@ -221,7 +226,7 @@ def run_device(device: str, args: argparse.Namespace) -> None:
           f"(more where calls are short: {args.min_seconds:g} s of each in all, up to {args.max_rounds}) ==")
     times: dict[int, dict[str, float]] = {}
     rounds: dict[int, dict[str, list[float]]] = {}
-    pairs: dict[int, dict[str, list[float]]] = {}  # tiled and sdpa alone, for their ratio
+    pairs: dict[int, dict[str, list[float]]] = {}  # tiled, tuned and sdpa alone, for their ratios
     peaks: dict[int, dict[str, int]] = {}
     rss: dict[int, dict[str, int | None]] = {}
     for N in sizes:
@@ -230,7 +235,7 @@ def run_device(device: str, args: argparse.Namespace) -> None:
         rounds[N] = time_side_by_side(calls, device, repeats=args.repeats, min_seconds=args.min_seconds,
                                       max_rounds=args.max_rounds)
         times[N] = {name: statistics.median(t) for name, t in rounds[N].items()}
-        pairs[N] = time_side_by_side({name: calls[name] for name in ("tiled", "sdpa")}, device,
+        pairs[N] = time_side_by_side({name: calls[name] for name in (*RACED, "sdpa")}, device,
                                      repeats=args.pair_rounds, min_seconds=args.pair_seconds,
                                      max_rounds=max(args.max_rounds, args.pair_rounds))
         peaks[N] = {name: peak_bytes(call, device) for name, call in calls.items()}
@@ -263,24 +268,21 @@ def run_device(device: str, args: argparse.Namespace) -> None:
           f"(below a tenth of both: {max(ratio, fair) < 0.1})"
           + (f"; resident memory: {_fraction(rss[top]['tiled'], rss[top]['plain'], '.1%')} of plain's" if rss_known else ""))
     print(f"N={top}: time tiled/plain = {times[top]['tiled'] / times[top]['plain']:.2f}, "
+          f"tuned/plain = {times[top]['tuned'] / times[top]['plain']:.2f}, "
           f"sdpa/plain = {times[top]['sdpa'] / times[top]['plain']:.2f}, "
           f"nn.MHA/plain = {times[top]['nn.MHA'] / times[top]['plain']:.2f}")
-    # The ratio within each round, then their median: what a slow stretch of the machine does to both cancels.
-    tiled_vs_sdpa = {N: quartiles([t / s for t, s in zip(pairs[N]["tiled"], pairs[N]["sdpa"])]) for N in sizes}
-    print("time tiled/sdpa, median of the ratios of rounds of the two alone [middle half] (rounds): " + ", ".join(
-        f"N={N} {mid:.2f} [{low:.2f}-{high:.2f}] ({len(pairs[N]['sdpa'])})"
-        for N, (low, mid, high) in tiled_vs_sdpa.items()))
-    # Load from elsewhere only ever adds time, so the fastest call of each is the closest to its own cost.
-    fastest = {N: min(pairs[N]["tiled"]) / min(pairs[N]["sdpa"]) for N in sizes}
-    print("time tiled/sdpa, fastest call / fastest call in those rounds: " + ", ".join(
-        f"N={N} {ratio:.2f}" for N, ratio in fastest.items()))
+    for name in RACED:
+        # The ratio within each round, then their median: what a slow stretch of the machine does to both cancels.
+        within = {N: quartiles([t / s for t, s in zip(pairs[N][name], pairs[N]["sdpa"])]) for N in sizes}
+        print(f"time {name}/sdpa, median of the ratios of rounds of tiled, tuned and sdpa alone [middle half] "
+              f"(rounds): " + ", ".join(f"N={N} {mid:.2f} [{low:.2f}-{high:.2f}] ({len(pairs[N]['sdpa'])})"
+                                        for N, (low, mid, high) in within.items()))
+        # Load from elsewhere only ever adds time, so the fastest call of each is the closest to its own cost.
+        fastest = {N: min(pairs[N][name]) / min(pairs[N]["sdpa"]) for N in sizes}
+        print(f"time {name}/sdpa, fastest call / fastest call in those rounds: "
+              + ", ".join(f"N={N} {ratio:.2f}" for N, ratio in fastest.items()))
     print("time tiled/fair plain: " + ", ".join(f"N={N} {times[N]['tiled'] / times[N]['fair']:.2f}" for N in sizes))
-    in_range = [N for N in sizes if 512 <= N <= 4096]
-    if in_range:
-        worst_median = max(tiled_vs_sdpa[N][1] for N in in_range)
-        worst_fastest = max(fastest[N] for N in in_range)
-        print(f"tiled within 1.3x of sdpa for every N in 512-4096: by the median ratio {worst_median < 1.3} "
-              f"(worst {worst_median:.2f}), by the fastest calls {worst_fastest < 1.3} (worst {worst_fastest:.2f})")
+    print("time tuned/fair plain: " + ", ".join(f"N={N} {times[N]['tuned'] / times[N]['fair']:.2f}" for N in sizes))
 
 
 def print_table(title: str, values: dict, sizes: list[int], *, unit: float, ratio_format: str = ".3f") -> None:
@@ -304,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="more rounds until each implementation was timed this long in all (default 1)")
     parser.add_argument("--max-rounds", type=int, default=200, help="rounds at most (default 200)")
     parser.add_argument("--pair-rounds", type=int, default=15,
-                        help="rounds at least of tiled and sdpa alone, for their ratio (default 15)")
+                        help="rounds at least of tiled, tuned and sdpa alone, for their ratios (default 15)")
     parser.add_argument("--pair-seconds", type=float, default=3.0,
                         help="more of those rounds until each was timed this long in all (default 3)")
     parser.add_argument("--batch", type=int, default=1)

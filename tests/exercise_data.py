@@ -183,9 +183,9 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
                 "    return new_max, running_sum + torch.exp(block - new_max).sum()\n"
                 "answer = fold_block", "rescale it with exp(running_max - new_max)"),
         # the query heads counted instead of the key/value heads
-        "9.3": ("def cache_bytes(num_layers, num_heads, num_kv_heads, head_dim, seq_len, dtype_bytes):\n"
-                "    return 2 * num_layers * num_heads * seq_len * head_dim * dtype_bytes\n"
-                "answer = cache_bytes", "use num_kv_heads, not num_heads"),
+        "9.3": ("def cache_bytes(num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes):\n"
+                "    return 2 * num_layers * num_heads * seq_len * (chan // num_heads) * dtype_bytes\n"
+                "answer = cache_bytes", "only the key/value heads are cached"),
         # repeat tiles the heads (0, 1, 0, 1, ...) instead of keeping each head's copies together
         "9.4": ("def repeat_heads(k, num_heads):\n"
                 "    return k.repeat(1, num_heads // k.shape[1], 1, 1)\n"

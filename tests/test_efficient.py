@@ -1,9 +1,14 @@
 """attn_helpers.efficient (lesson 09) against PyTorch: online softmax, tiled attention, the KV cache,
-grouped-query attention, and the measuring tools; plus plotting.growth_plot."""
+grouped-query attention, and the measuring tools; plus plotting.growth_plot.
+
+The tiled-attention tests run on the lesson's readable loop and on the tuned one of
+benchmarks/tuned_tiled.py (loaded by its path: benchmarks/ is a folder of scripts, not a package)."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -32,6 +37,19 @@ from attn_helpers import (
 )
 
 SETTINGS = settings(max_examples=40, deadline=None)
+
+
+def _load_tuned():
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "tuned_tiled.py"
+    spec = importlib.util.spec_from_file_location("tuned_tiled", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.tuned_tiled_attention
+
+
+tuned_tiled_attention = _load_tuned()
+# Every correctness test of tiled attention runs on both loops.
+BOTH_LOOPS = pytest.mark.parametrize("tiled", [tiled_attention, tuned_tiled_attention], ids=["readable", "tuned"])
 
 
 def _qkv(seed: int, batch: tuple[int, ...], n_q: int, n_k: int, d_k: int, d_v: int, dtype=torch.float64):
@@ -83,13 +101,14 @@ def test_online_softmax_rejects_a_bad_block_size():
 MASK_KINDS = ("none", "bool", "additive", "causal_flag", "causal_mask", "padding", "bool_and_causal_flag")
 
 
+@BOTH_LOOPS
 @SETTINGS
 @given(
     batch=st.lists(st.integers(1, 3), min_size=0, max_size=2).map(tuple),
     n_q=st.integers(1, 40), n_k=st.integers(1, 40), d_k=st.integers(1, 8), d_v=st.integers(1, 8),
     block=st.integers(1, 17), kind=st.sampled_from(MASK_KINDS), seed=st.integers(0, 2 ** 16),
 )
-def test_tiled_attention_equals_pytorch_sdpa(batch, n_q, n_k, d_k, d_v, block, kind, seed):
+def test_tiled_attention_equals_pytorch_sdpa(tiled, batch, n_q, n_k, d_k, d_v, block, kind, seed):
     q, k, v = _qkv(seed, batch, n_q, n_k, d_k, d_v)
     g = torch.Generator().manual_seed(seed + 1)
     mask, is_causal, ref_mask = None, False, None
@@ -107,37 +126,40 @@ def test_tiled_attention_equals_pytorch_sdpa(batch, n_q, n_k, d_k, d_v, block, k
     elif kind == "bool_and_causal_flag":
         mask = torch.rand(n_q, n_k, generator=g) > 0.3
         is_causal, ref_mask = True, mask & causal_mask(n_q, n_k)
-    out = tiled_attention(q, k, v, mask, block_size=block, is_causal=is_causal)
+    out = tiled(q, k, v, mask, block_size=block, is_causal=is_causal)
     # Our reference math gives zeros on fully blocked rows; PyTorch's SDPA does too on this version, and both are checked.
     torch.testing.assert_close(out, scaled_dot_product_attention(q, k, v, ref_mask))
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=ref_mask))
 
 
+@BOTH_LOOPS
 @pytest.mark.parametrize("n, block", [(300, 128), (256, 64), (97, 10), (5, 128)])
-def test_float32_tiled_attention_is_within_1e_5_of_pytorch_with_and_without_causal_mask(n, block):
+def test_float32_tiled_attention_is_within_1e_5_of_pytorch_with_and_without_causal_mask(tiled, n, block):
     q, k, v = _qkv(0, (2, 4), n, n, 32, 16, dtype=torch.float32)
-    assert (tiled_attention(q, k, v, block_size=block) - F.scaled_dot_product_attention(q, k, v)).abs().max() < 1e-5
-    causal = tiled_attention(q, k, v, block_size=block, is_causal=True)
+    assert (tiled(q, k, v, block_size=block) - F.scaled_dot_product_attention(q, k, v)).abs().max() < 1e-5
+    causal = tiled(q, k, v, block_size=block, is_causal=True)
     assert (causal - F.scaled_dot_product_attention(q, k, v, is_causal=True)).abs().max() < 1e-5
-    torch.testing.assert_close(causal, tiled_attention(q, k, v, causal_mask(n), block_size=block))
+    torch.testing.assert_close(causal, tiled(q, k, v, causal_mask(n), block_size=block))
 
 
+@BOTH_LOOPS
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_running_max_moves_when_a_later_block_scores_far_higher(dtype):
+def test_running_max_moves_when_a_later_block_scores_far_higher(tiled, dtype):
     """Scores that jump by hundreds (base 2) in later key blocks: without moving the running max, exp2 of
     them would be inf. Rows also jump at different blocks, and some later blocks score far lower."""
     q, k, v = _qkv(7, (2, 3), 12, 20, 8, 5, dtype=dtype)
     growth = torch.tensor([1.0, 1.0, 1.0, 1.0, 60.0, 60.0, 60.0, 60.0, 0.01, 0.01, 0.01, 0.01,
                            200.0, 200.0, 200.0, 200.0, 3.0, 3.0, 3.0, 3.0], dtype=dtype)  # (N_k,), by block of 4
     k = k * growth[:, None]  # (2, 3, 20, 8): key block 1 scores ~60x higher, block 3 ~200x
-    out = tiled_attention(q, k, v, block_size=4)
+    out = tiled(q, k, v, block_size=4)
     assert out.isfinite().all()
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v))
-    torch.testing.assert_close(tiled_attention(q, k, v, block_size=4, is_causal=True),
+    torch.testing.assert_close(tiled(q, k, v, block_size=4, is_causal=True),
                                F.scaled_dot_product_attention(q, k, v, is_causal=True))
 
 
-def test_a_row_that_first_sees_a_key_late_gets_its_own_max_even_far_below_the_others():
+@BOTH_LOOPS
+def test_a_row_that_first_sees_a_key_late_gets_its_own_max_even_far_below_the_others(tiled):
     """Row 0 may attend only to the last key block, where its scores are about -3200 (natural units):
     the loop must take that row's max from those scores, not from a stand-in, or exp2 underflows to 0."""
     q, k, v = _qkv(8, (2,), 6, 12, 4, 3, dtype=torch.float32)
@@ -146,21 +168,23 @@ def test_a_row_that_first_sees_a_key_late_gets_its_own_max_even_far_below_the_ot
     keep = torch.ones(6, 12, dtype=torch.bool)
     keep[0, :8] = False
     for mask in (keep, mask_to_additive(keep, dtype=torch.float32)):
-        out = tiled_attention(q, k, v, mask, block_size=4)
+        out = tiled(q, k, v, mask, block_size=4)
         assert out.isfinite().all() and out[:, 0].abs().sum() > 0
         torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
 
 
-def test_query_blocks_have_block_size_rows_per_math_thread():
+def test_tuned_query_blocks_have_block_size_rows_per_math_thread():
     """Two threads: query blocks of 2 x block_size rows (one block_size-square tile per thread), the same
     output; the peak holds one more tile of scores than at one thread."""
     q, k, v = _qkv(9, (1, 4), 300, 300, 16, 16, dtype=torch.float32)
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        out_1, peak_1 = tiled_attention(q, k, v, block_size=64), measure_peak_memory(tiled_attention, q, k, v, block_size=64)
+        out_1 = tuned_tiled_attention(q, k, v, block_size=64)
+        peak_1 = measure_peak_memory(tuned_tiled_attention, q, k, v, block_size=64)
         torch.set_num_threads(2)
-        out_2, peak_2 = tiled_attention(q, k, v, block_size=64), measure_peak_memory(tiled_attention, q, k, v, block_size=64)
+        out_2 = tuned_tiled_attention(q, k, v, block_size=64)
+        peak_2 = measure_peak_memory(tuned_tiled_attention, q, k, v, block_size=64)
     finally:
         torch.set_num_threads(before)
     torch.testing.assert_close(out_2, out_1)
@@ -169,88 +193,104 @@ def test_query_blocks_have_block_size_rows_per_math_thread():
     assert tile <= peak_2 - peak_1 < 2 * tile, (peak_1, peak_2)
 
 
-def test_fully_masked_rows_give_zeros_with_every_mask_convention():
+@BOTH_LOOPS
+def test_fully_masked_rows_give_zeros_with_every_mask_convention(tiled):
     q, k, v = _qkv(1, (2,), 6, 9, 4, 3)
     keep = torch.ones(6, 9, dtype=torch.bool)
     keep[2] = False
     for mask in (keep, mask_to_additive(keep, dtype=torch.float64)):
-        out = tiled_attention(q, k, v, mask, block_size=4)
+        out = tiled(q, k, v, mask, block_size=4)
         assert torch.equal(out[:, 2], torch.zeros(2, 3))
         assert not out.isnan().any()
         torch.testing.assert_close(out, scaled_dot_product_attention(q, k, v, mask))
 
 
+@BOTH_LOOPS
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_minus_1e9_mask_gives_uniform_weights_on_a_blocked_row_like_the_plain_version(dtype):
+def test_minus_1e9_mask_gives_uniform_weights_on_a_blocked_row_like_the_plain_version(tiled, dtype):
     """As in the plain version, -1e9 is added to the row's scores. In float64 that is a constant shift (the
     row's weights are its own softmax); in float32, -1e9 + score rounds to the same number for every key
     (neighbours are 64 apart there), so the row averages the values: every tile must see that, not only the first."""
     q, k, v = _qkv(2, (2,), 4, 40, 4, 2, dtype=dtype)
     mask = torch.zeros(4, 40, dtype=dtype)
     mask[1] = -1e9
-    out = tiled_attention(q, k, v, mask, block_size=3)
+    out = tiled(q, k, v, mask, block_size=3)
     torch.testing.assert_close(out, scaled_dot_product_attention(q, k, v, mask))
     if dtype == torch.float32:
         torch.testing.assert_close(out[:, 1], v.mean(dim=-2))
 
 
-def test_scale_zero_is_used_as_given():
+@BOTH_LOOPS
+def test_scale_zero_is_used_as_given(tiled):
     q, k, v = _qkv(3, (1,), 5, 8, 4, 2)
-    out = tiled_attention(q, k, v, scale=0.0, block_size=3)
+    out = tiled(q, k, v, scale=0.0, block_size=3)
     torch.testing.assert_close(out, v.mean(dim=-2, keepdim=True).expand_as(out))
-    torch.testing.assert_close(tiled_attention(q, k, v, scale=0.3, block_size=3),
+    torch.testing.assert_close(tiled(q, k, v, scale=0.3, block_size=3),
                                F.scaled_dot_product_attention(q, k, v, scale=0.3))
 
 
-def test_broadcast_batch_dimensions_like_the_plain_version():
+@BOTH_LOOPS
+def test_broadcast_batch_dimensions_like_the_plain_version(tiled):
     q, _, _ = _qkv(4, (2, 3), 5, 5, 4, 4)
     _, k, v = _qkv(5, (1, 3), 5, 7, 4, 6)
-    torch.testing.assert_close(tiled_attention(q, k, v, block_size=2), scaled_dot_product_attention(q, k, v))
+    torch.testing.assert_close(tiled(q, k, v, block_size=2), scaled_dot_product_attention(q, k, v))
 
 
-def test_tiled_attention_errors_name_the_argument_and_the_shapes():
+@BOTH_LOOPS
+def test_tiled_attention_errors_name_the_argument_and_the_shapes(tiled):
     q, k, v = _qkv(6, (1,), 4, 4, 8, 8)
     with pytest.raises(ValueError, match=r"q and k must have the same feature size.*\[1, 4, 8\].*\[1, 4, 3\]"):
-        tiled_attention(q, k[..., :3], v)
+        tiled(q, k[..., :3], v)
     with pytest.raises(ValueError, match="block_size must be at least 1, got 0"):
-        tiled_attention(q, k, v, block_size=0)
+        tiled(q, k, v, block_size=0)
     with pytest.raises(TypeError, match="block_size must be an int"):
-        tiled_attention(q, k, v, block_size=2.5)
+        tiled(q, k, v, block_size=2.5)
     with pytest.raises(ValueError, match=r"mask of shape \[3, 4\] cannot broadcast"):
-        tiled_attention(q, k, v, torch.ones(3, 4, dtype=torch.bool))
+        tiled(q, k, v, torch.ones(3, 4, dtype=torch.bool))
     with pytest.raises(TypeError, match="is_causal must be True or False"):
-        tiled_attention(q, k, v, is_causal=1)
+        tiled(q, k, v, is_causal=1)
     with pytest.raises(TypeError, match="mask must be boolean"):
-        tiled_attention(q, k, v, torch.ones(4, 4, dtype=torch.int64))
+        tiled(q, k, v, torch.ones(4, 4, dtype=torch.int64))
 
 
-def test_tiled_attention_refuses_inputs_that_need_gradients_and_says_what_to_do():
+def test_readable_loop_passes_gradients_like_pytorch():
+    q, k, v = _qkv(6, (2,), 9, 7, 4, 3)
+    inputs = [t.clone().requires_grad_() for t in (q, k, v)]
+    reference = [t.clone().requires_grad_() for t in (q, k, v)]
+    tiled_attention(*inputs, block_size=3, is_causal=True).sum().backward()
+    F.scaled_dot_product_attention(*reference, is_causal=True).sum().backward()
+    for ours, theirs in zip(inputs, reference):
+        torch.testing.assert_close(ours.grad, theirs.grad)
+
+
+def test_tuned_loop_refuses_inputs_that_need_gradients_and_says_what_to_do():
     q, k, v = _qkv(6, (2,), 5, 5, 4, 4)
     with pytest.raises(ValueError, match=r"without gradients.*but q, v require grad.*torch.no_grad\(\)"):
-        tiled_attention(q.requires_grad_(), k, v.requires_grad_())
+        tuned_tiled_attention(q.requires_grad_(), k, v.requires_grad_())
     with torch.no_grad():  # the same inputs without autograd: the forward pass the lesson times
-        torch.testing.assert_close(tiled_attention(q, k, v, block_size=2), scaled_dot_product_attention(q, k, v))
+        torch.testing.assert_close(tuned_tiled_attention(q, k, v, block_size=2), scaled_dot_product_attention(q, k, v))
 
 
-def test_tiled_attention_reuses_its_buffers_and_leaves_its_inputs_alone():
+def test_tuned_loop_reuses_its_buffers_and_leaves_its_inputs_alone():
     """Every tile is written into the same scratch memory: later tiles must not change earlier outputs
     (the last tiles are narrower than the buffers), and the inputs stay as they were."""
     q, k, v = _qkv(7, (2, 3), 23, 17, 8, 5)
     before = [t.clone() for t in (q, k, v)]
-    out = tiled_attention(q, k, v, block_size=6)  # 4 x 3 tiles, the last ones 5 and 5 wide
+    out = tuned_tiled_attention(q, k, v, block_size=6)  # 4 x 3 tiles, the last ones 5 and 5 wide
     torch.testing.assert_close(out, scaled_dot_product_attention(q, k, v))
     assert all(torch.equal(a, b) for a, b in zip(before, (q, k, v)))  # pure copies: exact
 
 
-def test_tiled_memory_beyond_the_output_does_not_grow_with_n_and_stays_far_below_plain():
+@BOTH_LOOPS
+def test_tiled_memory_beyond_the_output_does_not_grow_with_n_and_stays_far_below_plain(tiled):
     extra, ratios = [], []
     for n in (256, 512, 1024):
         q, k, v = _qkv(7, (1, 2), n, n, 16, 16, dtype=torch.float32)
         out_bytes = q.numel() * 4
-        tiled = measure_peak_memory(tiled_attention, q, k, v, block_size=64)
+        peak = measure_peak_memory(tiled, q, k, v, block_size=64)
         plain = measure_peak_memory(scaled_dot_product_attention, q, k, v)
-        extra.append(tiled - out_bytes)
-        ratios.append(tiled / plain)
+        extra.append(peak - out_bytes)
+        ratios.append(peak / plain)
         assert plain >= 2 * n * n * 4  # at least the scores and the weights, (1, 2, n, n) floats
     assert len(set(extra)) == 1, extra  # a constant working set: one block of scores and its companions
     assert ratios[-1] < 0.1
@@ -352,6 +392,13 @@ def test_grouped_query_attention_equals_pytorch_and_repeated_heads(groups, n_q, 
     repeated = scaled_dot_product_attention(q, repeat_kv_heads(k, H), repeat_kv_heads(v, H), mask)
     torch.testing.assert_close(out, repeated)
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True))
+
+
+def test_grouped_query_attention_makes_no_copy_of_k_or_v():
+    q, k, v = torch.randn(3, 8, 20, 4), torch.randn(3, 2, 20, 4), torch.randn(3, 2, 20, 4)
+    q_rows = q.reshape(3, 2, 4 * 20, 4)  # (B, G, H/G * N, d): the query heads of a group stacked as rows
+    assert measure_peak_memory(grouped_query_attention, q, k, v) == measure_peak_memory(
+        scaled_dot_product_attention, q_rows, k, v)  # the same tensors as one product per group
 
 
 def test_repeat_kv_heads_keeps_the_copies_of_a_head_together():
@@ -494,26 +541,41 @@ def test_fastest_and_median_seconds_pick_from_the_same_runs(monkeypatch):
 
 # ------------------------------------------------------------------------------ lesson 09's code-writing checkers
 
-_SIZES = dict(num_layers=28, num_heads=28, num_kv_heads=4, head_dim=128, seq_len=32768, dtype_bytes=2)
+_SIZES = dict(num_layers=28, chan=3584, num_heads=28, num_kv_heads=4, seq_len=32768, dtype_bytes=2)
 
 
-def _formula(num_layers, num_heads, num_kv_heads, head_dim, seq_len, dtype_bytes):
-    return 2 * num_layers * num_kv_heads * seq_len * head_dim * dtype_bytes
+def _formula(num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes):
+    return 2 * num_layers * num_kv_heads * seq_len * (chan // num_heads) * dtype_bytes
+
+
+def _cache_lambda(expression):
+    """A learner's cache_bytes whose body is ``expression`` (in the six parameter names)."""
+    return eval(f"lambda num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes: {expression}",
+                {"kv_cache_bytes": kv_cache_bytes})
+
+
+_KV = kv_cache_bytes  # the library's formula under another name: the checker must still refuse it
 
 
 @pytest.mark.parametrize(("answer", "ok", "says"), [
     (_formula, True, "right for three more models"),
-    (lambda num_layers, num_heads, num_kv_heads, head_dim, seq_len, dtype_bytes:
-     2 * num_layers * num_heads * seq_len * head_dim * dtype_bytes, False, "use num_kv_heads, not num_heads"),
-    (lambda num_layers, num_heads, num_kv_heads, head_dim, seq_len, dtype_bytes:
-     num_layers * num_kv_heads * seq_len * head_dim * dtype_bytes, False, "keys AND values"),
-    (lambda num_layers, num_heads, num_kv_heads, head_dim, seq_len, dtype_bytes:
-     2 * num_layers * num_kv_heads * seq_len * head_dim * 2, False, "For num_layers=12"),  # float16 hard-coded
+    (_cache_lambda("2 * num_layers * num_heads * seq_len * (chan // num_heads) * dtype_bytes"), False,
+     "not chan"),  # the query heads counted
+    (_cache_lambda("2 * num_layers * num_kv_heads * seq_len * chan * dtype_bytes"), False, "chan // num_heads"),
+    (_cache_lambda("num_layers * num_kv_heads * seq_len * (chan // num_heads) * dtype_bytes"), False,
+     "keys AND values"),
+    (_cache_lambda("num_layers * num_kv_heads * seq_len * (chan // num_heads) * dtype_bytes * 8"), False,
+     "two things"),  # no x2 and bits: both named
+    (_cache_lambda("2 * num_layers * num_kv_heads * seq_len * (chan // num_heads) * 2"), False,
+     "For num_layers=12"),  # float16 hard-coded
     (lambda **sizes: 1879048192, False, "For num_layers=12"),  # the exercise's number, copied
-    (lambda num_layers, num_heads, num_kv_heads, head_dim, seq_len, dtype_bytes: kv_cache_bytes(
-        num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=head_dim, seq_len=seq_len,
-        dtype_bytes=dtype_bytes), False, "calls kv_cache_bytes"),
+    (_cache_lambda("kv_cache_bytes(num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=chan // num_heads, "
+                   "seq_len=seq_len, dtype_bytes=dtype_bytes)"), False, "calls kv_cache_bytes"),
+    (lambda num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes: _KV(
+        num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=chan // num_heads, seq_len=seq_len,
+        dtype_bytes=dtype_bytes), False, "calls kv_cache_bytes"),  # an alias: seen at run time
     (kv_cache_bytes, False, "calls kv_cache_bytes"),
+    (_KV, False, "calls kv_cache_bytes"),
     (1879048192, False, "should be your function"),
     (lambda layers: 1, False, "keep the six parameter names"),
 ])
@@ -531,6 +593,8 @@ def test_kv_cache_size_checker_runs_the_learners_formula_on_several_models(answe
     (lambda k, num_heads: k.repeat_interleave(3, dim=1), False, "from the shapes"),  # the exercise's 3, hard-coded
     (lambda k, num_heads: k.repeat_interleave(num_heads // k.shape[1], dim=2), False, "along dim=1"),
     (lambda k, num_heads: repeat_kv_heads(k, num_heads), False, "calls repeat_kv_heads"),
+    (lambda k, num_heads, rk=repeat_kv_heads: rk(k, num_heads), False, "calls repeat_kv_heads"),  # an alias
+    (repeat_kv_heads, False, "calls repeat_kv_heads"),
     (torch.zeros(1, 6, 3, 2), False, "should be your function"),
 ])
 def test_repeat_kv_checker_runs_the_learners_function_on_several_shapes(answer, ok, says):
@@ -558,6 +622,8 @@ def _fold(rescale: bool = True, keep_old_max: bool = False):
     (_fold(keep_old_max=True), False, "the running max never goes down"),  # right on the exercise's row only
     (lambda m, l, b: (3.0, 2.3758), False, "For running_max = -inf"),  # the exercise's numbers, copied
     (lambda m, l, b: online_softmax_update(m, l, b), False, "calls online_softmax_update"),
+    (lambda m, l, b, osu=online_softmax_update: osu(m, l, b), False, "calls online_softmax_update"),  # an alias
+    (online_softmax_update, False, "calls online_softmax_update"),
     (lambda m, l, b: m, False, "expected a pair"),
     ((3.0, 2.3758), False, "should be your function"),
 ])

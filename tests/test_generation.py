@@ -174,6 +174,9 @@ def _loop(prefill: bool = True, refeed: bool = False, rerun: bool = False):
     (42, False, "the answer should be your function"),
     (lambda model, prompt, num_new: generate_greedy(model, prompt, num_new, use_cache=True), False,
      "calls generate_greedy, the library's answer"),
+    (lambda model, prompt, num_new, gg=generate_greedy: gg(model, prompt, num_new, use_cache=True), False,
+     "calls generate_greedy, the library's answer"),  # an alias: seen while the function runs
+    (generate_greedy, False, "calls generate_greedy, the library's answer"),
 ])
 def test_generate_with_cache_checker_names_the_mistake(answer, ok, says):
     from attn_helpers.checks import check_generate_with_cache

@@ -4,6 +4,7 @@ reproducible, leaves the global state alone, and actually learns. Plus the lesso
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 
@@ -303,7 +304,7 @@ def test_tables():
     runs = train_many({"a": (PreviousTokenTask(), SMALL), "b": (LookupTask(), SMALL.replace(num_layers=2))})
     table = results_table(runs, accuracies=(0.5, 0.99)).splitlines()
     assert table[0].split()[:6] == ["run", "accuracy", "loss", "to", "50%", "to"]
-    assert table[2].startswith("b ") and "1.1:" in table[2]
+    assert table[2].startswith("b ") and "L1H1:" in table[2] and "H1:" in table[1]
     assert "total" in timing_table(runs).splitlines()[-1]
     lines = pattern_match_table(runs["b"], every=10).splitlines()
     assert lines[0].split() == ["step", "accuracy", "L0", "head", "0", "L0", "head", "1", "L1", "head", "0", "L1", "head", "1"]
@@ -321,7 +322,8 @@ def test_check_previous_token_pattern():
     assert check_previous_token_pattern.judge(_previous_token_pattern, task).ok
     assert check_previous_token_pattern.judge(lambda n: torch.eye(n).roll(1, dims=0), task).ok
     for answer, hint in ((lambda n: torch.eye(n).roll(1, dims=1), "to the LEFT"), (torch.eye, "column i - 1"),
-                         (lambda n: torch.diag(torch.ones(n - 1), -1), "wraps around")):
+                         (lambda n: torch.diag(torch.ones(n - 1), -1), "wraps around"),
+                         (lambda n: torch.diag(torch.ones(n - 1), 1), "ABOVE the diagonal")):
         verdict = check_previous_token_pattern.judge(answer, task)
         assert not verdict.ok and hint in verdict.hint
 
@@ -336,9 +338,12 @@ def test_check_previous_token_pattern_refuses_copies_and_the_task_itself():
     def borrowed(n):
         return PreviousTokenTask(seq_len=n).ideal_attention(torch.zeros(1, n, dtype=torch.long))[0]
 
-    for answer in (borrowed, lambda n: task.ideal_attention(torch.zeros(1, n, dtype=torch.long))[0]):
+    ideal = PreviousTokenTask.ideal_attention  # an alias: seen while the function runs
+    for answer in (borrowed, lambda n: task.ideal_attention(torch.zeros(1, n, dtype=torch.long))[0],
+                   lambda n: ideal(PreviousTokenTask(seq_len=n), torch.zeros(1, n, dtype=torch.long))[0]):
         verdict = check_previous_token_pattern.judge(answer, task)
-        assert not verdict.ok and "hands the work" in verdict.message, verdict
+        assert not verdict.ok and "hands the work to the task's own ideal_attention" in verdict.message, verdict
+        assert "ReverseTask" not in verdict.message  # the classes share one code object: no class is named
     verdict = check_previous_token_pattern.judge(lambda n: 1 / 0, task)
     assert not verdict.ok and "ZeroDivisionError" in verdict.message
 
@@ -371,7 +376,8 @@ def test_check_pattern_match_refuses_copies_and_the_library():
     assert not verdict.ok and "should be a function" in verdict.message
     verdict = check_pattern_match.judge(lambda w, i: printed, weights, ideal)  # the step-10 numbers, copied
     assert not verdict.ok and "lookup" in verdict.message
-    for answer in (lambda w, i: pattern_match(w[None], i[None]), pattern_match):
+    pm = pattern_match  # an alias: seen while the function runs
+    for answer in (lambda w, i: pattern_match(w[None], i[None]), pattern_match, lambda w, i: pm(w[None], i[None])[0]):
         verdict = check_pattern_match.judge(answer, weights, ideal)
         assert not verdict.ok and "pattern_match" in verdict.message, verdict
 
@@ -422,8 +428,28 @@ def test_check_knockout_refuses_the_models_own_knockout(two_layer_model):
         keep[layer, head] = 0.0
         return model(tokens, keep_heads=keep)
 
-    verdict = check_knockout.judge(with_keep_heads, two_layer_model, tokens)
-    assert not verdict.ok and "keep_heads" in verdict.message
+    def through_an_alias(model, tokens, layer, head):  # the same, with the forward pass under another name
+        keep = torch.ones(len(model.layers), model.layers[0].num_heads)
+        keep[layer, head] = 0.0
+        run = model.forward
+        return run(tokens, **{"keep" + "_heads": keep})
+
+    def on_a_fresh_model(model, tokens, layer, head):  # a new instance with the same weights, not the one handed over
+        fresh = TinyAttentionModel(model.embed.num_embeddings, model.readout.out_features, tokens.shape[1],
+                                   dim=model.embed.embedding_dim, num_heads=model.layers[0].num_heads,
+                                   num_layers=len(model.layers)).to(torch.float64)
+        fresh.load_state_dict(model.state_dict())
+        return with_keep_heads(fresh, tokens, layer, head)
+
+    same = copy.deepcopy(two_layer_model).double()
+    assert torch.equal(on_a_fresh_model(same, tokens, 1, 0), with_keep_heads(same, tokens, 1, 0))  # a real bypass
+    for answer in (with_keep_heads, through_an_alias, on_a_fresh_model):
+        verdict = check_knockout.judge(answer, two_layer_model, tokens)
+        assert not verdict.ok and "keep_heads" in verdict.message, verdict
+    assert "head_knockout" in check_knockout.judge(head_knockout, two_layer_model, tokens).message
+    for answer in (_knockout_logits, lambda m, t, l, h: _knockout_logits(m, t, l, h)):  # the checker's own
+        verdict = check_knockout.judge(answer, two_layer_model, tokens)
+        assert not verdict.ok and "the checker's own knockout" in verdict.message, verdict
 
 
 def test_check_knockout_explains_bad_answers(two_layer_model):

@@ -5,7 +5,9 @@ own greedy generation loop with a KV cache.
 Each judge recomputes the right answer from the exercise's own inputs and recognises the typical
 wrong answers (the old sum not rescaled, K or V forgotten, query heads counted instead of groups,
 ``repeat`` instead of ``repeat_interleave``). Where the learner writes a function, it is run on more
-cases than the exercise's, and a function that calls the library's answer is refused.
+cases than the exercise's, and a function that calls the library's answer is refused: the calls are watched
+while it runs (:func:`~attn_helpers.checks.heads.run_watching`), so a new name for the library's function
+(``osu = online_softmax_update``) is refused too.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..efficient import online_softmax_update, repeat_kv_heads
+from ..efficient import grouped_query_attention, online_softmax, online_softmax_update, repeat_kv_heads
 from ..generation import generate_greedy
 from ..measure import kv_cache_bytes
-from ._core import Verdict, as_number, checker, compare_tensors, correct, error_text, refers_to, wrong
+from ._core import Verdict, as_number, checker, compare_tensors, correct, error_text, wrong
+from .heads import _library_itself, run_watching
 from ._predict import prediction_checker
 
 __all__ = ["check_online_softmax_step", "check_kv_cache_size", "check_repeat_kv", "check_cache_flops_prediction",
@@ -90,8 +93,8 @@ def check_online_softmax_step(answer: Any, running_max: Tensor, running_sum: Ten
     block into one row's running max and sum. Run on the exercise's row and on three more (the first
     block, a block below the running max, a block of one score); calling ``online_softmax_update``
     or ``online_softmax`` is refused."""
-    refused = _not_own_function(answer, "fold_block", ("online_softmax_update", "online_softmax"),
-                                "write the two lines yourself: the new max, then the rescaled old sum plus the block's terms.")
+    how = "write the two lines yourself: the new max, then the rescaled old sum plus the block's terms."
+    refused = _not_a_function(answer, "fold_block", _FOLD_LIBRARY, how)
     if refused:
         return refused
     cases = [(running_max, running_sum, block)] + [
@@ -100,10 +103,12 @@ def check_online_softmax_step(answer: Any, running_max: Tensor, running_sum: Ten
         where = "" if case_number == 0 else (f"For running_max = {m.item():g}, running_sum = {l.item():g}, "
                                              f"block = {[round(x, 2) for x in b.tolist()]}: ")
         try:
-            got = answer(m.clone(), l.clone(), b.clone())
+            got, called = run_watching(answer, (m.clone(), l.clone(), b.clone()), _FOLD_LIBRARY)
         except Exception as problem:  # the learner's code failed: say how, never a traceback
             return wrong(f"{where}your function raised {error_text(problem)}",
                          "work on the three tensors it receives: running_max and running_sum (one number each), block (b,).")
+        if called:
+            return _calls_library(called, how)
         verdict = _judge_fold(got, m, l, b, where)
         if verdict is not None:
             return verdict
@@ -116,46 +121,91 @@ def check_online_softmax_step(answer: Any, running_max: Tensor, running_sum: Ten
 # ------------------------------------------------------------------------------ the learner's own code
 
 
-def _not_own_function(answer: Any, name: str, library: tuple[str, ...], how: str) -> Verdict | None:
-    """Why ``answer`` is not the learner's own function ``name`` (not callable, or calling one of
-    ``library``, the library's answers), or ``None`` when the checker can run it. ``how``: a hint."""
+#: The library's answers, watched while the learner's function runs: code object -> the name the verdict gives.
+_FOLD_LIBRARY = {online_softmax_update.__code__: "online_softmax_update", online_softmax.__code__: "online_softmax"}
+_CACHE_LIBRARY = {kv_cache_bytes.__code__: "kv_cache_bytes"}
+_REPEAT_LIBRARY = {repeat_kv_heads.__code__: "repeat_kv_heads",
+                   grouped_query_attention.__code__: "grouped_query_attention"}
+_GENERATE_LIBRARY = {generate_greedy.__code__: "generate_greedy"}
+
+
+def _not_a_function(answer: Any, name: str, library: dict[Any, str], how: str) -> Verdict | None:
+    """Why ``answer`` is not a function of the learner's the checker can run (``name``: its name in the
+    exercise): not callable, or one of ``library`` itself. ``None`` when it can run; ``how``: a hint."""
     if not callable(answer):
         return wrong(f"the answer should be your function, got {type(answer).__name__} {answer!r:.40}.",
                      f"define {name} with def, then write answer = {name} (no brackets).")
-    called = refers_to(answer, library)
-    if called:
-        return wrong(f"your function calls {called}, the library's answer to this exercise.", how)
+    itself = _library_itself(answer, library)
+    if itself:
+        return _calls_library([itself], how)
     return None
+
+
+def _calls_library(called: list[str], how: str) -> Verdict:
+    """The refusal of a function that called ``called[0]``, one of the library's answers (by any name)."""
+    return wrong(f"your function calls {called[0]}, the library's answer to this exercise.", how)
 
 
 # ------------------------------------------------------------------------------ KV cache size
 
-_CACHE_SIZES = (  # further models the learner's formula must get right: (num_layers, num_heads, num_kv_heads, head_dim, seq_len, dtype_bytes)
-    (12, 12, 12, 64, 1024, 4),  # multi-head, float32
-    (80, 64, 8, 128, 4096, 2),  # grouped-query, float16
-    (3, 4, 1, 16, 100, 1),  # multi-query, 8-bit
+_CACHE_SIZES = (  # further models the learner's function must get right: (num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)
+    (12, 768, 12, 12, 1024, 4),  # multi-head, head_dim 64, float32
+    (40, 5120, 40, 8, 4096, 2),  # grouped-query, 5 query heads per group, head_dim 128, float16
+    (3, 96, 6, 1, 100, 2),  # multi-query, head_dim 16, float16
 )
+_CACHE_KEYS = ("num_layers", "chan", "num_heads", "num_kv_heads", "seq_len", "dtype_bytes")
+
+
+def _cache_mistakes(num_layers: int, chan: int, num_heads: int, num_kv_heads: int, seq_len: int, dtype_bytes: int,
+                    expected: int) -> dict[str, tuple[int | None, str]]:
+    """The typical wrong byte counts for these sizes: cause -> (value or None when it equals the right one, hint).
+    The first cause whose value matches is named, so the cases above keep the values apart."""
+    grouped = num_heads != num_kv_heads
+    kv_width = "num_kv_heads x head_dim, with head_dim = chan // num_heads"
+    return {
+        "you counted the query heads instead of the key/value heads (or made the cached keys chan wide)": (
+            expected // num_kv_heads * num_heads if grouped else None,
+            f"only the key/value heads are cached: each layer's keys are {kv_width} features wide, not chan."),
+        "you took each key/value head to be chan wide": (
+            expected * num_heads, f"chan is the width of ALL the query heads; one head is head_dim = chan // num_heads "
+                                  f"features, so each layer's keys are {kv_width} wide."),
+        "you counted the keys but not the values (or the other way round)": (
+            expected // 2, "the cache holds keys AND values: a factor of 2."),
+        "you forgot the layers": (expected // num_layers if num_layers > 1 else None,
+                                  "every layer keeps its own cache: multiply by num_layers."),
+        "you counted bits instead of bytes": (expected * 8, "dtype_bytes is already in bytes (float16 = 2 bytes); "
+                                                            "do not multiply by 8."),
+        "you counted bits instead of bytes and forgot the values (or the keys)": (
+            expected * 4, "two things: the cache holds keys AND values (a factor of 2), and dtype_bytes is already in "
+                          "bytes (do not multiply by 8)."),
+        "you used 4 bytes per number whatever dtype_bytes says": (
+            None if dtype_bytes == 4 else expected // dtype_bytes * 4, "multiply by dtype_bytes, the bytes of one number."),
+    }
 
 
 @checker
-def check_kv_cache_size(answer: Any, *, num_layers: int, num_heads: int, num_kv_heads: int, head_dim: int,
+def check_kv_cache_size(answer: Any, *, num_layers: int, chan: int, num_heads: int, num_kv_heads: int,
                         seq_len: int, dtype_bytes: int) -> Verdict:
-    """Exercise: a function ``answer(num_layers, num_heads, num_kv_heads, head_dim, seq_len, dtype_bytes) -> int``,
-    the bytes of one sequence's KV cache. Run on the given sizes (typical mistakes named) and on
-    three more models (multi-head, grouped-query, multi-query); calling ``kv_cache_bytes`` is refused."""
-    refused = _not_own_function(answer, "cache_bytes", ("kv_cache_bytes",),
-                                "write the product yourself: keys and values, layers, heads, tokens, features, bytes.")
+    """Exercise: a function ``answer(num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes) -> int``,
+    the bytes of one sequence's KV cache, from the query width ``chan`` (``head_dim = chan // num_heads`` is
+    not given). Run on the given sizes (typical mistakes named) and on three more models (multi-head,
+    grouped-query, multi-query); calling ``kv_cache_bytes``, by any name, is refused."""
+    how = ("write the product yourself: keys and values, layers, key/value heads, tokens, features per head "
+           "(chan // num_heads), bytes.")
+    refused = _not_a_function(answer, "cache_bytes", _CACHE_LIBRARY, how)
     if refused:
         return refused
-    keys = ("num_layers", "num_heads", "num_kv_heads", "head_dim", "seq_len", "dtype_bytes")
-    given = (num_layers, num_heads, num_kv_heads, head_dim, seq_len, dtype_bytes)
+    given = (num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)
     for case_number, case in enumerate((given, *_CACHE_SIZES)):
-        sizes = dict(zip(keys, case))
+        sizes = dict(zip(_CACHE_KEYS, case))
+        described = ", ".join(f"{k}={v}" for k, v in sizes.items())
         try:
-            got = answer(**sizes)
+            got, called = run_watching(lambda: answer(**sizes), (), _CACHE_LIBRARY)
         except Exception as problem:  # the learner's code failed: say how, never a traceback
-            return wrong(f"cache_bytes({', '.join(f'{k}={v}' for k, v in sizes.items())}) raised {error_text(problem)}",
+            return wrong(f"cache_bytes({described}) raised {error_text(problem)}",
                          "keep the six parameter names of the exercise's def line.")
+        if called:
+            return _calls_library(called, how)
         if isinstance(got, Tensor) and got.numel() == 1:
             got = got.item()
         if isinstance(got, bool) or not isinstance(got, (int, float)) or int(got) != got:
@@ -163,30 +213,18 @@ def check_kv_cache_size(answer: Any, *, num_layers: int, num_heads: int, num_kv_
                          "return the product of the sizes: an int.")
         got = int(got)
         expected = kv_cache_bytes(num_layers=sizes["num_layers"], num_kv_heads=sizes["num_kv_heads"],
-                                  head_dim=sizes["head_dim"], seq_len=sizes["seq_len"], dtype_bytes=sizes["dtype_bytes"])
+                                  head_dim=sizes["chan"] // sizes["num_heads"], seq_len=sizes["seq_len"],
+                                  dtype_bytes=sizes["dtype_bytes"])
         if got == expected:
             continue
-        where = "" if case_number == 0 else f" For {', '.join(f'{k}={v}' for k, v in sizes.items())}:"
-        both = sizes["num_heads"] == sizes["num_kv_heads"]
-        mistakes = {
-            "you counted the keys but not the values (or the other way round)": (
-                expected // 2, "the cache holds keys AND values: a factor of 2."),
-            "you used the query heads instead of the key/value heads": (
-                None if both else expected // sizes["num_kv_heads"] * sizes["num_heads"],
-                "in grouped-query attention only the key/value heads are cached: use num_kv_heads, not num_heads."),
-            "you forgot the layers": (expected // sizes["num_layers"], "every layer keeps its own cache: multiply by num_layers."),
-            "you counted bits instead of bytes": (expected * 8, "dtype_bytes is already in bytes (float16 = 2 bytes); "
-                                                                 "do not multiply by 8."),
-            "you used 4 bytes per number whatever dtype_bytes says": (
-                None if sizes["dtype_bytes"] == 4 else expected // sizes["dtype_bytes"] * 4,
-                "multiply by dtype_bytes, the bytes of one number."),
-        }
-        for cause, (value, hint) in mistakes.items():
+        where = "" if case_number == 0 else f" For {described}:"
+        for cause, (value, hint) in _cache_mistakes(**sizes, expected=expected).items():
             if got == value:
                 return wrong(f"{where} {got:,} is what you get when {cause}.".lstrip(), hint)
         return wrong(f"{where} your function gives {got:,} bytes, expected {expected:,}.".lstrip(),
-                     "bytes = 2 (K and V) x num_layers x num_kv_heads x seq_len x head_dim x dtype_bytes.")
-    expected = kv_cache_bytes(num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=head_dim,
+                     "bytes = 2 (K and V) x num_layers x num_kv_heads x seq_len x head_dim x dtype_bytes, "
+                     "with head_dim = chan // num_heads.")
+    expected = kv_cache_bytes(num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=chan // num_heads,
                               seq_len=seq_len, dtype_bytes=dtype_bytes)
     return correct(f"{expected:,} bytes = {expected / 2 ** 30:.3g} GiB for these sizes, and right for three more "
                    f"models; with one key/value head per query head it would be {num_heads // num_kv_heads} times as much.")
@@ -202,8 +240,8 @@ def check_repeat_kv(answer: Any, k: Tensor, num_heads: int) -> Verdict:
     """Exercise: a function ``answer(k (B, G, N, d), num_heads) -> (B, num_heads, N, d)`` giving query head ``h``
     key/value head ``h // (H / G)``. Run on ``k`` and on three more shapes (multi-query, ``G = H``,
     4 query heads per group); calling ``repeat_kv_heads`` or ``grouped_query_attention`` is refused."""
-    refused = _not_own_function(answer, "repeat_heads", ("repeat_kv_heads", "grouped_query_attention"),
-                                "write it with one tensor operation on the heads axis (dim=1).")
+    how = "write it with one tensor operation on the heads axis (dim=1)."
+    refused = _not_a_function(answer, "repeat_heads", _REPEAT_LIBRARY, how)
     if refused:
         return refused
     g = torch.Generator().manual_seed(5)
@@ -211,10 +249,12 @@ def check_repeat_kv(answer: Any, k: Tensor, num_heads: int) -> Verdict:
     for case_number, (k_case, heads) in enumerate(cases):
         per_group = heads // k_case.shape[1]
         try:
-            got = answer(k_case.clone(), heads)
+            got, called = run_watching(answer, (k_case.clone(), heads), _REPEAT_LIBRARY)
         except Exception as problem:  # the learner's code failed: say how, never a traceback
             return wrong(f"repeat_heads(k of shape {list(k_case.shape)}, {heads}) raised {error_text(problem)}",
                          "compute how many query heads share one key head from the shapes: num_heads // k.shape[1].")
+        if called:
+            return _calls_library(called, how)
         mistakes = {
             "you tiled the heads with repeat (heads 0, 1, 0, 1, ...)": (
                 k_case.repeat(1, per_group, 1, 1),
@@ -294,9 +334,8 @@ def check_generate_with_cache(answer: Any, model: Any, prompt: Tensor, num_new: 
     greedy decoding that fills a ``KVCache`` with the prompt once (the prefill) and then feeds
     ``model.step`` one new token per step. Run on ``model`` and ``prompt``; compared with the loop
     without the cache, token for token, and with the calls it made."""
-    refused = _not_own_function(answer, "generate_with_cache", ("generate_greedy",),
-                                "write the loop: the prefill model.step(prompt, cache), then one model.step(newest, cache) "
-                                "per new token.")
+    how = "write the loop: the prefill model.step(prompt, cache), then one model.step(newest, cache) per new token."
+    refused = _not_a_function(answer, "generate_with_cache", _GENERATE_LIBRARY, how)
     if refused:
         return refused
     expected = generate_greedy(model, prompt, num_new, use_cache=False)  # (B, N_prompt + num_new)
@@ -304,12 +343,14 @@ def check_generate_with_cache(answer: Any, model: Any, prompt: Tensor, num_new: 
     recorder, calls = _recording(model)
     try:
         with torch.no_grad():
-            got = answer(recorder, prompt.clone(), num_new)
+            got, called = run_watching(answer, (recorder, prompt.clone(), num_new), _GENERATE_LIBRARY)
     except Exception as problem:  # the learner's code failed: say how, never a traceback
         text = error_text(problem)
         hint = ("each step feeds only the newest token; the cache already holds the others' keys and values."
                 if "max_tokens" in text else "run your function on the prompt in a cell of its own to see where it fails.")
         return wrong(f"your function raised {text}", hint)
+    if called:
+        return _calls_library(called, how)
     if not isinstance(got, Tensor) or got.shape != expected.shape:
         shape = list(got.shape) if isinstance(got, Tensor) else type(got).__name__
         return wrong(f"your function returned {shape}; expected a tensor of shape {list(expected.shape)}: the "

@@ -1,18 +1,22 @@
 """Checkers for 08 · Watch attention learn: a prediction of what knocking out a head does, and three
 functions the learner writes: the ideal pattern of the previous-token task for any length, the pattern
 match of each head, and the knockout of one head of any layer (each refused when it hands the work to
-the helper that already does it)."""
+the helper that already does it: the calls are watched while the function runs,
+:func:`~attn_helpers.checks.heads.run_watching`, so a new name for the helper is refused too)."""
 
 from __future__ import annotations
 
+from copy import deepcopy
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from ..attention import merge_heads
-from ..training import LookupTask, PreviousTokenTask, TinyAttentionModel, pattern_match
-from ._core import Verdict, checker, compare_tensors, correct, error_text, refers_to, wrong
+from ..training import (LookupTask, NoWrapPreviousTokenTask, PreviousTokenTask, ReverseTask, TinyAttentionModel,
+                        head_knockout, pattern_match)
+from ._core import Verdict, checker, compare_tensors, correct, error_text, wrong
+from .heads import _library_itself, run_watching
 from ._predict import as_choice, prediction_checker
 
 __all__ = ["check_knockout_prediction", "check_previous_token_pattern", "check_pattern_match", "check_knockout"]
@@ -46,14 +50,21 @@ def check_knockout_prediction(prediction: Any, accuracy: float, full_accuracy: f
     return wrong(f"{measured}.", "compare the measured accuracy with both reference numbers.")
 
 
-#: What already builds the previous-token pattern: the task's own method and classes.
-PATTERN_BUILDERS = ("ideal_attention", "PreviousTokenTask", "NoWrapPreviousTokenTask")
+#: What already builds the previous-token pattern: the tasks' own ``ideal_attention`` (code object -> name),
+#: watched while the learner's function runs. Several task classes share one code object, so the name says
+#: what was called, not which class.
+PATTERN_BUILDERS = {cls.ideal_attention.__code__: "the task's own ideal_attention"
+                    for cls in (PreviousTokenTask, NoWrapPreviousTokenTask, ReverseTask, LookupTask)}
 
 
-def _call(answer: Any, what: str, *args: Any) -> Any:
-    """``answer(*args)``, or a :class:`Verdict` naming the exception it raised."""
+def _call(answer: Any, what: str, *args: Any, watched: dict[Any, str]) -> Any:
+    """``answer(*args)`` with the calls of ``watched`` recorded: ``(result, called names)``, or a
+    :class:`Verdict` naming the exception it raised."""
+    itself = _library_itself(answer, watched)
+    if itself:
+        return answer, [itself]  # not run: the answer is the helper itself
     try:
-        return answer(*args)
+        return run_watching(answer, args, watched)
     except Exception as problem:
         return wrong(f"{what} raised {error_text(problem)}.", "run your function on a small example and print "
                                                               "the shape of each intermediate.")
@@ -70,15 +81,15 @@ def check_previous_token_pattern(answer: Any, task: PreviousTokenTask) -> Verdic
         return wrong(f"the answer should be a function previous_token_pattern(n), got {type(answer).__name__}.",
                      "define it with def previous_token_pattern(n): ... return the (n, n) tensor, then write "
                      "answer = previous_token_pattern (no brackets).")
-    borrowed = refers_to(answer, PATTERN_BUILDERS)
-    if borrowed:
-        return wrong(f"your function hands the work to {borrowed}, which already builds the pattern: the "
-                     "exercise asks you to build it.", "start from torch.eye(n) (a 1 in column i of row i) and "
-                                                       "move each row's 1 one column to the left.")
     for N in dict.fromkeys((task.seq_len, 3, 9)):
-        got = _call(answer, f"previous_token_pattern({N})", N)
-        if isinstance(got, Verdict):
-            return got
+        ran = _call(answer, f"previous_token_pattern({N})", N, watched=PATTERN_BUILDERS)
+        if isinstance(ran, Verdict):
+            return ran
+        got, called = ran
+        if called:
+            return wrong(f"your function hands the work to {called[0]}, which already builds the pattern: the "
+                         "exercise asks you to build it.", "start from torch.eye(n) (a 1 in column i of row i) and "
+                                                           "move each row's 1 one column to the left.")
         tokens = torch.zeros(1, N, dtype=torch.long)  # the pattern does not depend on the tokens
         expected = PreviousTokenTask(seq_len=N).ideal_attention(tokens)[0]  # (N, N)
         eye = torch.eye(N)  # (N, N)
@@ -86,6 +97,10 @@ def check_previous_token_pattern(answer: Any, task: PreviousTokenTask) -> Verdic
         mistakes = {
             "each query looks at the NEXT token": (
                 eye.roll(1, dims=1), "row i is query i and must put its 1 in column i - 1, one step to the LEFT."),
+            "each query looks at the NEXT token, and the last row has nothing": (
+                torch.diag(torch.ones(N - 1), 1),
+                "that is the line ABOVE the diagonal: row i must put its 1 in column i - 1, one step to the LEFT, "
+                "and row 0 wraps around to column N - 1 (torch.diag(..., 1) is above, -1 below the diagonal)."),
             "each query looks at itself": (eye, "the target of position i is the token before it: column i - 1."),
             "position 0 has nothing to look at": (
                 no_wrap, "position 0 wraps around: its target is the LAST token, so row 0 has its 1 in column N - 1."),
@@ -121,17 +136,18 @@ def check_pattern_match(answer: Any, weights: Tensor, ideal: Tensor) -> Verdict:
         return wrong(f"the answer should be a function match(weights, ideal), got {type(answer).__name__}.",
                      "define it with def match(weights, ideal): ... return one number per head, then write "
                      "answer = match (no brackets).")
-    borrowed = refers_to(answer, ("pattern_match",))
-    if borrowed:
-        return wrong("your function hands the work to training.pattern_match, which already computes it: the "
-                     "exercise asks you to write it.", "multiply weights by ideal, sum over the keys, then "
-                                                       "average over the rows that have a target.")
     cases = (("the step-10 heads of the previous-token run", weights, ideal),
              ("3 random heads on a lookup sequence (its 4 pair rows have no target)", *_lookup_case()))
     for described, w, target in cases:
-        got = _call(answer, f"match(weights, ideal) on {described}", w.clone(), target.clone())
-        if isinstance(got, Verdict):
-            return got
+        ran = _call(answer, f"match(weights, ideal) on {described}", w.clone(), target.clone(),
+                    watched={pattern_match.__code__: "training.pattern_match"})
+        if isinstance(ran, Verdict):
+            return ran
+        got, called = ran
+        if called:
+            return wrong("your function hands the work to training.pattern_match, which already computes it: the "
+                         "exercise asks you to write it.", "multiply weights by ideal, sum over the keys, then "
+                                                           "average over the rows that have a target.")
         expected = pattern_match(w[None], target[None])  # (H,)
         on_target = w * target  # (H, N, N)
         N = target.shape[-1]
@@ -204,7 +220,7 @@ _KNOCKOUT_MISTAKES = {
         "the skip connection was left out (h = proj(...))",
         "the model adds each layer's projected output to its input: h = h + proj(merged)."),
     "layer output": (
-        "each layer's full output (projected + merged v, seed 000's skip) was added",
+        "each layer's full output (projected + merged v, walkthrough 000's skip) was added",
         "the tiny model adds only the projected heads, inter['projected'], to h, not the layer's out."),
     "no positions": (
         "the position vectors were left out",
@@ -220,8 +236,14 @@ def _other_model(task: LookupTask) -> TinyAttentionModel:
     return model.to(torch.float64).eval()
 
 
-#: What already knocks a head out: the model's own argument and the lesson's helper.
-KNOCKOUT_SHORTCUTS = ("keep_heads", "head_knockout")
+#: What already knocks a head out: the lesson's helper, the checker's own version (when not reproducing a mistake),
+#: and the forward pass of ANY TinyAttentionModel (the one handed over, a copy, a fresh one) given ``keep_heads``,
+#: seen by its argument check, which every forward runs.
+KNOCKOUT_SHORTCUTS = {head_knockout.__code__: "head_knockout",
+                      _knockout_logits.__code__: "the checker's own knockout",
+                      TinyAttentionModel._check_keep_heads.__code__: "the model's own keep_heads"}
+_KNOCKOUT_ONLY_IF = {TinyAttentionModel._check_keep_heads.__code__: lambda args: args.get("keep_heads") is not None,
+                     _knockout_logits.__code__: lambda args: args.get("mistake") is None}  # its right version
 
 
 @checker
@@ -236,15 +258,17 @@ def check_knockout(answer: Any, model: TinyAttentionModel, tokens: Tensor) -> Ve
                                                   "and write answer = without_head.")
     if not isinstance(model, TinyAttentionModel) or model.skip != "identity" or model.position_scheme != "learned":
         raise TypeError("model must be a TinyAttentionModel with skip='identity' and learned positions")
-    borrowed = refers_to(answer, KNOCKOUT_SHORTCUTS)
-    if borrowed:
-        return wrong(f"your function hands the knockout to {borrowed}, which already does it: the exercise asks "
-                     "you to write it step by step.", "start from h = model.embed(tokens) + model.position.weight "
-                     "and loop over model.layers, zeroing the head in inter['heads'] before the projection.")
+    refusal_hint = ("start from h = model.embed(tokens) + model.position.weight and loop over model.layers, "
+                    "zeroing the head in inter['heads'] before the projection.")
     task = LookupTask(num_pairs=tokens.shape[1] // 2)
     models = [("the model you were given", model), ("a 3-layer model with 4 heads", _other_model(task))]
     for described, net in models:
         net = net.to(torch.float64).eval()
+        itself = _library_itself(answer, KNOCKOUT_SHORTCUTS)
+        if itself:
+            return wrong(f"your answer is {itself}, which already knocks heads out: the exercise asks you to "
+                         "write it step by step.", refusal_hint)
+        handed = deepcopy(net)  # the learner's function runs on a copy
         L, H = len(net.layers), net.layers[0].num_heads
         for layer in range(L):
             for head in range(H):
@@ -253,12 +277,16 @@ def check_knockout(answer: Any, model: TinyAttentionModel, tokens: Tensor) -> Ve
                 with torch.no_grad():
                     expected = net(tokens, keep_heads=keep)  # (B, N, C)
                     try:
-                        got = answer(net, tokens.clone(), layer, head)
+                        got, called = run_watching(answer, (handed, tokens.clone(), layer, head), KNOCKOUT_SHORTCUTS,
+                                                   only_if=_KNOCKOUT_ONLY_IF)
                     except Exception as problem:
                         return wrong(f"without_head(model, tokens, layer={layer}, head={head}) on {described} "
                                      f"raised {error_text(problem)}.",
                                      "loop over model.layers; in each, take the intermediates, zero one head where "
                                      "the index matches, project, add to h; end with model.readout(h).")
+                    if called:
+                        return wrong(f"your function hands the knockout to {called[0]}, which already does it: the "
+                                     "exercise asks you to write it step by step.", refusal_hint)
                     mistakes = {cause: (_knockout_logits(net, tokens, layer, head, mistake=key), hint)
                                 for key, (cause, hint) in _KNOCKOUT_MISTAKES.items()}
                     mistakes["nothing was knocked out"] = (net(tokens), "set heads[:, head] = 0.0 in the chosen layer "
