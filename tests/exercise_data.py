@@ -48,7 +48,8 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
         # the row's max is -inf too, so s - max is NaN before any exp: NaN, not zeros
         "3.1": ('prediction = "zeros"', "-inf - (-inf)"),
         # the words-first layout of padding_mask (section 3.4.2), but these sentences are padded on the left
-        "3.2": ("keep_ex = (torch.arange(n)[None, :] < lengths_ex[:, None])[:, None, :]", "right-padded"),
+        "3.2": ("answer = lambda lengths, n: (torch.arange(n)[None, :] < lengths[:, None])[:, None, :]",
+                "right-padded"),
         # the lesson's dim=-1 copied: for keys-first scores that is the queries
         "3.3": ("answer = lambda scores_t: torch.softmax(scores_t, dim=-1)", "so softmax(dim=-2)"),
     },

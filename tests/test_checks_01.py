@@ -84,6 +84,15 @@ def test_key_layer_names_value_rows_and_a_missing_bias():
     assert not verdict.ok and "bias" in verdict.hint
 
 
+def test_key_layer_names_weight_rows_copied_without_the_bias():
+    fused = _fused()
+    layer = nn.Linear(6, 4)  # its own random bias kept (grader round 4)
+    with torch.no_grad():
+        layer.weight.copy_(fused.weight[4:8])
+    verdict = checks.check_key_layer.judge(layer, fused, chan=4)
+    assert not verdict.ok and "not of the bias" in verdict.message and "fused.bias[4:8]" in verdict.hint, verdict
+
+
 def test_key_layer_without_bias_in_the_fused_layer():
     fused = _fused(bias=False)
     assert checks.check_key_layer.judge(_copy(fused, slice(4, 8), bias=False), fused, chan=4).ok

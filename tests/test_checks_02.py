@@ -81,10 +81,13 @@ def test_score_variance_rejects_a_tensor_of_many_numbers():
 
 # -- check_row_entropy: weights with exact zeros (exercise 2.4) ---------------------------------
 
+def _plogp(w):
+    return torch.where(w > 0, w * torch.log(w), 0.0)  # w * log(w), with 0 * log(0) counted as 0
+
+
 @pytest.mark.parametrize("fn", [
-    lambda w: -torch.where(w > 0, w * torch.log(w), 0.0).sum(dim=-1),
-    lambda w: -torch.xlogy(w, w).sum(dim=-1),  # any correct way passes (grader round 2), as the exercise says
-    lambda w: torch.distributions.Categorical(probs=w).entropy(),
+    lambda w: -_plogp(w).sum(dim=-1),
+    lambda w: -(w * torch.log(w.clamp_min(1e-30))).sum(dim=-1),  # any correct way of writing it passes
 ])
 def test_row_entropy_accepts_any_correct_way(fn):
     assert checks.check_row_entropy.judge(fn).ok
@@ -92,11 +95,11 @@ def test_row_entropy_accepts_any_correct_way(fn):
 
 @pytest.mark.parametrize("fn, words", [
     (lambda w: -(w * torch.log(w)).sum(dim=-1), "count those terms as 0"),
-    (lambda w: torch.xlogy(w, w).sum(dim=-1), "minus sign"),
-    (lambda w: -torch.xlogy(w, w).sum(dim=-1) / math.log(2), "bits"),
-    (lambda w: -torch.xlogy(w, w).sum(), "every row at once"),
-    (lambda w: -torch.xlogy(w, w).mean(dim=-1), "a mean over the keys"),
-    (lambda w: -torch.xlogy(w, w).sum(dim=-2), "expected [3]"),  # named on square weights only
+    (lambda w: _plogp(w).sum(dim=-1), "minus sign"),
+    (lambda w: -_plogp(w).sum(dim=-1) / math.log(2), "bits"),
+    (lambda w: -_plogp(w).sum(), "every row at once"),
+    (lambda w: -_plogp(w).mean(dim=-1), "a mean over the keys"),
+    (lambda w: -_plogp(w).sum(dim=-2), "expected [3]"),  # named on square weights only
     (attention_entropy, "attention_entropy"),
     (lambda w: attention_entropy(w), "attention_entropy"),
     (1.5, "should be a function"),
@@ -104,6 +107,19 @@ def test_row_entropy_accepts_any_correct_way(fn):
 def test_row_entropy_names_each_mistake(fn, words):
     verdict = checks.check_row_entropy.judge(fn)
     assert not verdict.ok and words in verdict.message + verdict.hint, verdict
+
+
+@pytest.mark.parametrize("fn, words", [  # grader round 4: ready-made entropies count 0 * log(0) for you
+    (lambda w: torch.distributions.Categorical(probs=w).entropy(), "Categorical.entropy"),
+    (lambda w: torch.distributions.OneHotCategorical(probs=w).entropy(), "OneHotCategorical.entropy"),
+    (lambda w: torch.special.entr(w).sum(dim=-1), "entr"),
+    (lambda w: -torch.xlogy(w, w).sum(dim=-1), "xlogy"),
+    (lambda w: -torch.special.xlogy(w, w).sum(dim=-1), "xlogy"),
+    (lambda w: -w.xlogy(w).sum(dim=-1), "Tensor.xlogy"),
+])
+def test_row_entropy_refuses_ready_made_entropies(fn, words):
+    verdict = checks.check_row_entropy.judge(fn)
+    assert not verdict.ok and "calls" in verdict.message and words in verdict.message, verdict
 
 
 # -- softmax_grad_norm and softmax_statistics ---------------------------------------------------

@@ -123,9 +123,9 @@ def test_additive_mask_names_each_mistake(fn, words):
 
 
 def test_padding_keep_mask_names_positions_compared_with_the_lengths():
-    positions, lengths = torch.arange(5), torch.tensor([3, 5])
-    verdict = checks.check_padding_keep_mask.judge((positions[None, :] >= lengths[:, None])[:, None, :],
-                                                   lengths, 5, side="left")
+    verdict = checks.check_padding_keep_mask.judge(
+        lambda lengths, n: (torch.arange(n)[None, :] >= lengths[:, None])[:, None, :], torch.tensor([3, 5]), 5,
+        side="left")
     assert not verdict.ok and "not with n - lengths" in verdict.message
 
 
@@ -296,23 +296,33 @@ def test_output_shape_prediction_uses_the_shape_judge():
     assert not verdict.ok and "attention weights" in verdict.message
 
 
-# -- 03: check_padding_keep_mask with left padding (exercise 3.2) ---------------------------------
+# -- 03: check_padding_keep_mask with left padding (exercise 3.2): a function, padding_mask refused ----
+
+def _left(lengths, n):
+    return (torch.arange(n)[None, :] >= (n - lengths)[:, None])[:, None, :]  # (B, 1, n)
+
 
 def test_left_padding_keep_mask_accepts_the_comparison():
-    by_hand = (torch.arange(5)[None, :] >= (5 - LENGTHS)[:, None])[:, None, :]
-    assert checks.check_padding_keep_mask.judge(by_hand, LENGTHS, 5, side="left").ok
-    assert checks.check_padding_keep_mask.judge(padding_mask(LENGTHS, 5).flip(-1), LENGTHS, 5, side="left").ok
+    assert checks.check_padding_keep_mask.judge(_left, LENGTHS, 5, side="left").ok
 
 
 @pytest.mark.parametrize("answer, words", [
-    (padding_mask(LENGTHS, 5), "right-padded"),
-    (~padding_mask(LENGTHS, 5).flip(-1), "marked the padding"),
-    ((torch.arange(5)[None, :] > (5 - LENGTHS)[:, None])[:, None, :], "dropped the first real key"),
-    (torch.arange(5)[None, :] >= (5 - LENGTHS)[:, None], "no query axis"),
+    (lambda lengths, n: (torch.arange(n)[None, :] < lengths[:, None])[:, None, :], "right-padded"),
+    (lambda lengths, n: ~_left(lengths, n), "marked the padding"),
+    (lambda lengths, n: (torch.arange(n)[None, :] > (n - lengths)[:, None])[:, None, :], "dropped the first real key"),
+    (lambda lengths, n: _left(lengths, n)[:, 0], "no query axis"),
+    (lambda lengths, n: _left(LENGTHS, 5), "lengths [2, 6, 1] and n = 7"),  # the exercise's numbers only
+    (_left(LENGTHS, 5), "should be a function"),
 ])
 def test_left_padding_keep_mask_names_each_mistake(answer, words):
     verdict = checks.check_padding_keep_mask.judge(answer, LENGTHS, 5, side="left")
-    assert not verdict.ok and words in verdict.message + verdict.hint
+    assert not verdict.ok and words in verdict.message + verdict.hint, verdict
+
+
+@pytest.mark.parametrize("answer", [padding_mask, lambda lengths, n: padding_mask(lengths, n).flip(-1)])
+def test_left_padding_keep_mask_refuses_padding_mask(answer):
+    verdict = checks.check_padding_keep_mask.judge(answer, LENGTHS, 5, side="left")  # grader round 4
+    assert not verdict.ok and "padding_mask" in verdict.message, verdict
 
 
 def test_padding_keep_mask_rejects_an_unknown_side():

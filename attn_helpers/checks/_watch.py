@@ -31,6 +31,8 @@ class Watch(dict):
             return self.get(key.func, "") or self.get(getattr(key.func, "__code__", None), "")
         if isinstance(key, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
             name = str(key)
+        elif isinstance(getattr(key, "__self__", None), torch.Tensor):  # a tensor's method: w.xlogy(w)
+            name = f"torch's Tensor.{getattr(key, '__name__', '')}"
         elif callable(key) and not hasattr(key, "__code__"):  # written in C (or pybind)
             module = getattr(key, "__module__", None) or getattr(getattr(key, "__self__", None), "__name__", "")
             if not str(module).startswith("torch"):

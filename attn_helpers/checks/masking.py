@@ -182,31 +182,13 @@ def check_additive_mask(answer: Any) -> Verdict:
                                   "may not, in the dtype asked for.")
 
 
-@checker
-def check_padding_keep_mask(answer: Any, lengths: Tensor, n: int, side: str = "right") -> Verdict:
-    """Exercise: the keep mask ``(B, 1, n)`` of sentences of ``lengths`` padded to ``n`` tokens (True = a real key).
-
-    ``side="right"``: the padding comes after the words (``padding_mask``'s layout), real tokens at
-    ``0 .. L-1``; ``side="left"``: the padding comes first, real tokens at ``n-L .. n-1``.
-    """
-    if side not in ("right", "left"):
-        raise ValueError(f"side must be 'right' or 'left', got {side!r}")
-    lengths = torch.as_tensor(lengths)
+def _judge_keep(lengths: Tensor, n: int, side: str) -> Callable[[Any], Verdict]:
+    """The judge of the keep mask ``(B, 1, n)`` of sentences of ``lengths`` padded to ``n`` tokens on ``side``."""
     positions = torch.arange(n)  # (n,)
     right = padding_mask(lengths, n)  # (B, 1, n): real tokens first
     first_real = n - lengths  # (B,): where a left-padded sentence starts
     left = (positions[None, :] >= first_real[:, None])[:, None, :]  # (B, 1, n): real tokens last
     expected = left if side == "left" else right
-    if not isinstance(answer, Tensor):
-        return wrong(f"your answer is a {type(answer).__name__}, not a tensor.",
-                     "compare torch.arange(n) with the lengths, as in section 3.4.2.")
-    if answer.dtype != torch.bool:
-        return wrong(f"your mask has dtype {answer.dtype}; a keep mask is boolean.",
-                     "a comparison such as positions < lengths gives booleans directly.")
-    if answer.shape == expected.shape[::2] and torch.equal(answer, expected[:, 0]):
-        return wrong(f"your mask {list(answer.shape)} has the right values but no query axis.",
-                     "add an axis of size 1 for the queries, (B, 1, N_k), so it broadcasts over every query row: "
-                     "[:, None, :].")
     if side == "left":
         likely_mistakes = {
             "you built the right-padded mask (real tokens first, padding_mask's layout)": (
@@ -233,7 +215,48 @@ def check_padding_keep_mask(answer: Any, lengths: Tensor, n: int, side: str = "r
         }
         success = (f"shape {list(expected.shape)}: the first `length` keys of each sentence are real, and the "
                    "axis of size 1 lets the mask broadcast over every query row.")
-    return compare_tensors(answer, expected, name="your mask", likely_mistakes=likely_mistakes, success=success)
+
+    def judge(answer: Any) -> Verdict:
+        if not isinstance(answer, Tensor):
+            return wrong(f"your answer is a {type(answer).__name__}, not a tensor.",
+                         "compare torch.arange(n) with the lengths, as in section 3.4.2.")
+        if answer.dtype != torch.bool:
+            return wrong(f"your mask has dtype {answer.dtype}; a keep mask is boolean.",
+                         "a comparison such as positions < lengths gives booleans directly.")
+        if answer.shape == expected.shape[::2] and torch.equal(answer, expected[:, 0]):
+            return wrong(f"your mask {list(answer.shape)} has the right values but no query axis.",
+                         "add an axis of size 1 for the queries, (B, 1, N_k), so it broadcasts over every query "
+                         "row: [:, None, :].")
+        return compare_tensors(answer, expected, name="your mask", likely_mistakes=likely_mistakes, success=success)
+
+    return judge
+
+
+#: The package's padding mask builder, refused in exercise 3.2 (flipped, it gives the left-padded layout).
+_PADDING_BUILDER = {padding_mask.__code__: "attn_helpers' padding_mask"}
+
+
+@checker
+def check_padding_keep_mask(answer: Any, lengths: Tensor, n: int, side: str = "right") -> Verdict:
+    """Exercise: the keep mask ``(B, 1, n)`` of sentences of ``lengths`` padded to ``n`` tokens (True = a real key).
+
+    ``side="right"``: the padding comes after the words (``padding_mask``'s layout), real tokens at
+    ``0 .. L-1``; ``answer`` is the mask. ``side="left"`` (exercise 3.2): the padding comes first, real tokens
+    at ``n-L .. n-1``; ``answer`` is a function ``my_left_keep_mask(lengths, n)``, run on ``lengths, n`` and on
+    two other batches, and refused when it is or calls ``padding_mask``.
+    """
+    if side not in ("right", "left"):
+        raise ValueError(f"side must be 'right' or 'left', got {side!r}")
+    lengths = torch.as_tensor(lengths)
+    if side == "right":
+        return _judge_keep(lengths, n, side)(answer)
+    batches = [(lengths, n), (torch.tensor([2, 6, 1]), 7), (torch.tensor([4]), 4)]
+    cases = [((lens, size), f"for lengths {lens.tolist()} and n = {size}", _judge_keep(lens, size, "left"))
+             for lens, size in batches]
+    return judge_function(answer, cases, watched=_PADDING_BUILDER, example="my_left_keep_mask(lengths, n)",
+                          lines="compare torch.arange(n) with n - lengths, then add the query axis of size 1.",
+                          success="for three batches, the last `length` keys of each sentence are real, and the "
+                                  "axis of size 1 lets the mask broadcast over every query row.")
 
 
 ROW_OUTCOMES = ("nan", "uniform", "zeros")

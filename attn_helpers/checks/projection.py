@@ -115,6 +115,10 @@ def check_key_layer(answer: Any, fused: nn.Linear, chan: int) -> Verdict:
     if no_bias is not None:
         mistakes["the weight matrix is right but the bias is missing"] = (
             no_bias, f"the fused layer has a bias too: copy fused.bias[{chan}:{2 * chan}] into your layer's bias.")
+        if answer.bias is not None and not torch.allclose(answer.bias, fused.bias[chan:2 * chan], atol=1e-6):
+            mistakes["you copied the key rows of the weight matrix but not of the bias"] = (
+                no_bias + answer.bias.detach(), f"your layer still has its own random bias: copy "
+                                                f"fused.bias[{chan}:{2 * chan}] into it as well.")
     return compare_tensors(got, blocks[1], name="your layer's output", likely_mistakes=mistakes,
                            success="your separate key layer gives exactly the fused layer's keys.")
 

@@ -13,6 +13,7 @@ from torch import Tensor
 from ..probes import attention_entropy
 from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
 from ._function import LIBRARY_ATTENTION, judge_function, random_cases
+from ._watch import Watch
 from ._predict import as_choice, prediction_checker
 
 __all__ = ["check_scaled_scores", "check_score_variance", "check_row_entropy", "check_trend_prediction"]
@@ -152,15 +153,25 @@ def _softmax_rows(seed: int, shapes: list[tuple[int, ...]]) -> list[Tensor]:
     return rows
 
 
+#: Ready-made entropies, refused in exercise 2.4 besides the attention functions: they count 0 * log(0) as 0
+#: for the learner (torch.special.entr and xlogy by name, as functions and as tensor methods).
+ENTROPY_WATCH = Watch({
+    **LIBRARY_ATTENTION,
+    torch.distributions.Categorical.entropy.__code__: "torch.distributions' Categorical.entropy",
+    torch.distributions.OneHotCategorical.entropy.__code__: "torch.distributions' OneHotCategorical.entropy",
+}, words=LIBRARY_ATTENTION.words + ("entr", "xlogy"))
+
+
 @checker
 def check_row_entropy(answer: Any) -> Verdict:
     """Exercise: a function ``my_entropy(weights)``: the entropy in nats of every row of ``weights (..., N_k)``,
     ``-sum(w * log(w))`` over the last axis with ``0 * log(0)`` counted as 0, shape ``(...)``. Run on three
     made-up tables in which some weights are exactly 0; a function that is or calls attn_helpers'
-    ``attention_entropy`` (or another attention function of the shared list) is refused."""
+    ``attention_entropy`` (or another attention function of the shared list) or a ready-made entropy
+    (``Categorical.entropy``, ``torch.special.entr``, ``xlogy``: :data:`ENTROPY_WATCH`) is refused."""
     cases = [((w,), f"for weights of shape {tuple(w.shape)}, some exactly 0", _judge_entropy(w))
              for w in _softmax_rows(24, [(3, 5), (4, 4), (2, 3, 6)])]
-    return judge_function(answer, cases, watched=LIBRARY_ATTENTION, example="my_entropy(weights)",
+    return judge_function(answer, cases, watched=ENTROPY_WATCH, example="my_entropy(weights)",
                           lines="-sum(w * log(w)) over the last axis, with the terms where w = 0 counted as 0.",
                           success="for three tables with zero weights, one entropy per row, between 0 (one-hot) "
                                   "and log(N_k) (uniform); a weight of 0 adds nothing.")
