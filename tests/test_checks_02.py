@@ -122,4 +122,12 @@ def test_row_entropy_refuses_ready_made_entropies(fn, words):
     assert not verdict.ok and "calls" in verdict.message and words in verdict.message, verdict
 
 
+def test_row_entropy_hint_for_0_log_0_suggests_nothing_the_checker_refuses():
+    """Grader round 5: the hint for the naive formula recommended torch.xlogy, which the checker then refused."""
+    verdict = checks.check_row_entropy.judge(lambda w: -(w * torch.log(w)).sum(dim=-1))
+    assert not verdict.ok and "0 * log(0)" in verdict.message + verdict.hint, verdict
+    for refused in ("xlogy", "entr", "Categorical"):
+        assert refused not in verdict.hint, verdict.hint
+
+
 # -- softmax_grad_norm and softmax_statistics ---------------------------------------------------

@@ -125,7 +125,7 @@ def _judge_entropy(weights: Tensor) -> Callable[[Any], Verdict]:
     mistakes = {
         "0 * log(0) gave nan: a weight of exactly 0 was not counted as 0": (
             -(weights * logs).sum(dim=-1), "in floating point 0 * log(0) = 0 * (-inf) = nan; its limit is 0, so "
-            "count those terms as 0 (torch.where(w > 0, w * torch.log(w), 0), or torch.xlogy(w, w))."),
+            "count those terms as 0, e.g. with torch.where(w > 0, w * torch.log(w), 0)."),
         "the minus sign is missing": (
             -expected, "log of a weight below 1 is negative: H = -sum(w * log(w)) has a minus in front."),
         "the logarithm is in base 2 (bits)": (
