@@ -43,13 +43,7 @@ def tuned_tiled_attention(
 ) -> Tensor:
     """:func:`attn_helpers.tiled_attention` tuned for speed on a CPU: the same arguments and result.
 
-    Same conventions and result as :func:`attn_helpers.scaled_dot_product_attention`:
-    ``q (..., N_q, d_k)``, ``k (..., N_k, d_k)``, ``v (..., N_k, d_v)`` -> ``(..., N_q, d_v)``;
-    ``mask`` boolean (``True`` = may attend) or floating (added), broadcastable to
-    ``(..., N_q, N_k)``; ``scale=None`` means ``d_k ** -0.5`` (``0.0`` is used as given); a row whose
-    keys are all blocked gives zeros. ``is_causal=True`` applies the causal mask of
-    :func:`attn_helpers.causal_mask` without building it, and skips the key blocks that lie
-    entirely in the future (it may be combined with ``mask``).
+    Arguments, conventions (masks, ``scale``, ``is_causal``) and errors are those of ``tiled_attention``.
 
     For each block of queries, the loop visits the key/value blocks of ``block_size`` keys and keeps, per
     query row, a running reference ``m`` (the row's max so far, or a little below it: see below), the
