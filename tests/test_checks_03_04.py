@@ -8,36 +8,6 @@ from attn_helpers import causal_mask, checks, mask_to_additive, padding_mask
 from attn_helpers.efficient import online_softmax
 
 
-# -- 03: check_causal_blocked_mask ----------------------------------------------------------------
-
-@pytest.mark.parametrize("n", [1, 4, 7])
-def test_blocked_causal_mask_accepts_triu_above_the_diagonal(n):
-    assert checks.check_causal_blocked_mask.judge(torch.ones(n, n, dtype=torch.bool).triu(1), n).ok
-    assert checks.check_causal_blocked_mask.judge(~causal_mask(n), n).ok
-
-
-@pytest.mark.parametrize("answer, cause", [
-    (causal_mask(5), "True = keep"),
-    (torch.ones(5, 5, dtype=torch.bool).triu(), "diagonal"),
-    (torch.ones(5, 5, dtype=torch.bool).tril(-1), "past instead of the future"),
-])
-def test_blocked_causal_mask_names_each_mistake(answer, cause):
-    verdict = checks.check_causal_blocked_mask.judge(answer, 5)
-    assert not verdict.ok and cause in verdict.message
-
-
-def test_blocked_causal_mask_wants_booleans():
-    verdict = checks.check_causal_blocked_mask.judge(torch.ones(5, 5).triu(1), 5)
-    assert not verdict.ok and "right pattern" in verdict.message and ".bool()" in verdict.hint
-    verdict = checks.check_causal_blocked_mask.judge([[0, 1], [0, 0]], 2)
-    assert not verdict.ok and "not a tensor" in verdict.message
-
-
-def test_blocked_causal_mask_reports_a_wrong_size():
-    verdict = checks.check_causal_blocked_mask.judge(~causal_mask(4), 5)
-    assert not verdict.ok and "shape [4, 4], expected [5, 5]" in verdict.message
-
-
 # -- 03: check_padding_keep_mask, check_masked_row_prediction; 03a: check_convention_prediction --
 
 LENGTHS = torch.tensor([3, 5])

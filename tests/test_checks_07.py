@@ -84,47 +84,6 @@ def test_attention_parameters_rejects_bad_arguments():
         attention_parameters(4, 8, qkv_bias="yes")
 
 
-# ------------------------------------------------------------------------------ check_traced_shape
-
-
-def _qkv_heads_shape(B, N, dim, chan, num_heads):
-    return (3, B, num_heads, N, chan // num_heads)
-
-
-def test_traced_shape_accepts_a_function_of_the_sizes_returning_any_sequence_type():
-    for fn in (_qkv_heads_shape, lambda *s: list(_qkv_heads_shape(*s)), lambda *s: torch.Size(_qkv_heads_shape(*s))):
-        verdict = checks.check_traced_shape.judge(fn, "qkv_heads")
-        assert verdict.ok and "never printed" in verdict.message, verdict
-
-
-@pytest.mark.parametrize("answer, words", [
-    (lambda B, N, dim, chan, H: (B, N, 3, H, chan // H), "before the permute"),
-    (lambda B, N, dim, chan, H: (B, H, N, chan // H), "q (or k, or v) alone"),
-    (lambda B, N, dim, chan, H: (3, B, H, N, dim // H), "head_dim"),
-    (lambda B, N, dim, chan, H: (3, B, N, H, chan // H), "wrong order"),
-    (lambda B, N, dim, chan, H: (3, 13, 8, 100, 8), "is not the shape"),  # the printed example's numbers
-    (lambda B, N, dim, chan, H: "3, 13", "tuple of ints"),
-    ((3, 13, 8, 100, 8), "should be a function"),
-])
-def test_traced_shape_names_the_typical_mistakes(answer, words):
-    verdict = checks.check_traced_shape.judge(answer, "qkv_heads")
-    assert not verdict.ok and words in verdict.message + verdict.hint, verdict
-
-
-def test_traced_shape_refuses_a_function_that_runs_a_layer():
-    def run_it(B, N, dim, chan, H):
-        return tuple(Attention(dim, chan, H)(torch.zeros(B, N, dim), return_intermediates=True)[1]["qkv_heads"].shape)
-
-    verdict = checks.check_traced_shape.judge(run_it, "qkv_heads")
-    assert not verdict.ok and "Attention" in verdict.message, verdict
-
-
-def test_traced_shape_works_for_other_intermediates():
-    assert checks.check_traced_shape.judge(lambda B, N, dim, chan, H: (B, H, N, N), "scores").ok
-    assert not checks.check_traced_shape.judge(lambda B, N, dim, chan, H: (B, N, N), "scores").ok
-
-
-
 # ----------------------------------------------------------------------- check_mha_parameter_count
 
 

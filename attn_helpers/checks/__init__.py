@@ -35,13 +35,11 @@ from .layer import (
     check_mha_head_scale,
     check_mha_parameter_count,
     check_suspect_lines,
-    check_traced_shape,
     check_qkv_entry,
     numbered_listing,
 )
 from .masking import (
     check_additive_mask,
-    check_causal_blocked_mask,
     check_window_blocked_mask,
     check_convention_prediction,
     check_masked_row_prediction,
@@ -49,7 +47,7 @@ from .masking import (
     check_softmax_axis,
 )
 from .orientation import check_head_dim, check_largest_key, check_scores_shape, check_self_attention_weights
-from .positions import check_rope, check_rotated_tensors, check_rotated_v_shift, check_shuffle_prediction
+from .positions import check_rope, check_rotated_v_shift, check_shuffle_prediction
 from .pretrained import check_head_rows, check_keep_mask, check_padding_prediction
 from .projection import check_key_layer, check_qkv_shape, check_split_qkv, check_weight_shape_prediction
 from .scaling import check_row_entropy, check_scaled_scores, check_score_variance, check_trend_prediction
@@ -86,7 +84,6 @@ __all__ = [
     "SuspectLine",
     "SUSPECT_LAYER",
     "numbered_listing",
-    "check_traced_shape",
     "check_qkv_entry",
     "check_mha_parameter_count",
     "check_mha_head_scale",
@@ -96,7 +93,6 @@ __all__ = [
     "check_mha_class",
     # masking
     "check_additive_mask",
-    "check_causal_blocked_mask",
     "check_window_blocked_mask",
     "check_convention_prediction",
     "check_masked_row_prediction",
@@ -110,7 +106,6 @@ __all__ = [
     # positions
     "check_shuffle_prediction",
     "check_rope",
-    "check_rotated_tensors",
     "check_rotated_v_shift",
     # pretrained
     "check_head_rows",

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import functools
 import numbers
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
-__all__ = ["Verdict", "as_letter", "as_number", "as_shape", "checker", "code_words", "compare_tensors", "correct", "error_text",
-           "refers_to", "wrong",
+__all__ = ["Verdict", "as_letter", "as_number", "as_shape", "checker", "compare_tensors", "correct", "error_text", "wrong",
            "NOT_ATTEMPTED"]
 
 NOT_ATTEMPTED = "⏳ Not attempted yet: replace None with your answer and run the cell again."
@@ -161,27 +160,3 @@ def compare_tensors(
     return wrong(f"{name} has the right shape {list(got.shape)} but different values "
                  f"(largest difference {difference:.3g}).",
                  "recompute step by step and compare each intermediate with the lesson's.")
-
-
-def code_words(code: Any) -> Iterator[str]:
-    """Every name and string constant of ``code`` and of the functions defined inside it: attributes and
-    globals it reads (``pattern_match``) and the keyword names of its calls (``keep_heads=``)."""
-    yield from code.co_names
-    for const in code.co_consts:
-        if isinstance(const, str):
-            yield const
-        elif isinstance(const, tuple):  # a call's keyword names: ('keep_heads',)
-            yield from (c for c in const if isinstance(c, str))
-        elif hasattr(const, "co_names"):  # a nested function or lambda
-            yield from code_words(const)
-
-
-def refers_to(fn: Any, names: tuple[str, ...]) -> str:
-    """The first of ``names`` (library functions and arguments that already answer an exercise) that
-    ``fn`` is or whose code refers to, else ``''``; ``training.pattern_match(...)`` and
-    ``attn_helpers.kv_cache_bytes(...)`` are seen too (the checkers that refuse a library call)."""
-    if getattr(fn, "__name__", None) in names and (getattr(fn, "__module__", None) or "").startswith("attn_helpers"):
-        return fn.__name__
-    code = getattr(fn, "__code__", None)
-    words = set(code_words(code)) if code is not None else set()
-    return next((name for name in names if name in words), "")

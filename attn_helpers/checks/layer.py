@@ -33,7 +33,6 @@ __all__ = [
     "SuspectLine",
     "SUSPECT_LAYER",
     "numbered_listing",
-    "check_traced_shape",
     "check_qkv_entry",
     "check_mha_parameter_count",
     "check_mha_head_scale",
@@ -53,64 +52,6 @@ def _as_count(answer: Any, what: str) -> int | Verdict:
 
 
 # ------------------------------------------------------------------------------ traced shape
-
-
-def _traced_shape_verdict(shape: list[int], inter: Mapping[str, Tensor], name: str, B: int, N: int, H: int,
-                          hd: int, sizes: str) -> Verdict | None:
-    """None when ``shape`` is ``inter[name]``'s shape, else a verdict naming the likely mistake."""
-    expected = list(inter[name].shape)
-    if shape == expected:
-        return None
-    chan = H * hd
-    if name == "qkv_heads":
-        if shape == [B, N, 3, H, hd]:
-            return wrong(f"for {sizes}: {shape} is the shape right after reshape(B, N, 3, H, head_dim), before the "
-                         "permute.", "permute(2, 0, 3, 1, 4) brings the q/k/v axis first and the heads before the tokens.")
-        if shape == [B, H, N, hd]:
-            return wrong(f"for {sizes}: {shape} is the shape of q (or k, or v) alone.",
-                         "qkv_heads still holds all three: a leading axis of size 3 comes first.")
-        if shape[:-1] == expected[:-1] and shape[-1] != hd:
-            return wrong(f"for {sizes}: the last size {shape[-1]} is not this layer's head_dim.",
-                         "head_dim = chan // num_heads; the heads share chan, they do not each get all of it.")
-    if sorted(shape) == sorted(expected):
-        return wrong(f"for {sizes}: {shape} has the right sizes in the wrong order.",
-                     f"follow the axes: {Attention.AXES[name]}.")
-    return wrong(f"for {sizes}: {shape} is not the shape of {name}.",
-                 "run the reshape and the permute by hand on the sizes, one axis at a time.")
-
-
-@checker
-def check_traced_shape(answer: Any, name: str = "qkv_heads") -> Verdict:
-    """Exercise: a function ``shape_of(B, N, dim, chan, num_heads)`` giving the shape of the intermediate ``name``
-    of walkthrough 000's ``Attention(dim, chan, num_heads)`` on ``x (B, N, dim)``. Checked against a real layer's
-    intermediates at sizes the lesson never printed; a function that builds or runs a layer is refused."""
-    from .heads import _SHAPE_CASES, _WHOLE_LAYERS, _function_answer, run_watching
-
-    not_a_function = _function_answer(answer, "shape_of(B, N, dim, chan, num_heads)")
-    if not_a_function:
-        return not_a_function
-    watched = {**_WHOLE_LAYERS, Attention.__init__.__code__: "attn_helpers' Attention"}
-    for B, N, dim, chan, H in _SHAPE_CASES:
-        sizes = f"B={B}, N={N}, dim={dim}, chan={chan}, num_heads={H}"
-        try:
-            got, called = run_watching(answer, (B, N, dim, chan, H), watched)
-        except Exception as problem:
-            return wrong(f"for {sizes} your function raised {error_text(problem)}",
-                         "return a tuple built from the five sizes, e.g. (3, B, ...).")
-        if called:
-            return wrong(f"your function uses {called[0]}: the exercise is to work the shape out, not to run a layer.",
-                         "head_dim = chan // num_heads; follow the reshape and the permute axis by axis.")
-        shape = as_shape(got, "a shape", hint="return it like (3, B, H, N, head_dim), built from the sizes.")
-        if isinstance(shape, Verdict):
-            return shape
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
-            torch.manual_seed(0)
-            _, inter = Attention(dim, chan, H)(torch.zeros(B, N, dim), return_intermediates=True)
-        verdict = _traced_shape_verdict(shape, inter, name, B, N, H, chan // H, sizes)
-        if verdict is not None:
-            return verdict
-    return correct(f"at four sizes the lesson never printed (1 to 8 heads), your shape is {name}'s "
-                   f"({Attention.AXES[name]}).")
 
 
 _ENTRY_SIZES = ((2, 3, 12, 3), (1, 5, 8, 4), (3, 2, 10, 1), (2, 4, 18, 2))  # (B, N, chan, num_heads)

@@ -16,38 +16,8 @@ from ._core import Verdict, checker, compare_tensors, correct, wrong
 from ._function import LIBRARY_ATTENTION, judge_function, random_cases
 from ._predict import as_choice, prediction_checker
 
-__all__ = ["check_additive_mask", "check_causal_blocked_mask", "check_window_blocked_mask", "check_convention_prediction", "check_masked_row_prediction",
+__all__ = ["check_additive_mask", "check_window_blocked_mask", "check_convention_prediction", "check_masked_row_prediction",
            "check_padding_keep_mask", "check_softmax_axis"]
-
-
-@checker
-def check_causal_blocked_mask(answer: Any, n: int) -> Verdict:
-    """Exercise: an ``(n, n)`` causal mask in the "True = blocked" convention, for ``masked_fill``."""
-    expected = ~causal_mask(n)  # (n, n): True above the diagonal (the future) = blocked
-    if not isinstance(answer, Tensor):
-        return wrong(f"your answer is a {type(answer).__name__}, not a tensor.",
-                     "build it with torch operations, e.g. from torch.ones(n, n, dtype=torch.bool).")
-    if answer.dtype != torch.bool:
-        same_pattern = answer.shape == expected.shape and bool((answer != 0).eq(expected).all())
-        pattern = "the right pattern" if same_pattern else "a pattern"
-        return wrong(f"your mask has {pattern} but dtype {answer.dtype}; masked_fill needs a boolean mask.",
-                     "make it boolean: build it from a bool tensor or add .bool() at the end.")
-    keep = causal_mask(n)
-    return compare_tensors(
-        answer, expected, name="your mask",
-        likely_mistakes={
-            "you build the 'True = keep' mask (what scaled_dot_product_attention wants)": (
-                keep, "masked_fill writes -inf where the mask is True, so True must mark the FUTURE keys "
-                      "(above the diagonal): invert the keep mask with ~, or use torch.triu(..., diagonal=1)."),
-            "you also block the diagonal (each token could not see itself)": (
-                torch.ones(n, n, dtype=torch.bool).triu(), "a token may attend to itself: start one above the "
-                "diagonal with torch.triu(..., diagonal=1); otherwise the first row is fully blocked."),
-            "you block the past instead of the future": (
-                torch.ones(n, n, dtype=torch.bool).tril(-1), "query i may see keys j <= i; block j > i, the part "
-                "above the diagonal (triu, not tril)."),
-        },
-        success="True above the diagonal: masked_fill(mask, -inf) hides every future key.",
-    )
 
 
 def _judge_window(n: int, w: int) -> Callable[[Any], Verdict]:

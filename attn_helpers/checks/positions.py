@@ -1,11 +1,10 @@
 """Checkers for 10 · Positions: what shuffling the input does to the output (a prediction), the rotation
 of every feature pair of a tensor (RoPE written by hand, run by the checker on inputs of its own, the
-library's ``apply_rope`` refused), which tensors RoPE rotates, and a prediction: what a shift of every
-position changes if ``v`` were rotated too.
+library's ``apply_rope`` refused), and a prediction: what a shift of every position changes if ``v`` were
+rotated too.
 
 Each judge recomputes the right answer from the exercise's inputs or from the library (the rotation
-from :func:`attn_helpers.positions.apply_rope`, the rotated tensors from a :class:`RotaryAttention`
-layer's intermediates) and recognises the typical wrong answers.
+from :func:`attn_helpers.positions.apply_rope`) and recognises the typical wrong answers.
 """
 
 from __future__ import annotations
@@ -20,10 +19,9 @@ from ._core import Verdict, checker, compare_tensors, correct, error_text, wrong
 from ._predict import as_choice, prediction_checker
 from .heads import _library_itself, run_watching
 
-__all__ = ["check_shuffle_prediction", "check_rope", "check_rotated_tensors", "check_rotated_v_shift"]
+__all__ = ["check_shuffle_prediction", "check_rope", "check_rotated_v_shift"]
 
 SHUFFLE_CHOICES = ("reordered", "changed")
-TENSOR_NAMES = ("x", "q", "k", "v", "scores", "weights", "out")
 
 
 # ------------------------------------------------------------------------------ predict: shuffle the input
@@ -131,53 +129,6 @@ def check_rope(answer: Any) -> Verdict:
             return verdict
     return correct("the same as apply_rope on three inputs of other sizes (head_dim 6, 10 and 4, positions out of "
                    "order): pair i = features (i, i + head_dim/2), turned by position × θ_i.")
-
-
-# ------------------------------------------------------------------------------ concept: which tensors turn
-
-def _rotated_by_the_layer() -> set[str]:
-    """Which of :data:`TENSOR_NAMES` a :class:`RotaryAttention` layer changes by rotating (found by running it)."""
-    torch.manual_seed(0)
-    layer = RotaryAttention(8, 8, num_heads=2)
-    x = torch.randn(1, 5, 8)
-    with torch.no_grad():
-        _, inter = layer(x, return_intermediates=True)
-    pairs = {"x": (inter["x"], x), "q": (inter["q_rot"], inter["q"]), "k": (inter["k_rot"], inter["k"]),
-             "v": (inter["v"], layer.qkv(x)[..., 16:].reshape(1, 5, 2, 4).transpose(1, 2))}
-    return {name for name, (after, before) in pairs.items() if not torch.allclose(after, before, atol=1e-6)}
-
-
-@checker
-def check_rotated_tensors(answer: Any) -> Verdict:
-    """Exercise: the names of the tensors RoPE rotates, as a set of strings from :data:`TENSOR_NAMES`."""
-    if isinstance(answer, str):
-        answer = {answer}
-    if not isinstance(answer, (set, list, tuple, frozenset)) or not all(isinstance(n, str) for n in answer):
-        return wrong(f"the answer should be a set of names such as {{'x', 'v'}}, got {answer!r}.",
-                     f"pick from {list(TENSOR_NAMES)}.")
-    names = {n.strip().lower() for n in answer}
-    unknown = names - set(TENSOR_NAMES)
-    if unknown:
-        return wrong(f"{sorted(unknown)} are not among the layer's tensors {list(TENSOR_NAMES)}.",
-                     "use the names of lesson 07's layer: x, q, k, v, scores, weights, out.")
-    rotated = _rotated_by_the_layer()
-    if names == rotated:
-        return correct(f"{sorted(rotated)}: the two tensors whose dot products make the scores. The scores then "
-                       "depend on the offset m - n; v, the content that gets mixed, is left as it is.")
-    if "v" in names:
-        return wrong("v is not rotated.", "RoPE changes the scores q·k, not what the weights average: v is "
-                                          "the content, and the layer's output would change with the absolute "
-                                          "position if v were turned.")
-    if "x" in names:
-        return wrong("x itself is not touched: a sinusoidal or learned table is *added* to x, RoPE is not.",
-                     "RoPE acts after the projection and the head split, on two of the three projections.")
-    if names & {"scores", "weights", "out"}:
-        return wrong(f"{sorted(names & {'scores', 'weights', 'out'})} are computed from rotated tensors, but not "
-                     "rotated themselves: a rotation turns pairs of features of a vector.",
-                     "which two tensors have their features paired and turned before q @ k^T?")
-    missing = rotated - names
-    return wrong(f"{sorted(missing)} {'is' if len(missing) == 1 else 'are'} rotated too.",
-                 "a score is q_m · k_n: for it to depend on m - n, both sides must be turned by their own position.")
 
 
 # ------------------------------------------------------------------------------ predict: rotate v too, shift every position
