@@ -1,10 +1,15 @@
 """attn_helpers: the small library behind "Attention, step by step".
 
-``import attn_helpers`` loads only torch and the modules that need nothing else: the math
-(:mod:`attn_helpers.attention`, :mod:`attn_helpers.efficient`, :mod:`attn_helpers.positions`), lesson
-probes (:mod:`attn_helpers.probes`), cost formulas and measuring tools (:mod:`attn_helpers.measure`) and
-the shape printouts (:mod:`attn_helpers.shapes`). Plotting (matplotlib), widgets (ipywidgets) and exercise
-checks load on first use: ``attn_helpers.plotting``, ``attn_helpers.widgets``, ``attn_helpers.checks``.
+The package has five rooms, and this file is its face (the names the lessons import):
+
+- ``attn_helpers.core``: the math a learner reads (torch only).
+- ``attn_helpers.lab``: what the lessons run on the math (examples, toy tasks, training, measuring tools).
+- ``attn_helpers.views``: printouts and pictures (matplotlib loads on first use).
+- ``attn_helpers.widgets``: the explorers (ipywidgets loads on first use).
+- ``attn_helpers.checks``: the exercise judges (loaded on first use).
+
+``import attn_helpers`` loads torch and ``core``, ``lab`` and the shape printouts; ``views``, ``widgets`` and
+``checks`` load when they are first asked for.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .attention import (
+from .core import (
     Attention,
     AttentionHead,
     ConcatHeadsAttention,
@@ -26,7 +31,7 @@ from .attention import (
     scaled_dot_product_attention,
     split_heads,
 )
-from .efficient import (
+from .core import (
     KVCache,
     cached_attention_step,
     grouped_query_attention,
@@ -35,7 +40,7 @@ from .efficient import (
     repeat_kv_heads,
     tiled_attention,
 )
-from .measure import (
+from .lab import (
     MODEL_ATTENTION_SIZES,
     MatmulFlopCounter,
     TensorMemoryTracker,
@@ -48,7 +53,7 @@ from .measure import (
     measure_peak_memory,
     median_seconds,
 )
-from .probes import (
+from .lab import (
     AttentionStack,
     attention_entropy,
     depth_sweep,
@@ -56,8 +61,8 @@ from .probes import (
     softmax_grad_norm,
     softmax_statistics,
 )
-from .example import SENTENCE, VOCAB, embed, embedding_table
-from .positions import (
+from .lab import SENTENCE, VOCAB, embed, embedding_table
+from .core import (
     LearnedPositions,
     RotaryAttention,
     apply_rope,
@@ -67,19 +72,15 @@ from .positions import (
     rope_pair_scores,
     sinusoidal_encoding,
 )
-from .block import TransformerBlock
-from .shapes import shape_table, shape_trace, show
-from .source import show_source
-
-# Lesson 11 (a real pretrained model): cheap to import (torch and the standard library; tokenizers,
-# safetensors and huggingface_hub load inside the loader's functions). Imported after the names
-# above, which attn_helpers.bert takes from this package.
-from .bert import BertEncoder, BertLayer, attention_shares
-from .pretrained import PretrainedModel, load_pretrained
+from .core import TransformerBlock
+from .views.shapes import shape_table, shape_trace, show
+from .views.source import show_source
+# Lesson 11 (a real pretrained model): tokenizers, safetensors and huggingface_hub load inside the loader.
+from .lab import BertEncoder, BertLayer, PretrainedModel, attention_shares, load_pretrained
 
 __version__ = "0.1.0"
 
-_LAZY_SUBMODULES = ("plotting", "widgets", "checks")
+_LAZY_SUBMODULES = ("views", "widgets", "checks")
 
 __all__ = [
     "Attention",

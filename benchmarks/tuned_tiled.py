@@ -16,7 +16,7 @@ import math
 import torch
 from torch import Tensor
 
-from attn_helpers.validation import broadcast_shape, check_mask, check_positive_int, check_qkv
+from attn_helpers.core.arguments import broadcast_shape, check_mask, check_positive_int, check_qkv
 
 __all__ = ["tuned_tiled_attention"]
 

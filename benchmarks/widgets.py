@@ -42,7 +42,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import ipywidgets as W  # noqa: E402
 
 from attn_helpers import widgets  # noqa: E402
-from attn_helpers.plotting import head_grid, to_numpy  # noqa: E402
+from attn_helpers.views.plotting import head_grid, to_numpy  # noqa: E402
 from attn_helpers.widgets import HeadsExplorer  # noqa: E402
 
 NUM_HEADS, TOKENS = 8, 32
@@ -52,7 +52,7 @@ LAYOUT_TARGET_MS = 150.0
 
 def explorers() -> dict[str, widgets.Explorer]:
     """One explorer of every kind, as the lessons build them (trained runs and the real model where needed)."""
-    from attn_helpers.training import LookupTask, PreviousTokenTask, TrainConfig, train_many
+    from attn_helpers.lab.training import LookupTask, PreviousTokenTask, TrainConfig, train_many
 
     found = {}
     for name in widgets.__all__:
@@ -64,7 +64,7 @@ def explorers() -> dict[str, widgets.Explorer]:
             found[name] = cls(train_many({"previous token": (PreviousTokenTask(), config),
                                           "lookup": (LookupTask(), config)}))
         elif name == "PretrainedAttentionExplorer":
-            from attn_helpers.pretrained import load_from_package, packaged_model_available
+            from attn_helpers.lab.pretrained import load_from_package, packaged_model_available
 
             if packaged_model_available():
                 found[name] = cls(load_from_package())

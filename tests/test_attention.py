@@ -1,4 +1,4 @@
-"""Tests of attn_helpers.attention, checked against PyTorch's own implementations.
+"""Tests of attn_helpers.core.attention, checked against PyTorch's own implementations.
 
 References: ``torch.nn.functional.scaled_dot_product_attention`` (masks: True = may attend, or
 additive) and ``torch.nn.MultiheadAttention(batch_first=True)`` (masks: True = blocked).
@@ -17,7 +17,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.testing import assert_close
 
-from attn_helpers.attention import (
+from attn_helpers.core.attention import (
     Attention,
     AttentionHead,
     ConcatHeadsAttention,
@@ -31,7 +31,7 @@ from attn_helpers.attention import (
     scaled_dot_product_attention,
     split_heads,
 )
-from attn_helpers.probes import attention_entropy
+from attn_helpers.lab.probes import attention_entropy
 
 PROPERTY = settings(max_examples=40, deadline=None)
 DTYPES = [torch.float32, torch.float64]

@@ -1,5 +1,5 @@
 """Tests of what 07 · The complete layer added to the helpers: its checkers (attn_helpers/checks/layer.py)
-and the counting functions ``attention_parameters`` and ``attention_flops`` (attn_helpers/attention.py)."""
+and the counting functions ``attention_parameters`` and ``attention_flops`` (attn_helpers/lab/measure.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from attn_helpers import checks
-from attn_helpers.attention import Attention, MultiHeadAttention
-from attn_helpers.measure import attention_flops, attention_parameters
+from attn_helpers.core.attention import Attention, MultiHeadAttention
+from attn_helpers.lab.measure import attention_flops, attention_parameters
 from attn_helpers.checks.layer import SUSPECT_LAYER, SuspectLine, _judge_suspect_lines, _review_key, numbered_listing
 
 MATMUL_STEPS = ("qkv projection", "scores (q @ k^T)", "weights @ v", "output projection")
@@ -421,7 +421,7 @@ def test_mha_class_accepts_its_own_attention_step():
 
 
 def test_parameter_count_refuses_the_counting_helpers():
-    from attn_helpers.measure import attention_parameters
+    from attn_helpers.lab.measure import attention_parameters
 
     layer = attn_helpers.MultiHeadAttention(200, 5)
     verdict = checks.check_mha_parameter_count.judge(lambda d, h: sum(attention_parameters(d, d, qkv_bias=True).values()),

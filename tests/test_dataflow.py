@@ -1,4 +1,4 @@
-"""Tests of attn_helpers/dataflow.py: the flows match the modules' traces, the layout puts steps that run side
+"""Tests of attn_helpers/views/dataflow.py: the flows match the modules' traces, the layout puts steps that run side
 by side in one row, and the picture draws one box per intermediate and one arrow per edge."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attn_helpers import Attention, MultiHeadAttention, TransformerBlock
-from attn_helpers.dataflow import FLOWS, LATE, dataflow_diagram, flow_layout, flow_of, traced_flow
+from attn_helpers.views.dataflow import FLOWS, LATE, dataflow_diagram, flow_layout, flow_of, traced_flow
 
 MODULES = [(Attention(49, 64, 4), (2, 5, 49)), (MultiHeadAttention(64, 4), (2, 5, 64)),
            (TransformerBlock(64, 4, 96), (2, 5, 64))]

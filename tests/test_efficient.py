@@ -1,4 +1,4 @@
-"""attn_helpers.efficient (lesson 09) against PyTorch: online softmax, tiled attention, the KV cache,
+"""attn_helpers.core.efficient (lesson 09) against PyTorch: online softmax, tiled attention, the KV cache,
 grouped-query attention, and the measuring tools; plus plotting.growth_plot.
 
 The tiled-attention tests run on the lesson's readable loop and on the tuned one of
@@ -456,7 +456,7 @@ def test_median_seconds_and_growth_exponent():
 def test_growth_plot_labels_each_line_with_its_slope():
     import matplotlib.pyplot as plt
 
-    from attn_helpers.plotting import growth_plot
+    from attn_helpers.views.plotting import growth_plot
 
     artists = growth_plot([128, 256, 512], {"plain": [1, 4, 16], "tiled": [3, 6, 12]}, ylabel="bytes")
     assert artists["slopes"]["plain"] == pytest.approx(2.0) and artists["slopes"]["tiled"] == pytest.approx(1.0)
@@ -518,7 +518,7 @@ def test_a_cached_step_does_one_row_of_the_work_of_rerunning_the_layer():
 
 
 def test_fastest_and_median_seconds_pick_from_the_same_runs(monkeypatch):
-    import attn_helpers.measure as measure
+    import attn_helpers.lab.measure as measure
     from attn_helpers import fastest_seconds
 
     durations = iter([0.5, 3.0, 1.0, 2.0] * 2)  # warm-up run untimed; then runs of 3, 1 and 2 seconds

@@ -1,4 +1,4 @@
-"""The series' running example (attn_helpers.example) and show_source (attn_helpers.source)."""
+"""The series' running example (attn_helpers.lab.example) and show_source (attn_helpers.views.source)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attn_helpers import SENTENCE, VOCAB, embed, embedding_table, show_source
-from attn_helpers.source import source_text
+from attn_helpers.views.source import source_text
 
 
 def test_equal_words_get_equal_rows_and_different_words_different_rows():

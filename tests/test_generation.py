@@ -1,4 +1,4 @@
-"""attn_helpers.generation (lesson 09): the tiny causal character model, its KV-cache step, and greedy
+"""attn_helpers.lab.generation (lesson 09): the tiny causal character model, its KV-cache step, and greedy
 decoding with and without the cache (same tokens; logits equal within float rounding)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attn_helpers import KVCache, causal_mask
-from attn_helpers.generation import GENERATION_TEXT, CharVocab, TinyCausalLM, generate_greedy, train_char_model
+from attn_helpers.lab.generation import GENERATION_TEXT, CharVocab, TinyCausalLM, generate_greedy, train_char_model
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""``import attn_helpers`` stays cheap: plotting, widgets and checks load on first use.
+"""``import attn_helpers`` stays cheap: views (matplotlib), widgets and checks load on first use.
 
 Each import is checked in a fresh Python (this process has imported everything long ago); the two
 children run in the background from the start of the session (``background.py``).
@@ -28,9 +28,9 @@ LAZY_CODE = "\n".join([
     "import sys",
     "import attn_helpers",
     "assert 'matplotlib' not in sys.modules",
-    "plotting = attn_helpers.plotting",
+    "heatmap = attn_helpers.views.heatmap",
     "assert 'matplotlib' in sys.modules and 'ipywidgets' not in sys.modules",
-    "assert callable(plotting.heatmap) and attn_helpers.plotting is plotting",
+    "assert callable(heatmap) and attn_helpers.views.heatmap is heatmap",
     "assert callable(attn_helpers.widgets.HeadsExplorer)",
     "assert callable(attn_helpers.checks.checker)",
     "try:",
@@ -55,7 +55,7 @@ def test_importing_the_package_imports_neither_matplotlib_nor_ipywidgets():
     for heavy in HEAVY:
         loaded = sorted(m for m in modules if m == heavy or m.startswith(heavy + "."))
         assert not loaded, f"import attn_helpers loaded {loaded}"
-    assert not {"attn_helpers.plotting", "attn_helpers.widgets", "attn_helpers.checks"} & modules
+    assert not {"attn_helpers.views.plotting", "attn_helpers.widgets", "attn_helpers.checks"} & modules
 
 
 def test_submodules_load_lazily_on_first_attribute_access():

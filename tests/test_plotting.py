@@ -1,4 +1,4 @@
-"""attn_helpers.plotting: heatmaps with token labels, grids of heads and of layers x heads."""
+"""attn_helpers.views.plotting: heatmaps with token labels, grids of heads and of layers x heads."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from attn_helpers import plotting
+from attn_helpers.views import plotting
 
 TOKENS = ["the", "cat", "sat", "on", "the", "mat"]
 SENTENCE = ("the cat sat on the mat because it was warm and the dog slept by the door while rain fell "

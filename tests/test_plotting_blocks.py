@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from attn_helpers import plotting, split_heads
+from attn_helpers import split_heads
+from attn_helpers.views import plotting
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""attn_helpers.positions (lesson 10): rotary embeddings agree with the ``transformers`` package's own
+"""attn_helpers.core.positions (lesson 10): rotary embeddings agree with the ``transformers`` package's own
 (Llama's ``rotate_half`` pairing and GPT-J's interleaved one), scores depend only on offsets, ``v`` is
 left alone, the sinusoidal table is the paper's (as ``transformers``' DistilBERT builds it), the layers
 of the series are permutation equivariant (and positions break it), and bad input is refused in words.
@@ -24,7 +24,7 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb as lla
 
 import attn_helpers
 from attn_helpers import Attention, MultiHeadAttention, causal_mask, scaled_dot_product_attention
-from attn_helpers.positions import (
+from attn_helpers.core.positions import (
     LearnedPositions,
     RotaryAttention,
     apply_rope,
@@ -306,5 +306,5 @@ def test_bad_input_is_refused_with_a_clear_message():
 def test_the_top_level_package_exports_the_lesson_names():
     for name in ("apply_rope", "sinusoidal_encoding", "LearnedPositions", "RotaryAttention", "equivariance_gap",
                  "permute_tokens", "rope_frequencies"):
-        assert getattr(attn_helpers, name) is getattr(attn_helpers.positions, name)
+        assert getattr(attn_helpers, name) is getattr(attn_helpers.core.positions, name)
         assert name in attn_helpers.__all__

@@ -24,9 +24,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attn_helpers import BertEncoder, attention_shares, load_pretrained, padding_mask, shape_trace
-from attn_helpers import pretrained
-from attn_helpers.bert import PATTERNS, heads_matching, shares_by_layer_table
-from attn_helpers.pretrained import (MODEL_ID, check_config, check_weights, load_from_folder, load_from_hub,
+from attn_helpers.lab import pretrained
+from attn_helpers.lab.bert import PATTERNS, heads_matching, shares_by_layer_table
+from attn_helpers.lab.pretrained import (MODEL_ID, check_config, check_weights, load_from_folder, load_from_hub,
                                      load_from_package, packaged_model_available, to_transformers)
 
 SENTENCE = "The cat sat on the mat because it was tired."
@@ -443,7 +443,7 @@ def test_checkers_recognise_typical_mistakes(model):
 
 
 def _import_in_a_fresh_python() -> subprocess.CompletedProcess:
-    code = ("import sys, attn_helpers, attn_helpers.bert, attn_helpers.pretrained\n"
+    code = ("import sys, attn_helpers, attn_helpers.lab.bert, attn_helpers.lab.pretrained\n"
             "print(sorted(m for m in ('transformers', 'tokenizers', 'safetensors', 'huggingface_hub') if m in sys.modules))")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=background.clean_environ(),
                           timeout=300, check=True)

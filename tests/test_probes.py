@@ -1,4 +1,4 @@
-"""attn_helpers.probes: the softmax measurements of lesson 02, and lesson 06's depth_sweep against the loop the
+"""attn_helpers.lab.probes: the softmax measurements of lesson 02, and lesson 06's depth_sweep against the loop the
 lesson writes out and the claims the lesson makes from it (the stack itself is tested in test_attention_stack.py)."""
 
 import math
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attn_helpers import AttentionStack, depth_sweep, softmax_grad_norm, softmax_statistics
-from attn_helpers.probes import SKIP_KINDS
+from attn_helpers.lab.probes import SKIP_KINDS
 
 
 def test_softmax_grad_norm_equals_autograd():

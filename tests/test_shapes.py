@@ -1,4 +1,4 @@
-"""Tests of attn_helpers.shapes: named shape printouts and the shape trace of a forward pass."""
+"""Tests of attn_helpers.views.shapes: named shape printouts and the shape trace of a forward pass."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from attn_helpers.attention import Attention, ConcatHeadsAttention, MultiHeadAttention
-from attn_helpers.shapes import describe, shape_table, shape_trace, show
+from attn_helpers.core.attention import Attention, ConcatHeadsAttention, MultiHeadAttention
+from attn_helpers.views.shapes import describe, shape_table, shape_trace, show
 
 Q_LINE = "q: [13, 4, 100, 16]  (batch=13, heads=4, tokens=100, head_dim=16)"
 

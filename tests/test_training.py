@@ -1,4 +1,4 @@
-"""attn_helpers.training (lesson 08): the toy tasks agree with their ideal patterns, the pattern match
+"""attn_helpers.lab.training (lesson 08): the toy tasks agree with their ideal patterns, the pattern match
 measures what it says, the model and the hand-written Adam match PyTorch, and training is
 reproducible, leaves the global state alone, and actually learns. Plus the lesson's checkers."""
 
@@ -19,8 +19,8 @@ from attn_helpers.checks import (
     check_previous_token_pattern,
 )
 from attn_helpers.checks.training import _KNOCKOUT_MISTAKES, _knockout_logits
-from attn_helpers.threads import one_thread
-from attn_helpers.training import (
+from attn_helpers.lab.threads import one_thread
+from attn_helpers.lab.training import (
     IGNORE,
     Adam,
     HeadKnockout,

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from attn_helpers import Attention, RotaryAttention, sinusoidal_encoding
-from attn_helpers.positions import permute_tokens
-from attn_helpers.training import (
+from attn_helpers.core.positions import permute_tokens
+from attn_helpers.lab.training import (
     accuracy_by_length,
     accuracy_table,
     held_out_accuracy,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from attn_helpers.measure import attention_flops, attention_parameters
+from attn_helpers.lab.measure import attention_flops, attention_parameters
 from attn_helpers.widgets import LayerCalculator
 
 

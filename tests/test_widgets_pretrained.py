@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attn_helpers import BertEncoder, attention_shares, widgets
-from attn_helpers.pretrained import load_from_package, packaged_model_available
+from attn_helpers.lab.pretrained import load_from_package, packaged_model_available
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .. import attention, bert, block, efficient, positions, probes
+from ..core import attention, block, efficient, positions
+from ..lab import bert, probes
 
 
 class Watch(dict):

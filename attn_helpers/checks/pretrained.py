@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from .. import padding_mask, split_heads
+from ..core import padding_mask, split_heads
 from ._core import Verdict, checker, correct, error_text, wrong
 from ._predict import as_choice, prediction_checker
 from .heads import _library_itself
@@ -30,7 +30,7 @@ __all__ = ["check_head_rows", "check_keep_mask", "check_padding_prediction"]
 _PADDING_LIBRARY = {padding_mask.__code__: "attn_helpers' padding_mask"}
 #: Where the library's own code lives: a keep mask that calls into it (``padding_mask``, ``BertEncoder``, which
 #: builds this mask from the tokenizer's) hands the exercise to the library.
-_LIBRARY_DIR = str(Path(padding_mask.__code__.co_filename).resolve().parent)
+_LIBRARY_DIR = str(Path(padding_mask.__code__.co_filename).resolve().parent.parent)
 
 
 def _run_refusing_library(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, str]:

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..probes import attention_entropy
+from ..lab.probes import attention_entropy
 from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
 from ._function import LIBRARY_ATTENTION, judge_function, random_cases
 from ._watch import Watch

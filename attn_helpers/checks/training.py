@@ -12,8 +12,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..attention import merge_heads
-from ..training import (LookupTask, NoWrapPreviousTokenTask, PreviousTokenTask, ReverseTask, TinyAttentionModel,
+from ..core.attention import merge_heads
+from ..lab.training import (LookupTask, NoWrapPreviousTokenTask, PreviousTokenTask, ReverseTask, TinyAttentionModel,
                         head_knockout, pattern_match)
 from ._core import Verdict, checker, compare_tensors, correct, error_text, wrong
 from .heads import _library_itself, run_watching

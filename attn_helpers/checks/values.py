@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .. import causal_mask, scaled_dot_product_attention
+from ..core import causal_mask, scaled_dot_product_attention
 from ._core import Verdict, as_shape, checker, compare_tensors, correct, wrong
 from ._predict import prediction_checker
 from ._watch import ATTENTION_WATCH

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipywidgets as W
 from matplotlib.figure import Figure
 
-from ..measure import attention_flops, attention_parameters
+from ..lab.measure import attention_flops, attention_parameters
 from ._base import InvalidCombination
 from ._blit import BlitExplorer
 

@@ -25,10 +25,10 @@ import torch
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from ..attention import Attention
-from ..plotting import LiveHeadGrid, to_numpy
-from ..shapes import shape_rows
-from ..threads import one_thread
+from ..core.attention import Attention
+from ..views.plotting import LiveHeadGrid, to_numpy
+from ..views.shapes import shape_rows
+from ..lab.threads import one_thread
 from ._blit import BlitExplorer
 
 __all__ = ["HeadsExplorer"]

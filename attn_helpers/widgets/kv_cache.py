@@ -13,7 +13,7 @@ import html
 import ipywidgets as W
 from matplotlib.figure import Figure
 
-from ..measure import MODEL_ATTENTION_SIZES, kv_cache_bytes
+from ..lab.measure import MODEL_ATTENTION_SIZES, kv_cache_bytes
 from ._base import Explorer, InvalidCombination
 
 __all__ = ["KVCacheCalculator"]

@@ -23,10 +23,10 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ..bert import PATTERNS, BertEncoder, attention_shares
-from ..plotting import WEIGHTS_CMAP, cmap_with_nan, heatmap, to_numpy
+from ..lab.bert import PATTERNS, BertEncoder, attention_shares
+from ..views.plotting import WEIGHTS_CMAP, cmap_with_nan, heatmap, to_numpy
 from ._base import InvalidCombination
-from ..threads import one_thread
+from ..lab.threads import one_thread
 from ._blit import BlitExplorer
 
 __all__ = ["PretrainedAttentionExplorer", "plot_all_heads"]

@@ -17,9 +17,9 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from ..attention import Attention
-from ..example import VOCAB, embed
-from ..plotting import SIGNED_CMAP, heatmap, to_numpy
+from ..core.attention import Attention
+from ..lab.example import VOCAB, embed
+from ..views.plotting import SIGNED_CMAP, heatmap, to_numpy
 from ._base import Explorer, InvalidCombination
 
 __all__ = ["ProjectionExplorer", "SENTENCE"]

@@ -18,8 +18,8 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from ..plotting import HEAD_COLOURS
-from ..positions import DEFAULT_BASE, apply_rope, rope_frequencies, rope_pair_scores
+from ..views.plotting import HEAD_COLOURS
+from ..core.positions import DEFAULT_BASE, apply_rope, rope_frequencies, rope_pair_scores
 from ._blit import BlitExplorer
 
 __all__ = ["RopeExplorer"]

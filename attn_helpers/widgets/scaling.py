@@ -21,9 +21,9 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ..attention import attention_scores
-from ..probes import softmax_statistics
-from ..plotting import WEIGHTS_CMAP, annotate_cells, heatmap, to_numpy
+from ..core.attention import attention_scores
+from ..lab.probes import softmax_statistics
+from ..views.plotting import WEIGHTS_CMAP, annotate_cells, heatmap, to_numpy
 from ._base import Explorer, InvalidCombination
 from .projection import SENTENCE
 

@@ -27,8 +27,8 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from ..probes import AttentionStack, signal_through_stack
-from ..threads import one_thread
+from ..lab.probes import AttentionStack, signal_through_stack
+from ..lab.threads import one_thread
 from ._base import InvalidCombination
 from ._blit import BlitExplorer
 

@@ -22,9 +22,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..plotting import HEAD_COLOURS, WEIGHTS_CMAP, to_numpy
-from ..plotting import heatmap
-from ..training import Task, TrainConfig, TrainingRun
+from ..views.plotting import HEAD_COLOURS, WEIGHTS_CMAP, to_numpy
+from ..views.plotting import heatmap
+from ..lab.training import Task, TrainConfig, TrainingRun
 from ._base import InvalidCombination
 from ._display import widget_bundle
 from ._blit import BlitExplorer

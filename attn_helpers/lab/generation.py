@@ -16,10 +16,10 @@ import time
 import torch
 from torch import Tensor, nn
 
-from .attention import MultiHeadAttention, causal_mask
-from .efficient import KVCache, cached_attention_step
+from ..core.attention import MultiHeadAttention, causal_mask
+from ..core.efficient import KVCache, cached_attention_step
 from .training import Adam
-from .validation import check_positive_int, shape_of
+from ..core.arguments import check_positive_int, shape_of
 
 __all__ = ["CharVocab", "TinyCausalLM", "train_char_model", "generate_greedy", "GENERATION_TEXT"]
 

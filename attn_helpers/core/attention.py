@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from .validation import broadcast_shape, check_heads, check_mask, check_positive_int, check_qkv, check_tensor, shape_of
+from .arguments import broadcast_shape, check_heads, check_mask, check_positive_int, check_qkv, check_tensor, shape_of
 
 __all__ = [
     "broadcast_shape",

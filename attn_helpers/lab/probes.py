@@ -12,9 +12,9 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from .attention import Attention
+from ..core.attention import Attention
 from .threads import one_thread
-from .validation import check_positive_int, check_tensor, shape_of
+from ..core.arguments import check_positive_int, check_tensor, shape_of
 
 __all__ = ["attention_entropy", "softmax_grad_norm", "softmax_statistics", "SKIP_KINDS", "AttentionStack",
            "signal_through_stack", "depth_sweep"]

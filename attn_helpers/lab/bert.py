@@ -25,8 +25,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-# The top-level names (attn_helpers/__init__.py binds them before it imports this module).
-from . import MultiHeadAttention
+from ..core import MultiHeadAttention
 
 __all__ = ["BertLayer", "BertEncoder", "EncoderOutput", "PATTERNS", "attention_shares", "heads_matching",
            "shares_by_layer_table"]

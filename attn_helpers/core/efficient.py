@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from .attention import MultiHeadAttention, merge_heads, scaled_dot_product_attention, split_heads
-from .validation import broadcast_shape, check_mask, check_positive_int, check_qkv, check_tensor, shape_of
+from .arguments import broadcast_shape, check_mask, check_positive_int, check_qkv, check_tensor, shape_of
 
 __all__ = [
     "online_softmax_update",

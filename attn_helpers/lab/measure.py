@@ -18,7 +18,7 @@ from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from .validation import check_heads, check_positive_int
+from ..core.arguments import check_heads, check_positive_int
 
 __all__ = ["SOFTMAX_FLOPS_PER_SCORE", "MODEL_ATTENTION_SIZES", "attention_parameters", "attention_flops", "kv_cache_bytes",
            "TensorMemoryTracker", "measure_peak_memory", "MatmulFlopCounter", "count_matmul_flops",

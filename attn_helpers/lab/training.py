@@ -34,11 +34,11 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from .attention import Attention, merge_heads
-from .positions import RotaryAttention, sinusoidal_encoding
+from ..core.attention import Attention, merge_heads
+from ..core.positions import RotaryAttention, sinusoidal_encoding
 from .probes import SKIP_KINDS
 from .threads import one_thread
-from .validation import check_positive_int
+from ..core.arguments import check_positive_int
 
 __all__ = [
     "IGNORE",

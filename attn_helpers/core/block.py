@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from .attention import MultiHeadAttention
-from .validation import check_positive_int, check_tensor, shape_of
+from .arguments import check_positive_int, check_tensor, shape_of
 
 __all__ = ["TransformerBlock", "ACTIVATIONS"]
 

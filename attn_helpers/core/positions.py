@@ -38,7 +38,7 @@ import torch
 from torch import Tensor, nn
 
 from .attention import Attention, attention_scores, merge_heads, scaled_dot_product_attention
-from .validation import check_tensor, shape_of
+from .arguments import check_tensor, shape_of
 
 __all__ = [
     "PAIRINGS",
