@@ -17,7 +17,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.testing import assert_close
 
-from attn_helpers.core.attention import (
+from attn_helpers.core import (
     Attention,
     AttentionHead,
     ConcatHeadsAttention,
@@ -863,7 +863,7 @@ def test_module_input_with_wrong_width_is_rejected(module):
 def test_mha_rejects_wrong_widths_and_mismatched_key_value():
     mha = MultiHeadAttention(8, 2, kdim=5, vdim=3)
     query, key, value = module_inputs(mha)
-    with pytest.raises(ValueError, match=r"key must have shape \(B, N, 5\), got \[2, 6, 8\]"):
+    with pytest.raises(ValueError, match=r"key must have shape \(B, N, kdim=5\), got \[2, 6, 8\]"):
         mha(query, randn(2, 6, 8), value)
     with pytest.raises(ValueError, match=r"key has shape \[2, 6, 5\], value has shape \[2, 4, 3\]"):
         mha(query, key, randn(2, 4, 3))

@@ -12,7 +12,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from attn_helpers import checks
-from attn_helpers.core.attention import Attention, MultiHeadAttention
+from attn_helpers.core import Attention, MultiHeadAttention
 from attn_helpers.lab.measure import attention_flops, attention_parameters
 from attn_helpers.checks.layer import SUSPECT_LAYER, SuspectLine, _judge_suspect_lines, _review_key, numbered_listing
 

@@ -356,7 +356,7 @@ def test_kv_cache_errors_name_the_problem():
         cache.append(torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 2, 4))
     with pytest.raises(ValueError, match="max_tokens must be at least 1"):
         KVCache(0)
-    with pytest.raises(ValueError, match=r"x_new must have shape \(B, n_new, d_model=8\)"):
+    with pytest.raises(ValueError, match=r"x_new must have shape \(B, N, d_model=8\)"):
         cached_attention_step(MultiHeadAttention(8, 2), torch.zeros(1, 1, 6), KVCache(2))
     with pytest.raises(TypeError, match="layer must be an attn_helpers.MultiHeadAttention"):
         cached_attention_step(torch.nn.Linear(2, 2), torch.zeros(1, 1, 2), KVCache(2))

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ..core import attention, block, efficient, positions
+from .. import core
 from ..lab import bert, probes
 
 
@@ -79,14 +79,13 @@ def _functions(module: Any, names: tuple[str, ...]) -> dict[Any, str]:
 
 #: Every function that computes attention (scores, weights or outputs): refused in the function exercises.
 ATTENTION_WATCH = Watch({
-    **_functions(attention, ("attention_scores", "_attend", "scaled_dot_product_attention", "Attention",
-                             "AttentionHead", "ConcatHeadsAttention", "MultiHeadAttention")),
-    **_functions(efficient, ("online_softmax", "online_softmax_update", "tiled_attention", "cached_attention_step",
-                             "grouped_query_attention")),
-    **_functions(positions, ("rope_pair_scores", "RotaryAttention")),
+    **_functions(core, ("rope_pair_scores", "RotaryAttention", "attention_scores", "attend",
+                        "scaled_dot_product_attention", "Attention", "AttentionHead", "ConcatHeadsAttention",
+                        "MultiHeadAttention", "online_softmax", "online_softmax_update", "tiled_attention",
+                        "cached_attention_step", "grouped_query_attention", "GroupedQueryAttention",
+                        "TransformerBlock")),
     **_functions(probes, ("attention_entropy", "AttentionStack")),
     **_functions(bert, ("BertLayer",)),
-    **_functions(block, ("TransformerBlock",)),
     torch.nn.MultiheadAttention.forward.__code__: "torch.nn.MultiheadAttention",
     F.multi_head_attention_forward.__code__: "torch's F.multi_head_attention_forward",
     F.scaled_dot_product_attention: "torch's F.scaled_dot_product_attention",

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..core.efficient import grouped_query_attention, online_softmax, online_softmax_update, repeat_kv_heads
+from ..core import grouped_query_attention, online_softmax, online_softmax_update, repeat_kv_heads
 from ..lab.generation import generate_greedy
 from ..lab.measure import kv_cache_bytes
 from ._core import Verdict, as_number, checker, compare_tensors, correct, error_text, wrong

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..core.attention import Attention, ConcatHeadsAttention, MultiHeadAttention, merge_heads, split_heads
+from ..core import Attention, ConcatHeadsAttention, MultiHeadAttention, merge_heads, split_heads
 from ._core import Verdict, as_letter, as_shape, checker, compare_tensors, correct, error_text, wrong
 from ._predict import as_choice, prediction_checker
 

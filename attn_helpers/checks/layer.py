@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..core.attention import Attention, MultiHeadAttention
+from ..core import Attention, MultiHeadAttention
 from .heads import TORCH_ATTENTION_OPS
 from ._core import Verdict, as_shape, checker, correct, error_text, wrong
 from ._predict import as_choice, prediction_checker

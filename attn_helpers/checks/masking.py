@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..core.attention import causal_mask, mask_to_additive, padding_mask
+from ..core import causal_mask, mask_to_additive, padding_mask
 from ._core import Verdict, checker, compare_tensors, correct, wrong
 from ._function import LIBRARY_ATTENTION, judge_function, random_cases
 from ._predict import as_choice, prediction_checker

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..core.attention import merge_heads
+from ..core import merge_heads
 from ..lab.probes import SKIP_KINDS, AttentionStack, depth_sweep, signal_through_stack
 from ._core import Verdict, as_letter, as_number, checker, compare_tensors, correct, error_text, wrong
 from ._predict import as_choice, prediction_checker

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..core.attention import merge_heads
+from ..core import merge_heads
 from ..lab.training import (LookupTask, NoWrapPreviousTokenTask, PreviousTokenTask, ReverseTask, TinyAttentionModel,
                         head_knockout, pattern_match)
 from ._core import Verdict, checker, compare_tensors, correct, error_text, wrong

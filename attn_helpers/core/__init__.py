@@ -1,68 +1,68 @@
-"""core: the math a learner reads. Imports torch only; every forward is shaped like its formula."""
+"""core: the math a learner reads. Imports torch only; every forward is shaped like its formula.
+
+One module per idea, each importing only the ones above it:
+
+    arguments   argument checks with learner-facing messages (``check_heads``: the divisibility message)
+    masks       causal and padding masks, the one mask convention (True = may attend)
+    attention   scores and the attention formula (``attend``, ``scaled_dot_product_attention``)
+    heads       split and merge heads, repeat key/value heads
+    observers   watching a forward pass's intermediates (``Traceable.add_observer``)
+    layers      Attention, AttentionHead, ConcatHeadsAttention (lesson 07)
+    multihead   MultiHeadAttention (walkthrough 004, = torch.nn.MultiheadAttention)
+    positions   order-blindness, sinusoidal, learned and rotary positions, RotaryAttention (lesson 10)
+    grouped     grouped-query attention and GroupedQueryAttention (Llama-style, with RoPE)
+    kv_cache    KVCache and cached_attention_step (lesson 09)
+    tiled       online softmax and tiled attention (lesson 09's loop)
+    block       TransformerBlock (pre-LayerNorm, = torch.nn.TransformerEncoderLayer)
+"""
 
 from __future__ import annotations
 
-from .attention import (  # noqa: F401
-    broadcast_shape,
-    scaled_dot_product_attention,
-    attention_scores,
-    causal_mask,
-    padding_mask,
-    blocked_to_keep,
-    mask_to_additive,
-    split_heads,
-    merge_heads,
-    Attention,
-    AttentionHead,
-    ConcatHeadsAttention,
-    MultiHeadAttention,
-)
-from .efficient import (  # noqa: F401
-    online_softmax_update,
-    online_softmax,
-    tiled_attention,
-    KVCache,
-    cached_attention_step,
-    repeat_kv_heads,
-    grouped_query_attention,
-)
+from .arguments import broadcast_shape, check_heads  # noqa: F401
+from .masks import apply_mask, blocked_to_keep, causal_mask, mask_for_heads, mask_to_additive, padding_mask  # noqa: F401
+from .attention import attend, attention_scores, scaled_dot_product_attention  # noqa: F401
+from .heads import merge_heads, repeat_kv_heads, split_heads  # noqa: F401
+from .observers import Traceable  # noqa: F401
+from .layers import Attention, AttentionHead, ConcatHeadsAttention  # noqa: F401
+from .multihead import MultiHeadAttention  # noqa: F401
 from .positions import (  # noqa: F401
+    DEFAULT_BASE,
     PAIRINGS,
-    rope_frequencies,
+    LearnedPositions,
+    RotaryAttention,
     apply_rope,
+    equivariance_gap,
+    permute_tokens,
+    rope_frequencies,
     rope_pair_scores,
     sinusoidal_encoding,
-    LearnedPositions,
-    permute_tokens,
-    equivariance_gap,
-    RotaryAttention,
 )
-from .block import (  # noqa: F401
-    TransformerBlock,
-    ACTIVATIONS,
-)
+from .grouped import GroupedQueryAttention, grouped_query_attention  # noqa: F401
+from .kv_cache import KVCache, cached_attention_step  # noqa: F401
+from .tiled import online_softmax, online_softmax_update, tiled_attention  # noqa: F401
+from .block import ACTIVATIONS, TransformerBlock  # noqa: F401
 
 __all__ = [
     "broadcast_shape",
-    "scaled_dot_product_attention",
-    "attention_scores",
+    "check_heads",
     "causal_mask",
     "padding_mask",
     "blocked_to_keep",
     "mask_to_additive",
+    "apply_mask",
+    "mask_for_heads",
+    "attention_scores",
+    "attend",
+    "scaled_dot_product_attention",
     "split_heads",
     "merge_heads",
+    "repeat_kv_heads",
+    "Traceable",
     "Attention",
     "AttentionHead",
     "ConcatHeadsAttention",
     "MultiHeadAttention",
-    "online_softmax_update",
-    "online_softmax",
-    "tiled_attention",
-    "KVCache",
-    "cached_attention_step",
-    "repeat_kv_heads",
-    "grouped_query_attention",
+    "DEFAULT_BASE",
     "PAIRINGS",
     "rope_frequencies",
     "apply_rope",
@@ -72,6 +72,13 @@ __all__ = [
     "permute_tokens",
     "equivariance_gap",
     "RotaryAttention",
+    "grouped_query_attention",
+    "GroupedQueryAttention",
+    "KVCache",
+    "cached_attention_step",
+    "online_softmax_update",
+    "online_softmax",
+    "tiled_attention",
     "TransformerBlock",
     "ACTIVATIONS",
 ]

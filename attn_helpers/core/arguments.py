@@ -9,14 +9,16 @@ import torch
 from torch import Tensor
 
 __all__ = ["shape_of", "check_tensor", "check_positive_int", "check_heads", "broadcast_shape", "check_mask",
-           "check_qkv"]
+           "check_qkv", "check_tokens", "check_query_key_value", "check_kv_heads", "check_probability"]
 
 
 def shape_of(t: Tensor) -> list[int]:
+    """``t.shape`` as a list, the way the messages print shapes: ``[2, 5, 8]``."""
     return list(t.shape)
 
 
 def check_tensor(name: str, t: object, *, min_ndim: int = 1, ndim: int | None = None) -> Tensor:
+    """``t`` checked to be a floating-point tensor with ``ndim`` (or at least ``min_ndim``) dimensions."""
     if not isinstance(t, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if not t.is_floating_point():
@@ -34,6 +36,7 @@ def check_tensor(name: str, t: object, *, min_ndim: int = 1, ndim: int | None = 
 
 
 def check_positive_int(name: str, value: object) -> int:
+    """``value`` checked to be an int of at least 1 (``True`` is not an int here)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
     if value < 1:
@@ -42,6 +45,11 @@ def check_positive_int(name: str, value: object) -> int:
 
 
 def check_heads(chan: int, num_heads: int, chan_name: str = "chan", where: str = "") -> int:
+    """``head_dim = chan // num_heads``, or the one "is not divisible by num_heads" error of the package.
+
+    ``chan_name`` is how the caller calls the width (``"d_model"``, ``"x.shape[-1]"``); ``where`` is
+    printed after it (e.g. ``" (x has shape [2, 5, 10])"``).
+    """
     check_positive_int("num_heads", num_heads)
     if chan % num_heads != 0:
         raise ValueError(
@@ -69,6 +77,7 @@ def broadcast_shape(*shapes: tuple[int, ...] | torch.Size) -> tuple[int, ...] | 
 
 
 def check_mask(mask: object, scores_shape: torch.Size) -> Tensor:
+    """``mask`` checked to be boolean (True = may attend) or floating, broadcastable to ``scores_shape``."""
     if not isinstance(mask, Tensor):
         raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
     if mask.dtype != torch.bool and not mask.is_floating_point():
@@ -85,6 +94,7 @@ def check_mask(mask: object, scores_shape: torch.Size) -> Tensor:
 
 
 def check_qkv(q: object, k: object, v: object) -> tuple[Tensor, Tensor, Tensor]:
+    """``q (..., N_q, d_k)``, ``k (..., N_k, d_k)``, ``v (..., N_k, d_v)`` checked to fit one attention."""
     q = check_tensor("q", q, min_ndim=2)
     k = check_tensor("k", k, min_ndim=2)
     v = check_tensor("v", v, min_ndim=2)
@@ -106,3 +116,48 @@ def check_qkv(q: object, k: object, v: object) -> tuple[Tensor, Tensor, Tensor]:
             "(everything before the last two dimensions must match or be 1)"
         )
     return q, k, v
+
+
+def check_tokens(name: str, x: object, width: int, width_name: str) -> Tensor:
+    """``x`` checked to be ``(B, N, width)``; the error names ``name``, ``width_name`` and the shape received."""
+    x = check_tensor(name, x, ndim=3)
+    if x.shape[-1] != width:
+        raise ValueError(f"{name} must have shape (B, N, {width_name}={width}), got {shape_of(x)} "
+                         f"(last dimension {x.shape[-1]})")
+    return x
+
+
+def check_query_key_value(query: object, key: object, value: object, d_model: int, kdim: int,
+                          vdim: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The inputs of a cross-attention layer: ``query (B, N_q, d_model)``, ``key (B, N_k, kdim)``,
+    ``value (B, N_k, vdim)``; ``key`` defaults to ``query`` and ``value`` to ``key`` (self-attention)."""
+    key = query if key is None else key
+    value = key if value is None else value
+    query = check_tokens("query", query, d_model, "d_model")
+    key = check_tokens("key", key, kdim, "kdim")
+    value = check_tokens("value", value, vdim, "vdim")
+    if key.shape[:2] != value.shape[:2]:
+        raise ValueError(f"key and value must have the same batch size and number of tokens N_k: key has shape "
+                         f"{shape_of(key)}, value has shape {shape_of(value)}")
+    if query.shape[0] != key.shape[0]:
+        raise ValueError(f"query and key must have the same batch size: query {shape_of(query)}, key {shape_of(key)}")
+    return query, key, value
+
+
+def check_kv_heads(num_heads: int, num_kv_heads: int, where: str = "") -> int:
+    """The number of query heads per key/value head, ``num_heads // num_kv_heads``, when it is whole."""
+    check_positive_int("num_kv_heads", num_kv_heads)
+    if num_heads % num_kv_heads != 0:
+        raise ValueError(
+            f"num_heads={num_heads} query heads cannot be shared out evenly over {num_kv_heads} key/value "
+            f"heads{where}: {num_heads} / {num_kv_heads} = {num_heads / num_kv_heads:g} query heads per group "
+            f"(try {[g for g in range(1, num_heads + 1) if num_heads % g == 0]} key/value heads)"
+        )
+    return num_heads // num_kv_heads
+
+
+def check_probability(name: str, p: object) -> float:
+    """``p`` as a float in ``[0, 1)`` (a dropout probability)."""
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= float(p) < 1.0:
+        raise ValueError(f"{name} must lie in [0, 1), got {p}")
+    return float(p)

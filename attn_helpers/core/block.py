@@ -8,7 +8,7 @@ Imports torch only. One block maps ``x (B, N, d_model) -> (B, N, d_model)`` in t
 
 This is PyTorch's ``nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward, norm_first=True,
 batch_first=True)``: :meth:`TransformerBlock.from_torch` and :meth:`TransformerBlock.to_torch` copy the
-weights either way. The attention inside is this package's :class:`~attn_helpers.attention.MultiHeadAttention`
+weights either way. The attention inside is this package's :class:`MultiHeadAttention`
 (dropout on its weights in training mode, like PyTorch's), so masks use the package's convention:
 ``True`` = may attend.
 """
@@ -20,15 +20,16 @@ from typing import Callable
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from .attention import MultiHeadAttention
-from .arguments import check_positive_int, check_tensor, shape_of
+from .arguments import check_positive_int, check_probability, check_tokens
+from .multihead import MultiHeadAttention
+from .observers import Traceable
 
 __all__ = ["TransformerBlock", "ACTIVATIONS"]
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
 
 
-class TransformerBlock(nn.Module):
+class TransformerBlock(Traceable):
     """A pre-LayerNorm transformer block built from :class:`MultiHeadAttention`, two ``LayerNorm`` and an MLP.
 
     ``x (B, N, d_model) -> (B, N, d_model)``. Arguments mirror ``nn.TransformerEncoderLayer`` (its ``nhead``
@@ -63,14 +64,11 @@ class TransformerBlock(nn.Module):
         bias: bool = True,
     ) -> None:
         super().__init__()
-        self._observers: list[Callable[[nn.Module, dict[str, Tensor]], None]] = []
         self.d_model = check_positive_int("d_model", d_model)
         self.dim_feedforward = check_positive_int("dim_feedforward", dim_feedforward)
-        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= float(dropout) < 1.0:
-            raise ValueError(f"dropout must be a number in [0, 1), got {dropout!r}")
+        self.dropout_p = check_probability("dropout", dropout)
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
-        self.dropout_p = float(dropout)
         self.activation = activation
         self.attention = MultiHeadAttention(d_model, num_heads, bias=bias, dropout=dropout)  # checks num_heads
         self.num_heads, self.head_dim = self.attention.num_heads, self.attention.head_dim
@@ -82,10 +80,7 @@ class TransformerBlock(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None = None, *, return_intermediates: bool = False):
         """``x (B, N, d_model) -> out (B, N, d_model)``; with ``return_intermediates`` also a dict (see ``AXES``)."""
-        check_tensor("x", x, ndim=3)
-        if x.shape[-1] != self.d_model:
-            raise ValueError(f"x must have shape (B, N, d_model={self.d_model}), got {shape_of(x)} "
-                             f"(last dimension {x.shape[-1]})")
+        x = check_tokens("x", x, self.d_model, "d_model")
         normed_1 = self.norm_1(x)  # (B, N, d_model)
         attended = self.attention(normed_1, mask=mask)  # (B, N, d_model)
         residual = x + self.dropout(attended)  # (B, N, d_model): the first skip connection
@@ -95,9 +90,7 @@ class TransformerBlock(nn.Module):
         out = residual + self.dropout(mlp)  # (B, N, d_model): the second skip connection
         inter = dict(x=x, normed_1=normed_1, attended=attended, residual=residual, normed_2=normed_2,
                      hidden=hidden, mlp=mlp, out=out)
-        for observer in list(self._observers):
-            observer(self, inter)
-        return (out, inter) if return_intermediates else out
+        return self._report(inter, return_intermediates)
 
     @classmethod
     def from_torch(cls, module: nn.TransformerEncoderLayer) -> "TransformerBlock":

@@ -37,8 +37,9 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
-from .attention import Attention, attention_scores, merge_heads, scaled_dot_product_attention
 from .arguments import check_tensor, shape_of
+from .layers import Attention
+from .observers import Intermediates
 
 __all__ = [
     "PAIRINGS",
@@ -50,6 +51,7 @@ __all__ = [
     "permute_tokens",
     "equivariance_gap",
     "RotaryAttention",
+    "check_rope_settings",
 ]
 
 PAIRINGS = ("half", "interleaved")
@@ -71,6 +73,14 @@ def _check_base(base: object) -> float:
     if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 1:
         raise ValueError(f"base must be a number greater than 1, got {base!r}")
     return float(base)
+
+
+def check_rope_settings(head_dim: int, base: object, pairing: object, where: str = "") -> tuple[float, str]:
+    """``(base, pairing)`` of a rotary layer, checked with its ``head_dim`` (even: features turn in pairs)."""
+    _check_even("head_dim", head_dim, where)
+    if pairing not in PAIRINGS:
+        raise ValueError(f"pairing must be one of {list(PAIRINGS)}, got {pairing!r}")
+    return _check_base(base), pairing
 
 
 def _check_positions(positions: object, rows: torch.Size, device: torch.device) -> Tensor:
@@ -263,46 +273,27 @@ def equivariance_gap(layer: Callable[[Tensor], Tensor], x: Tensor, perm: Tensor 
 class RotaryAttention(Attention):
     """Lesson 07's :class:`Attention` with rotary positions: ``x (B, N, dim) -> (B, N, chan)``.
 
-    The same parameters and the same steps, plus one: after the head split, ``q`` and ``k`` (each
-    ``(B, H, N, head_dim)``) are rotated by :func:`apply_rope` before the scores; ``v`` is not.
-    ``forward(x, mask=None, *, positions=None)``: ``positions (N,)`` (default ``0 .. N-1``).
-    Intermediates as ``Attention.AXES`` plus ``q_rot`` and ``k_rot``.
+    The same parameters and the same forward pass, plus one step, :meth:`add_positions`: after the head
+    split, ``q`` and ``k`` (each ``(B, H, N, head_dim)``) are rotated by :func:`apply_rope` before the
+    scores; ``v`` is not. ``forward(x, mask=None, *, positions=None)``: ``positions (N,)`` (default
+    ``0 .. N-1``). Intermediates as ``Attention.AXES`` plus ``q_rot`` and ``k_rot``.
     """
 
     AXES = {**Attention.AXES, "q_rot": "batch heads tokens head_dim", "k_rot": "batch heads tokens head_dim"}
 
     def __init__(self, dim: int, chan: int, num_heads: int = 1, qkv_bias: bool = False,
-                 qk_scale: float | None = None, *, base: float = DEFAULT_BASE, pairing: str = "half") -> None:
-        super().__init__(dim, chan, num_heads, qkv_bias=qkv_bias, qk_scale=qk_scale)
-        _check_even("head_dim", self.head_dim, f" (chan={chan} / num_heads={num_heads})")
-        if pairing not in PAIRINGS:
-            raise ValueError(f"pairing must be one of {list(PAIRINGS)}, got {pairing!r}")
-        self.base, self.pairing = _check_base(base), pairing
+                 qk_scale: float | None = None, *, base: float = DEFAULT_BASE, pairing: str = "half", **options) -> None:
+        super().__init__(dim, chan, num_heads, qkv_bias=qkv_bias, qk_scale=qk_scale, **options)
+        self.base, self.pairing = check_rope_settings(self.head_dim, base, pairing,
+                                                      f" (chan={chan} / num_heads={num_heads})")
 
-    def forward(self, x: Tensor, mask: Tensor | None = None, *, positions: Tensor | None = None,
-                return_intermediates: bool = False):
-        """``x (B, N, dim) -> (B, N, chan)``; with ``return_intermediates`` also a dict (see ``AXES``)."""
-        x = check_tensor("x", x, min_ndim=3)
-        B, N, C = x.shape
-        if x.ndim != 3 or C != self.dim:
-            raise ValueError(f"x must have shape (B, N, dim={self.dim}), got {shape_of(x)}")
-        positions = torch.arange(N, device=x.device) if positions is None else positions
-        H, hd = self.num_heads, self.head_dim
-        qkv = self.qkv(x)  # (B, N, 3*chan)
-        qkv_heads = qkv.reshape(B, N, 3, H, hd).permute(2, 0, 3, 1, 4)  # (3, B, H, N, head_dim)
-        q, k, v = qkv_heads.unbind(0)  # each (B, H, N, head_dim)
+    def add_positions(self, q: Tensor, k: Tensor, positions: Tensor | None, inter: Intermediates) -> tuple[Tensor, Tensor]:
+        """Rotate ``q`` and ``k`` (each ``(B, H, N, head_dim)``) by their tokens' positions; ``v`` stays."""
+        positions = torch.arange(q.shape[-2], device=q.device) if positions is None else positions  # (N,)
         q_rot = apply_rope(q, positions, base=self.base, pairing=self.pairing)  # (B, H, N, head_dim)
-        k_rot = apply_rope(k, positions, base=self.base, pairing=self.pairing)  # (B, H, N, head_dim); v stays
-        mask = mask[:, None] if isinstance(mask, Tensor) and mask.ndim == 3 else mask  # (B, 1, N, N) for the heads
-        heads, weights = scaled_dot_product_attention(q_rot, k_rot, v, mask, scale=self.scale, return_weights=True)
-        scores = attention_scores(q_rot, k_rot, scale=self.scale)  # (B, H, N, N), before any mask
-        merged = merge_heads(heads)  # (B, N, chan)
-        projected = self.proj(merged)  # (B, N, chan)
-        skip = merge_heads(v)  # (B, N, chan)
-        out = projected + skip  # (B, N, chan)
-        inter = dict(x=x, qkv=qkv, qkv_heads=qkv_heads, q=q, k=k, v=v, q_rot=q_rot, k_rot=k_rot, scores=scores,
-                     weights=weights, heads=heads, merged=merged, projected=projected, skip=skip, out=out)
-        return self._report(inter, return_intermediates)
+        k_rot = apply_rope(k, positions, base=self.base, pairing=self.pairing)  # (B, H, N, head_dim)
+        inter.update(q_rot=q_rot, k_rot=k_rot)
+        return q_rot, k_rot
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, rope base={self.base:g}, pairing={self.pairing}"

@@ -17,7 +17,7 @@ weights copied in, followed by the two pieces of a transformer block around it:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..core import MultiHeadAttention
+from ..core import MultiHeadAttention, Traceable
 
 __all__ = ["BertLayer", "BertEncoder", "EncoderOutput", "PATTERNS", "attention_shares", "heads_matching",
            "shares_by_layer_table"]
@@ -33,7 +33,7 @@ __all__ = ["BertLayer", "BertEncoder", "EncoderOutput", "PATTERNS", "attention_s
 PATTERNS = ("[CLS]", "[SEP]", "previous", "next", "self")
 
 
-class BertLayer(nn.Module):
+class BertLayer(Traceable):
     """One encoder layer: attention, residual + LayerNorm, feed-forward, residual + LayerNorm.
 
     ``x (B, N, hidden) -> (B, N, hidden)``; ``mask``: boolean key-padding mask ``(B, 1, N)`` from
@@ -66,7 +66,6 @@ class BertLayer(nn.Module):
         self.ffn_in = nn.Linear(hidden_size, intermediate_size)
         self.ffn_out = nn.Linear(intermediate_size, hidden_size)
         self.ffn_norm = nn.LayerNorm(hidden_size, eps=eps)
-        self._observers: list[Callable[[nn.Module, dict[str, Tensor]], None]] = []  # shape_trace's hook
 
     def load_checkpoint_layer(self, params: Mapping[str, Tensor], layer: int) -> BertLayer:
         """Copy layer ``layer`` of a BERT checkpoint into this module. ``params``: name -> tensor, the names
@@ -98,8 +97,7 @@ class BertLayer(nn.Module):
         inter = {"x": x, **{k: att[k] for k in ("q", "k", "v", "q_heads", "k_heads", "v_heads", "scores", "weights",
                                                 "heads", "merged")},
                  "attn_out": attn_out, "attn_norm": attn_norm, "ffn_hidden": ffn_hidden, "block_out": block_out}
-        for observer in list(self._observers):
-            observer(self, inter)
+        self.notify_observers(inter)  # shape_trace's hook
         return (block_out, inter) if return_intermediates else block_out
 
 

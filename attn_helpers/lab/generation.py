@@ -16,8 +16,8 @@ import time
 import torch
 from torch import Tensor, nn
 
-from ..core.attention import MultiHeadAttention, causal_mask
-from ..core.efficient import KVCache, cached_attention_step
+from ..core import MultiHeadAttention, causal_mask
+from ..core import KVCache, cached_attention_step
 from .training import Adam
 from ..core.arguments import check_positive_int, shape_of
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from ..core.attention import Attention
+from ..core import Attention
 from .threads import one_thread
 from ..core.arguments import check_positive_int, check_tensor, shape_of
 

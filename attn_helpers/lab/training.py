@@ -34,7 +34,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..core.attention import Attention, merge_heads
+from ..core import Attention, merge_heads
 from ..core.positions import RotaryAttention, sinusoidal_encoding
 from .probes import SKIP_KINDS
 from .threads import one_thread

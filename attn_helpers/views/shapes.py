@@ -78,17 +78,17 @@ def shape_table(tensors: Mapping[str, Tensor], axes: Mapping[str, str]) -> str:
 def shape_trace(module: nn.Module, *, printer=print, labels: Mapping[str, str] | None = None) -> Iterator[list[str]]:
     """Print the named shape of every intermediate of each forward pass of ``module``, in order.
 
-    Works with the modules of :mod:`attn_helpers.attention` (anything with ``AXES`` and the
-    observer hook). ``labels`` maps an intermediate's name to the name printed for it (e.g. ``{"q": "q_heads"}``).
+    Works with any module that reports its intermediates (``AXES`` and ``add_observer``, the modules of
+    :mod:`attn_helpers.core`). ``labels`` maps an intermediate's name to the name printed for it (e.g. ``{"q": "q_heads"}``).
     Yields the list of printed lines, so a test or exercise can inspect them::
 
         with shape_trace(layer):
             layer(x)
     """
-    if not hasattr(module, "_observers") or not hasattr(module, "AXES"):
+    if not hasattr(module, "add_observer") or not hasattr(module, "AXES"):
         raise TypeError(
             f"module must be one of attn_helpers' attention modules (Attention, ConcatHeadsAttention, "
-            f"MultiHeadAttention), got {type(module).__name__}"
+            f"MultiHeadAttention, ...), got {type(module).__name__}"
         )
     lines: list[str] = []
 
@@ -101,8 +101,5 @@ def shape_trace(module: nn.Module, *, printer=print, labels: Mapping[str, str] |
             lines.append(line)
             printer(line)
 
-    module._observers.append(observer)
-    try:
+    with module.add_observer(observer):
         yield lines
-    finally:
-        module._observers.remove(observer)

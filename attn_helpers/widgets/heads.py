@@ -25,7 +25,7 @@ import torch
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from ..core.attention import Attention
+from ..core import Attention
 from ..views.plotting import LiveHeadGrid, to_numpy
 from ..views.shapes import shape_rows
 from ..lab.threads import one_thread

@@ -17,7 +17,7 @@ import torch
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from ..core.attention import attention_scores, causal_mask, mask_to_additive, padding_mask
+from ..core import attention_scores, causal_mask, mask_to_additive, padding_mask
 from ..views.plotting import cmap_with_nan, heatmap, to_numpy
 from ._base import InvalidCombination
 from ._blit import BlitExplorer

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from ..core.attention import Attention
+from ..core import Attention
 from ..lab.example import VOCAB, embed
 from ..views.plotting import SIGNED_CMAP, heatmap, to_numpy
 from ._base import Explorer, InvalidCombination

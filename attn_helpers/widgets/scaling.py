@@ -21,7 +21,7 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ..core.attention import attention_scores
+from ..core import attention_scores
 from ..lab.probes import softmax_statistics
 from ..views.plotting import WEIGHTS_CMAP, annotate_cells, heatmap, to_numpy
 from ._base import Explorer, InvalidCombination

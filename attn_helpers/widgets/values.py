@@ -18,7 +18,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from ..core.attention import attention_scores, causal_mask
+from ..core import attention_scores, causal_mask
 from ..views.plotting import to_numpy, values_plot
 from ._base import InvalidCombination
 from ._blit import BlitExplorer
