@@ -22,6 +22,7 @@ from .core import (
     AttentionHead,
     ConcatHeadsAttention,
     MultiHeadAttention,
+    attend,
     attention_scores,
     blocked_to_keep,
     causal_mask,
@@ -32,6 +33,7 @@ from .core import (
     split_heads,
 )
 from .core import (
+    GroupedQueryAttention,
     KVCache,
     cached_attention_step,
     grouped_query_attention,
@@ -92,6 +94,7 @@ __all__ = [
     "attention_entropy",
     "attention_flops",
     "attention_parameters",
+    "attend",
     "attention_scores",
     "blocked_to_keep",
     "causal_mask",
@@ -104,6 +107,7 @@ __all__ = [
     "softmax_grad_norm",
     "softmax_statistics",
     "split_heads",
+    "GroupedQueryAttention",
     "KVCache",
     "MODEL_ATTENTION_SIZES",
     "MatmulFlopCounter",
