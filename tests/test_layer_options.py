@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from attn_helpers import (Attention, ConcatHeadsAttention, MultiHeadAttention, RotaryAttention, attend, causal_mask,
-                          scaled_dot_product_attention)
+from attn_helpers.core import (Attention, ConcatHeadsAttention, MultiHeadAttention, RotaryAttention, attend,
+                               causal_mask, scaled_dot_product_attention)
 
 
 def randn(*shape: int, seed: int = 0) -> torch.Tensor:

@@ -25,60 +25,19 @@ from .heads import merge_heads, repeat_kv_heads, split_heads  # noqa: F401
 from .observers import Traceable  # noqa: F401
 from .layers import Attention, AttentionHead, ConcatHeadsAttention  # noqa: F401
 from .multihead import MultiHeadAttention  # noqa: F401
-from .positions import (  # noqa: F401
-    DEFAULT_BASE,
-    PAIRINGS,
-    LearnedPositions,
-    RotaryAttention,
-    apply_rope,
-    equivariance_gap,
-    permute_tokens,
-    rope_frequencies,
-    rope_pair_scores,
-    sinusoidal_encoding,
-)
+from .positions import (DEFAULT_BASE, PAIRINGS, LearnedPositions, RotaryAttention, apply_rope,  # noqa: F401
+                        equivariance_gap, permute_tokens, rope_frequencies, rope_pair_scores, sinusoidal_encoding)
 from .grouped import GroupedQueryAttention, grouped_query_attention  # noqa: F401
 from .kv_cache import KVCache, cached_attention_step  # noqa: F401
 from .tiled import online_softmax, online_softmax_update, tiled_attention  # noqa: F401
 from .block import ACTIVATIONS, TransformerBlock  # noqa: F401
 
 __all__ = [
-    "broadcast_shape",
-    "check_heads",
-    "causal_mask",
-    "padding_mask",
-    "blocked_to_keep",
-    "mask_to_additive",
-    "apply_mask",
-    "mask_for_heads",
-    "attention_scores",
-    "attend",
-    "scaled_dot_product_attention",
-    "split_heads",
-    "merge_heads",
-    "repeat_kv_heads",
-    "Traceable",
-    "Attention",
-    "AttentionHead",
-    "ConcatHeadsAttention",
-    "MultiHeadAttention",
-    "DEFAULT_BASE",
-    "PAIRINGS",
-    "rope_frequencies",
-    "apply_rope",
-    "rope_pair_scores",
-    "sinusoidal_encoding",
-    "LearnedPositions",
-    "permute_tokens",
-    "equivariance_gap",
-    "RotaryAttention",
-    "grouped_query_attention",
-    "GroupedQueryAttention",
-    "KVCache",
-    "cached_attention_step",
-    "online_softmax_update",
-    "online_softmax",
-    "tiled_attention",
-    "TransformerBlock",
-    "ACTIVATIONS",
+    "broadcast_shape", "check_heads", "causal_mask", "padding_mask", "blocked_to_keep", "mask_to_additive",
+    "apply_mask", "mask_for_heads", "attention_scores", "attend", "scaled_dot_product_attention",
+    "split_heads", "merge_heads", "repeat_kv_heads", "Traceable", "Attention", "AttentionHead",
+    "ConcatHeadsAttention", "MultiHeadAttention", "DEFAULT_BASE", "PAIRINGS", "rope_frequencies", "apply_rope",
+    "rope_pair_scores", "sinusoidal_encoding", "LearnedPositions", "permute_tokens", "equivariance_gap",
+    "RotaryAttention", "grouped_query_attention", "GroupedQueryAttention", "KVCache", "cached_attention_step",
+    "online_softmax_update", "online_softmax", "tiled_attention", "TransformerBlock", "ACTIVATIONS",
 ]

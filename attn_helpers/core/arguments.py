@@ -22,10 +22,8 @@ def check_tensor(name: str, t: object, *, min_ndim: int = 1, ndim: int | None = 
     if not isinstance(t, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if not t.is_floating_point():
-        raise TypeError(
-            f"{name} must be a floating-point tensor (float32 or float64), got dtype {t.dtype} "
-            f"with shape {shape_of(t)}; convert it with {name}.float()"
-        )
+        raise TypeError(f"{name} must be a floating-point tensor (float32 or float64), got dtype {t.dtype} "
+                        f"with shape {shape_of(t)}; convert it with {name}.float()")
     if ndim is not None and t.ndim != ndim:
         raise ValueError(f"{name} must have {ndim} dimensions, got shape {shape_of(t)} ({t.ndim} dimensions)")
     if t.ndim < min_ndim:
@@ -52,11 +50,9 @@ def check_heads(chan: int, num_heads: int, chan_name: str = "chan", where: str =
     """
     check_positive_int("num_heads", num_heads)
     if chan % num_heads != 0:
-        raise ValueError(
-            f"{chan_name}={chan}{where} is not divisible by num_heads={num_heads}: each head gets "
-            f"{chan_name} / num_heads = {chan / num_heads:g} features, which must be a whole number "
-            f"(try num_heads in {[h for h in range(1, chan + 1) if chan % h == 0]})"
-        )
+        raise ValueError(f"{chan_name}={chan}{where} is not divisible by num_heads={num_heads}: each head gets "
+                         f"{chan_name} / num_heads = {chan / num_heads:g} features, which must be a whole number "
+                         f"(try num_heads in {[h for h in range(1, chan + 1) if chan % h == 0]})")
     return chan // num_heads
 
 
@@ -81,15 +77,11 @@ def check_mask(mask: object, scores_shape: torch.Size) -> Tensor:
     if not isinstance(mask, Tensor):
         raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
     if mask.dtype != torch.bool and not mask.is_floating_point():
-        raise TypeError(
-            f"mask must be boolean (True = may attend) or floating (added to the scores), got dtype "
-            f"{mask.dtype} with shape {shape_of(mask)}; for 0/1 integers use mask.bool()"
-        )
+        raise TypeError(f"mask must be boolean (True = may attend) or floating (added to the scores), got dtype "
+                        f"{mask.dtype} with shape {shape_of(mask)}; for 0/1 integers use mask.bool()")
     if broadcast_shape(mask.shape, scores_shape) != tuple(scores_shape):
-        raise ValueError(
-            f"mask of shape {shape_of(mask)} cannot broadcast to the scores' shape {list(scores_shape)} "
-            f"(..., N_q, N_k); a key-padding mask for (B, H, N_q, N_k) scores has shape (B, 1, 1, N_k)"
-        )
+        raise ValueError(f"mask of shape {shape_of(mask)} cannot broadcast to the scores' shape {list(scores_shape)} "
+                         f"(..., N_q, N_k); a key-padding mask for (B, H, N_q, N_k) scores has shape (B, 1, 1, N_k)")
     return mask
 
 

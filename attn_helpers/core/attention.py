@@ -25,10 +25,8 @@ def attention_scores(q: Tensor, k: Tensor, *, scale: float | None = None) -> Ten
     q = check_tensor("q", q, min_ndim=2)
     k = check_tensor("k", k, min_ndim=2)
     if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q and k must have the same feature size d_k (last dimension): q has shape {shape_of(q)}, "
-            f"k has shape {shape_of(k)}"
-        )
+        raise ValueError(f"q and k must have the same feature size d_k (last dimension): q has shape {shape_of(q)}, "
+                         f"k has shape {shape_of(k)}")
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
     return (q @ k.transpose(-2, -1)) * scale  # (..., N_q, N_k)
 

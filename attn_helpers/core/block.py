@@ -1,16 +1,11 @@
-"""The attention layer inside a pre-LayerNorm transformer block (lesson 07).
-
-Imports torch only. One block maps ``x (B, N, d_model) -> (B, N, d_model)`` in two residual steps::
+"""The attention layer inside a pre-LayerNorm transformer block (lesson 07), in two residual steps::
 
     residual = x + dropout(attention(norm_1(x)))             # (B, N, d_model)
     out = residual + dropout(mlp(norm_2(residual)))          # (B, N, d_model)
     mlp(h) = linear_2(dropout(activation(linear_1(h))))      # d_model -> dim_feedforward -> d_model
 
-This is PyTorch's ``nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward, norm_first=True,
-batch_first=True)``: :meth:`TransformerBlock.from_torch` and :meth:`TransformerBlock.to_torch` copy the
-weights either way. The attention inside is this package's :class:`MultiHeadAttention`
-(dropout on its weights in training mode, like PyTorch's), so masks use the package's convention:
-``True`` = may attend.
+This is PyTorch's ``nn.TransformerEncoderLayer(..., norm_first=True, batch_first=True)``, weights copied
+either way by :meth:`TransformerBlock.from_torch` and :meth:`TransformerBlock.to_torch`.
 """
 
 from __future__ import annotations
@@ -38,20 +33,11 @@ class TransformerBlock(Traceable):
     ``"relu"`` or ``"gelu"``, ``layer_norm_eps`` the LayerNorms' epsilon.
 
     ``forward(x, mask=None, return_intermediates=False)``; ``mask`` (``True`` = may attend) is shaped
-    ``(N, N)``, ``(B, N, N)`` or ``(B, H, N, N)``. ``AXES`` names the intermediates, so
-    :func:`attn_helpers.shape_trace` prints them.
+    ``(N, N)``, ``(B, N, N)`` or ``(B, H, N, N)``.
     """
 
-    AXES = {
-        "x": "batch tokens d_model",
-        "normed_1": "batch tokens d_model",
-        "attended": "batch tokens d_model",
-        "residual": "batch tokens d_model",
-        "normed_2": "batch tokens d_model",
-        "hidden": "batch tokens dim_feedforward",
-        "mlp": "batch tokens d_model",
-        "out": "batch tokens d_model",
-    }
+    AXES = {**dict.fromkeys(("x", "normed_1", "attended", "residual", "normed_2"), "batch tokens d_model"),
+            "hidden": "batch tokens dim_feedforward", "mlp": "batch tokens d_model", "out": "batch tokens d_model"}
 
     def __init__(
         self,

@@ -52,13 +52,11 @@ def grouped_query_attention(
 class GroupedQueryAttention(Traceable):
     """The attention layer of Llama-style models: grouped-query heads with rotary positions.
 
-    ``x (B, N, d_model) -> (B, N, d_model)``. ``q_proj = Linear(d_model, d_model)`` makes ``num_heads`` query
-    heads of ``head_dim = d_model // num_heads``; ``k_proj`` and ``v_proj``, ``Linear(d_model, num_kv_heads *
-    head_dim)``, make ``num_kv_heads`` key/value heads; with ``rope=True`` (default) q and k are rotated by
-    :func:`apply_rope` at their positions; then :func:`grouped_query_attention` and ``out_proj``.
-    ``bias`` sets all four biases (Llama's ``attention_bias``, default False); ``qkv_bias`` and ``proj_bias``
-    set them apart. :func:`cached_attention_step` runs it token by token with a :class:`KVCache` of
-    ``num_kv_heads`` heads.
+    ``x (B, N, d_model) -> (B, N, d_model)``: ``q_proj`` makes ``num_heads`` query heads of ``head_dim =
+    d_model // num_heads``, ``k_proj`` and ``v_proj`` make ``num_kv_heads`` key/value heads; with ``rope=True``
+    q and k are rotated at their positions (:func:`apply_rope`); then :func:`grouped_query_attention` and
+    ``out_proj``. ``bias`` sets all four biases (Llama's ``attention_bias``); ``qkv_bias`` and ``proj_bias``
+    set them apart. :func:`cached_attention_step` runs it with a :class:`KVCache` of ``num_kv_heads`` heads.
     """
 
     AXES = {

@@ -36,10 +36,8 @@ class KVCache:
         k_new = check_tensor("k_new", k_new, min_ndim=2)
         v_new = check_tensor("v_new", v_new, min_ndim=2)
         if k_new.shape[:-1] != v_new.shape[:-1]:
-            raise ValueError(
-                f"k_new and v_new must agree on every axis but the last (one value per key): "
-                f"k_new has shape {shape_of(k_new)}, v_new has shape {shape_of(v_new)}"
-            )
+            raise ValueError(f"k_new and v_new must agree on every axis but the last (one value per key): "
+                             f"k_new has shape {shape_of(k_new)}, v_new has shape {shape_of(v_new)}")
         n_new = k_new.shape[-2]
         if self.k is None or self.v is None:
             self.k = k_new.new_zeros(*k_new.shape[:-2], self.max_tokens, k_new.shape[-1])  # (..., max_tokens, d_k)
@@ -52,20 +50,12 @@ class KVCache:
                 f"tokens already cached; got k_new {shape_of(k_new)}, v_new {shape_of(v_new)}"
             )
         if self.length + n_new > self.max_tokens:
-            raise ValueError(
-                f"the cache holds at most max_tokens={self.max_tokens} tokens; it has {self.length} and "
-                f"k_new adds {n_new} (k_new has shape {shape_of(k_new)})"
-            )
+            raise ValueError(f"the cache holds at most max_tokens={self.max_tokens} tokens; it has {self.length} and "
+                             f"k_new adds {n_new} (k_new has shape {shape_of(k_new)})")
         self.k[..., self.length:self.length + n_new, :] = k_new
         self.v[..., self.length:self.length + n_new, :] = v_new
         self.length += n_new
         return self.k[..., :self.length, :], self.v[..., :self.length, :]  # (..., length, d_k), (..., length, d_v)
-
-    def truncate(self, length: int) -> None:
-        """Forget every token after the first ``length`` (to re-run a step, or drop rejected guesses)."""
-        if isinstance(length, bool) or not isinstance(length, int) or not 0 <= length <= self.length:
-            raise ValueError(f"length must be an int in [0, {self.length}] (the tokens cached), got {length!r}")
-        self.length = length
 
     @property
     def nbytes(self) -> int:
@@ -77,6 +67,7 @@ class KVCache:
     def __repr__(self) -> str:
         shape = "empty" if self.k is None else f"k {shape_of(self.k)}, v {shape_of(self.v)}"
         return f"KVCache(length={self.length}, max_tokens={self.max_tokens}, {shape})"
+
 
 def cached_attention_step(layer: MultiHeadAttention | GroupedQueryAttention, x_new: Tensor, cache: KVCache) -> Tensor:
     """Self-attention of ``layer`` for the newest token(s) only: ``x_new (B, n_new, d_model) -> (B, n_new, d_model)``.

@@ -74,21 +74,21 @@ class Attention(Traceable):
         """
         x = check_tokens("x", x, self.dim, "dim")
         B, N, _ = x.shape
+        H, hd = self.num_heads, self.head_dim
         qkv = self.qkv(x)  # (B, N, 3*chan)
-        qkv_heads = qkv.reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, H, N, head_dim)
+        qkv_heads = qkv.reshape(B, N, 3, H, hd).permute(2, 0, 3, 1, 4)  # (3, B, H, N, head_dim)
         q, k, v = qkv_heads.unbind(0)  # each (B, H, N, head_dim)
         inter = dict(x=x, qkv=qkv, qkv_heads=qkv_heads, q=q, k=k, v=v)
-        q, k = self.add_positions(q, k, positions, inter)  # each (B, H, N, head_dim); RotaryAttention rotates them
-        heads, scores, weights = attend(q, k, v, mask=mask_for_heads(mask), scale=self.scale)  # (B, H, N, head_dim)
+        q, k = self.add_positions(q, k, positions, inter)  # each (B, H, N, head_dim): RotaryAttention rotates them
+        heads, scores, weights = attend(q, k, v, mask=mask_for_heads(mask), scale=self.scale)  # heads (B, H, N, head_dim)
         merged = merge_heads(heads)  # (B, N, chan)
         projected = self.proj(merged)  # (B, N, chan)
         inter.update(scores=scores, weights=weights, heads=heads, merged=merged, projected=projected)
-        if self.skip_through_v:
-            skip = merge_heads(v)  # (B, N, chan): the values, heads flattened back
-            inter.update(skip=skip, out=projected + skip)  # (B, N, chan)
-        else:  # the standard layer: the block around it adds its own skip of x
-            inter.update(out=projected)  # (B, N, chan)
-        return self._report(inter, return_intermediates)
+        if not self.skip_through_v:  # the standard layer (nanoGPT's): the block around it adds its own skip of x
+            return self._report({**inter, "out": projected}, return_intermediates)
+        skip = merge_heads(v)  # (B, N, chan): the values, heads flattened back
+        out = projected + skip  # (B, N, chan)
+        return self._report({**inter, "skip": skip, "out": out}, return_intermediates)
 
     def add_positions(self, q: Tensor, k: Tensor, positions: Tensor | None, inter: Intermediates) -> tuple[Tensor, Tensor]:
         """The step between the head split and the scores where a subclass tells ``q`` and ``k`` their

@@ -60,10 +60,8 @@ def mask_to_additive(mask: Tensor, *, invert: bool = False, dtype: torch.dtype =
     reads ``True`` as "blocked" (``masked_fill``, ``nn.MultiheadAttention``). Same shape as ``mask``.
     """
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
-        raise TypeError(
-            f"mask must be a boolean tensor, got {getattr(mask, 'dtype', type(mask).__name__)}; "
-            "an additive mask is already in the form this function returns"
-        )
+        raise TypeError(f"mask must be a boolean tensor, got {getattr(mask, 'dtype', type(mask).__name__)}; "
+                        "an additive mask is already in the form this function returns")
     keep = ~mask if invert else mask
     zeros = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
     return zeros.masked_fill(~keep, float("-inf"))

@@ -20,11 +20,8 @@ Observer = Callable[[nn.Module, Intermediates], None]
 
 
 class Traceable(nn.Module):
-    """A module whose forward pass reports its intermediates to observers.
-
-    ``AXES`` names the axes of every intermediate (``"batch tokens chan"``), in the order the forward pass makes
-    them. A subclass's forward ends with ``self.notify_observers(inter)``.
-    """
+    """A module whose forward pass ends with ``self.notify_observers(inter)``; ``AXES`` names the axes of
+    every intermediate (``"batch tokens chan"``), in the order the forward pass makes them."""
 
     AXES: dict[str, str] = {}
 

@@ -1,7 +1,7 @@
 """Positions (lesson 10): attention is order-blind, and three ways to tell it where tokens sit.
 
-Imports torch only (and :mod:`attn_helpers.attention`). Shapes use the series' notation: ``B`` batch,
-``N`` tokens, ``H`` heads, ``head_dim`` features per head, ``dim`` model width.
+Shapes use the series' notation: ``B`` batch, ``N`` tokens, ``H`` heads, ``head_dim`` features per head,
+``dim`` model width. (Lesson 08's tiny model measures the schemes: :mod:`attn_helpers.lab`.)
 
 - **Order-blindness.** :func:`permute_tokens` and :func:`equivariance_gap`: shuffle the tokens of
   the input and compare with the shuffled output (self-attention without positions gives the same
@@ -10,9 +10,6 @@ Imports torch only (and :mod:`attn_helpers.attention`). Shapes use the series' n
   to the token vectors; a position beyond the table has no row.
 - **Sinusoidal positions** (the Transformer paper): :func:`sinusoidal_encoding`, fixed sines and
   cosines of geometrically spaced frequencies, added to the token vectors.
-- **Measured on lesson 08's tiny model**: the measurements (accuracy at any length, the best
-  order-blind guess, extrapolation tables) live with the model in :mod:`attn_helpers.training`
-  (switch ``positions``); this module holds only the position math.
 - **Rotary positions (RoPE).** :func:`apply_rope` rotates pairs of features of ``q`` and ``k`` by an
   angle proportional to the position; :class:`RotaryAttention` is lesson 07's layer with the rotation
   after the head split and before the scores. Because rotating ``q`` by ``m θ`` and ``k`` by ``n θ``
@@ -37,30 +34,18 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
-from .arguments import check_tensor, shape_of
+from .arguments import check_positive_int, check_tensor, shape_of
 from .layers import Attention
 from .observers import Intermediates
 
-__all__ = [
-    "PAIRINGS",
-    "rope_frequencies",
-    "apply_rope",
-    "rope_pair_scores",
-    "sinusoidal_encoding",
-    "LearnedPositions",
-    "permute_tokens",
-    "equivariance_gap",
-    "RotaryAttention",
-    "check_rope_settings",
-]
+__all__ = ["PAIRINGS", "DEFAULT_BASE", "rope_frequencies", "apply_rope", "rope_pair_scores", "sinusoidal_encoding",
+           "LearnedPositions", "permute_tokens", "equivariance_gap", "RotaryAttention", "check_rope_settings"]
 
 PAIRINGS = ("half", "interleaved")
 DEFAULT_BASE = 10_000.0
 
 
-# --------------------------------------------------------------------------------------------
-# Input checks: every message names the argument and the shapes
-# --------------------------------------------------------------------------------------------
+# --- Input checks: every message names the argument and the shapes ---
 
 def _check_even(name: str, size: int, where: str) -> int:
     if isinstance(size, bool) or not isinstance(size, int) or size < 2 or size % 2:
@@ -108,9 +93,7 @@ def _check_positions(positions: object, rows: torch.Size, device: torch.device) 
     return positions.to(device=device, dtype=torch.int64)
 
 
-# --------------------------------------------------------------------------------------------
-# Rotary embeddings
-# --------------------------------------------------------------------------------------------
+# --- Rotary embeddings ---
 
 def rope_frequencies(head_dim: int, *, base: float = DEFAULT_BASE) -> Tensor:
     """The turning speed of each feature pair: ``θ_i = base ** (-2i / head_dim)`` -> ``(head_dim // 2,)`` float64.
@@ -179,9 +162,7 @@ def rope_pair_scores(q: Tensor, k: Tensor, offsets: Tensor | Sequence[int], *, b
     return products[:, 0::2] + products[:, 1::2]  # (T, head_dim/2)
 
 
-# --------------------------------------------------------------------------------------------
-# Absolute positions: sinusoidal and learned
-# --------------------------------------------------------------------------------------------
+# --- Absolute positions: sinusoidal and learned ---
 
 def sinusoidal_encoding(num_positions: int, dim: int, *, base: float = DEFAULT_BASE,
                         dtype: torch.dtype = torch.float32) -> Tensor:
@@ -191,8 +172,7 @@ def sinusoidal_encoding(num_positions: int, dim: int, *, base: float = DEFAULT_B
     Every row has length ``sqrt(dim / 2)``, and ``PE[m] · PE[n] = Σ_i cos((m - n) ω_i)`` depends on the
     offset ``m - n`` only. Any number of positions can be made: there is a row for every position.
     """
-    if isinstance(num_positions, bool) or not isinstance(num_positions, int) or num_positions < 1:
-        raise ValueError(f"num_positions must be an int of at least 1, got {num_positions!r}")
+    check_positive_int("num_positions", num_positions)
     _check_even("dim", dim, " (sines and cosines come in pairs)")
     omega = rope_frequencies(dim, base=base)  # (dim/2,), the same frequencies as RoPE's
     angles = torch.arange(num_positions, dtype=torch.float64)[:, None] * omega  # (num_positions, dim/2)
@@ -210,10 +190,7 @@ class LearnedPositions(nn.Embedding):
     """
 
     def __init__(self, num_positions: int, dim: int) -> None:
-        for name, value in (("num_positions", num_positions), ("dim", dim)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int of at least 1, got {value!r}")
-        super().__init__(num_positions, dim)
+        super().__init__(check_positive_int("num_positions", num_positions), check_positive_int("dim", dim))
 
     def forward(self, positions: Tensor | int) -> Tensor:
         if isinstance(positions, int) and not isinstance(positions, bool):
@@ -233,9 +210,7 @@ class LearnedPositions(nn.Embedding):
         return f"num_positions={self.num_embeddings}, dim={self.embedding_dim}"
 
 
-# --------------------------------------------------------------------------------------------
-# Order-blindness: permutation equivariance
-# --------------------------------------------------------------------------------------------
+# --- Order-blindness: permutation equivariance ---
 
 def permute_tokens(x: Tensor, perm: Tensor | Sequence[int]) -> Tensor:
     """Reorder the tokens of ``x (B, N, ...)``: ``out[:, i] = x[:, perm[i]]`` -> ``(B, N, ...)``.
@@ -266,9 +241,7 @@ def equivariance_gap(layer: Callable[[Tensor], Tensor], x: Tensor, perm: Tensor 
     return float((shuffled_then_layer - layer_then_shuffled).abs().max())
 
 
-# --------------------------------------------------------------------------------------------
-# The layer with rotary positions
-# --------------------------------------------------------------------------------------------
+# --- The layer with rotary positions ---
 
 class RotaryAttention(Attention):
     """Lesson 07's :class:`Attention` with rotary positions: ``x (B, N, dim) -> (B, N, chan)``.

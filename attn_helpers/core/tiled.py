@@ -39,11 +39,9 @@ def online_softmax_update(running_max: Tensor, running_sum: Tensor, block: Tenso
     running_max = check_tensor("running_max", running_max, min_ndim=0)
     running_sum = check_tensor("running_sum", running_sum, min_ndim=0)
     if running_max.shape != block.shape[:-1] or running_sum.shape != block.shape[:-1]:
-        raise ValueError(
-            f"running_max and running_sum must have the shape of block without its last axis, "
-            f"{shape_of(block)[:-1]}: got running_max {shape_of(running_max)}, running_sum "
-            f"{shape_of(running_sum)}, block {shape_of(block)}"
-        )
+        raise ValueError(f"running_max and running_sum must have the shape of block without its last axis, "
+                         f"{shape_of(block)[:-1]}: got running_max {shape_of(running_max)}, running_sum "
+                         f"{shape_of(running_sum)}, block {shape_of(block)}")
     new_max = torch.maximum(running_max, block.amax(dim=-1))  # (...)
     safe = _safe_max(new_max)  # (...)
     rescale = torch.exp(running_max - safe)  # (...), 0 when nothing was seen before
@@ -80,20 +78,15 @@ def tiled_attention(
 ) -> Tensor:
     """``softmax(q @ k^T * scale + mask) @ v`` block by block, never building the ``N_q x N_k`` matrix.
 
-    Same conventions and result as :func:`attn_helpers.scaled_dot_product_attention`:
-    ``q (..., N_q, d_k)``, ``k (..., N_k, d_k)``, ``v (..., N_k, d_v)`` -> ``(..., N_q, d_v)``;
-    ``mask`` boolean (``True`` = may attend) or floating (added), broadcastable to
-    ``(..., N_q, N_k)``; ``scale=None`` means ``d_k ** -0.5`` (``0.0`` is used as given); a row whose
-    keys are all blocked gives zeros. ``is_causal=True`` applies the causal mask of
-    :func:`attn_helpers.causal_mask` without building it, and skips the key blocks that lie
-    entirely in the future (it may be combined with ``mask``).
+    Same arguments and result as :func:`attend`'s output, ``(..., N_q, d_v)``. ``is_causal=True`` applies
+    :func:`causal_mask` without building it and skips the key blocks entirely in the future (``mask`` may be
+    given too).
 
     For each block of ``block_size`` queries, the loop visits the key/value blocks and keeps, per query
     row, the running max ``m``, the running sum ``l`` of ``exp(score - m)`` and the running weighted sum
     ``acc`` of values, rescaling ``l`` and ``acc`` by ``exp(m_old - m_new)`` (the online softmax). The
     scores exist a tile at a time (``block_size`` by ``block_size`` per head, and a few temporaries of
-    that size), so memory grows linearly with ``N``. A tuned version of this loop is
-    ``benchmarks/tuned_tiled.py``, which ``benchmarks/attention.py`` races against PyTorch's kernel.
+    that size), so memory grows linearly with ``N``.
     """
     q, k, v = check_qkv(q, k, v)
     check_positive_int("block_size", block_size)
