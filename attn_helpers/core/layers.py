@@ -42,19 +42,10 @@ class Attention(Traceable):
     """
 
     AXES = {
-        "x": "batch tokens dim",
-        "qkv": "batch tokens 3*chan",
-        "qkv_heads": "qkv batch heads tokens head_dim",
-        "q": "batch heads tokens head_dim",
-        "k": "batch heads tokens head_dim",
-        "v": "batch heads tokens head_dim",
-        "scores": "batch heads queries keys",
-        "weights": "batch heads queries keys",
-        "heads": "batch heads tokens head_dim",
-        "merged": "batch tokens chan",
-        "projected": "batch tokens chan",
-        "skip": "batch tokens chan",
-        "out": "batch tokens chan",
+        "x": "batch tokens dim", "qkv": "batch tokens 3*chan", "qkv_heads": "qkv batch heads tokens head_dim",
+        **dict.fromkeys(("q", "k", "v"), "batch heads tokens head_dim"),
+        **dict.fromkeys(("scores", "weights"), "batch heads queries keys"), "heads": "batch heads tokens head_dim",
+        **dict.fromkeys(("merged", "projected", "skip", "out"), "batch tokens chan"),
     }
 
     def __init__(self, dim: int, chan: int, num_heads: int = 1, qkv_bias: bool = False, qk_scale: float | None = None,
