@@ -80,8 +80,8 @@ def cached_attention_step(layer: MultiHeadAttention | GroupedQueryAttention, x_n
     _check_step(layer, x_new, cache)
     past, n_new = cache.length, x_new.shape[1]  # tokens cached before this call, tokens added by it
     positions = torch.arange(past, past + n_new, device=x_new.device)  # (n_new,): the new tokens' positions
-    if isinstance(layer, GroupedQueryAttention):  # G key/value heads; q and k rotated at their positions
-        q, k, v = layer.project(x_new, positions if layer.rope else None)  # (B, H|G|G, n_new, head_dim)
+    if isinstance(layer, GroupedQueryAttention):  # q (B, H, n_new, head_dim); k, v (B, G, n_new, head_dim)
+        q, k, v = layer.project(x_new, positions if layer.rope else None)  # q and k rotated at their positions
     else:  # MultiHeadAttention: G = H key/value heads, no positions
         projections = (layer.q_proj, layer.k_proj, layer.v_proj)
         q, k, v = (split_heads(proj(x_new), layer.num_heads) for proj in projections)  # (B, H, n_new, head_dim)
