@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from attn_helpers import BertEncoder, attention_shares, load_pretrained, padding_mask, shape_trace
 from attn_helpers.lab import pretrained
-from attn_helpers.lab.bert import PATTERNS, heads_matching, shares_by_layer_table
+from attn_helpers.lab import PATTERNS, heads_matching, shares_by_layer_table
 from attn_helpers.lab.pretrained import (MODEL_ID, check_config, check_weights, load_from_folder, load_from_hub,
                                      load_from_package, packaged_model_available, to_transformers)
 
@@ -172,7 +172,7 @@ def test_missing_weights_and_bad_configs_are_explained(model):
     del weights["encoder.layer.4.intermediate.dense.bias"]
     with pytest.raises(ValueError, match="lack 1 of the .*encoder.layer.4.intermediate.dense.bias"):
         check_weights(model.config, weights)
-    with pytest.raises(ValueError, match="hidden_size=384 is not divisible by num_attention_heads=5"):
+    with pytest.raises(ValueError, match=r"hidden_size=384 \(config.json\) is not divisible by num_heads=5"):
         check_config({**model.config, "num_attention_heads": 5})
     with pytest.raises(ValueError, match="lacks \\['vocab_size'\\]"):
         check_config({k: v for k, v in model.config.items() if k != "vocab_size"})

@@ -30,6 +30,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..core.arguments import check_heads
+
 __all__ = ["MODEL_ID", "PACKAGE", "MODEL_FILES", "PretrainedModel", "Encoded", "packaged_model_available",
            "load_pretrained", "load_from_folder", "load_from_package", "load_from_hub", "check_config",
            "check_weights", "to_transformers"]
@@ -148,9 +150,7 @@ def check_config(config: Mapping[str, Any]) -> dict[str, Any]:
     if config.get("model_type", "bert") != "bert":
         raise ValueError(f"config.json describes model_type={config['model_type']!r}; this loader reads BERT-style "
                          f"encoders (model_type 'bert')")
-    hidden, heads = config["hidden_size"], config["num_attention_heads"]
-    if hidden % heads:
-        raise ValueError(f"config.json: hidden_size={hidden} is not divisible by num_attention_heads={heads}")
+    check_heads(config["hidden_size"], config["num_attention_heads"], "hidden_size", " (config.json)")
     act = config.get("hidden_act", "gelu")
     if act != "gelu":
         raise ValueError(f"config.json: hidden_act={act!r}; the recomputation implements 'gelu' (the exact, erf form)")
