@@ -113,10 +113,6 @@ class EncoderOutput:
     attentions: tuple[Tensor, ...]
     mask: Tensor
 
-    @property
-    def last_hidden_state(self) -> Tensor:
-        return self.hidden_states[-1]
-
     def stacked_attentions(self) -> Tensor:
         """Every layer's weights in one tensor ``(B, L, H, N, N)``."""
         return torch.stack(self.attentions, dim=1)

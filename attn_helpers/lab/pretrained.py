@@ -31,6 +31,7 @@ import torch
 from torch import Tensor
 
 from ..core.arguments import check_heads
+from .seeded import local_random
 
 __all__ = ["MODEL_ID", "PACKAGE", "MODEL_FILES", "PretrainedModel", "Encoded", "packaged_model_available",
            "load_pretrained", "load_from_folder", "load_from_package", "load_from_hub", "check_config",
@@ -90,10 +91,6 @@ class PretrainedModel:
     @property
     def num_heads(self) -> int:
         return int(self.config["num_attention_heads"])
-
-    @property
-    def hidden_size(self) -> int:
-        return int(self.config["hidden_size"])
 
     @property
     def dtype(self) -> torch.dtype:
@@ -294,7 +291,8 @@ def to_transformers(model: PretrainedModel) -> Any:
         raise _needs("transformers") from None
     config = BertConfig(**{k: v for k, v in model.config.items() if not k.startswith("_")},
                         attn_implementation="eager")
-    reference = BertModel(config, add_pooling_layer="pooler.dense.weight" in model.params)
+    with local_random(0):  # its random initial parameters, replaced below, leave the global random state alone
+        reference = BertModel(config, add_pooling_layer="pooler.dense.weight" in model.params)
     reference = reference.to(model.dtype)
     wanted = set(reference.state_dict())
     missing, _ = reference.load_state_dict({k: v for k, v in model.params.items() if k in wanted}, strict=False)
