@@ -52,7 +52,6 @@ from .lab import (
     growth_exponent,
     kv_cache_bytes,
     measure_peak_memory,
-    median_seconds,
 )
 from .lab import (
     AttentionStack,
@@ -117,7 +116,6 @@ __all__ = [
     "growth_exponent",
     "kv_cache_bytes",
     "measure_peak_memory",
-    "median_seconds",
     "online_softmax",
     "online_softmax_update",
     "repeat_kv_heads",

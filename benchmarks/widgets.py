@@ -52,7 +52,7 @@ LAYOUT_TARGET_MS = 150.0
 
 def explorers() -> dict[str, widgets.Explorer]:
     """One explorer of every kind, as the lessons build them (trained runs and the real model where needed)."""
-    from attn_helpers.lab.training import LookupTask, PreviousTokenTask, TrainConfig, train_many
+    from attn_helpers.lab import LookupTask, PreviousTokenTask, TrainConfig, train_many
 
     found = {}
     for name in widgets.__all__:

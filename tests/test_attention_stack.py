@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attn_helpers import Attention, AttentionStack, depth_sweep, merge_heads, signal_through_stack
-from attn_helpers.lab.probes import SKIP_KINDS
+from attn_helpers.lab import SKIP_KINDS
 
 
 @pytest.fixture(scope="module")

@@ -22,12 +22,12 @@ from attn_helpers import (
     TensorMemoryTracker,
     cached_attention_step,
     causal_mask,
+    fastest_seconds,
     grouped_query_attention,
     growth_exponent,
     kv_cache_bytes,
     mask_to_additive,
     measure_peak_memory,
-    median_seconds,
     online_softmax,
     online_softmax_update,
     padding_mask,
@@ -437,9 +437,9 @@ def test_measure_peak_memory_sees_the_n_by_n_matrices_of_plain_attention():
     assert measure_peak_memory(lambda: torch.empty(10, dtype=torch.float16)) == 20
 
 
-def test_median_seconds_and_growth_exponent():
+def test_fastest_seconds_and_growth_exponent():
     calls = []
-    assert median_seconds(lambda: calls.append(1), repeats=3, warmup=2) >= 0.0
+    assert fastest_seconds(lambda: calls.append(1), repeats=3, warmup=2) >= 0.0
     assert len(calls) == 5
     assert growth_exponent([1, 2, 4, 8], [3, 12, 48, 192]) == pytest.approx(2.0)
     assert growth_exponent([10, 100], [5, 50]) == pytest.approx(1.0)
@@ -450,7 +450,7 @@ def test_median_seconds_and_growth_exponent():
     with pytest.raises(ValueError, match="same length"):
         growth_exponent([1, 2], [1])
     with pytest.raises(ValueError, match="repeats must be at least 1"):
-        median_seconds(lambda: None, repeats=0)
+        fastest_seconds(lambda: None, repeats=0)
 
 
 def test_growth_plot_labels_each_line_with_its_slope():
@@ -513,11 +513,11 @@ def test_a_cached_step_does_one_row_of_the_work_of_rerunning_the_layer():
     assert count_matmul_flops(layer, x, mask=causal_mask(t)) == t * step
 
 
-def test_fastest_and_median_seconds_pick_from_the_same_runs(monkeypatch):
+def test_fastest_seconds_picks_the_shortest_timed_run(monkeypatch):
     import attn_helpers.lab.measure as measure
     from attn_helpers import fastest_seconds
 
-    durations = iter([0.5, 3.0, 1.0, 2.0] * 2)  # warm-up run untimed; then runs of 3, 1 and 2 seconds
+    durations = iter([0.5, 3.0, 1.0, 2.0])  # warm-up run untimed; then runs of 3, 1 and 2 seconds
     clock = {"now": 0.0}
 
     def fake_perf_counter():
@@ -528,7 +528,6 @@ def test_fastest_and_median_seconds_pick_from_the_same_runs(monkeypatch):
 
     monkeypatch.setattr(measure.time, "perf_counter", fake_perf_counter)
     assert fastest_seconds(work, repeats=3, warmup=1) == 1.0
-    assert median_seconds(work, repeats=3, warmup=1) == 2.0
     with pytest.raises(ValueError, match="warmup must be an int >= 0"):
         fastest_seconds(work, warmup=-1)
     with pytest.raises(TypeError, match="fn must be callable"):

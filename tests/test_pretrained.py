@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from attn_helpers import BertEncoder, attention_shares, load_pretrained, padding_mask, shape_trace
 from attn_helpers.lab import pretrained
-from attn_helpers.lab.bert import PATTERNS, heads_matching, shares_by_layer_table
+from attn_helpers.lab import PATTERNS, heads_matching, shares_by_layer_table
 from attn_helpers.lab.pretrained import (MODEL_ID, check_config, check_weights, load_from_folder, load_from_hub,
                                      load_from_package, packaged_model_available, to_transformers)
 
@@ -76,7 +76,7 @@ def _hub_cache(root: Path, folder: Path, repo_id: str = MODEL_ID, commit: str = 
 
 def test_package_holds_the_model_the_lesson_describes(model):
     assert model.source == "package"
-    assert (model.num_layers, model.num_heads, model.hidden_size) == (6, 12, 384)
+    assert (model.num_layers, model.num_heads, model.config["hidden_size"]) == (6, 12, 384)
     assert model.config["intermediate_size"] == 1536 and model.dtype == torch.float32
     assert model.parameter_count() == 22_713_216
     first = [k for k in model.params if k.startswith("encoder.layer.0.")][:2]
@@ -172,7 +172,7 @@ def test_missing_weights_and_bad_configs_are_explained(model):
     del weights["encoder.layer.4.intermediate.dense.bias"]
     with pytest.raises(ValueError, match="lack 1 of the .*encoder.layer.4.intermediate.dense.bias"):
         check_weights(model.config, weights)
-    with pytest.raises(ValueError, match="hidden_size=384 is not divisible by num_attention_heads=5"):
+    with pytest.raises(ValueError, match=r"hidden_size=384 \(config.json\) is not divisible by num_heads=5"):
         check_config({**model.config, "num_attention_heads": 5})
     with pytest.raises(ValueError, match="lacks \\['vocab_size'\\]"):
         check_config({k: v for k, v in model.config.items() if k != "vocab_size"})
@@ -250,7 +250,7 @@ def test_a_left_padded_batch_matches_transformers_and_blocks_the_pad_keys(model,
         torch.testing.assert_close(got.attentions[layer], want.attentions[layer], rtol=0, atol=tol["weights"],
                                    msg=lambda m: f"layer {layer} weights: {m}")
     # hidden states of the real tokens only: transformers computes the [PAD] queries' rows its own way
-    torch.testing.assert_close(got.last_hidden_state[mask.bool()], want.last_hidden_state[mask.bool()], rtol=0,
+    torch.testing.assert_close(got.hidden_states[-1][mask.bool()], want.last_hidden_state[mask.bool()], rtol=0,
                                atol=tol["hidden"])
 
 
@@ -276,7 +276,7 @@ def test_transformers_own_loader_reads_the_folder_the_same(model, model_folder):
         got = BertEncoder.from_pretrained(load_from_folder(model_folder))(batch.input_ids, batch.attention_mask)
     for layer in range(6):
         torch.testing.assert_close(got.attentions[layer], want.attentions[layer], rtol=0, atol=1e-5)
-    torch.testing.assert_close(got.last_hidden_state, want.last_hidden_state, rtol=0, atol=1e-4)
+    torch.testing.assert_close(got.hidden_states[-1], want.last_hidden_state, rtol=0, atol=1e-4)
 
 
 def test_padding_keys_get_exactly_zero_and_change_nothing(model):

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attn_helpers import AttentionStack, depth_sweep, softmax_grad_norm, softmax_statistics
-from attn_helpers.lab.probes import SKIP_KINDS
+from attn_helpers.lab import SKIP_KINDS
 
 
 def test_softmax_grad_norm_equals_autograd():

@@ -1,4 +1,4 @@
-"""attn_helpers.lab.training (lesson 08): the toy tasks agree with their ideal patterns, the pattern match
+"""attn_helpers.lab (lesson 08): the toy tasks agree with their ideal patterns, the pattern match
 measures what it says, the model and the hand-written Adam match PyTorch, and training is
 reproducible, leaves the global state alone, and actually learns. Plus the lesson's checkers."""
 
@@ -19,14 +19,13 @@ from attn_helpers.checks import (
     check_previous_token_pattern,
 )
 from attn_helpers.checks.training import _KNOCKOUT_MISTAKES, _knockout_logits
-from attn_helpers.lab.threads import one_thread
-from attn_helpers.lab.training import (
+from attn_helpers.lab import (
+    one_thread,
     IGNORE,
     Adam,
     HeadKnockout,
     LookupTask,
     PreviousTokenTask,
-    ReverseTask,
     TinyAttentionModel,
     TrainConfig,
     batch_generator,
@@ -45,7 +44,7 @@ from attn_helpers.lab.training import (
     training_step,
 )
 
-TASKS = [PreviousTokenTask(), ReverseTask(), LookupTask(), PreviousTokenTask(seq_len=5, vocab_size=3),
+TASKS = [PreviousTokenTask(), LookupTask(), PreviousTokenTask(seq_len=5, vocab_size=3),
          LookupTask(num_pairs=3, num_letters=5, num_digits=4)]
 
 
@@ -81,11 +80,6 @@ def test_ideal_pattern_points_at_the_token_that_holds_the_answer(task):
 def test_previous_token_pattern_is_the_shifted_identity_with_wrap_around():
     ideal = PreviousTokenTask(seq_len=4).ideal_attention(torch.zeros(1, 4, dtype=torch.long))[0]
     assert torch.equal(ideal, torch.tensor([[0., 0, 0, 1], [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]]))
-
-
-def test_reverse_pattern_is_the_anti_diagonal():
-    ideal = ReverseTask(seq_len=5).ideal_attention(torch.zeros(2, 5, dtype=torch.long))
-    assert torch.equal(ideal[1], torch.eye(5).flip(1))
 
 
 def test_lookup_layout_and_labels():
@@ -124,7 +118,7 @@ def test_task_arguments_are_checked():
     with pytest.raises(ValueError, match="vocab_size must be at most 26"):
         PreviousTokenTask(vocab_size=30)
     with pytest.raises(ValueError, match="seq_len must be at least 2"):
-        ReverseTask(seq_len=1)
+        PreviousTokenTask(seq_len=1)
     with pytest.raises(ValueError, match=r"tokens must have shape \(B, N=8\)"):
         PreviousTokenTask().ideal_attention(torch.zeros(2, 5, dtype=torch.long))
     with pytest.raises(TypeError, match="integer tensor"):
@@ -343,7 +337,7 @@ def test_check_previous_token_pattern_refuses_copies_and_the_task_itself():
                    lambda n: ideal(PreviousTokenTask(seq_len=n), torch.zeros(1, n, dtype=torch.long))[0]):
         verdict = check_previous_token_pattern.judge(answer, task)
         assert not verdict.ok and "hands the work to the task's own ideal_attention" in verdict.message, verdict
-        assert "ReverseTask" not in verdict.message  # the classes share one code object: no class is named
+        assert "PreviousTokenTask" not in verdict.message  # the builder is named, not a class
     verdict = check_previous_token_pattern.judge(lambda n: 1 / 0, task)
     assert not verdict.ok and "ZeroDivisionError" in verdict.message
 

@@ -12,7 +12,7 @@ import torch
 
 from attn_helpers import Attention, RotaryAttention, sinusoidal_encoding
 from attn_helpers.core.positions import permute_tokens
-from attn_helpers.lab.training import (
+from attn_helpers.lab import (
     accuracy_by_length,
     accuracy_table,
     held_out_accuracy,

@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import pytest
 
 from attn_helpers import widgets
-from attn_helpers.lab.training import LookupTask, PreviousTokenTask, TrainConfig, train_many
+from attn_helpers.lab import LookupTask, PreviousTokenTask, TrainConfig, train_many
 from widget_support import full_render_differs
 
 CONFIG = TrainConfig(steps=20, snapshot_every=5, held_out=32)

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..core.positions import RotaryAttention, apply_rope, permute_tokens
+from ..core import RotaryAttention, apply_rope, permute_tokens
 from ._core import Verdict, checker, compare_tensors, correct, error_text, wrong
 from ._predict import as_choice, prediction_checker
 from .heads import _library_itself, run_watching

@@ -13,8 +13,7 @@ import torch
 from torch import Tensor
 
 from ..core import merge_heads
-from ..lab.training import (LookupTask, NoWrapPreviousTokenTask, PreviousTokenTask, ReverseTask, TinyAttentionModel,
-                        head_knockout, pattern_match)
+from ..lab import LookupTask, NoWrapPreviousTokenTask, PreviousTokenTask, TinyAttentionModel, head_knockout, pattern_match
 from ._core import Verdict, checker, compare_tensors, correct, error_text, wrong
 from .heads import _library_itself, run_watching
 from ._predict import as_choice, prediction_checker
@@ -54,7 +53,7 @@ def check_knockout_prediction(prediction: Any, accuracy: float, full_accuracy: f
 #: watched while the learner's function runs. Several task classes share one code object, so the name says
 #: what was called, not which class.
 PATTERN_BUILDERS = {cls.ideal_attention.__code__: "the task's own ideal_attention"
-                    for cls in (PreviousTokenTask, NoWrapPreviousTokenTask, ReverseTask, LookupTask)}
+                    for cls in (PreviousTokenTask, NoWrapPreviousTokenTask, LookupTask)}
 
 
 def _call(answer: Any, what: str, *args: Any, watched: dict[Any, str]) -> Any:

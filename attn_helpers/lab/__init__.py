@@ -1,13 +1,27 @@
 """lab: what the lessons run on the math: running examples, toy tasks, tiny models and their training,
-generation, experiments, measuring tools, and the pretrained model with its rebuild."""
+generation, experiments, text tables, measuring tools, and the pretrained model with its rebuild.
+
+Modules: ``example`` (the running sentence and its embedding table), ``tasks`` (lessons 08 and 10's toy
+tasks), ``wiring`` (lesson 06's skip wirings), ``tiny_model``, ``training`` (Adam and the training loop),
+``experiments`` (head knockouts, accuracy at other lengths), ``tables`` (every text table, through one
+formatter), ``probes`` (softmax saturation, stacks of layers), ``generation`` (lesson 09's character model),
+``measure`` (cost formulas and measuring tools), ``bert`` and ``pretrained`` (lesson 11), ``seeded`` and
+``threads`` (seeded draws that leave the global random state alone; one math thread). Lessons call every
+name through this face (``lab.TrainConfig``).
+"""
 
 from __future__ import annotations
 
 from .threads import (  # noqa: F401
     one_thread,
 )
+from .seeded import (  # noqa: F401
+    local_random,
+)
 from .example import (  # noqa: F401
     SENTENCE,
+    PADDED_SENTENCE,
+    LONG_SENTENCE,
     VOCAB,
     embed,
     embedding_table,
@@ -23,50 +37,64 @@ from .measure import (  # noqa: F401
     measure_peak_memory,
     MatmulFlopCounter,
     count_matmul_flops,
-    median_seconds,
     fastest_seconds,
     growth_exponent,
+)
+from .wiring import (  # noqa: F401
+    SKIP_KINDS,
+    check_wiring,
+    next_hidden,
 )
 from .probes import (  # noqa: F401
     attention_entropy,
     softmax_grad_norm,
     softmax_statistics,
-    SKIP_KINDS,
     AttentionStack,
     signal_through_stack,
     depth_sweep,
 )
-from .training import (  # noqa: F401
+from .tasks import (  # noqa: F401
     IGNORE,
-    POSITION_SCHEMES,
+    HELD_OUT_SEED,
     Task,
     PreviousTokenTask,
-    ReverseTask,
+    NoWrapPreviousTokenTask,
     LookupTask,
+    held_out_sequences,
+    pattern_match,
+)
+from .tiny_model import (  # noqa: F401
+    POSITION_SCHEMES,
     TinyAttentionModel,
+)
+from .training import (  # noqa: F401
     TrainConfig,
     Adam,
     TrainingRun,
-    pattern_match,
     initial_model,
     batch_generator,
     training_step,
     train,
     train_many,
+)
+from .experiments import (  # noqa: F401
+    HeadKnockout,
+    head_knockout,
+    held_out_accuracy,
+    order_blind_accuracy,
+    accuracy_by_length,
+    attention_by_offset,
+)
+from .tables import (  # noqa: F401
+    text_table,
     results_table,
     timing_table,
     pattern_match_table,
     steps_table,
-    HeadKnockout,
-    head_knockout,
     knockout_table,
     knockout_summary,
-    NoWrapPreviousTokenTask,
-    held_out_accuracy,
-    order_blind_accuracy,
-    accuracy_by_length,
     accuracy_table,
-    attention_by_offset,
+    shares_by_layer_table,
 )
 from .generation import (  # noqa: F401
     CharVocab,
@@ -82,7 +110,6 @@ from .bert import (  # noqa: F401
     PATTERNS,
     attention_shares,
     heads_matching,
-    shares_by_layer_table,
 )
 from .pretrained import (  # noqa: F401
     MODEL_ID,
@@ -102,7 +129,10 @@ from .pretrained import (  # noqa: F401
 
 __all__ = [
     "one_thread",
+    "local_random",
     "SENTENCE",
+    "PADDED_SENTENCE",
+    "LONG_SENTENCE",
     "VOCAB",
     "embed",
     "embedding_table",
@@ -116,46 +146,50 @@ __all__ = [
     "measure_peak_memory",
     "MatmulFlopCounter",
     "count_matmul_flops",
-    "median_seconds",
     "fastest_seconds",
     "growth_exponent",
+    "SKIP_KINDS",
+    "check_wiring",
+    "next_hidden",
     "attention_entropy",
     "softmax_grad_norm",
     "softmax_statistics",
-    "SKIP_KINDS",
     "AttentionStack",
     "signal_through_stack",
     "depth_sweep",
     "IGNORE",
-    "POSITION_SCHEMES",
+    "HELD_OUT_SEED",
     "Task",
     "PreviousTokenTask",
-    "ReverseTask",
+    "NoWrapPreviousTokenTask",
     "LookupTask",
+    "held_out_sequences",
+    "pattern_match",
+    "POSITION_SCHEMES",
     "TinyAttentionModel",
     "TrainConfig",
     "Adam",
     "TrainingRun",
-    "pattern_match",
     "initial_model",
     "batch_generator",
     "training_step",
     "train",
     "train_many",
+    "HeadKnockout",
+    "head_knockout",
+    "held_out_accuracy",
+    "order_blind_accuracy",
+    "accuracy_by_length",
+    "attention_by_offset",
+    "text_table",
     "results_table",
     "timing_table",
     "pattern_match_table",
     "steps_table",
-    "HeadKnockout",
-    "head_knockout",
     "knockout_table",
     "knockout_summary",
-    "NoWrapPreviousTokenTask",
-    "held_out_accuracy",
-    "order_blind_accuracy",
-    "accuracy_by_length",
     "accuracy_table",
-    "attention_by_offset",
+    "shares_by_layer_table",
     "CharVocab",
     "TinyCausalLM",
     "train_char_model",
@@ -167,7 +201,6 @@ __all__ = [
     "PATTERNS",
     "attention_shares",
     "heads_matching",
-    "shares_by_layer_table",
     "MODEL_ID",
     "PACKAGE",
     "MODEL_FILES",

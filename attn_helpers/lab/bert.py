@@ -26,9 +26,9 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ..core import MultiHeadAttention, Traceable
+from .seeded import local_random
 
-__all__ = ["BertLayer", "BertEncoder", "EncoderOutput", "PATTERNS", "attention_shares", "heads_matching",
-           "shares_by_layer_table"]
+__all__ = ["BertLayer", "BertEncoder", "EncoderOutput", "PATTERNS", "attention_shares", "heads_matching"]
 
 PATTERNS = ("[CLS]", "[SEP]", "previous", "next", "self")
 
@@ -111,10 +111,6 @@ class EncoderOutput:
     attentions: tuple[Tensor, ...]
     mask: Tensor
 
-    @property
-    def last_hidden_state(self) -> Tensor:
-        return self.hidden_states[-1]
-
     def stacked_attentions(self) -> Tensor:
         """Every layer's weights in one tensor ``(B, L, H, N, N)``."""
         return torch.stack(self.attentions, dim=1)
@@ -142,8 +138,10 @@ class BertEncoder(nn.Module):
 
     @classmethod
     def from_pretrained(cls, model: Any) -> BertEncoder:
-        """A new encoder holding ``model.params`` (a ``PretrainedModel``), in eval mode and its dtype."""
-        encoder = cls(model.config).to(model.dtype)
+        """A new encoder holding ``model.params`` (a ``PretrainedModel``), in eval mode and its dtype.
+        The random initial parameters it replaces are drawn apart from the global random state."""
+        with local_random(0):
+            encoder = cls(model.config).to(model.dtype)
         w = model.params
         with torch.no_grad():
             encoder.word_embeddings.weight.copy_(w["embeddings.word_embeddings.weight"])
@@ -241,17 +239,4 @@ def heads_matching(shares: Tensor, threshold: float = 0.5) -> dict[str, list[tup
                  for head in range(shares.shape[1]) if shares[layer, head, p] >= threshold]
         found[pattern] = sorted(heads, key=lambda t: -t[2])
     return found
-
-
-def shares_by_layer_table(shares: Tensor) -> str:
-    """A text table: each layer's average share per pattern over its heads, and each layer's
-    largest single-head share per pattern (2 digits). ``shares``: ``(L, H, 5)``."""
-    if shares.ndim != 3 or shares.shape[-1] != len(PATTERNS):
-        raise ValueError(f"shares must have shape (L, H, {len(PATTERNS)}), got {list(shares.shape)}")
-    head = "layer  " + "  ".join(f"{p:>9}" for p in PATTERNS) + "   (mean over heads / largest head)"
-    lines = [head]
-    for layer in range(shares.shape[0]):
-        cells = [f"{shares[layer, :, p].mean():.2f}/{shares[layer, :, p].max():.2f}" for p in range(len(PATTERNS))]
-        lines.append(f"{layer:>5}  " + "  ".join(f"{c:>9}" for c in cells))
-    return "\n".join(lines)
 

@@ -1,4 +1,8 @@
-"""The series' running example: a small vocabulary and an embedding table (token -> vector).
+"""The series' running example: its sentences, a small vocabulary and an embedding table (token -> vector).
+
+The running sentence :data:`SENTENCE` ("the cat sat on the mat") lives here and only here: lessons and
+explorers import it, :data:`PADDED_SENTENCE` is the same sentence padded to 8 tokens (lesson 03's
+padding mask) and :data:`LONG_SENTENCE` continues it to 32 words (lesson 05's heads explorer).
 
 A real model turns a token into a vector by looking up its row in a learned table. The lessons do
 the same with a seeded random table, so equal words get equal rows in every lesson that uses it:
@@ -14,9 +18,14 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["SENTENCE", "VOCAB", "embed", "embedding_table", "token_ids"]
+__all__ = ["SENTENCE", "PADDED_SENTENCE", "LONG_SENTENCE", "VOCAB", "embed", "embedding_table", "token_ids"]
 
 SENTENCE = ("the", "cat", "sat", "on", "the", "mat")
+PADDED_SENTENCE = SENTENCE + ("<pad>", "<pad>")  # 8 tokens, the last two padding
+LONG_SENTENCE = SENTENCE + tuple(
+    "because it was warm and the dog slept by the door while rain fell "
+    "on the old roof of the quiet house near the river bank".split()
+)  # 32 words
 VOCAB = ("<pad>", "the", "cat", "sat", "on", "mat", "down", "a", "dog", "ran")
 
 

@@ -16,10 +16,11 @@ import time
 import torch
 from torch import Tensor, nn
 
+from ..core.arguments import check_positive_int, shape_of
 from ..core import MultiHeadAttention, causal_mask
 from ..core import KVCache, cached_attention_step
+from .seeded import local_random
 from .training import Adam
-from ..core.arguments import check_positive_int, shape_of
 
 __all__ = ["CharVocab", "TinyCausalLM", "train_char_model", "generate_greedy", "GENERATION_TEXT"]
 
@@ -111,7 +112,7 @@ def train_char_model(
 
     Each step takes ``batch`` windows of ``seq_len + 1`` characters at random offsets of the repeated
     text; the model reads the first ``seq_len`` and is scored (cross-entropy) on the next character
-    at every position. Seeded, in float64 and with Adam, so the same arguments give the same model
+    at every position. Seeded (the global random state is left alone), in float64 and with Adam, so the same arguments give the same model
     (float64 keeps the rounding of different CPUs and thread counts far below any greedy choice).
     Returns ``(model in eval mode, vocabulary, loss per step)``.
     """
@@ -120,10 +121,10 @@ def train_char_model(
         check_positive_int(name, value)
     ids = vocab.encode(text)
     ids = ids.repeat(-(-(seq_len + 1) // len(ids)) + 1)  # long enough for any window: (n,)
-    generator = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    model = TinyCausalLM(len(vocab), d_model, num_heads).double()
-    optimiser = Adam(model.parameters(), lr=lr)  # attn_helpers.training's Adam: torch.optim's first use costs seconds
+    generator = torch.Generator().manual_seed(seed)  # the training windows
+    with local_random(seed):  # the initial parameters, drawn as after torch.manual_seed(seed)
+        model = TinyCausalLM(len(vocab), d_model, num_heads).double()
+    optimiser = Adam(model.parameters(), lr=lr)  # attn_helpers.lab's Adam: torch.optim's first use costs seconds
     windows = torch.arange(seq_len + 1)  # (seq_len + 1,)
     losses = []
     for _ in range(steps):
@@ -150,7 +151,7 @@ def generate_greedy(
     ``step_seconds``, if given, receives the wall-clock seconds of each of the ``num_new`` steps.
     """
     if not isinstance(model, TinyCausalLM):
-        raise TypeError(f"model must be an attn_helpers.generation.TinyCausalLM, got {type(model).__name__}")
+        raise TypeError(f"model must be an attn_helpers.lab.TinyCausalLM, got {type(model).__name__}")
     prompt = model._check_tokens(prompt)
     if prompt.shape[1] == 0:
         raise ValueError(f"prompt must hold at least one token per sequence, got shape {shape_of(prompt)}")

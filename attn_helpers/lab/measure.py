@@ -22,7 +22,7 @@ from ..core.arguments import check_heads, check_positive_int
 
 __all__ = ["SOFTMAX_FLOPS_PER_SCORE", "MODEL_ATTENTION_SIZES", "attention_parameters", "attention_flops", "kv_cache_bytes",
            "TensorMemoryTracker", "measure_peak_memory", "MatmulFlopCounter", "count_matmul_flops",
-           "median_seconds", "fastest_seconds", "growth_exponent"]
+           "fastest_seconds", "growth_exponent"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -270,21 +270,11 @@ def _run_times(fn: Callable[[], Any], repeats: int, warmup: int) -> list[float]:
     return sorted(times)
 
 
-def median_seconds(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1) -> float:
-    """Median wall-clock seconds of ``fn()`` over ``repeats`` runs, after ``warmup`` unmeasured runs.
-
-    Synchronises CUDA around each run when a GPU is in use, so the time covers the work, not its launch.
-    """
-    times = _run_times(fn, repeats, warmup)
-    middle = len(times) // 2
-    return times[middle] if len(times) % 2 else (times[middle - 1] + times[middle]) / 2
-
-
 def fastest_seconds(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1) -> float:
     """The shortest wall-clock seconds of ``fn()`` over ``repeats`` runs, after ``warmup`` unmeasured runs.
 
     Other programs on the machine can only slow a run down, never speed it up, so on a busy machine
-    the fastest run is the one closest to the work itself (a median still counts the disturbances).
+    the fastest run is the one closest to the work itself (a median would still count the disturbances).
     """
     return _run_times(fn, repeats, warmup)[0]
 

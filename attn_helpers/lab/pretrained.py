@@ -30,6 +30,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..core.arguments import check_heads
+from .seeded import local_random
+
 __all__ = ["MODEL_ID", "PACKAGE", "MODEL_FILES", "PretrainedModel", "Encoded", "packaged_model_available",
            "load_pretrained", "load_from_folder", "load_from_package", "load_from_hub", "check_config",
            "check_weights", "to_transformers"]
@@ -90,10 +93,6 @@ class PretrainedModel:
         return int(self.config["num_attention_heads"])
 
     @property
-    def hidden_size(self) -> int:
-        return int(self.config["hidden_size"])
-
-    @property
     def dtype(self) -> torch.dtype:
         return self.params["embeddings.word_embeddings.weight"].dtype
 
@@ -148,9 +147,7 @@ def check_config(config: Mapping[str, Any]) -> dict[str, Any]:
     if config.get("model_type", "bert") != "bert":
         raise ValueError(f"config.json describes model_type={config['model_type']!r}; this loader reads BERT-style "
                          f"encoders (model_type 'bert')")
-    hidden, heads = config["hidden_size"], config["num_attention_heads"]
-    if hidden % heads:
-        raise ValueError(f"config.json: hidden_size={hidden} is not divisible by num_attention_heads={heads}")
+    check_heads(config["hidden_size"], config["num_attention_heads"], "hidden_size", " (config.json)")
     act = config.get("hidden_act", "gelu")
     if act != "gelu":
         raise ValueError(f"config.json: hidden_act={act!r}; the recomputation implements 'gelu' (the exact, erf form)")
@@ -294,7 +291,8 @@ def to_transformers(model: PretrainedModel) -> Any:
         raise _needs("transformers") from None
     config = BertConfig(**{k: v for k, v in model.config.items() if not k.startswith("_")},
                         attn_implementation="eager")
-    reference = BertModel(config, add_pooling_layer="pooler.dense.weight" in model.params)
+    with local_random(0):  # its random initial parameters, replaced below, leave the global random state alone
+        reference = BertModel(config, add_pooling_layer="pooler.dense.weight" in model.params)
     reference = reference.to(model.dtype)
     wanted = set(reference.state_dict())
     missing, _ = reference.load_state_dict({k: v for k, v in model.params.items() if k in wanted}, strict=False)

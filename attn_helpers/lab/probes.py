@@ -13,8 +13,9 @@ import torch
 from torch import Tensor, nn
 
 from ..core import Attention
-from .threads import one_thread
 from ..core.arguments import check_positive_int, check_tensor, shape_of
+from .threads import one_thread
+from .wiring import SKIP_KINDS, check_wiring, next_hidden
 
 __all__ = ["attention_entropy", "softmax_grad_norm", "softmax_statistics", "SKIP_KINDS", "AttentionStack",
            "signal_through_stack", "depth_sweep"]
@@ -81,15 +82,6 @@ def softmax_statistics(scores: Tensor, upstream: Tensor | None = None) -> dict[s
 # Stacks of attention layers: what the skip connection does to signal and gradient
 # --------------------------------------------------------------------------------------------
 
-SKIP_KINDS = ("identity", "values", "none")
-
-
-def _check_wiring(wiring: object) -> str:
-    if wiring not in SKIP_KINDS:
-        raise ValueError(f"wiring must be one of {list(SKIP_KINDS)}, got {wiring!r}")
-    return wiring  # type: ignore[return-value]
-
-
 class AttentionStack(nn.Module):
     """``depth`` of walkthrough 000's :class:`Attention` layers in a row, joined by a chosen wiring.
 
@@ -111,7 +103,7 @@ class AttentionStack(nn.Module):
         check_positive_int("depth", depth)
         self.dim = check_positive_int("dim", dim)
         self.chan = check_positive_int("chan", chan)
-        self.wiring = _check_wiring(wiring)
+        self.wiring = check_wiring(wiring)
         self.layers = nn.ModuleList(
             Attention(dim if i == 0 else chan, chan, num_heads) for i in range(depth)
         )
@@ -126,7 +118,7 @@ class AttentionStack(nn.Module):
         With ``return_hidden`` also the list ``[x_0, x_1, ..., x_depth]`` of hidden states.
         """
         x = check_tensor("x", x, ndim=3)
-        wiring = _check_wiring(self.wiring)
+        wiring = check_wiring(self.wiring)
         depth = self.depth if depth is None else check_positive_int("depth", depth)
         if depth > self.depth:
             raise ValueError(f"depth={depth} is more than the stack's {self.depth} layers")
@@ -141,12 +133,7 @@ class AttentionStack(nn.Module):
         hidden = [x]
         for layer in self.layers[:depth]:
             out, inter = layer(x, return_intermediates=True)  # each (B, N, chan)
-            if wiring == "identity":
-                x = x + inter["projected"]  # (B, N, chan)
-            elif wiring == "values":
-                x = out  # projected + merged v, (B, N, chan)
-            else:
-                x = inter["projected"]  # (B, N, chan)
+            x = next_hidden(wiring, x, out, inter["projected"])  # (B, N, chan): joined by the wiring
             hidden.append(x)
         return (x, hidden) if return_hidden else x
 

@@ -28,15 +28,12 @@ from torch import Tensor
 from ..core import Attention
 from ..views.plotting import LiveHeadGrid, to_numpy
 from ..views.shapes import shape_rows
+from ..lab.example import LONG_SENTENCE as SENTENCE  # 32 words; the explorer shows the first `tokens` of them
 from ..lab.threads import one_thread
 from ._blit import BlitExplorer
 
 __all__ = ["HeadsExplorer"]
 
-SENTENCE = tuple(
-    "the cat sat on the mat because it was warm and the dog slept by the door while rain fell "
-    "on the old roof of the quiet house near the river bank".split()
-)  # 32 words; the explorer shows the first `tokens` of them
 HEAD_COUNTS = (1, 2, 4, 8)  # each divides every chan on offer
 CHAN_MIN, CHAN_MAX, CHAN_STEP = 8, 128, 8
 TOKENS_MIN, TOKENS_MAX = 4, len(SENTENCE)

@@ -18,13 +18,13 @@ from matplotlib.figure import Figure
 from torch import Tensor
 
 from ..core import attention_scores, causal_mask, mask_to_additive, padding_mask
+from ..lab.example import PADDED_SENTENCE as DEFAULT_TOKENS
 from ..views.plotting import cmap_with_nan, heatmap, to_numpy
 from ._base import InvalidCombination
 from ._blit import BlitExplorer
 
 __all__ = ["MaskExplorer"]  # the helpers below are imported from this module by name
 
-DEFAULT_TOKENS = ("the", "cat", "sat", "on", "the", "mat", "<pad>", "<pad>")
 DEFAULT_LENGTH = 6
 MASK_TYPES = ("none", "causal", "padding", "causal+padding", "padding (queries too)")
 # (label shown in the dropdown, value in the status line and in ``masked_weights``)

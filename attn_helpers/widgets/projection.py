@@ -18,13 +18,12 @@ import torch
 from matplotlib.figure import Figure
 
 from ..core import Attention
-from ..lab.example import VOCAB, embed
+from ..lab.example import SENTENCE, VOCAB, embed
 from ..views.plotting import SIGNED_CMAP, heatmap, to_numpy
 from ._base import Explorer, InvalidCombination
 
 __all__ = ["ProjectionExplorer", "SENTENCE"]
 
-SENTENCE = ("the", "cat", "sat", "on", "the", "mat")
 SEED_B, SEED_N = 13, 100  # walkthrough 000's batch, for the shapes table
 MAX_DIM, MAX_CHAN, MAX_HEADS = 96, 96, 8
 

@@ -19,7 +19,7 @@ import torch
 from matplotlib.figure import Figure
 
 from ..views.plotting import HEAD_COLOURS
-from ..core.positions import DEFAULT_BASE, apply_rope, rope_frequencies, rope_pair_scores
+from ..core import DEFAULT_BASE, apply_rope, rope_frequencies, rope_pair_scores
 from ._blit import BlitExplorer
 
 __all__ = ["RopeExplorer"]

@@ -19,13 +19,13 @@ from matplotlib.figure import Figure
 from torch import Tensor
 
 from ..core import attention_scores, causal_mask
+from ..lab.example import SENTENCE as DEFAULT_TOKENS
 from ..views.plotting import to_numpy, values_plot
 from ._base import InvalidCombination
 from ._blit import BlitExplorer
 
 __all__ = ["ValuesExplorer"]  # weights_and_outputs is imported from this module by name
 
-DEFAULT_TOKENS = ("the", "cat", "sat", "on", "the", "mat")
 MASKS = ("none", "causal")
 
 

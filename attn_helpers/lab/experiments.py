@@ -1,0 +1,165 @@
+"""Experiments on trained tiny models (lessons 08 and 10): which head does which lookups, accuracy at
+other sequence lengths, what an order-blind model can reach, and where attention goes.
+
+Imports torch only. Every measurement runs on a task's held-out sequences
+(:func:`attn_helpers.lab.held_out_sequences`), without gradients, on one CPU thread, so the same model
+gives the same numbers on every machine; the text tables of these results are in :mod:`attn_helpers.lab.tables`.
+
+Shapes: ``B`` batch, ``N`` tokens, ``L`` layers, ``H`` heads, ``C`` classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ..core.arguments import check_positive_int
+from .tasks import IGNORE, LookupTask, PreviousTokenTask, Task, held_out_sequences
+from .threads import one_thread
+from .tiny_model import TinyAttentionModel
+from .training import TrainingRun
+
+__all__ = ["HeadKnockout", "head_knockout", "held_out_accuracy", "order_blind_accuracy", "accuracy_by_length",
+           "attention_by_offset"]
+
+
+# --------------------------------------------------------------------------------------------
+# Knocking heads out: which head does which lookups?
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class HeadKnockout:
+    """What :func:`head_knockout` measured on one model. ``K = 1 + L*H`` rows: nothing knocked out,
+    then each head alone knocked out (``labels``: ``"nothing"``, ``"head 0"``, ... or ``"layer 0 head 1"``).
+
+    - ``accuracy (K,)``: held-out accuracy over all questions;
+    - ``by_letter (K, num_letters)``: held-out accuracy over the questions that ask for each letter;
+    - ``questions (num_letters,)``: how many held-out questions ask for each letter.
+    """
+
+    labels: list[str]
+    accuracy: Tensor
+    by_letter: Tensor
+    questions: Tensor
+
+    def cost(self) -> Tensor:
+        """``(K - 1, num_letters)``: how much accuracy knocking out each head costs on each letter."""
+        return self.by_letter[:1] - self.by_letter[1:]
+
+
+def head_knockout(model: TinyAttentionModel, task: LookupTask, *, held_out: int = 256) -> HeadKnockout:
+    """Held-out accuracy of ``model`` on ``task`` with each head knocked out in turn (its output zeroed
+    before the output projection: ``model(tokens, keep_heads=...)``), overall and per letter asked for.
+
+    The held-out sequences are those :func:`train` measures on. Runs without gradients on one CPU
+    thread, so the same model gives the same numbers on every machine."""
+    if not isinstance(model, TinyAttentionModel):
+        raise TypeError(f"model must be a TinyAttentionModel, got {type(model).__name__}")
+    if not isinstance(task, LookupTask):
+        raise TypeError(f"task must be a LookupTask (its questions ask for letters), got {type(task).__name__}")
+    check_positive_int("held_out", held_out)
+    L, H = len(model.layers), model.layers[0].num_heads
+    tokens, targets = held_out_sequences(task, held_out)  # (B, N) each
+    letters = task.question_letters(tokens)  # (B, N): -1 at the pairs
+    scored = targets != IGNORE  # (B, N)
+    labels, masks = ["nothing"], [torch.ones(L, H)]
+    for layer in range(L):
+        for head in range(H):
+            keep = torch.ones(L, H)  # (L, H)
+            keep[layer, head] = 0.0
+            labels.append(f"layer {layer} head {head}" if L > 1 else f"head {head}")
+            masks.append(keep)
+    questions = torch.stack([(letters == c).sum() for c in range(task.num_letters)])  # (num_letters,)
+    accuracy, by_letter = [], []
+    with torch.no_grad(), one_thread():
+        for keep in masks:
+            right = (model(tokens, keep_heads=keep).argmax(dim=-1) == targets).to(torch.float64)  # (B, N)
+            accuracy.append(right[scored].mean())
+            by_letter.append(torch.stack([right[letters == c].sum() for c in range(task.num_letters)])
+                             / questions.clamp_min(1))  # (num_letters,)
+    return HeadKnockout(labels, torch.stack(accuracy), torch.stack(by_letter), questions)
+
+
+# --------------------------------------------------------------------------------------------
+# Lesson 10: accuracy at any length, and what an order-blind model can reach
+# --------------------------------------------------------------------------------------------
+
+def _task_at_length(task: Task, seq_len: int) -> Task:
+    if not isinstance(task, PreviousTokenTask):
+        raise TypeError(f"only previous-token tasks can be remade at another length, got {type(task).__name__}")
+    return type(task)(seq_len=seq_len, vocab_size=task.vocab_size)
+
+
+def held_out_accuracy(model: TinyAttentionModel, task: Task, *, held_out: int = 256) -> float:
+    """Accuracy of ``model`` on ``held_out`` sequences of ``task`` (the held-out sequences :func:`train`
+    uses for a task of that length), over the positions with a target. ``model`` maps tokens
+    ``(B, N) -> logits (B, N, C)``; runs without gradients, on one CPU thread."""
+    tokens, targets = held_out_sequences(task, held_out)  # (B, N) each
+    with torch.no_grad(), one_thread():  # as train() runs: one order of every sum on any machine
+        logits = model(tokens)  # (B, N, C)
+    scored = targets != IGNORE  # (B, N)
+    return float((logits.argmax(dim=-1) == targets)[scored].to(torch.float64).mean())
+
+
+def order_blind_accuracy(tokens: Tensor, targets: Tensor) -> float:
+    """The expected accuracy of the best guess that knows each token and the *set* of the others, but
+    not their order, on a previous-token task: ``tokens (B, N)``, ``targets (B, N)`` -> a number.
+
+    Without positions, the output at position ``i`` can depend only on token ``i`` and on which
+    tokens the sequence holds. The token to the left is then equally likely to be any of the other
+    ``N - 1``; the best guess is the commonest among them, right with probability
+    ``(its count) / (N - 1)``. Averaged over the positions that have a target.
+    """
+    if not isinstance(tokens, Tensor) or not isinstance(targets, Tensor) or tokens.shape != targets.shape \
+            or tokens.ndim != 2:
+        raise ValueError(f"tokens and targets must be (B, N) tensors of the same shape, got "
+                         f"{getattr(tokens, 'shape', None)} and {getattr(targets, 'shape', None)}")
+    n = tokens.shape[1]
+    counts = torch.zeros(tokens.shape[0], int(tokens.max()) + 1, dtype=torch.int64)  # (B, vocab)
+    counts.scatter_add_(1, tokens, torch.ones_like(tokens))  # how often each token occurs in each sequence
+    others = counts[:, None, :].repeat(1, n, 1)  # (B, N, vocab): the counts ...
+    others.scatter_add_(2, tokens[..., None], -torch.ones_like(tokens[..., None]))  # ... without the token at that position itself
+    best = others.max(dim=-1).values.to(torch.float64) / (n - 1)  # (B, N)
+    return float(best[targets != IGNORE].mean())
+
+
+def accuracy_by_length(runs: Mapping[str, TrainingRun], lengths: Sequence[int], *,
+                       held_out: int = 256) -> dict[str, dict[int, float | None]]:
+    """Held-out accuracy of each run's model on its task remade at each of ``lengths``.
+
+    ``{name: {length: accuracy}}``; ``None`` where the model has no position vector for the longer
+    sequences (a learned table of ``seq_len`` rows)."""
+    table: dict[str, dict[int, float | None]] = {}
+    for name, run in runs.items():
+        model = run.model
+        table[name] = {n: None if model.position_scheme == "learned" and n > model.seq_len
+                       else held_out_accuracy(model, _task_at_length(run.task, n), held_out=held_out)
+                       for n in lengths}
+    return table
+
+
+def attention_by_offset(model: TinyAttentionModel, task: Task, *, trained_len: int,
+                        held_out: int = 256) -> dict[str, float]:
+    """Where ``model``'s attention goes on ``task``'s held-out sequences, averaged over layers, heads and
+    the query rows with a target: ``{"right key": ..., "other offsets seen in training": ...,
+    "offsets never seen in training": ...}`` (the three add up to 1).
+
+    An offset ``|i - j|`` is *seen* when it is below ``trained_len``, the length the model was trained at.
+    Runs without gradients, on one CPU thread.
+    """
+    tokens, _ = held_out_sequences(task, held_out)  # (B, N)
+    with torch.no_grad(), one_thread():  # as train() runs: one order of every sum on any machine
+        _, weights = model(tokens, return_weights=True)  # (B, L, H, N, N)
+    weights = weights.to(torch.float64).mean(dim=(1, 2))  # (B, N, N): averaged over layers and heads
+    ideal = task.ideal_attention(tokens).to(torch.float64)  # (B, N, N)
+    n = tokens.shape[1]
+    offset = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs()  # (N, N)
+    unseen = (offset >= trained_len).to(torch.float64)  # (N, N)
+    rows = ideal.sum(dim=-1) > 0  # (B, N): the query rows with a target
+    right = float((weights * ideal).sum(dim=-1)[rows].mean())
+    never = float((weights * unseen).sum(dim=-1)[rows].mean())
+    return {"right key": right, "other offsets seen in training": 1.0 - right - never,
+            "offsets never seen in training": never}

@@ -1,0 +1,142 @@
+"""The tiny model of lessons 08 and 10: token and position embeddings, attention layers, a read-out.
+
+Imports torch only. ``TinyAttentionModel(vocab_size, n_classes, seq_len, ...)`` maps tokens ``(B, N)`` to
+logits ``(B, N, n_classes)``; its layers are joined by one of lesson 06's skip wirings
+(:mod:`attn_helpers.lab.wiring`), and ``position_scheme`` says how it learns where a token sits (lesson 10).
+``model(tokens, keep_heads=...)`` knocks heads out (lesson 08).
+
+Shapes: ``B`` batch, ``N`` tokens, ``L`` layers, ``H`` heads.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor, nn
+
+from ..core.arguments import check_positive_int
+from ..core import Attention, merge_heads
+from ..core import RotaryAttention, sinusoidal_encoding
+from .seeded import local_random
+from .tasks import Task
+from .wiring import check_wiring, next_hidden
+
+if TYPE_CHECKING:
+    from .training import TrainConfig
+
+__all__ = ["POSITION_SCHEMES", "TinyAttentionModel"]
+
+POSITION_SCHEMES = ("learned", "none", "sinusoidal", "rope")  # how the model is told where a token sits (lesson 10)
+
+
+class TinyAttentionModel(nn.Module):
+    """Token and position embeddings, ``num_layers`` :class:`Attention` layers, a linear read-out.
+
+    ``tokens (B, N) -> logits (B, N, n_classes)``. Each layer is ``Attention(dim, dim, num_heads,
+    qk_scale=None if scaled else 1.0)``; ``scaled=False`` leaves the scores undivided (lesson 02).
+    The layers are joined by ``skip`` (lesson 06), with ``projected`` the layer's output projection:
+
+    - ``"identity"``: ``h = h + projected`` (the usual residual);
+    - ``"values"``: ``h = projected + v`` (what walkthrough 000's layer returns);
+    - ``"none"``: ``h = projected``.
+
+    ``position_scheme`` (lesson 10) says how the model learns where a token sits:
+
+    - ``"learned"``: a trained vector per position, ``position (seq_len, dim)``, added to the tokens;
+      longer sequences than ``seq_len`` are refused (there is no row for their positions);
+    - ``"none"``: nothing; the model sees the tokens as a set;
+    - ``"sinusoidal"``: :func:`attn_helpers.positions.sinusoidal_encoding` added to the tokens, any length;
+    - ``"rope"``: :class:`attn_helpers.positions.RotaryAttention` layers rotate ``q`` and ``k``, any length.
+
+    The position table is drawn for every scheme (and kept only for ``"learned"``), so models that
+    differ only in ``position_scheme`` start from the same token embeddings, layers and read-out.
+    """
+
+    def __init__(self, vocab_size: int, n_classes: int, seq_len: int, *, dim: int = 32, num_heads: int = 2,
+                 num_layers: int = 1, skip: str = "identity", scaled: bool = True,
+                 position_scheme: str = "learned") -> None:
+        super().__init__()
+        for name, value in (("vocab_size", vocab_size), ("n_classes", n_classes), ("seq_len", seq_len),
+                            ("dim", dim), ("num_heads", num_heads), ("num_layers", num_layers)):
+            check_positive_int(name, value)
+        check_wiring(skip, "skip")
+        if position_scheme not in POSITION_SCHEMES:
+            raise ValueError(f"position_scheme must be one of {list(POSITION_SCHEMES)}, got {position_scheme!r}")
+        self.seq_len, self.skip, self.scaled = seq_len, skip, bool(scaled)
+        self.position_scheme = position_scheme
+
+        self.embed = nn.Embedding(vocab_size, dim)
+        table = nn.Embedding(seq_len, dim)  # drawn for every scheme: the parameters after it start the same
+        self.position = table if position_scheme == "learned" else None
+        layer = RotaryAttention if position_scheme == "rope" else Attention
+        self.layers = nn.ModuleList(
+            layer(dim, dim, num_heads, qk_scale=None if scaled else 1.0) for _ in range(num_layers))
+        self.readout = nn.Linear(dim, n_classes)
+
+    @classmethod
+    def for_task(cls, task: Task, config: "TrainConfig") -> "TinyAttentionModel":
+        """The model ``config`` describes, sized for ``task``'s tokens, sequence length and classes, its
+        parameters drawn as after ``torch.manual_seed(config.seed)`` (the global random state is left alone)."""
+        with local_random(config.seed):
+            return cls(task.vocab_size, task.n_classes, task.seq_len, dim=config.dim, num_heads=config.num_heads,
+                       num_layers=config.num_layers, skip=config.skip, scaled=config.scaled,
+                       position_scheme=config.position_scheme)
+
+    def embed_with_positions(self, tokens: Tensor) -> Tensor:
+        """``tokens (B, N) -> h (B, N, dim)``: the token vectors plus the scheme's positions, if any."""
+        h = self.embed(tokens)  # (B, N, dim)
+        if self.position_scheme == "learned":
+            h = h + self.position.weight[: tokens.shape[1]]  # (B, N, dim): rows 0..N-1 of the table
+        elif self.position_scheme == "sinusoidal":
+            h = h + sinusoidal_encoding(tokens.shape[1], h.shape[-1], dtype=h.dtype).to(h.device)  # (B, N, dim)
+        return h  # "none" adds nothing; "rope" adds nothing here: its layers rotate q and k
+
+    def forward(self, tokens: Tensor, *, return_weights: bool = False, return_intermediates: bool = False,
+                keep_heads: Tensor | None = None):
+        """``tokens (B, N) -> logits (B, N, n_classes)``.
+
+        With ``return_weights`` also every layer's attention weights, ``(B, L, H, N, N)``; with
+        ``return_intermediates`` instead a list with one dict per layer: that layer's
+        :class:`Attention` intermediates (names and shapes in ``Attention.AXES``) plus ``"hidden"``,
+        the hidden state ``(B, N, dim)`` after the layer and its skip connection.
+
+        ``keep_heads (L, H)`` knocks heads out: each head's output ``heads (B, H, N, head_dim)`` is
+        multiplied by its entry (0 = knocked out, 1 = kept) before the output projection, and the
+        intermediates ``"heads"``, ``"merged"``, ``"projected"`` and ``"out"`` are those of the knocked-out layer.
+        """
+        if not isinstance(tokens, Tensor) or tokens.is_floating_point() or tokens.ndim != 2:
+            raise TypeError(f"tokens must be an integer tensor (B, N), got "
+                            f"{getattr(tokens, 'dtype', type(tokens).__name__)} {list(getattr(tokens, 'shape', []))}")
+        if self.position_scheme == "learned" and tokens.shape[1] > self.seq_len:
+            raise ValueError(f"tokens has N={tokens.shape[1]} positions but the model has {self.seq_len} "
+                             f"position embeddings (shape {list(tokens.shape)})")
+        h = self.embed_with_positions(tokens)  # (B, N, dim)
+        keep = self._check_keep_heads(keep_heads, h.dtype)
+        layers = []
+        for index, layer in enumerate(self.layers):
+            out, inter = layer(h, return_intermediates=True)  # (B, N, dim)
+            if keep is not None:  # knock heads out: zero their outputs before the output projection
+                heads = inter["heads"] * keep[index][None, :, None, None]  # (B, H, N, head_dim)
+                merged = merge_heads(heads)  # (B, N, dim)
+                projected = layer.proj(merged)  # (B, N, dim)
+                out = projected + inter["skip"]  # (B, N, dim): walkthrough 000's skip through v
+                inter = {**inter, "heads": heads, "merged": merged, "projected": projected, "out": out}
+            h = next_hidden(self.skip, h, out, inter["projected"])  # (B, N, dim): joined by the skip wiring
+            layers.append({**inter, "hidden": h})
+        logits = self.readout(h)  # (B, N, n_classes)
+        if return_intermediates:
+            return logits, layers
+        if return_weights:
+            return logits, torch.stack([inter["weights"] for inter in layers], dim=1)  # (B, L, H, N, N)
+        return logits
+
+    def _check_keep_heads(self, keep_heads: object, dtype: torch.dtype) -> Tensor | None:
+        if keep_heads is None:
+            return None
+        shape = (len(self.layers), self.layers[0].num_heads)
+        if not isinstance(keep_heads, Tensor) or tuple(keep_heads.shape) != shape:
+            raise ValueError(f"keep_heads must be a tensor of shape (L, H) = {list(shape)}, got "
+                             f"{list(keep_heads.shape) if isinstance(keep_heads, Tensor) else type(keep_heads).__name__}")
+        return keep_heads.to(dtype)
+

@@ -1,0 +1,41 @@
+"""The three skip wirings of lesson 06, in one place: how a layer's output joins the hidden state.
+
+Imports torch only. With ``projected`` the layer's output projection and ``out`` what walkthrough
+000's :class:`attn_helpers.Attention` returns (``projected`` plus the merged values ``v``), the next
+hidden state after the hidden state ``x`` is
+
+- ``"identity"``: ``x + projected``, the usual residual;
+- ``"values"``: ``out = projected + v``, walkthrough 000's skip through V;
+- ``"none"``: ``projected``.
+
+:class:`attn_helpers.lab.AttentionStack` (lesson 06) and :class:`attn_helpers.lab.TinyAttentionModel`
+(lesson 08) both join their layers with :func:`next_hidden`.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+__all__ = ["SKIP_KINDS", "check_wiring", "next_hidden"]
+
+SKIP_KINDS = ("identity", "values", "none")
+
+
+def check_wiring(wiring: object, name: str = "wiring") -> str:
+    """``wiring`` if it is one of :data:`SKIP_KINDS`; otherwise a ``ValueError`` naming the argument ``name``."""
+    if wiring not in SKIP_KINDS:
+        raise ValueError(f"{name} must be one of {list(SKIP_KINDS)}, got {wiring!r}")
+    return wiring  # type: ignore[return-value]
+
+
+def next_hidden(wiring: str, x: Tensor, out: Tensor, projected: Tensor) -> Tensor:
+    """The hidden state after one layer: ``x``, ``out`` and ``projected`` each ``(B, N, chan)`` -> ``(B, N, chan)``.
+
+    ``out`` is the layer's output (``projected`` plus the merged values), ``projected`` its output projection.
+    """
+    check_wiring(wiring)
+    if wiring == "identity":
+        return x + projected  # (B, N, chan): the usual residual
+    if wiring == "values":
+        return out  # (B, N, chan): projected + merged v
+    return projected  # (B, N, chan): nothing added
