@@ -171,6 +171,8 @@ def _by_hand_class() -> type:
 @pytest.mark.parametrize("run", [
     lambda: checks.check_mha_class.judge(_by_hand_class()),
     lambda: checks.check_mha_parameter_count.judge(lambda d, h: 4 * d * d + 4 * d, LAYER),
+    lambda: checks.check_mha_parameter_count.judge(lambda d, h: sum(p.numel() for p in nn.Linear(d, h).parameters()),
+                                                   LAYER),  # refused, after building a layer of its own
     lambda: checks.check_head_shapes.judge(lambda B, N, dim, chan, H: {
         "head_dim": chan // H, "qkv_heads": [3, B, H, N, chan // H], "scores": [B, H, N, N]}),
     lambda: checks.check_layer_grad.judge(lambda s, x, L, layer: 1.0),

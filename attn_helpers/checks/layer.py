@@ -142,7 +142,8 @@ def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
     sizes = ((d, H), *[size for size in _COUNT_SIZES if size != (d, H)])
     for d_model, num_heads in sizes:
         try:
-            got, seen = run_watching(answer, (d_model, num_heads), _COUNTING | library())
+            with torch.random.fork_rng(devices=[]):  # a layer it builds (refused) draws from the global generator
+                got, seen = run_watching(answer, (d_model, num_heads), _COUNTING | library())
         except Exception as problem:
             return wrong(f"answer({d_model}, {num_heads}) failed: {type(problem).__name__}: {problem}.",
                          "the function takes two numbers, d_model and num_heads, and returns a whole number.")
