@@ -1,4 +1,5 @@
-"""A function the learner writes, judged on inputs the lesson never printed (lessons 00, 02, 03, 03a).
+"""A function the learner writes, judged on inputs the lesson never printed (lessons 00, 02, 03, 03a, and
+lesson 05's split and merge).
 
 The checkers' one guard (:mod:`._guard`): the function is refused when it *is* one of the library's functions
 that already answer the exercise, or calls one while it runs."""
@@ -19,10 +20,11 @@ Case = tuple[tuple[Any, ...], str, Callable[[Any], Verdict]]
 
 
 def judge_function(answer: Any, cases: Sequence[Case], *, watched: Watch, example: str,
-                   lines: str, success: str, raised: str = "") -> Verdict:
+                   lines: str, success: str, raised: str | Callable[[BaseException], str] = "") -> Verdict:
     """Run the learner's function on every case; the first case it gets wrong gives the verdict, which starts
     with that case's description. ``example`` is the call it should support (``"my_weights(x)"``), ``lines``
-    the hint that says how to write it, ``raised`` the hint for a function that raised (a default if empty)."""
+    the hint that says how to write it, ``raised`` the hint for a function that raised (a default if empty; a
+    function of the exception when the hint depends on it)."""
     refused = not_a_function(answer, example)
     if refused:
         return refused
@@ -35,7 +37,8 @@ def judge_function(answer: Any, cases: Sequence[Case], *, watched: Watch, exampl
             got, called = run_watching(answer, tuple(a.clone() if isinstance(a, Tensor) else a for a in args),
                                        watched)
         except Exception as problem:
-            return wrong(f"{description}: your function raised {error_text(problem)}", raised or (
+            hint = raised(problem) if callable(raised) else raised
+            return wrong(f"{description}: your function raised {error_text(problem)}", hint or (
                 "read the sizes from the input (e.g. x.shape[-1]) instead of writing the numbers of one "
                 f"example; {lines}"))
         if called:

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from ..core import Attention, merge_heads, scaled_dot_product_attention, split_heads
 from ._core import Verdict, as_letter, as_shape, checker, compare_tensors, correct, error_text, not_a_function, wrong
+from ._function import judge_function
 from ._guard import MASK_BUILDERS, TORCH_ATTENTION, TORCH_MULTI_HEAD, library, run_watching
 from ._predict import as_choice, prediction_checker
 
@@ -112,30 +113,21 @@ def _merge_mistakes(heads: Tensor) -> dict[str, tuple[Tensor, str]]:
 
 def _judge_reshaping(answer: Any, cases: list[tuple[tuple[Any, ...], Tensor, dict[str, tuple[Tensor, str]], str]],
                      *, what: str, example: str, lines: str, success: str) -> Verdict:
-    """Run the learner's split or merge on every case ``(args, expected, mistakes, description)``; refuse one that
-    is or calls the library's ``split_heads`` / ``merge_heads``."""
-    refused = not_a_function(answer, example)
-    if refused:
-        return refused
-    itself = _SPLIT_AND_MERGE.itself(answer)
-    if itself:
-        return wrong(f"your answer is {itself}, the library's own {what}: the exercise is to write it.", lines)
-    for args, expected, mistakes, description in cases:
-        try:
-            got, called = run_watching(answer, tuple(a.clone() if isinstance(a, Tensor) else a for a in args),
-                                       _SPLIT_AND_MERGE)
-        except Exception as problem:
-            return wrong(f"{description}: your function raised {error_text(problem)}", _raised_hint(
-                problem, "read the sizes from the input (e.g. B, N, chan = x.shape) instead of writing the "
-                         f"numbers of one example; {lines}"))
-        if called:
-            return wrong(f"your function calls {called[0]}, which does the exercise for you.", lines)
+    """Run the learner's split or merge on every case ``(args, expected, mistakes, description)`` with
+    :func:`~._function.judge_function`; refuse one that is or calls the library's ``split_heads`` /
+    ``merge_heads``."""
+
+    def judge(expected: Tensor, mistakes: dict[str, tuple[Tensor, str]]) -> Callable[[Any], Verdict]:
         mistakes = {cause: pair for cause, pair in mistakes.items()  # with one head, some mistakes are right
                     if not (pair[0].shape == expected.shape and torch.equal(pair[0], expected))}
-        verdict = compare_tensors(got, expected, name=f"{description}: your {what}", likely_mistakes=mistakes)
-        if not verdict.ok:
-            return verdict
-    return correct(success)
+        return lambda got: compare_tensors(got, expected, name=f"your {what}", likely_mistakes=mistakes)
+
+    default = ("read the sizes from the input (e.g. B, N, chan = x.shape) instead of writing the numbers of one "
+               f"example; {lines}")
+    return judge_function(answer, [(args, description, judge(expected, mistakes))
+                                   for args, expected, mistakes, description in cases],
+                          watched=_SPLIT_AND_MERGE, example=example, lines=lines, success=success,
+                          raised=lambda problem: _raised_hint(problem, default))
 
 
 @checker
