@@ -6,7 +6,7 @@ from contextlib import redirect_stdout
 
 import pytest
 
-from attn_helpers.core.efficient import tiled_attention
+from attn_helpers.core import tiled_attention
 import torch
 import torch.nn.functional as F
 

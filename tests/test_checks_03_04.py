@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from attn_helpers import causal_mask, checks, mask_to_additive, padding_mask
-from attn_helpers.core.efficient import online_softmax
+from attn_helpers.core import online_softmax
 
 
 # -- 03: check_padding_keep_mask, check_masked_row_prediction; 03a: check_convention_prediction --
@@ -239,7 +239,7 @@ def _bypasses_of_the_library():
     import torch.nn.functional as F
 
     from attn_helpers import scaled_dot_product_attention as sdpa_lib
-    from attn_helpers.core.efficient import tiled_attention
+    from attn_helpers.core import tiled_attention
 
     sdpa = F.scaled_dot_product_attention
 

@@ -12,8 +12,8 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from attn_helpers import checks
-from attn_helpers.core.attention import Attention, MultiHeadAttention
-from attn_helpers.lab.measure import attention_flops, attention_parameters
+from attn_helpers.core import Attention, MultiHeadAttention
+from attn_helpers.lab import attention_flops, attention_parameters
 from attn_helpers.checks.layer import _REVIEW, SUSPECT_LAYER, SuspectLine, _judge_suspect_lines, numbered_listing
 
 MATMUL_STEPS = ("qkv projection", "scores (q @ k^T)", "weights @ v", "output projection")
@@ -404,7 +404,7 @@ def test_mha_class_accepts_its_own_attention_step():
 
 
 def test_parameter_count_refuses_the_counting_helpers():
-    from attn_helpers.lab.measure import attention_parameters
+    from attn_helpers.lab import attention_parameters
 
     layer = attn_helpers.MultiHeadAttention(200, 5)
     verdict = checks.check_mha_parameter_count.judge(lambda d, h: sum(attention_parameters(d, d, qkv_bias=True).values()),
