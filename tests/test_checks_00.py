@@ -18,16 +18,6 @@ TOKENS = ["the", "cat", "sat", "down"]
 WEIGHTS = torch.softmax(X @ X.mT / 2 ** 0.5, dim=-1)
 
 
-def test_head_dim_checker_rejects_a_non_integer():
-    verdict = checks.check_head_dim.judge(2.5, chan=64, num_heads=4)
-    assert not verdict.ok and "whole number" in verdict.message
-
-
-def test_head_dim_checker_names_multiplication():
-    verdict = checks.check_head_dim.judge(256, chan=64, num_heads=4)
-    assert not verdict.ok and "divide" in verdict.hint
-
-
 def test_scores_shape_checker_notices_a_missing_head_axis():
     verdict = checks.check_scores_shape.judge([13, 100, 100], B=13, num_heads=4, N=100)
     assert not verdict.ok and "head axis" in verdict.message

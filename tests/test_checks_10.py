@@ -79,7 +79,7 @@ def test_rope_accepts_the_learners_own_rotation_and_names_each_typical_mistake()
 
 
 def test_rope_refuses_the_library_and_a_copy_of_the_lessons_cells():
-    from attn_helpers.core.positions import apply_rope
+    from attn_helpers.core import apply_rope
 
     assert "apply_rope" in checks.check_rope.judge(apply_rope).message
     wrapped = checks.check_rope.judge(lambda x, p: apply_rope(x, p))

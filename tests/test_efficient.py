@@ -571,7 +571,7 @@ _KV = kv_cache_bytes  # the library's formula under another name: the checker mu
         dtype_bytes=dtype_bytes), False, "calls kv_cache_bytes"),  # an alias: seen at run time
     (kv_cache_bytes, False, "calls kv_cache_bytes"),
     (_KV, False, "calls kv_cache_bytes"),
-    (1879048192, False, "should be your function"),
+    (1879048192, False, "should be a function"),
     (lambda layers: 1, False, "keep the six parameter names"),
 ])
 def test_kv_cache_size_checker_runs_the_learners_formula_on_several_models(answer, ok, says):
@@ -590,7 +590,7 @@ def test_kv_cache_size_checker_runs_the_learners_formula_on_several_models(answe
     (lambda k, num_heads: repeat_kv_heads(k, num_heads), False, "calls repeat_kv_heads"),
     (lambda k, num_heads, rk=repeat_kv_heads: rk(k, num_heads), False, "calls repeat_kv_heads"),  # an alias
     (repeat_kv_heads, False, "calls repeat_kv_heads"),
-    (torch.zeros(1, 6, 3, 2), False, "should be your function"),
+    (torch.zeros(1, 6, 3, 2), False, "should be a function"),
 ])
 def test_repeat_kv_checker_runs_the_learners_function_on_several_shapes(answer, ok, says):
     from attn_helpers.checks import check_repeat_kv
@@ -620,7 +620,7 @@ def _fold(rescale: bool = True, keep_old_max: bool = False):
     (lambda m, l, b, osu=online_softmax_update: osu(m, l, b), False, "calls online_softmax_update"),  # an alias
     (online_softmax_update, False, "calls online_softmax_update"),
     (lambda m, l, b: m, False, "expected a pair"),
-    ((3.0, 2.3758), False, "should be your function"),
+    ((3.0, 2.3758), False, "should be a function"),
 ])
 def test_online_softmax_step_checker_runs_the_learners_function_on_several_rows(answer, ok, says):
     from attn_helpers.checks import check_online_softmax_step

@@ -171,7 +171,7 @@ def _loop(prefill: bool = True, refeed: bool = False, rerun: bool = False):
     (_loop(refeed=True), False, "each step feeds only the newest token"),
     (_loop(rerun=True), False, "the loop without the cache"),
     (lambda model, prompt, num_new: prompt, False, "expected a tensor of shape [2, 15]"),
-    (42, False, "the answer should be your function"),
+    (42, False, "the answer should be a function"),
     (lambda model, prompt, num_new: generate_greedy(model, prompt, num_new, use_cache=True), False,
      "calls generate_greedy, the library's answer"),
     (lambda model, prompt, num_new, gg=generate_greedy: gg(model, prompt, num_new, use_cache=True), False,

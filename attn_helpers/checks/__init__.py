@@ -32,7 +32,6 @@ from .layer import (
     SuspectLine,
     check_dropout_prediction,
     check_mha_class,
-    check_mha_head_scale,
     check_mha_parameter_count,
     check_suspect_lines,
     check_qkv_entry,
@@ -46,20 +45,17 @@ from .masking import (
     check_padding_keep_mask,
     check_softmax_axis,
 )
-from .orientation import check_head_dim, check_largest_key, check_scores_shape, check_self_attention_weights
+from .orientation import check_largest_key, check_scores_shape, check_self_attention_weights
 from .positions import check_rope, check_rotated_v_shift, check_shuffle_prediction
 from .pretrained import check_head_rows, check_keep_mask, check_padding_prediction
 from .projection import check_key_layer, check_qkv_shape, check_split_qkv, check_weight_shape_prediction
 from .scaling import check_row_entropy, check_scaled_scores, check_score_variance, check_trend_prediction
-from .skip import check_first_layer_grad, check_layer_grad, check_gradient_trend_prediction, check_residual_line, check_skip_through_v
+from .skip import check_layer_grad, check_gradient_trend_prediction, check_residual_line, check_skip_through_v
 from .training import check_knockout, check_knockout_prediction, check_pattern_match, check_previous_token_pattern
 from .values import (
     check_attention_function,
-    check_cross_attention_shape,
     check_midpoint_weights,
     check_output_shape_prediction,
-    check_weighted_sum_row,
-    check_weighted_values,
 )
 
 __all__ = [
@@ -86,7 +82,6 @@ __all__ = [
     "numbered_listing",
     "check_qkv_entry",
     "check_mha_parameter_count",
-    "check_mha_head_scale",
     "check_suspect_lines",
     "DROPOUT_CHOICES",
     "check_dropout_prediction",
@@ -99,7 +94,6 @@ __all__ = [
     "check_padding_keep_mask",
     "check_softmax_axis",
     # orientation
-    "check_head_dim",
     "check_largest_key",
     "check_scores_shape",
     "check_self_attention_weights",
@@ -124,7 +118,6 @@ __all__ = [
     # skip
     "check_skip_through_v",
     "check_gradient_trend_prediction",
-    "check_first_layer_grad",
     "check_layer_grad",
     "check_residual_line",
     # training
@@ -134,9 +127,6 @@ __all__ = [
     "check_knockout",
     # values
     "check_attention_function",
-    "check_cross_attention_shape",
     "check_midpoint_weights",
     "check_output_shape_prediction",
-    "check_weighted_sum_row",
-    "check_weighted_values",
 ]

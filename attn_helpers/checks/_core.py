@@ -16,8 +16,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["Verdict", "as_letter", "as_number", "as_shape", "checker", "compare_tensors", "correct", "error_text", "wrong",
-           "NOT_ATTEMPTED"]
+__all__ = ["Verdict", "as_letter", "as_number", "as_shape", "checker", "compare_tensors", "correct", "error_text",
+           "not_a_function", "wrong", "NOT_ATTEMPTED"]
 
 NOT_ATTEMPTED = "⏳ Not attempted yet: replace None with your answer and run the cell again."
 
@@ -100,6 +100,19 @@ def as_letter(answer: Any, options: Mapping[str, str]) -> str | Verdict:
         return wrong(f"the answer should be one of the letters {letters} as a string, got {answer!r}.",
                      f"write e.g. answer = {letters[0]!r}.")
     return answer.strip().strip("()").lower()
+
+
+def not_a_function(answer: Any, example: str) -> Verdict | None:
+    """The checkers' one verdict on an answer that is not the function the exercise asks for (a tensor computed
+    once, a number, a string), ``example`` being the call (``"my_split(x, num_heads)"``); ``None`` when it is
+    callable."""
+    if callable(answer) and not isinstance(answer, Tensor):
+        return None
+    got = (f"a tensor of shape {list(answer.shape)}" if isinstance(answer, Tensor)
+           else f"{type(answer).__name__} {answer!r:.60}")
+    return wrong(f"the answer should be a function, got {got}.",
+                 f"define it with def {example}: ... and write answer = {example.split('(')[0]} (no brackets): "
+                 "the checker calls it on inputs of its own.")
 
 
 def error_text(problem: BaseException) -> str:

@@ -1,34 +1,34 @@
-"""A function the learner writes, judged on inputs the lesson never printed (lessons 00, 02, 03, 03a).
+"""A function the learner writes, judged on inputs the lesson never printed (lessons 00, 02, 03, 03a, and
+lesson 05's split and merge).
 
-The same guard as the split, merge and multi-head exercises of lesson 05 (:func:`heads.run_watching`): the
-function is refused when it *is* one of the library's functions that already answer the exercise, or calls
-one while it runs."""
+The checkers' one guard (:mod:`._guard`): the function is refused when it *is* one of the library's functions
+that already answer the exercise, or calls one while it runs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from ._core import Verdict, correct, error_text, wrong
-from ._watch import ATTENTION_WATCH
-from .heads import _function_answer, _library_itself, run_watching
+from ._core import Verdict, correct, error_text, not_a_function, wrong
+from ._guard import Watch, run_watching
 
 #: One input of the learner's function: ``(arguments, what they are in words, judge of the result)``.
 Case = tuple[tuple[Any, ...], str, Callable[[Any], Verdict]]
 
 
-def judge_function(answer: Any, cases: Sequence[Case], *, watched: Mapping[Any, str], example: str,
-                   lines: str, success: str, raised: str = "") -> Verdict:
+def judge_function(answer: Any, cases: Sequence[Case], *, watched: Watch, example: str,
+                   lines: str, success: str, raised: str | Callable[[BaseException], str] = "") -> Verdict:
     """Run the learner's function on every case; the first case it gets wrong gives the verdict, which starts
     with that case's description. ``example`` is the call it should support (``"my_weights(x)"``), ``lines``
-    the hint that says how to write it, ``raised`` the hint for a function that raised (a default if empty)."""
-    not_a_function = _function_answer(answer, example)
-    if not_a_function:
-        return not_a_function
-    itself = _library_itself(answer, watched)
+    the hint that says how to write it, ``raised`` the hint for a function that raised (a default if empty; a
+    function of the exception when the hint depends on it)."""
+    refused = not_a_function(answer, example)
+    if refused:
+        return refused
+    itself = watched.itself(answer)
     if itself:
         return wrong(f"your answer is {itself}, which does the exercise for you: the exercise is to write it.",
                      lines)
@@ -37,7 +37,8 @@ def judge_function(answer: Any, cases: Sequence[Case], *, watched: Mapping[Any, 
             got, called = run_watching(answer, tuple(a.clone() if isinstance(a, Tensor) else a for a in args),
                                        watched)
         except Exception as problem:
-            return wrong(f"{description}: your function raised {error_text(problem)}", raised or (
+            hint = raised(problem) if callable(raised) else raised
+            return wrong(f"{description}: your function raised {error_text(problem)}", hint or (
                 "read the sizes from the input (e.g. x.shape[-1]) instead of writing the numbers of one "
                 f"example; {lines}"))
         if called:
@@ -46,11 +47,6 @@ def judge_function(answer: Any, cases: Sequence[Case], *, watched: Mapping[Any, 
         if not verdict.ok:
             return wrong(f"{description}: {verdict.message}", verdict.hint)
     return correct(success)
-
-
-#: The library's attention, which answers every exercise that asks for scores or weights: refused (the one
-#: shared list, :data:`_watch.ATTENTION_WATCH`).
-LIBRARY_ATTENTION = ATTENTION_WATCH
 
 
 def random_cases(seed: int, shapes: Sequence[tuple[int, ...]]) -> list[Tensor]:

@@ -6,7 +6,7 @@ Each judge recomputes the right answer from the exercise's own inputs and recogn
 wrong answers (the old sum not rescaled, K or V forgotten, query heads counted instead of groups,
 ``repeat`` instead of ``repeat_interleave``). Where the learner writes a function, it is run on more
 cases than the exercise's, and a function that calls the library's answer is refused: the calls are watched
-while it runs (:func:`~attn_helpers.checks.heads.run_watching`), so a new name for the library's function
+while it runs (:func:`~attn_helpers.checks._guard.run_watching`), so a new name for the library's function
 (``osu = online_softmax_update``) is refused too.
 """
 
@@ -20,10 +20,9 @@ import torch
 from torch import Tensor
 
 from ..core import grouped_query_attention, online_softmax, online_softmax_update, repeat_kv_heads
-from ..lab.generation import generate_greedy
-from ..lab.measure import kv_cache_bytes
-from ._core import Verdict, as_number, checker, compare_tensors, correct, error_text, wrong
-from .heads import _library_itself, run_watching
+from ..lab import generate_greedy, kv_cache_bytes
+from ._core import Verdict, as_number, checker, compare_tensors, correct, error_text, not_a_function, wrong
+from ._guard import Watch, run_watching
 from ._predict import prediction_checker
 
 __all__ = ["check_online_softmax_step", "check_kv_cache_size", "check_repeat_kv", "check_cache_flops_prediction",
@@ -94,7 +93,7 @@ def check_online_softmax_step(answer: Any, running_max: Tensor, running_sum: Ten
     block, a block below the running max, a block of one score); calling ``online_softmax_update``
     or ``online_softmax`` is refused."""
     how = "write the two lines yourself: the new max, then the rescaled old sum plus the block's terms."
-    refused = _not_a_function(answer, "fold_block", _FOLD_LIBRARY, how)
+    refused = _refused(answer, "fold_block(running_max, running_sum, block)", _FOLD_LIBRARY, how)
     if refused:
         return refused
     cases = [(running_max, running_sum, block)] + [
@@ -122,23 +121,17 @@ def check_online_softmax_step(answer: Any, running_max: Tensor, running_sum: Ten
 
 
 #: The library's answers, watched while the learner's function runs: code object -> the name the verdict gives.
-_FOLD_LIBRARY = {online_softmax_update.__code__: "online_softmax_update", online_softmax.__code__: "online_softmax"}
-_CACHE_LIBRARY = {kv_cache_bytes.__code__: "kv_cache_bytes"}
-_REPEAT_LIBRARY = {repeat_kv_heads.__code__: "repeat_kv_heads",
-                   grouped_query_attention.__code__: "grouped_query_attention"}
-_GENERATE_LIBRARY = {generate_greedy.__code__: "generate_greedy"}
+_FOLD_LIBRARY = Watch({online_softmax_update: "online_softmax_update", online_softmax: "online_softmax"})
+_CACHE_LIBRARY = Watch({kv_cache_bytes: "kv_cache_bytes"})
+_REPEAT_LIBRARY = Watch({repeat_kv_heads: "repeat_kv_heads", grouped_query_attention: "grouped_query_attention"})
+_GENERATE_LIBRARY = Watch({generate_greedy: "generate_greedy"})
 
 
-def _not_a_function(answer: Any, name: str, library: dict[Any, str], how: str) -> Verdict | None:
-    """Why ``answer`` is not a function of the learner's the checker can run (``name``: its name in the
-    exercise): not callable, or one of ``library`` itself. ``None`` when it can run; ``how``: a hint."""
-    if not callable(answer):
-        return wrong(f"the answer should be your function, got {type(answer).__name__} {answer!r:.40}.",
-                     f"define {name} with def, then write answer = {name} (no brackets).")
-    itself = _library_itself(answer, library)
-    if itself:
-        return _calls_library([itself], how)
-    return None
+def _refused(answer: Any, example: str, library: Watch, how: str) -> Verdict | None:
+    """Why the checker will not run ``answer`` (``example``: the call the exercise asks for): not a function, or
+    one of ``library`` itself. ``None`` when it can run; ``how``: a hint."""
+    itself = library.itself(answer)
+    return not_a_function(answer, example) or (_calls_library([itself], how) if itself else None)
 
 
 def _calls_library(called: list[str], how: str) -> Verdict:
@@ -192,7 +185,8 @@ def check_kv_cache_size(answer: Any, *, num_layers: int, chan: int, num_heads: i
     grouped-query, multi-query); calling ``kv_cache_bytes``, by any name, is refused."""
     how = ("write the product yourself: keys and values, layers, key/value heads, tokens, features per head "
            "(chan // num_heads), bytes.")
-    refused = _not_a_function(answer, "cache_bytes", _CACHE_LIBRARY, how)
+    refused = _refused(answer, "cache_bytes(num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)",
+                       _CACHE_LIBRARY, how)
     if refused:
         return refused
     given = (num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)
@@ -241,7 +235,7 @@ def check_repeat_kv(answer: Any, k: Tensor, num_heads: int) -> Verdict:
     key/value head ``h // (H / G)``. Run on ``k`` and on three more shapes (multi-query, ``G = H``,
     4 query heads per group); calling ``repeat_kv_heads`` or ``grouped_query_attention`` is refused."""
     how = "write it with one tensor operation on the heads axis (dim=1)."
-    refused = _not_a_function(answer, "repeat_heads", _REPEAT_LIBRARY, how)
+    refused = _refused(answer, "repeat_heads(k, num_heads)", _REPEAT_LIBRARY, how)
     if refused:
         return refused
     g = torch.Generator().manual_seed(5)
@@ -335,7 +329,7 @@ def check_generate_with_cache(answer: Any, model: Any, prompt: Tensor, num_new: 
     ``model.step`` one new token per step. Run on ``model`` and ``prompt``; compared with the loop
     without the cache, token for token, and with the calls it made."""
     how = "write the loop: the prefill model.step(prompt, cache), then one model.step(newest, cache) per new token."
-    refused = _not_a_function(answer, "generate_with_cache", _GENERATE_LIBRARY, how)
+    refused = _refused(answer, "generate_with_cache(model, prompt, num_new)", _GENERATE_LIBRARY, how)
     if refused:
         return refused
     expected = generate_greedy(model, prompt, num_new, use_cache=False)  # (B, N_prompt + num_new)

@@ -5,22 +5,23 @@ multi-head attention written by the learner.
 The code exercises hand in a *function*; its judge runs it on inputs it makes up (several sizes and head
 counts), so nothing the lesson printed can pass, refuses a function that is or calls the library's own
 ``split_heads`` / ``merge_heads`` (or, for multi-head attention, a whole multi-head layer), watching the calls
-while the function runs (:func:`run_watching`), and recognises the typical wrong versions (one wide head,
-scaling by the full width, heads split or merged without the transpose, the softmax over the queries)."""
+while the function runs (the checkers' one guard, :mod:`._guard`), and recognises the typical wrong versions
+(one wide head, scaling by the full width, heads split or merged without the transpose, the softmax over the
+queries)."""
 
 from __future__ import annotations
 
 import math
-import sys
-import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from ..core import Attention, ConcatHeadsAttention, MultiHeadAttention, merge_heads, split_heads
-from ._core import Verdict, as_letter, as_shape, checker, compare_tensors, correct, error_text, wrong
+from ..core import Attention, merge_heads, scaled_dot_product_attention, split_heads
+from ._core import Verdict, as_letter, as_shape, checker, compare_tensors, correct, error_text, not_a_function, wrong
+from ._function import judge_function
+from ._guard import MASK_BUILDERS, TORCH_ATTENTION, TORCH_MULTI_HEAD, library, run_watching
 from ._predict import as_choice, prediction_checker
 
 __all__ = ["check_split_heads", "check_merge_heads", "check_head_shapes", "check_split_line",
@@ -45,140 +46,13 @@ def run_options(options: Mapping[str, str], namespace: Mapping[str, Any]) -> dic
 # ------------------------------------------------------------------------------ the checkers
 
 
-#: What a split or a merge the learner writes must not call: the library's own two steps.
-_SPLIT_AND_MERGE = {split_heads.__code__: "attn_helpers' split_heads", merge_heads.__code__: "attn_helpers' merge_heads"}
-
+#: What a split or a merge the learner writes must not be or call: the library's own two steps.
+_SPLIT_AND_MERGE = library(("split_heads", "merge_heads"))
 
 #: What a multi-head function must not call (exercise 5.6): the split and merge above, and the layers that split,
-#: attend and merge in one call. Their attention step alone (an SDPA) is allowed.
-_WHOLE_LAYERS = {
-    **_SPLIT_AND_MERGE,
-    Attention.forward.__code__: "attn_helpers' Attention",
-    ConcatHeadsAttention.forward.__code__: "attn_helpers' ConcatHeadsAttention",
-    MultiHeadAttention.forward.__code__: "attn_helpers' MultiHeadAttention",
-    torch.nn.MultiheadAttention.forward.__code__: "torch.nn.MultiheadAttention",
-    torch.nn.functional.multi_head_attention_forward.__code__: "F.multi_head_attention_forward",
-}
-
-
-#: PyTorch's attention ops, watched by name: a C function (``c_call``) or a ``torch.ops`` operator (called
-#: through ``OpOverload(Packet).__call__`` in ``torch/_ops.py``) whose name holds one of these is reported. The
-#: multi-head ones alone are refused where a single-head attention step is allowed (exercise 5.6).
-TORCH_MULTI_HEAD_OPS = ("multi_head", "transformer")
-TORCH_ATTENTION_OPS = ("attention", *TORCH_MULTI_HEAD_OPS)
-
-#: The Python frames through which every ``torch.ops`` operator is called (its ``self`` names the operator).
-_OPERATOR_CALLS = {torch._ops.OpOverload.__call__.__code__, torch._ops.OpOverloadPacket.__call__.__code__}
-
-
-def _watched_builtin(fn: Any, watched: Mapping[Any, str]) -> bool:
-    """Whether ``fn``, a function written in C such as ``F.scaled_dot_product_attention`` or a ``torch.ops``
-    operator, is a key of ``watched``."""
-    try:
-        return fn in watched
-    except TypeError:  # an unhashable callable
-        return False
-
-
-def _op_name(op: Any) -> str:
-    return str(getattr(op, "_qualified_op_name", "") or getattr(op, "_name", "") or op)
-
-
-def watcher(watched: Mapping[Any, str], ops: tuple[str, ...], seen: list[str],
-            only_if: Mapping[Any, Callable[[dict[str, Any]], bool]] | None = None) -> Callable[[Any, str, Any], None]:
-    """A ``sys.setprofile`` function appending to ``seen`` the name of every watched call: a Python function whose
-    code object is a key of ``watched`` (counted only when ``only_if[code]``, if given, passes on the call's
-    arguments), a C function or ``torch.ops`` operator that is a key of ``watched``, or one of PyTorch's ops
-    whose name holds a word of ``ops``."""
-    tests = only_if or {}
-
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            code = frame.f_code
-            if code in watched:
-                test = tests.get(code)
-                if test is None or test(dict(frame.f_locals)):
-                    seen.append(watched[code])
-            elif code in _OPERATOR_CALLS:
-                op = frame.f_locals.get("self")
-                if _watched_builtin(op, watched):
-                    seen.append(watched[op])
-                elif ops and any(word in _op_name(op) for word in ops):
-                    seen.append(f"torch.ops.{_op_name(op).replace('::', '.')}")
-        elif event == "c_call":
-            if _watched_builtin(arg, watched):
-                seen.append(watched[arg])
-            elif ops:
-                name = getattr(arg, "__name__", "") or ""
-                if any(word in name for word in ops):
-                    seen.append("F.scaled_dot_product_attention" if name == "scaled_dot_product_attention"
-                                else f"PyTorch's {name}")
-    return profile
-
-
-def run_watching(fn: Callable[..., Any], args: tuple[Any, ...], watched: Mapping[Any, str],
-                 ops: tuple[str, ...] = (), *,
-                 only_if: Mapping[Any, Callable[[dict[str, Any]], bool]] | None = None) -> tuple[Any, list[str]]:
-    """``fn(*args)`` and the names of the watched functions it called, in call order (see :func:`watcher`:
-    ``watched`` maps code objects, C functions and ``torch.ops`` operators to names; ``ops`` names PyTorch ops
-    by a word; ``only_if`` tests a watched Python call's arguments). This is the checkers' one guard against a
-    learner's function handing its work to the library: it sees calls made under any name. Exceptions from
-    ``fn`` propagate; warnings it raises are silenced."""
-    called: list[str] = []
-    previous = sys.getprofile()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        sys.setprofile(watcher(watched, ops, called, only_if))
-        try:
-            result = fn(*args)
-        finally:
-            sys.setprofile(previous)
-    return result, called
-
-
-def exported_code(allowed: tuple[str, ...] = ()) -> dict[Any, str]:
-    """Code objects of every function ``attn_helpers`` exports and of every method (defined in the package) of
-    the classes it exports, to their names; ``allowed`` names exports to leave out, with the functions they
-    call. Mask builders compute nothing and are left out too."""
-    import inspect
-
-    import attn_helpers
-
-    skipped = {"causal_mask", "padding_mask", "blocked_to_keep", "mask_to_additive", "show_source", "show",
-               *allowed}
-    codes: dict[Any, str] = {}
-    for name in getattr(attn_helpers, "__all__", ()):
-        obj = getattr(attn_helpers, name, None)
-        if name in skipped or not getattr(obj, "__module__", "").startswith("attn_helpers"):
-            continue
-        if inspect.isfunction(obj):
-            codes[obj.__code__] = f"attn_helpers.{name}"
-        elif inspect.isclass(obj):
-            for klass in obj.__mro__:
-                if not klass.__module__.startswith("attn_helpers"):
-                    continue
-                for f in vars(klass).values():
-                    f = getattr(f, "__func__", f)  # staticmethod / classmethod
-                    if inspect.isfunction(f):
-                        codes.setdefault(f.__code__, f"attn_helpers' {name}")
-    return codes
-
-
-def _library_itself(answer: Any, watched: Mapping[Any, str]) -> str:
-    """The watched name ``answer`` *is* (``answer = split_heads``, or a watched built-in), else ''."""
-    return watched.get(getattr(answer, "__code__", None), "") or watched.get(
-        getattr(getattr(answer, "forward", None), "__code__", None), "") or (
-        watched[answer] if _watched_builtin(answer, watched) else "")
-
-
-def _function_answer(answer: Any, example: str) -> Verdict | None:
-    """A Verdict when ``answer`` is not a function (a tensor computed once, a number), else None."""
-    if callable(answer) and not isinstance(answer, Tensor):
-        return None
-    got = f"a tensor of shape {list(answer.shape)}" if isinstance(answer, Tensor) else f"{type(answer).__name__} {answer!r:.60}"
-    return wrong(f"the answer should be a function, got {got}.",
-                 f"define it with def {example}: ... and write answer = {example.split('(')[0]} (no brackets): "
-                 "the checker calls it on inputs of its own.")
+#: attend and merge in one call (the library's and PyTorch's). Their attention step alone (an SDPA) is allowed.
+WHOLE_LAYERS = (library(("split_heads", "merge_heads", "Attention", "ConcatHeadsAttention", "MultiHeadAttention"))
+                | TORCH_MULTI_HEAD)
 
 
 def _raised_hint(problem: BaseException, default: str) -> str:
@@ -239,30 +113,21 @@ def _merge_mistakes(heads: Tensor) -> dict[str, tuple[Tensor, str]]:
 
 def _judge_reshaping(answer: Any, cases: list[tuple[tuple[Any, ...], Tensor, dict[str, tuple[Tensor, str]], str]],
                      *, what: str, example: str, lines: str, success: str) -> Verdict:
-    """Run the learner's split or merge on every case ``(args, expected, mistakes, description)``; refuse one that
-    is or calls the library's ``split_heads`` / ``merge_heads``."""
-    not_a_function = _function_answer(answer, example)
-    if not_a_function:
-        return not_a_function
-    itself = _library_itself(answer, _SPLIT_AND_MERGE)
-    if itself:
-        return wrong(f"your answer is {itself}, the library's own {what}: the exercise is to write it.", lines)
-    for args, expected, mistakes, description in cases:
-        try:
-            got, called = run_watching(answer, tuple(a.clone() if isinstance(a, Tensor) else a for a in args),
-                                       _SPLIT_AND_MERGE)
-        except Exception as problem:
-            return wrong(f"{description}: your function raised {error_text(problem)}", _raised_hint(
-                problem, "read the sizes from the input (e.g. B, N, chan = x.shape) instead of writing the "
-                         f"numbers of one example; {lines}"))
-        if called:
-            return wrong(f"your function calls {called[0]}, which does the exercise for you.", lines)
+    """Run the learner's split or merge on every case ``(args, expected, mistakes, description)`` with
+    :func:`~._function.judge_function`; refuse one that is or calls the library's ``split_heads`` /
+    ``merge_heads``."""
+
+    def judge(expected: Tensor, mistakes: dict[str, tuple[Tensor, str]]) -> Callable[[Any], Verdict]:
         mistakes = {cause: pair for cause, pair in mistakes.items()  # with one head, some mistakes are right
                     if not (pair[0].shape == expected.shape and torch.equal(pair[0], expected))}
-        verdict = compare_tensors(got, expected, name=f"{description}: your {what}", likely_mistakes=mistakes)
-        if not verdict.ok:
-            return verdict
-    return correct(success)
+        return lambda got: compare_tensors(got, expected, name=f"your {what}", likely_mistakes=mistakes)
+
+    default = ("read the sizes from the input (e.g. B, N, chan = x.shape) instead of writing the numbers of one "
+               f"example; {lines}")
+    return judge_function(answer, [(args, description, judge(expected, mistakes))
+                                   for args, expected, mistakes, description in cases],
+                          watched=_SPLIT_AND_MERGE, example=example, lines=lines, success=success,
+                          raised=lambda problem: _raised_hint(problem, default))
 
 
 @checker
@@ -345,23 +210,21 @@ def check_head_shapes(answer: Any) -> Verdict:
     Checked against a real layer's intermediates at four sizes the lesson never printed; a function that builds or
     runs a layer (or calls ``split_heads`` / ``merge_heads``) is refused: the shapes are to be worked out."""
     example = "head_shapes(B, N, dim, chan, num_heads)"
-    not_a_function = _function_answer(answer, example)
-    if not_a_function:
-        return not_a_function
+    refused = not_a_function(answer, example)
+    if refused:
+        return refused
     work_out = ("work the shapes out from the sizes: head_dim = chan // num_heads, then the reshape "
                 "(B, N, 3, H, head_dim) and the permute (2, 0, 3, 1, 4).")
     for B, N, dim, chan, H in _SHAPE_CASES:
         try:
-            got, called = run_watching(answer, (B, N, dim, chan, H), {**exported_code(), **_WHOLE_LAYERS},
-                                       TORCH_ATTENTION_OPS)
+            got, called = run_watching(answer, (B, N, dim, chan, H), library() | TORCH_ATTENTION)
         except Exception as problem:
             return wrong(f"for B={B}, N={N}, dim={dim}, chan={chan}, num_heads={H} your function raised "
                          f"{error_text(problem)}", work_out)
         if called:
             return wrong(f"your function runs {called[0]}: the exercise is to predict the shapes without running one.",
                          work_out)
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
-            torch.manual_seed(0)
+        with torch.device("meta"):  # shapes without values: no weights drawn, the random state untouched
             _, inter = Attention(dim, chan, H)(torch.zeros(B, N, dim), return_intermediates=True)
         verdict = _judge_head_shapes(got, B, N, dim, chan, H, inter)
         if not verdict.ok:
@@ -468,11 +331,12 @@ def check_multi_head_function(answer: Callable[[Tensor, Tensor, Tensor, int], Te
     attention step may be PyTorch's or the library's ``scaled_dot_product_attention``; a function that is or
     calls the library's ``split_heads``, ``merge_heads`` or a whole multi-head layer (``Attention``,
     ``MultiHeadAttention``, ``nn.MultiheadAttention``, ...) is refused."""
-    not_a_function = _function_answer(answer, "multi_head(q, k, v, num_heads)")
-    if not_a_function:
-        return not_a_function
-    library = {**exported_code(allowed=("scaled_dot_product_attention", "attention_scores")), **_WHOLE_LAYERS}
-    itself = _library_itself(answer, library)
+    refused = not_a_function(answer, "multi_head(q, k, v, num_heads)")
+    if refused:
+        return refused
+    refused_calls = (library(skip=(*MASK_BUILDERS, "scaled_dot_product_attention", "attention_scores"))
+                     | WHOLE_LAYERS)
+    itself = refused_calls.itself(answer)
     if itself:
         return wrong(f"your answer is {itself}: the exercise is to write the split, the attention and the merge.",
                      _WRITE_MULTI_HEAD)
@@ -481,8 +345,7 @@ def check_multi_head_function(answer: Callable[[Tensor, Tensor, Tensor, int], Te
         head_dim = chan // num_heads
         what = f"q, k, v {[B, N, chan]} with num_heads={num_heads}"
         try:
-            got, called = run_watching(answer, (q.clone(), k.clone(), v.clone(), num_heads), library,
-                                       TORCH_MULTI_HEAD_OPS)
+            got, called = run_watching(answer, (q.clone(), k.clone(), v.clone(), num_heads), refused_calls)
         except Exception as problem:
             return wrong(f"{what}: your function raised {error_text(problem)}", _raised_hint(
                 problem, "run it on these shapes yourself and print the shape after each step: split "
@@ -493,7 +356,7 @@ def check_multi_head_function(answer: Callable[[Tensor, Tensor, Tensor, int], Te
             return wrong(f"{what}: your function returned {type(got).__name__}, not a tensor.",
                          "return the merged heads, one tensor of shape (B, N, chan).")
         qh, kh, vh = (split_heads(t, num_heads) for t in (q, k, v))  # each (B, H, N, head_dim)
-        heads = _heads_attention(qh, kh, vh, math.sqrt(head_dim))  # (B, H, N, head_dim)
+        heads = scaled_dot_product_attention(qh, kh, vh)  # (B, H, N, head_dim)
         expected = merge_heads(heads)  # (B, N, chan)
         if tuple(got.shape) == tuple(heads.shape):
             return wrong(f"{what}: your function returns {list(got.shape)}, the heads before merging.",

@@ -1,4 +1,4 @@
-"""Checkers for 07 · The complete layer: traced shapes, parameter counts, the head scale, spotting bugs,
+"""Checkers for 07 · The complete layer: traced shapes, parameter counts, spotting bugs,
 dropout on the weights (a prediction) and the whole multi-head attention class written by hand.
 
 Each judge recomputes the right answer from what the notebook passes in (the layer, its input, the
@@ -7,26 +7,17 @@ listing under review) and recognises the typical wrong answers.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import inspect
-import json
-import math
 import numbers
-import sys
-import zlib
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torch.nn import functional as F
 
-from ..core import Attention, MultiHeadAttention
-from .heads import TORCH_ATTENTION_OPS
-from ._core import Verdict, as_shape, checker, correct, error_text, wrong
+from ..core import MultiHeadAttention
+from ._core import Verdict, checker, correct, error_text, not_a_function, wrong
+from ._guard import TORCH_ATTENTION, Watch, library, run_watching
 from ._predict import as_choice, prediction_checker
 
 __all__ = [
@@ -35,7 +26,6 @@ __all__ = [
     "numbered_listing",
     "check_qkv_entry",
     "check_mha_parameter_count",
-    "check_mha_head_scale",
     "check_suspect_lines",
     "DROPOUT_CHOICES",
     "check_dropout_prediction",
@@ -63,12 +53,10 @@ def check_qkv_entry(answer: Any) -> Verdict:
     the entry of ``qkv = self.qkv(x)`` ``(B, N, 3*chan)`` that ``qkv_heads[part, b, h, n, e]`` holds after
     walkthrough 000's reshape ``(B, N, 3, H, head_dim)`` and permute ``(2, 0, 3, 1, 4)``. Checked on every
     entry at four sizes; a function that runs a layer or an attention helper is refused."""
-    from .heads import _WHOLE_LAYERS, TORCH_ATTENTION_OPS, _function_answer, exported_code, run_watching
-
-    not_a_function = _function_answer(answer, "source(part, b, h, n, e, chan, num_heads)")
-    if not_a_function:
-        return not_a_function
-    watched = {**exported_code(), **_WHOLE_LAYERS}
+    refused = not_a_function(answer, "source(part, b, h, n, e, chan, num_heads)")
+    if refused:
+        return refused
+    watched = library() | TORCH_ATTENTION
     follow = "follow one number through reshape(B, N, 3, H, head_dim) and then permute(2, 0, 3, 1, 4)."
     for B, N, chan, H in _ENTRY_SIZES:
         hd = chan // H
@@ -78,7 +66,7 @@ def check_qkv_entry(answer: Any) -> Verdict:
             part, b, h, n, e = index
             sizes = f"chan={chan}, num_heads={H}"
             try:
-                got, called = run_watching(answer, (part, b, h, n, e, chan, H), watched, TORCH_ATTENTION_OPS)
+                got, called = run_watching(answer, (part, b, h, n, e, chan, H), watched)
             except Exception as problem:
                 return wrong(f"source{tuple(index) + (chan, H)} raised {error_text(problem)}", follow)
             if called:
@@ -108,30 +96,31 @@ def check_qkv_entry(answer: Any) -> Verdict:
 # -------------------------------------------------------------------------- parameter count
 
 
-@contextmanager
-def _calls_into(codes: Mapping[Any, str], ops: tuple[str, ...] = ()) -> Iterator[list[str]]:
-    """Record, while the block runs, the watched calls: Python functions whose code object is a key of
-    ``codes``, and PyTorch ops whose name holds a word of ``ops`` (:func:`~attn_helpers.checks.heads.watcher`:
-    C functions and ``torch.ops`` overloads). The list holds their names."""
-    from .heads import watcher
-
-    seen: list[str] = []
-    previous = sys.getprofile()
-    sys.setprofile(watcher(codes, ops, seen))
-    try:
-        yield seen
-    finally:
-        sys.setprofile(previous)
+#: What counts a layer's numbers instead of computing them: building a module, reading its parameters, numel.
+_COUNTING = Watch({nn.Module.__init__: "a module it builds", nn.Module.parameters: ".parameters()",
+                   nn.Module.named_parameters: ".named_parameters()", nn.Module.state_dict: ".state_dict()"},
+                  words=("numel",))
 
 
-_COUNTING = {nn.Module.__init__.__code__: "a module it builds", nn.Module.parameters.__code__: ".parameters()",
-             nn.Module.named_parameters.__code__: ".named_parameters()", nn.Module.state_dict.__code__: ".state_dict()"}
+def _parameter_count(d_model: int, num_heads: int) -> int:
+    """The learnable numbers of a ``MultiHeadAttention(d_model, num_heads)``, counted on a layer built on the
+    meta device (shapes without values: the global random state untouched)."""
+    with torch.device("meta"):
+        return sum(p.numel() for p in MultiHeadAttention(d_model, num_heads).parameters())
 
 
-def _exported_code() -> dict[Any, str]:
-    from .heads import exported_code
+def _seeded_layer(d_model: int, num_heads: int, generator: torch.Generator) -> MultiHeadAttention:
+    """A ``MultiHeadAttention(d_model, num_heads)`` in eval mode whose weights and biases are drawn from
+    ``generator``, uniform in ``±1/sqrt(d_model)`` like a fresh ``nn.Linear``'s (the global random state untouched)."""
+    with torch.device("meta"):
+        layer = MultiHeadAttention(d_model, num_heads)
+    layer = layer.to_empty(device="cpu")
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.uniform_(-d_model ** -0.5, d_model ** -0.5, generator=generator)
+    return layer.eval()
 
-    return exported_code()
+
 _COUNT_SIZES = ((8, 2), (64, 4), (200, 5), (768, 12))  # (d_model, num_heads): a small layer to GPT-2's
 
 
@@ -153,8 +142,8 @@ def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
     sizes = ((d, H), *[size for size in _COUNT_SIZES if size != (d, H)])
     for d_model, num_heads in sizes:
         try:
-            with _calls_into({**_COUNTING, **_exported_code()}, ("numel",)) as seen:
-                got = answer(d_model, num_heads)
+            with torch.random.fork_rng(devices=[]):  # a layer it builds (refused) draws from the global generator
+                got, seen = run_watching(answer, (d_model, num_heads), _COUNTING | library())
         except Exception as problem:
             return wrong(f"answer({d_model}, {num_heads}) failed: {type(problem).__name__}: {problem}.",
                          "the function takes two numbers, d_model and num_heads, and returns a whole number.")
@@ -164,8 +153,7 @@ def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
         value = _as_count(got, f"answer({d_model}, {num_heads})")
         if isinstance(value, Verdict):
             return value
-        torch.manual_seed(0)
-        right = sum(p.numel() for p in MultiHeadAttention(d_model, num_heads).parameters())
+        right = _parameter_count(d_model, num_heads)
         if value == right:
             continue
         hd = d_model // num_heads
@@ -194,41 +182,13 @@ def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
 # ---------------------------------------------------------------------------------- head scale
 
 
-@checker
-def check_mha_head_scale(answer: Any, module: nn.Module) -> Verdict:
-    """Exercise: the factor that multiplies each head's scores, ``1 / sqrt(head_dim)``."""
-    if isinstance(answer, Tensor) and answer.numel() == 1:
-        answer = answer.item()
-    if isinstance(answer, bool) or not isinstance(answer, (int, float)):
-        return wrong(f"the scale should be a number, got {answer!r}.", "compute it with math.sqrt or ** -0.5.")
-    value = float(answer)
-    d, hd = module.d_model, module.head_dim
-
-    def near(x: float) -> bool:
-        return math.isclose(value, x, rel_tol=1e-3)
-
-    if near(hd ** -0.5):
-        return correct(f"1/sqrt(head_dim) = 1/sqrt({hd}) = {hd ** -0.5:.4f}: each head's dot products sum over {hd} features.")
-    if near(d ** -0.5):
-        return wrong(f"{value:.4f} = 1/sqrt(d_model) = 1/sqrt({d}): walkthrough 004's bug.",
-                     f"a head's q and k have head_dim = {hd} features, not d_model = {d}: the scale follows the "
-                     "width of the vectors actually dot-multiplied.")
-    if near(hd ** 0.5):
-        return wrong(f"{value:.4f} is sqrt(head_dim): that multiplies instead of divides.",
-                     "the scores are divided by sqrt(head_dim), i.e. multiplied by its inverse.")
-    if near(1 / hd):
-        return wrong(f"{value:.4f} = 1/head_dim: the square root is missing.",
-                     "the variance of a dot product grows like head_dim, so its spread grows like sqrt(head_dim).")
-    return wrong(f"{value:.4f} is not this layer's scale.", "scale = head_dim ** -0.5 with head_dim = d_model // num_heads.")
-
-
 # ---------------------------------------------------------------------------------- spot the bugs
 
 
 @dataclass(frozen=True)
 class SuspectLine:
     """One line of a listing under review: its code only. What is wrong with it (or why it is fine) is kept by
-    the checker, encoded (:data:`_REVIEW`), so the listing the learner reads does not carry the answer."""
+    the checker (:data:`_REVIEW`), so the listing the learner reads does not carry the answer."""
 
     code: str
 
@@ -252,31 +212,59 @@ SUSPECT_LAYER: tuple[SuspectLine, ...] = (
 )
 
 
-def _review_key(number: int, code: str) -> str:
-    return hashlib.sha256(f"{number}:{code}".encode()).hexdigest()[:16]
-
-
-#: For each line of SUSPECT_LAYER, keyed by a hash of its number and code: [is_bug, explanation, hint], as
-#: zlib-compressed base64 JSON. Not secret, only not readable at a glance.
-_REVIEW = (
-    "eNqNVcuO6zYM/RViNk2KNGPH7ylm30X/oChyaYmO1diSx5LjCYr+eyk5yfVNZ9GFDUOixHN4Dum/XwizppSiPEQFNiXlL2/wR4Od"
-    "pR28vPjnT35VVRQlZZoLjsOSEh/kxsnHyNEMZnKgLKAQNDiSgFqCdWbkT23mlkYC16KDxowzjhJGQmnfAO1Z6ZNfhfstokV9IsvH"
-    "XOv3NjN2Z9eOZjq1EEXpTz6Lu4QMki5KMAQ8odLbvQcrWhLnJRddaLwCjqepJ+3ANHA8Kq3c8eihTpaxWdNTQLcPJLE65NUhySmq"
-    "qupQZV9WIksw5t24rMqiTItyHdQyraNUPbwHHvD6Cnrqj37Z+qSjOrUONggrmN8DpLooydTD0dlMnYSWumEHNdfFtcRVsy0OBEZD"
-    "pzRBHEODqrPQmUl2zFVfZ7wuhQhYIxJ5LtKqxCJJRHxYqeZmw/eeWIRvH+ejFdjxvSPs9/tvnGfoUDCS+857tI+gvgYQkhqcOvcs"
-    "TLTdBU3WIVzjhc0uLM9KutbrgF0HgfIOlLaOv/zqo3jPki+EHIv5Ax6l4WqmMZxbcrOdYG6VaOFCgt1nQ9pwgm2zpK+pM/rEO2bR"
-    "PM6TJMUkq0VSJFEs1nIarnETjPI7lxvHDaPbQfKzp7SFHs++RDs4h+RsSTaZDn60HtxTfdaqYJpHMhF12ZRCFOuUHjC3wcCKD6P5"
-    "i2koVrvHYeHS03giuRQPNotR2DNbphMKvUpSFKKJ6jjKZZJFQnzp5aLMZZmLOGtk3WRl/WWQiGWaNlimWVlhVBy+DGpqjCUWaUOy"
-    "yWuKnzktRYOG0E1sY25Lgg6V9GR9vTbJDn7bPTzAZrKGGfueuZn+3j4rivVBNjy2RJyWVZTKdc5JDyjCcEFwpC1b2w6dcqwMP40a"
-    "Laf9VOzAxTAe40BjPzkuMkoKCx+v59dLCPueNCtJFKKK8iyPqjzPVi1lTeN6/PQuef/lsOURNvbYKd8EhJzjTFe2oTDd1HNH8IBb"
-    "lj8mnlO8MZr5LaRFx4iD7jN5xtZ3h/diiOSD4C1MzGjqvfC8FfB5+xseejdKHvf/ua+fuBbrq8IoLDIZZfyOUOayxh/0HFHbwdhQ"
-    "JP0QKHhzybj4s2YFYHPfFmZQvD37I5pIkvwVLorm26Tzg2w1ueL4wCEZ1nGSF5monv3EP44BNv7rpi5K6f87y6AkLbfeMLd2uXDX"
-    "C+RGhk+/6meM75rHvLo13KOd/jPbWB0ezOqk7wj/+Rd7BFIH"
-)
-
-
-def _review() -> dict[str, list[Any]]:
-    return json.loads(zlib.decompress(base64.b64decode("".join(_REVIEW))))
+#: What the review says of the lines of :data:`SUSPECT_LAYER` it has something to say about, by line number
+#: (from 1): ``(is_bug, explanation, hint)``; every other line is fine and unexplained. Kept apart from the listing
+#: so that the listing the exercise prints (:func:`numbered_listing`) does not carry the answer. Plain text, not
+#: hidden: the explanations are prose nothing could compute, and a learner who opens this file reads the answer,
+#: as they could work it out from the library's layer. tests/test_checks_07.py proves that fixing exactly the lines
+#: noted as bugs gives the library's ``Attention``.
+_REVIEW: dict[int, tuple[bool, str, str]] = {
+    2: (
+        True,
+        'dropout is accepted and stored nowhere that forward reads: asking for dropout changes '
+        "nothing (walkthrough 004's actv and device, again).",
+        'check that every argument of __init__ is used somewhere.'),
+    4: (
+        False,
+        'head_dim = chan // num_heads is right (a check that num_heads divides chan would help, but '
+        'the reshape on line 11 fails loudly anyway).',
+        ''),
+    5: (
+        True,
+        'two bugs: `qk_scale or ...` replaces qk_scale=0.0 by the default (walkthrough 000), and the '
+        'default uses chan, the width of all heads, instead of head_dim (walkthrough 004).',
+        "try qk_scale=0.0 in your head, and ask which vectors the scale's width belongs to."),
+    6: (
+        False,
+        'one fused Linear(dim, 3*chan) makes q, k and v at once, as in walkthrough 000.',
+        ''),
+    7: (
+        False,
+        'the output projection maps the merged heads (chan wide) to chan.',
+        ''),
+    11: (
+        False,
+        'the 3*chan features are laid out as (3, H, head_dim), so this reshape is right.',
+        ''),
+    12: (
+        False,
+        'unpacking a tensor splits its first axis, which the permute made the q/k/v axis.',
+        ''),
+    13: (
+        True,
+        "softmax(dim=-2) normalises each key's column, not each query's row: the attention weights of"
+        ' one query no longer sum to one.',
+        'ask over which axis the attention weights of one query must sum to one.'),
+    14: (
+        False,
+        'transpose then reshape merges the heads back (reshape copies when needed; view would fail).',
+        ''),
+    15: (
+        False,
+        'the skip (the tensor added at the end) is merged v because x is dim wide and the output chan'
+        " wide (walkthrough 000's design).",
+        ''),
+}
 
 
 def numbered_listing(listing: tuple[SuspectLine, ...] = SUSPECT_LAYER) -> str:
@@ -287,11 +275,12 @@ def numbered_listing(listing: tuple[SuspectLine, ...] = SUSPECT_LAYER) -> str:
 @checker
 def check_suspect_lines(answer: Any) -> Verdict:
     """Exercise: the set of line numbers of :data:`SUSPECT_LAYER` that hold a bug; every flag is explained."""
-    return _judge_suspect_lines(answer, SUSPECT_LAYER, _review())
+    return _judge_suspect_lines(answer, SUSPECT_LAYER, _REVIEW)
 
 
-def _judge_suspect_lines(answer: Any, listing: tuple[SuspectLine, ...], review: Mapping[str, list[Any]]) -> Verdict:
-    """The verdict on ``answer`` for ``listing``, whose lines ``review`` explains (keyed by :func:`_review_key`)."""
+def _judge_suspect_lines(answer: Any, listing: tuple[SuspectLine, ...],
+                         review: Mapping[int, tuple[bool, str, str]]) -> Verdict:
+    """The verdict on ``answer`` for ``listing``, whose lines ``review`` explains (by line number, from 1)."""
     def whole(n: Any) -> bool:
         return isinstance(n, numbers.Integral) and not isinstance(n, bool)
 
@@ -299,7 +288,7 @@ def _judge_suspect_lines(answer: Any, listing: tuple[SuspectLine, ...], review: 
     if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__") or not all(whole(n) for n in items):
         return wrong(f"give a set of line numbers like {{1, 2}}, got {answer!r}.", "list the numbers of the buggy lines.")
     picked = {int(n) for n in items}
-    notes = {i: review.get(_review_key(i, line.code), [False, "", ""]) for i, line in enumerate(listing, start=1)}
+    notes = {i: review.get(i, (False, "", "")) for i in range(1, len(listing) + 1)}
     buggy = {i for i, (is_bug, _, _) in notes.items() if is_bug}
     outside = sorted(n for n in picked if not 1 <= n <= len(listing))
     if outside:
@@ -391,15 +380,6 @@ _MHA_MISTAKES: tuple[tuple[str, dict[str, Any], str], ...] = (
 
 _WRITE_IT = ("write each step with nn.Linear and tensor operations (reshape, transpose, @, softmax): the split, "
              "the scaled scores, the softmax, weights @ v and the merge are the exercise.")
-def _library_attention() -> dict[Any, str]:
-    """Code objects of what computes part of a multi-head layer: every function and method ``attn_helpers``
-    exports (its mask builders aside), ``nn.MultiheadAttention`` and ``F.multi_head_attention_forward``.
-    PyTorch's attention ops are watched by name (``TORCH_ATTENTION_OPS``)."""
-    from .heads import _WHOLE_LAYERS
-
-    return {**_WHOLE_LAYERS, **_exported_code()}
-
-
 @checker
 def check_mha_class(answer: Any) -> Verdict:
     """Exercise: a class ``answer(d_model, num_heads)`` holding ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``
@@ -419,10 +399,10 @@ def check_mha_class(answer: Any) -> Verdict:
     torch_gap = 0.0
     for B, N, d_model, num_heads in _MHA_CONFIGS:
         g = torch.Generator().manual_seed(7 * d_model + num_heads)
-        torch.manual_seed(d_model + num_heads)
-        reference = MultiHeadAttention(d_model, num_heads).eval()
+        reference = _seeded_layer(d_model, num_heads, g)
         try:
-            mine = answer(d_model, num_heads)
+            with torch.random.fork_rng(devices=[]):  # the learner's layers draw their first weights: state kept
+                mine = answer(d_model, num_heads)
         except Exception as problem:
             return wrong(f"{answer.__name__}({d_model}, {num_heads}) failed: {type(problem).__name__}: {problem}.",
                          "__init__(self, d_model, num_heads) must build the layer from its two arguments.")
@@ -445,8 +425,7 @@ def check_mha_class(answer: Any) -> Verdict:
         x = torch.randn(B, N, d_model, generator=g)
         with torch.no_grad():
             try:
-                with _calls_into(_library_attention(), TORCH_ATTENTION_OPS) as seen:
-                    got = mine(x)
+                got, seen = run_watching(mine, (x,), library() | TORCH_ATTENTION)
                 if seen:
                     return wrong(f"your forward calls {seen[0]}, which does part of the exercise for you.", _WRITE_IT)
             except Exception as problem:
@@ -454,7 +433,8 @@ def check_mha_class(answer: Any) -> Verdict:
                              f"{type(problem).__name__}: {problem}.",
                              "follow the shapes: (B, N, d_model) -> (B, H, N, head_dim) -> scores (B, H, N, N) -> back.")
             expected = reference(x)
-            pytorch = reference.to_torch()(x, x, x, need_weights=False)[0]
+            with torch.random.fork_rng(devices=[]):  # to_torch builds PyTorch's layer, whose own first weights
+                pytorch = reference.to_torch()(x, x, x, need_weights=False)[0]  # draw from the global generator
         if not isinstance(got, Tensor):
             return wrong(f"forward returned a {type(got).__name__}, not a tensor.", "return the output tensor only.")
         if got.shape != expected.shape:

@@ -13,7 +13,8 @@ from torch import Tensor
 
 from ..core import causal_mask, mask_to_additive, padding_mask
 from ._core import Verdict, checker, compare_tensors, correct, wrong
-from ._function import LIBRARY_ATTENTION, judge_function, random_cases
+from ._function import judge_function, random_cases
+from ._guard import LIBRARY_ATTENTION, Watch, library
 from ._predict import as_choice, prediction_checker
 
 __all__ = ["check_additive_mask", "check_window_blocked_mask", "check_convention_prediction", "check_masked_row_prediction",
@@ -56,7 +57,7 @@ def check_window_blocked_mask(answer: Any) -> Verdict:
     that lets query i see only keys ``i - w < j <= i`` (itself and the w - 1 tokens before it). Run on sizes
     larger than any mask the lessons printed, including ``w >= n`` (a plain causal mask)."""
     cases = [((n, w), f"for n = {n}, w = {w}", _judge_window(n, w)) for n, w in ((12, 3), (9, 1), (7, 10))]
-    return judge_function(answer, cases, watched={}, example="my_window_mask(n, w)",
+    return judge_function(answer, cases, watched=Watch(), example="my_window_mask(n, w)",
                           lines="with i = torch.arange(n)[:, None] and j = torch.arange(n)[None, :], block "
                                 "(j > i) | (j <= i - w).",
                           success="for three sizes and windows, True on every future key and on every key more "
@@ -145,7 +146,7 @@ def check_additive_mask(answer: Any) -> Verdict:
              (~(causal_mask(3, 4)[None] & padding_mask([2, 4], 4)), torch.float32)]
     cases = [((blocked, dtype), f"for a blocked mask of shape {tuple(blocked.shape)} and dtype={dtype}",
               _judge_additive(blocked, dtype)) for blocked, dtype in masks]
-    return judge_function(answer, cases, watched={mask_to_additive.__code__: "attn_helpers' mask_to_additive"},
+    return judge_function(answer, cases, watched=library(("mask_to_additive",)),
                           example="my_additive(blocked, dtype)",
                           lines="torch.zeros(blocked.shape, dtype=dtype).masked_fill(blocked, float('-inf')).",
                           success="for three masks and three dtypes, 0.0 where a query may attend, -inf where it "
@@ -203,7 +204,7 @@ def _judge_keep(lengths: Tensor, n: int, side: str) -> Callable[[Any], Verdict]:
 
 
 #: The package's padding mask builder, refused in exercise 3.2 (flipped, it gives the left-padded layout).
-_PADDING_BUILDER = {padding_mask.__code__: "attn_helpers' padding_mask"}
+_PADDING_BUILDER = library(("padding_mask",))
 
 
 @checker

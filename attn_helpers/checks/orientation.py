@@ -10,18 +10,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..core import scaled_dot_product_attention
 from ._core import Verdict, checker, compare_tensors, correct, wrong
-from ._function import LIBRARY_ATTENTION, judge_function, random_cases
+from ._function import judge_function, random_cases
+from ._guard import LIBRARY_ATTENTION
 from ._predict import as_choice, prediction_checker
 
-__all__ = ["check_head_dim", "check_largest_key", "check_scores_shape", "check_self_attention_weights"]
-
-
-def _as_int(answer: Any, what: str) -> int | Verdict:
-    if isinstance(answer, bool) or not isinstance(answer, (int, float)) or int(answer) != answer:
-        return wrong(f"{what} should be a whole number, got {answer!r}.",
-                     "a width is a count of features, so it is an int.")
-    return int(answer)
+__all__ = ["check_largest_key", "check_scores_shape", "check_self_attention_weights"]
 
 
 @prediction_checker
@@ -41,23 +36,6 @@ def check_largest_key(prediction: Any, weights: Tensor, tokens: Sequence[str], q
             "key that points exactly the same way: compare the norms of the keys.") if choice == query else (
             "each score is the dot product of the query with a key: compute the four of them by hand.")
     return wrong(f"{choice!r} gets {picked:.3f}, but {winner!r} gets the most, {row.max().item():.3f}.", hint)
-
-
-@checker
-def check_head_dim(answer: Any, chan: int, num_heads: int) -> Verdict:
-    """Exercise: the width of one head, ``head_dim = chan // num_heads``."""
-    value = _as_int(answer, "head_dim")
-    if isinstance(value, Verdict):
-        return value
-    expected = chan // num_heads
-    if value == expected:
-        return correct(f"each of the {num_heads} heads works on {expected} of the {chan} features.")
-    if value == chan * num_heads:
-        return wrong(f"{value} is chan × num_heads.", "the heads share chan between them: divide, don't multiply.")
-    if value == chan:
-        return wrong(f"{value} is the width of all heads together (chan).",
-                     "one head gets an equal share of chan: divide by num_heads.")
-    return wrong(f"{value} is not chan // num_heads.", "head_dim = chan // num_heads.")
 
 
 @checker
@@ -81,7 +59,7 @@ def check_scores_shape(answer: Any, B: int, num_heads: int, N: int) -> Verdict:
 def _judge_weights(x: Tensor) -> Callable[[Any], Verdict]:
     """The judge of the weights for tokens ``x (N, d_k)`` used as queries and keys."""
     (n, d_k), raw = x.shape, x @ x.mT  # raw (N, N)
-    expected = torch.softmax(raw / math.sqrt(d_k), dim=-1)  # (N, N)
+    _, expected = scaled_dot_product_attention(x, x, x, return_weights=True)  # (N, N): softmax(raw / sqrt(d_k))
     mistakes = {
         "the scores are not divided by sqrt(d_k)": (torch.softmax(raw, dim=-1),
                                                     "divide the dot products by math.sqrt(d_k) before the softmax."),

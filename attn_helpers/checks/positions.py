@@ -14,10 +14,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..core import RotaryAttention, apply_rope, permute_tokens
-from ._core import Verdict, checker, compare_tensors, correct, error_text, wrong
+from ..core import apply_rope, permute_tokens
+from ._core import Verdict, checker, compare_tensors, correct, error_text, not_a_function, wrong
+from ._guard import library, run_watching
 from ._predict import as_choice, prediction_checker
-from .heads import _library_itself, run_watching
 
 __all__ = ["check_shuffle_prediction", "check_rope", "check_rotated_v_shift"]
 
@@ -54,8 +54,7 @@ def check_shuffle_prediction(prediction: Any, out: Tensor, out_shuffled: Tensor,
 # ------------------------------------------------------------------------------ code: RoPE on every pair
 
 #: What the learner's RoPE must not call: the library's own rotations.
-_ROPE_LIBRARY = {apply_rope.__code__: "attn_helpers' apply_rope", RotaryAttention.forward.__code__:
-                 "attn_helpers' RotaryAttention"}
+_ROPE_LIBRARY = library(("apply_rope", "RotaryAttention"))
 
 
 def _rope_cases() -> list[tuple[Tensor, Tensor]]:
@@ -88,10 +87,10 @@ def check_rope(answer: Any) -> Verdict:
     :class:`RotaryAttention` layer) is refused while it runs."""
     how = ("turn each pair yourself: a = x[..., :half], b = x[..., half:], then a cos - b sin and a sin + b cos, "
            "with the angle position × θ_i.")
-    if not callable(answer) or isinstance(answer, Tensor):
-        return wrong(f"the answer should be a function rope(x, positions), got {type(answer).__name__}.",
-                     "define it with def rope(x, positions): ... and write answer = rope (no brackets).")
-    itself = _library_itself(answer, _ROPE_LIBRARY)
+    refused = not_a_function(answer, "rope(x, positions)")
+    if refused:
+        return refused
+    itself = _ROPE_LIBRARY.itself(answer)
     if itself:
         return wrong(f"your answer is {itself}: the exercise is to write it.", how)
     for x, positions in _rope_cases():

@@ -13,49 +13,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import sys
-from pathlib import Path
-
 import torch
 from torch import Tensor
 
-from ..core import padding_mask, split_heads
-from ._core import Verdict, checker, correct, error_text, wrong
+from ..core import split_heads
+from ._core import Verdict, checker, correct, error_text, not_a_function, wrong
+from ._guard import library, run_watching
 from ._predict import as_choice, prediction_checker
-from .heads import _library_itself
 
 __all__ = ["check_head_rows", "check_keep_mask", "check_padding_prediction"]
 
 #: What the learner's keep mask must not be: the library's padding mask, which takes lengths.
-_PADDING_LIBRARY = {padding_mask.__code__: "attn_helpers' padding_mask"}
-#: Where the library's own code lives: a keep mask that calls into it (``padding_mask``, ``BertEncoder``, which
-#: builds this mask from the tokenizer's) hands the exercise to the library.
-_LIBRARY_DIR = str(Path(padding_mask.__code__.co_filename).resolve().parent.parent)
-
-
-def _run_refusing_library(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, str]:
-    """``fn(*args)`` and the name of the first ``attn_helpers`` function it called (``''`` if none).
-    Exceptions from ``fn`` propagate."""
-    called: list[str] = []
-    previous = sys.getprofile()
-
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and not called and frame.f_code.co_filename.startswith(_LIBRARY_DIR):
-            called.append(f"attn_helpers' {getattr(frame.f_code, 'co_qualname', frame.f_code.co_name)}")
-
-    sys.setprofile(profile)
-    try:
-        result = fn(*args)
-    finally:
-        sys.setprofile(previous)
-    return result, called[0] if called else ""
-
-
-def _not_a_function(answer: Any, call: str) -> Verdict | None:
-    if callable(answer):
-        return None
-    return wrong(f"the answer should be a function, got {type(answer).__name__} {answer!r:.60}.",
-                 f"define it with def, then write answer = the function's name (no brackets); the checker calls {call}.")
+_PADDING_LIBRARY = library(("padding_mask",))
+#: What it must not call: anything the library exports, the padding mask and the encoder (which builds this mask
+#: from the tokenizer's) included.
+_WHOLE_LIBRARY = library(skip=())
 
 
 # ------------------------------------------------------------------------------ exercise 11.2: weight rows of one head
@@ -76,7 +48,7 @@ def check_head_rows(answer: Callable[..., tuple[Tensor, Tensor]], q_proj: torch.
     ``Linear(hidden, hidden)``'s ``weight (hidden, hidden)`` and ``bias (hidden,)`` that make head
     ``h``'s features. Run for every head of ``q_proj`` (checked against ``split_heads(q_proj(x))``)
     and of two made-up sizes."""
-    problem = _not_a_function(answer, "head_rows(weight, bias, h, num_heads)")
+    problem = not_a_function(answer, "head_rows(weight, bias, h, num_heads)")
     if problem:
         return problem
     for weight, bias, heads in _weights_cases(q_proj, num_heads):
@@ -138,22 +110,22 @@ def check_keep_mask(answer: Callable[[Tensor], Tensor], attention_mask: Tensor) 
     padded on the left; a function that is ``padding_mask`` or calls any ``attn_helpers`` function (the
     encoder builds this mask itself) is refused while it runs."""
     how = "compare attention_mask with 1 yourself and insert the query axis: (B, N) -> (B, 1, N)."
-    problem = _not_a_function(answer, "keep_mask(attention_mask)")
+    problem = not_a_function(answer, "keep_mask(attention_mask)")
     if problem:
         return problem
-    itself = _library_itself(answer, _PADDING_LIBRARY)
+    itself = _PADDING_LIBRARY.itself(answer)
     if itself:
         return wrong(f"your answer is {itself}, which takes lengths, and the exercise is to write the mask.", how)
     for mask in _mask_cases(attention_mask):
         B, N = mask.shape
         expected = (mask == 1)[:, None, :]  # (B, 1, N)
         try:
-            got, called = _run_refusing_library(answer, (mask.clone(),))
+            got, called = run_watching(answer, (mask.clone(),), _WHOLE_LIBRARY)
         except Exception as problem:  # the learner's code failed: say how, never a traceback
             return wrong(f"for attention_mask {mask.tolist()} your function raised {error_text(problem)}",
                          "use only attention_mask itself; read B and N from its shape.")
         if called:
-            return wrong(f"your function calls {called}, which builds this mask for you.", how)
+            return wrong(f"your function calls {called[0]}, which builds this mask for you.", how)
         if not isinstance(got, Tensor):
             return wrong(f"keep_mask returned {type(got).__name__}, expected a boolean tensor.",
                          "build it with tensor operations on attention_mask.")

@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from ._core import Verdict, as_shape, checker, compare_tensors, correct, wrong
 from ._function import judge_function
+from ._guard import Watch
 from ._predict import prediction_checker
 
 __all__ = ["check_qkv_shape", "check_split_qkv", "check_key_layer", "check_weight_shape_prediction"]
@@ -85,7 +86,7 @@ def check_split_qkv(answer: Any) -> Verdict:
     inputs = [torch.randn(*shape, generator=generator) for shape in ((2, 4, 18), (30,), (2, 3, 2, 15))]
     cases = [((qkv,), f"for qkv of shape {tuple(qkv.shape)} (chan = {qkv.shape[-1] // 3})", _judge_split(qkv))
              for qkv in inputs]
-    return judge_function(answer, cases, watched={}, example="my_split(qkv)",
+    return judge_function(answer, cases, watched=Watch(), example="my_split(qkv)",
                           lines="chan = qkv.shape[-1] // 3, then qkv.split(chan, dim=-1).",
                           success="for three widths (chan 6, 10 and 5) and zero to two axes in front, q, k and v "
                                   "are the three consecutive blocks of chan columns.")

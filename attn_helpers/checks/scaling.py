@@ -10,10 +10,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..lab.probes import attention_entropy
+from ..core import attention_scores
+from ..lab import attention_entropy
 from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
-from ._function import LIBRARY_ATTENTION, judge_function, random_cases
-from ._watch import Watch
+from ._function import judge_function, random_cases
+from ._guard import LIBRARY_ATTENTION, Watch
 from ._predict import as_choice, prediction_checker
 
 __all__ = ["check_scaled_scores", "check_score_variance", "check_row_entropy", "check_trend_prediction"]
@@ -36,7 +37,8 @@ def _judge_scores(q: Tensor, k_t: Tensor) -> Callable[[Any], Verdict]:
         "you returned the scores keys-first (..., N_k, N_q)": (
             raw.mT / math.sqrt(d_k), "row i must hold query i's scores: q @ k_t, not its transpose."),
     }
-    return lambda got: compare_tensors(got, raw / math.sqrt(d_k), name="your scores", likely_mistakes=mistakes)
+    expected = attention_scores(q, k_t.mT)  # (..., N_q, N_k): q @ k_t / sqrt(d_k)
+    return lambda got: compare_tensors(got, expected, name="your scores", likely_mistakes=mistakes)
 
 
 @checker
@@ -121,7 +123,7 @@ def _judge_entropy(weights: Tensor) -> Callable[[Any], Verdict]:
     """The judge of the row entropies of ``weights (..., N_k)``, one per row; some weights are exactly 0."""
     logs = torch.log(weights)  # (..., N_k); -inf where a weight is 0
     terms = torch.where(weights > 0, weights * logs, torch.zeros(()))  # 0 * log 0 counts as 0
-    expected = -terms.sum(dim=-1)  # (...,)
+    expected = attention_entropy(weights)  # (...,)
     mistakes = {
         "0 * log(0) gave nan: a weight of exactly 0 was not counted as 0": (
             -(weights * logs).sum(dim=-1), "in floating point 0 * log(0) = 0 * (-inf) = nan; its limit is 0, so "
@@ -155,11 +157,10 @@ def _softmax_rows(seed: int, shapes: list[tuple[int, ...]]) -> list[Tensor]:
 
 #: Ready-made entropies, refused in exercise 2.4 besides the attention functions: they count 0 * log(0) as 0
 #: for the learner (torch.special.entr and xlogy by name, as functions and as tensor methods).
-ENTROPY_WATCH = Watch({
-    **LIBRARY_ATTENTION,
-    torch.distributions.Categorical.entropy.__code__: "torch.distributions' Categorical.entropy",
-    torch.distributions.OneHotCategorical.entropy.__code__: "torch.distributions' OneHotCategorical.entropy",
-}, words=LIBRARY_ATTENTION.words + ("entr", "xlogy"))
+ENTROPY_WATCH = LIBRARY_ATTENTION | Watch({
+    torch.distributions.Categorical.entropy: "torch.distributions' Categorical.entropy",
+    torch.distributions.OneHotCategorical.entropy: "torch.distributions' OneHotCategorical.entropy",
+}, words=("entr", "xlogy"))
 
 
 @checker

@@ -1,5 +1,5 @@
 """Checkers for 06 · Output projection and skip connection: the skip through V, the gradient that
-reaches a stack's first layer (a prediction, then a function the learner writes) and valid residuals."""
+reaches a stack's layers (a prediction, then a function the learner writes) and valid residuals."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ import torch
 from torch import Tensor
 
 from ..core import merge_heads
-from ..lab.probes import SKIP_KINDS, AttentionStack, depth_sweep, signal_through_stack
-from ._core import Verdict, as_letter, as_number, checker, compare_tensors, correct, error_text, wrong
+from ..lab import SKIP_KINDS, AttentionStack, depth_sweep, signal_through_stack
+from ._core import Verdict, as_letter, as_number, checker, compare_tensors, correct, error_text, not_a_function, wrong
+from ._guard import Watch, codes_called, library, run_watching
 from ._predict import as_choice, prediction_checker
-from .heads import exported_code, run_options, run_watching
+from .heads import run_options
 
-__all__ = ["check_skip_through_v", "check_gradient_trend_prediction", "check_first_layer_grad", "check_layer_grad",
+__all__ = ["check_skip_through_v", "check_gradient_trend_prediction", "check_layer_grad",
            "check_residual_line"]
 
 TRENDS = ("shrinks", "stays", "grows")
@@ -81,48 +82,28 @@ def _grad_norm(output: Tensor, params: list[Tensor]) -> float:
     return torch.sqrt(sum(g.pow(2).sum() for g in grads)).item()
 
 
-def _first_layer_grad_cases() -> list[tuple[AttentionStack, Tensor, int]]:
-    """A small stack (not the lesson's) under each wiring, at depths 1 and 3: (stack, x, L)."""
-    with torch.random.fork_rng(devices=[]):  # seeded without touching the notebook's random state
-        torch.manual_seed(606)
-        stack = AttentionStack(3, 8, 8, 2).double()
-        x = torch.randn(2, 5, 8, dtype=torch.float64)  # (B, N, dim)
-    return [(stack, x, L) for _ in SKIP_KINDS for L in (1, 3)]
-
-
-def _measuring_functions() -> dict[Any, str]:
-    """Code object -> name of the functions that already measure the gradient at layer 1: the helpers', and
-    6.5.1's ``measure_depths`` when the notebook has defined it. Watched while the learner's function runs
-    (:func:`~attn_helpers.checks.heads.run_watching`, as lesson 05's checkers do), so an alias is caught too."""
-    watched = {depth_sweep.__code__: "depth_sweep", signal_through_stack.__code__: "signal_through_stack"}
+def _measuring_functions() -> Watch:
+    """The functions that already measure the gradient at a layer: the helpers', and 6.5.1's ``measure_depths``
+    when the notebook has defined it (watched while the learner's function runs, so an alias is caught too)."""
+    watched = {depth_sweep: "depth_sweep", signal_through_stack: "signal_through_stack"}
     notebook_loop = getattr(sys.modules.get("__main__"), "measure_depths", None)
-    code = getattr(notebook_loop, "__code__", None)
-    if code is not None:
-        watched[code] = "measure_depths"
-    return watched
+    if callable(notebook_loop):
+        watched[notebook_loop] = "measure_depths"
+    return Watch(watched)
 
 
-def _watched_for_layer_grad(stack: AttentionStack, x: Tensor) -> dict[Any, str]:
-    """What exercise 6.3's function must not call: every function and method ``attn_helpers`` exports, except
+def _watched_for_layer_grad(stack: AttentionStack, x: Tensor) -> Watch:
+    """What exercise 6.3's function must not call: every function and method the library exports, except
     what running the stack calls (``stack(x, depth=L)`` is how the exercise gets x_L), and 6.5.1's
     ``measure_depths`` when the notebook has defined it."""
-    needed: set[Any] = set()
 
-    def record(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            needed.add(frame.f_code)
-
-    previous = sys.getprofile()
-    sys.setprofile(record)
-    try:
+    def run_every_wiring() -> None:
         for wiring in SKIP_KINDS:
             stack.wiring = wiring
             with torch.no_grad():
                 stack(x, depth=1)
-    finally:
-        sys.setprofile(previous)
-    watched = {code: name for code, name in exported_code().items() if code not in needed}
-    return {**watched, **_measuring_functions()}
+
+    return library().without(codes_called(run_every_wiring)) | _measuring_functions()
 
 
 @checker
@@ -130,9 +111,9 @@ def check_layer_grad(answer: Any) -> Verdict:
     """Exercise: a function ``fn(stack, x, L, layer)`` returning the norm of the gradient of ``||x_L||`` with
     respect to all parameters of layer ``layer`` (counted from 1, ``layer <= L``), run on a small stack
     (3 layers, ``chan=8``, 2 heads, float64) under each wiring and compared with autograd to a relative ``1e-6``."""
-    if not callable(answer):
-        return wrong(f"your answer is not a function (it is of type {type(answer).__name__}).",
-                     "define it with def grad_at_layer(stack, x, L, layer): ... and write its name, without ().")
+    refused = not_a_function(answer, "grad_at_layer(stack, x, L, layer)")
+    if refused:
+        return refused
     with torch.random.fork_rng(devices=[]):  # seeded without touching the notebook's random state
         torch.manual_seed(606)
         stack = AttentionStack(3, 8, 8, 2).double()
@@ -172,78 +153,6 @@ def check_layer_grad(answer: Any) -> Verdict:
                              "use torch.autograd.grad(x_L.norm(), params), which returns the gradient instead.")
             return wrong(f"{what}: you gave {value:.6g}, expected {norms[layer - 1]:.6g}.", how)
     return correct("right under all three wirings at every layer of L = 1, 2 and 3.")
-
-
-@checker
-def check_first_layer_grad(answer: Any) -> Verdict:
-    """Exercise: a function ``fn(stack, x, L)`` returning the norm of the gradient of ``||x_L||`` with
-    respect to all parameters of the stack's first layer, run on a small stack (3 layers, ``chan=8``,
-    2 heads, float64) under each wiring at ``L = 1`` and ``3`` and compared with :func:`depth_sweep`
-    to a relative ``1e-6``."""
-    if not callable(answer):
-        return wrong(f"your answer is not a function (it is of type {type(answer).__name__}).",
-                     "define it with def grad_at_layer_1(stack, x, L): ... and write its name, without ().")
-    watched = _measuring_functions()
-    itself = watched.get(getattr(answer, "__code__", None))
-    if itself:
-        return wrong(f"your answer is {itself}, which is already written: the exercise asks you to write the "
-                     "measurement.", "x_L = stack(x, depth=L); torch.autograd.grad(x_L.norm(), "
-                     "list(stack.layers[0].parameters())); then the square root of the sum of every entry squared.")
-    cases = _first_layer_grad_cases()
-    for i, (stack, x, L) in enumerate(cases):
-        stack.wiring = SKIP_KINDS[i // 2]
-        what = f"wiring {stack.wiring!r}, L={L}"
-        try:
-            got, borrowed = run_watching(answer, (stack, x, L), watched)
-        except Exception as problem:
-            return wrong(f"{what}: your function raised {error_text(problem)}",
-                         "x_L = stack(x, depth=L); then torch.autograd.grad(x_L.norm(), list(stack.layers[0].parameters())).")
-        if borrowed:
-            return wrong(f"your function hands the measurement to {borrowed[0]}, which is already written: the "
-                         "exercise asks you to write it.", "x_L = stack(x, depth=L); torch.autograd.grad(x_L.norm(), "
-                         "list(stack.layers[0].parameters())); then the square root of the sum of every entry squared.")
-        value = as_number(got, f"{what}: your function's result",
-                          hint="return one number: the square root of the sum of every gradient entry squared.")
-        if isinstance(value, Verdict):
-            return value
-        expected = depth_sweep(stack, x, [L])["grad_norm"][0].item()
-        if math.isclose(value, expected, rel_tol=1e-6):
-            continue
-        with torch.enable_grad():
-            out, hidden = stack(x, depth=L, return_hidden=True)  # out: (B, N, chan)
-            first = list(stack.layers[0].parameters())
-            mistakes = {
-                "it leaves out proj.bias": (
-                    _grad_norm(out.norm(), [p for name, p in stack.layers[0].named_parameters() if "bias" not in name]),
-                    "take every parameter of the first layer, its bias included: list(stack.layers[0].parameters())."),
-                "it measures layer L, not layer 1": (
-                    _grad_norm(out.norm(), list(stack.layers[L - 1].parameters())),
-                    "the first layer is stack.layers[0], whatever L is."),
-                "it takes every layer's parameters, not only the first layer's": (
-                    _grad_norm(out.norm(), [p for layer in stack.layers[:L] for p in layer.parameters()]),
-                    "only stack.layers[0].parameters()."),
-                "the loss is the sum of x_L, not its norm": (
-                    _grad_norm(out.sum(), first), "the loss is x_L.norm(): its gradient at the output has norm 1."),
-                "the loss is the squared norm of x_L": (
-                    _grad_norm(out.pow(2).sum(), first), "the loss is x_L.norm(), not x_L.pow(2).sum()."),
-                "it returns the squared norm (the sum of the squares, without the square root)": (
-                    expected ** 2, "take the square root of the sum of every gradient entry squared."),
-                "it runs only the first layer, not L layers": (
-                    _grad_norm(hidden[1].norm(), first) if L > 1 else math.nan,
-                    "run all L layers: stack(x, depth=L)."),
-            }
-        for cause, (wrong_value, hint) in mistakes.items():
-            if math.isclose(value, wrong_value, rel_tol=1e-6):
-                return wrong(f"{what}: you got {value:.4g}, the gradient at layer 1 is {expected:.4g}: {cause}.", hint)
-        if any(p.grad is not None for p in stack.parameters()):
-            return wrong(f"{what}: you got {value:.4g}, the gradient at layer 1 is {expected:.4g}.",
-                         ".backward() adds into p.grad on every call, so a second call counts the first one's gradient "
-                         "again; use torch.autograd.grad(x_L.norm(), params), which returns the gradient instead.")
-        return wrong(f"{what}: you got {value:.4g}, the gradient at layer 1 is {expected:.4g}.",
-                     "x_L = stack(x, depth=L); grads = torch.autograd.grad(x_L.norm(), list(stack.layers[0].parameters())); "
-                     "then the square root of the sum of every entry squared.")
-    return correct(f"your function gives the gradient at layer 1 for all {len(SKIP_KINDS)} wirings at L = 1 and 3 "
-                   "(to 1e-6 relative), on a stack the lesson never printed.")
 
 
 @checker

@@ -2,7 +2,7 @@
 functions the learner writes: the ideal pattern of the previous-token task for any length, the pattern
 match of each head, and the knockout of one head of any layer (each refused when it hands the work to
 the helper that already does it: the calls are watched while the function runs,
-:func:`~attn_helpers.checks.heads.run_watching`, so a new name for the helper is refused too)."""
+:func:`~attn_helpers.checks._guard.run_watching`, so a new name for the helper is refused too)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import torch
 from torch import Tensor
 
 from ..core import merge_heads
-from ..lab import LookupTask, NoWrapPreviousTokenTask, PreviousTokenTask, TinyAttentionModel, head_knockout, pattern_match
-from ._core import Verdict, checker, compare_tensors, correct, error_text, wrong
-from .heads import _library_itself, run_watching
+from ..lab import LookupTask, NoWrapPreviousTokenTask, PreviousTokenTask, TinyAttentionModel, pattern_match
+from ._core import Verdict, checker, compare_tensors, correct, error_text, not_a_function, wrong
+from ._guard import Watch, library, run_watching
 from ._predict import as_choice, prediction_checker
 
 __all__ = ["check_knockout_prediction", "check_previous_token_pattern", "check_pattern_match", "check_knockout"]
@@ -52,14 +52,18 @@ def check_knockout_prediction(prediction: Any, accuracy: float, full_accuracy: f
 #: What already builds the previous-token pattern: the tasks' own ``ideal_attention`` (code object -> name),
 #: watched while the learner's function runs. Several task classes share one code object, so the name says
 #: what was called, not which class.
-PATTERN_BUILDERS = {cls.ideal_attention.__code__: "the task's own ideal_attention"
-                    for cls in (PreviousTokenTask, NoWrapPreviousTokenTask, LookupTask)}
+PATTERN_BUILDERS = Watch({cls.ideal_attention: "the task's own ideal_attention"
+                          for cls in (PreviousTokenTask, NoWrapPreviousTokenTask, LookupTask)})
 
 
-def _call(answer: Any, what: str, *args: Any, watched: dict[Any, str]) -> Any:
+#: What already computes the pattern match: the lesson's helper.
+_PATTERN_MATCH = Watch({pattern_match: "training.pattern_match"})
+
+
+def _call(answer: Any, what: str, *args: Any, watched: Watch) -> Any:
     """``answer(*args)`` with the calls of ``watched`` recorded: ``(result, called names)``, or a
     :class:`Verdict` naming the exception it raised."""
-    itself = _library_itself(answer, watched)
+    itself = watched.itself(answer)
     if itself:
         return answer, [itself]  # not run: the answer is the helper itself
     try:
@@ -76,10 +80,9 @@ def check_previous_token_pattern(answer: Any, task: PreviousTokenTask) -> Verdic
     (typical mistakes named); a function that calls the task's own ``ideal_attention`` is refused."""
     if not isinstance(task, PreviousTokenTask):
         raise TypeError(f"task must be a PreviousTokenTask, got {type(task).__name__}")
-    if not callable(answer):
-        return wrong(f"the answer should be a function previous_token_pattern(n), got {type(answer).__name__}.",
-                     "define it with def previous_token_pattern(n): ... return the (n, n) tensor, then write "
-                     "answer = previous_token_pattern (no brackets).")
+    refused = not_a_function(answer, "previous_token_pattern(n)")
+    if refused:
+        return refused
     for N in dict.fromkeys((task.seq_len, 3, 9)):
         ran = _call(answer, f"previous_token_pattern({N})", N, watched=PATTERN_BUILDERS)
         if isinstance(ran, Verdict):
@@ -131,15 +134,14 @@ def check_pattern_match(answer: Any, weights: Tensor, ideal: Tensor) -> Verdict:
     one sequence: the weight on the ideal key summed over keys, averaged over the rows that have a target
     (all-zero rows of ``ideal`` are left out). Run on ``weights``/``ideal`` and on a lookup sequence whose
     pair rows have no target; a function that calls :func:`attn_helpers.training.pattern_match` is refused."""
-    if not callable(answer):
-        return wrong(f"the answer should be a function match(weights, ideal), got {type(answer).__name__}.",
-                     "define it with def match(weights, ideal): ... return one number per head, then write "
-                     "answer = match (no brackets).")
+    refused = not_a_function(answer, "match(weights, ideal)")
+    if refused:
+        return refused
     cases = (("the step-10 heads of the previous-token run", weights, ideal),
              ("3 random heads on a lookup sequence (its 4 pair rows have no target)", *_lookup_case()))
     for described, w, target in cases:
         ran = _call(answer, f"match(weights, ideal) on {described}", w.clone(), target.clone(),
-                    watched={pattern_match.__code__: "training.pattern_match"})
+                    watched=_PATTERN_MATCH)
         if isinstance(ran, Verdict):
             return ran
         got, called = ran
@@ -236,13 +238,11 @@ def _other_model(task: LookupTask) -> TinyAttentionModel:
 
 
 #: What already knocks a head out: the lesson's helper, the checker's own version (when not reproducing a mistake),
-#: and the forward pass of ANY TinyAttentionModel (the one handed over, a copy, a fresh one) given ``keep_heads``,
-#: seen by its argument check, which every forward runs.
-KNOCKOUT_SHORTCUTS = {head_knockout.__code__: "head_knockout",
-                      _knockout_logits.__code__: "the checker's own knockout",
-                      TinyAttentionModel._check_keep_heads.__code__: "the model's own keep_heads"}
-_KNOCKOUT_ONLY_IF = {TinyAttentionModel._check_keep_heads.__code__: lambda args: args.get("keep_heads") is not None,
-                     _knockout_logits.__code__: lambda args: args.get("mistake") is None}  # its right version
+#: and the forward pass of ANY TinyAttentionModel (the one handed over, a copy, a fresh one) given ``keep_heads``.
+KNOCKOUT_SHORTCUTS = library(("head_knockout",)) | Watch({_knockout_logits: "the checker's own knockout",
+                                                          TinyAttentionModel: "the model's own keep_heads"})
+_KNOCKOUT_ONLY_IF = {TinyAttentionModel: lambda args: args.get("keep_heads") is not None,
+                     _knockout_logits: lambda args: args.get("mistake") is None}  # its right version
 
 
 @checker
@@ -251,10 +251,9 @@ def check_knockout(answer: Any, model: TinyAttentionModel, tokens: Tensor) -> Ve
     one layer knocked out (its output zeroed before that layer's projection). Run on ``model`` for every
     layer and head, and on a 3-layer, 4-head model; compared with ``model(tokens, keep_heads=...)``. A function
     that uses ``keep_heads`` or :func:`attn_helpers.training.head_knockout` itself is refused."""
-    if not callable(answer):
-        return wrong(f"the answer should be a function without_head(model, tokens, layer, head), got "
-                     f"{type(answer).__name__}.", "define it with def without_head(model, tokens, layer, head): ... "
-                                                  "and write answer = without_head.")
+    refused = not_a_function(answer, "without_head(model, tokens, layer, head)")
+    if refused:
+        return refused
     if not isinstance(model, TinyAttentionModel) or model.skip != "identity" or model.position_scheme != "learned":
         raise TypeError("model must be a TinyAttentionModel with skip='identity' and learned positions")
     refusal_hint = ("start from h = model.embed(tokens) + model.position.weight and loop over model.layers, "
@@ -263,7 +262,7 @@ def check_knockout(answer: Any, model: TinyAttentionModel, tokens: Tensor) -> Ve
     models = [("the model you were given", model), ("a 3-layer model with 4 heads", _other_model(task))]
     for described, net in models:
         net = net.to(torch.float64).eval()
-        itself = _library_itself(answer, KNOCKOUT_SHORTCUTS)
+        itself = KNOCKOUT_SHORTCUTS.itself(answer)
         if itself:
             return wrong(f"your answer is {itself}, which already knocks heads out: the exercise asks you to "
                          "write it step by step.", refusal_hint)

@@ -1,6 +1,6 @@
-"""Checkers for lesson 04 (weighted values and cross-attention): ``weights @ v``, the output shape of a
-cross-attention (predicted or worked out), one output row as an explicit weighted sum, weights that
-put an output at a chosen point, and the whole scaled dot-product attention written as a function.
+"""Checkers for lesson 04 (weighted values and cross-attention): the output shape of a cross-attention
+(predicted), weights that put an output at a chosen point, and the whole scaled dot-product attention
+written as a function.
 Each judge recomputes the right answer from the exercise's inputs."""
 
 from __future__ import annotations
@@ -12,30 +12,11 @@ import torch
 from torch import Tensor
 
 from ..core import causal_mask, scaled_dot_product_attention
-from ._core import Verdict, as_shape, checker, compare_tensors, correct, wrong
+from ._core import Verdict, as_shape, checker, compare_tensors, correct, not_a_function, wrong
+from ._guard import LIBRARY_ATTENTION, run_watching
 from ._predict import prediction_checker
-from ._watch import ATTENTION_WATCH
-from .heads import _library_itself, run_watching
 
-__all__ = ["check_attention_function", "check_cross_attention_shape", "check_midpoint_weights",
-           "check_output_shape_prediction", "check_weighted_sum_row", "check_weighted_values"]
-
-
-@checker
-def check_weighted_values(answer: Any, attn: Tensor, v: Tensor) -> Verdict:
-    """Exercise: the outputs ``attn (..., N_q, N_k) @ v (..., N_k, d_v) -> (..., N_q, d_v)``."""
-    expected = attn @ v  # (..., N_q, d_v)
-    mistakes = {
-        "you average the values without the weights": (
-            v.mean(dim=-2, keepdim=True).expand_as(expected), "each query mixes the values with ITS OWN weights: "
-                                                              "multiply attn @ v."),
-    }
-    if attn.shape[-1] == attn.shape[-2]:
-        mistakes["you transpose the weights (attn.transpose(-2, -1) @ v)"] = (
-            attn.transpose(-2, -1) @ v, "row i of attn holds query i's weights over the keys, exactly what "
-                                        "multiplies the rows of v: use attn @ v without a transpose.")
-    return compare_tensors(answer, expected, name="your output", likely_mistakes=mistakes,
-                           success="out = attn @ v: one weighted average of the value rows per query.")
+__all__ = ["check_attention_function", "check_midpoint_weights", "check_output_shape_prediction"]
 
 
 def _judge_output_shape(answer: Any, q: Tensor, k: Tensor, v: Tensor) -> Verdict:
@@ -66,37 +47,10 @@ def _judge_output_shape(answer: Any, q: Tensor, k: Tensor, v: Tensor) -> Verdict
                  "follow the shapes: (B, N_q, d_k) @ (B, d_k, N_k) -> (B, N_q, N_k), then @ (B, N_k, d_v).")
 
 
-@checker
-def check_cross_attention_shape(answer: Any, q: Tensor, k: Tensor, v: Tensor) -> Verdict:
-    """Exercise: the shape of ``attention(q, k, v)`` for ``q (B, N_q, d_k)``, ``k (B, N_k, d_k)``,
-    ``v (B, N_k, d_v)``, written as a tuple of ints."""
-    return _judge_output_shape(answer, q, k, v)
-
-
 @prediction_checker
 def check_output_shape_prediction(prediction: Any, q: Tensor, k: Tensor, v: Tensor) -> Verdict:
     """Prediction: the shape of ``attention(q, k, v)``, written before running it."""
     return _judge_output_shape(prediction, q, k, v)
-
-
-@checker
-def check_weighted_sum_row(answer: Any, attn: Tensor, v: Tensor, query: int) -> Verdict:
-    """Exercise: output row ``query`` of batch element 0 as ``sum_j attn[0, query, j] * v[0, j]``."""
-    expected = attn[0, query] @ v[0]  # (d_v,)
-    if isinstance(answer, Tensor) and answer.shape != expected.shape and answer.numel() == expected.numel():
-        answer = answer.reshape(expected.shape)  # (1, d_v) or (d_v, 1) hold the same numbers
-    return compare_tensors(
-        answer, expected, name="your output row",
-        likely_mistakes={
-            f"you use column {query} of attn (how much every query attends to key {query})": (
-                attn[0, :, query] @ v[0], f"query {query}'s weights are ROW {query}: attn[0, {query}, j] for every key j."),
-            "you average the values without the weights": (
-                v[0].mean(dim=0), "multiply each value row v[0, j] by its weight attn[0, i, j] before summing."),
-            f"you take the value of token {query} itself": (
-                v[0, query], "the output mixes ALL value rows, each with its weight; it is not one value."),
-        },
-        success=f"out[0, {query}] = sum over j of attn[0, {query}, j] * v[0, j], the same as row {query} of attn @ v.",
-    )
 
 
 @checker
@@ -147,16 +101,16 @@ _STEPS = ("scores = q @ k.mT / sqrt(d_k), the mask, a softmax over the keys, the
 def check_attention_function(answer: Any) -> Verdict:
     """Exercise: a function ``fn(q, k, v, mask=None)`` computing ``softmax(q @ k^T / sqrt(d_k)) @ v`` with an
     optional keep mask, run on several inputs and compared with :func:`attn_helpers.scaled_dot_product_attention`."""
-    if not callable(answer):
-        return wrong(f"your answer is not a function (it is of type {type(answer).__name__}).",
-                     "define it with def my_attention(q, k, v, mask=None): ... and write its name, without ().")
-    itself = _library_itself(answer, ATTENTION_WATCH)
+    refused = not_a_function(answer, "my_attention(q, k, v, mask=None)")
+    if refused:
+        return refused
+    itself = LIBRARY_ATTENTION.itself(answer)
     if itself:
         return wrong(f"your function is {itself}, the library's own attention: the exercise asks you to write "
                      "the steps yourself.", _STEPS)
     for what, (q, k, v), mask in _attention_cases():
         try:
-            got, called = run_watching(answer, (q, k, v) if mask is None else (q, k, v, mask), ATTENTION_WATCH)
+            got, called = run_watching(answer, (q, k, v) if mask is None else (q, k, v, mask), LIBRARY_ATTENTION)
         except Exception as problem:
             hint = ("k.T reverses every axis of a 3-D tensor; swap only the last two with k.mT or k.transpose(-2, -1)."
                     if "size of tensor" in str(problem) or "mat1 and mat2" in str(problem) or "must match" in str(problem)
