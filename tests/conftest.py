@@ -167,6 +167,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if "main_nbval" in needed:
         _start_main_nbval()
     _start_lab(session.items)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # `make check` runs in two pytest-xdist workers: each collects every test but runs only some files, so
+        # a worker starts a child process when one of its tests asks for it (background.result), not up front.
+        return
     modules = {item.module: None for item in session.items if getattr(item, "module", None) is not None}
     for module in modules:  # child processes some tests only check the outcome of (tools/background.py)
         background.start(getattr(module, "BACKGROUND_JOBS", {}).items())
