@@ -168,11 +168,20 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         _start_main_nbval()
     _start_lab(session.items)
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        # `make check` runs in two pytest-xdist workers: each collects every test but runs only some files, so
-        # a worker starts a child process when one of its tests asks for it (background.result), not up front.
-        return
+        return  # a worker starts a module's jobs when it runs the module's first test (pytest_runtest_setup)
     modules = {item.module: None for item in session.items if getattr(item, "module", None) is not None}
     for module in modules:  # child processes some tests only check the outcome of (tools/background.py)
+        background.start(getattr(module, "BACKGROUND_JOBS", {}).items())
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """In a pytest-xdist worker (``make check``), start the background jobs of a test's module with its first test.
+
+    Each worker collects every test but runs only some files (``--dist loadfile``): started at collection,
+    every job would run once per worker. Started here they still overlap the module's other tests.
+    """
+    module = getattr(item, "module", None)
+    if module is not None and os.environ.get("PYTEST_XDIST_WORKER"):
         background.start(getattr(module, "BACKGROUND_JOBS", {}).items())
 
 
