@@ -47,8 +47,8 @@ RULES: dict[str, Room] = {
     "lab":     _room("core lab",                   "torch numpy",
                      "transformers huggingface_hub safetensors tokenizers"),
     "views":   _room("views",                      "torch numpy matplotlib"),
-    "widgets": _room("core lab views widgets",     "torch numpy matplotlib ipywidgets IPython PIL"),
-    "checks":  _room("core lab views checks",      "torch numpy IPython"),
+    "widgets": _room("core lab views widgets",     "torch numpy matplotlib ipywidgets PIL"),
+    "checks":  _room("core lab views checks",      "torch numpy"),
     "":        _room("core lab views widgets checks", ""),
 }
 # Files the package's root may hold besides the rooms' folders: the face, the README (pyproject's
