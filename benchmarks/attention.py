@@ -1,7 +1,7 @@
 """Plain, tiled (readable and tuned), PyTorch's fused and torch.nn.MultiheadAttention, side by side, as N grows.
 
-    python benchmarks/attention.py                      # N = 128 ... 4096 on the CPU (and CUDA if present)
-    python benchmarks/attention.py --sizes 256 1024 --repeats 3 --threads 1
+    python -m benchmarks.attention                      # N = 128 ... 4096 on the CPU (and CUDA if present)
+    python -m benchmarks.attention --sizes 256 1024 --repeats 3 --threads 1
 
 A script, not a test: timings depend on the machine and on what else runs on it, so it prints them
 (with the machine's load) instead of asserting them. Six implementations of the same attention,
@@ -65,7 +65,7 @@ import torch
 import torch.nn.functional as F
 
 from attn_helpers import measure_peak_memory, scaled_dot_product_attention, tiled_attention
-from tuned_tiled import tuned_tiled_attention  # benchmarks/tuned_tiled.py, beside this script
+from benchmarks.tuned_tiled import tuned_tiled_attention
 
 IMPLS = ("plain", "fair", "tiled", "tuned", "sdpa", "nn.MHA")
 RACED = ("tiled", "tuned")  # each raced against sdpa in rounds of their own

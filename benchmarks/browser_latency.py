@@ -5,9 +5,9 @@ browser tests do). For every explorer of every notebook: Run All, then press an 
 slider 20 times (right, left, right, ...) and measure, with the page's own clock, the time from the
 key press to the moment the explorer's new picture has loaded. Prints the median and the worst move.
 
-    .venv/bin/python benchmarks/browser_latency.py [notebooks/05_multi_head.ipynb ...]
+    .venv/bin/python -m benchmarks.browser_latency [notebooks/05_multi_head.ipynb ...]   # from the repository's root
 
-Needs Chromium (env CHROMIUM, else chromium-headless-shell or chromium: see tests/browser_support.find_chromium). Not a test: it prints numbers.
+Needs Chromium (env CHROMIUM, else chromium-headless-shell or chromium: see tools/browser_support.find_chromium). Not a test: it prints numbers.
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from browser_support import (  # noqa: E402 - after the path set-up
+from tools.browser_support import (
     Browser,
     ExplorerView,
     JupyterServer,

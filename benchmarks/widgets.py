@@ -1,6 +1,6 @@
 """How long a control move takes in every explorer, and the heads explorer against redrawing the figure every time.
 
-    python benchmarks/widgets.py            (or: make bench)
+    python -m benchmarks.widgets            (or: make bench)
 
 A script, not a test: timings depend on the machine and on what else runs on it, so it prints
 them (with the machine's load) instead of asserting them.

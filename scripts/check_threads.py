@@ -6,9 +6,9 @@ runs the same strict comparison as ``make test`` (the project's pytest options: 
 sanitizer) once per thread count, with ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` fixed and
 ``MKL_DYNAMIC=FALSE``, and prints one line per count. Exit status 1 if any count failed.
 
-    python scripts/check_threads.py             # 1, 2, 3, 4 and 8 threads (about 1 minute each)
-    python scripts/check_threads.py 2 8         # chosen counts
-    python scripts/check_threads.py 2 --cpu-capability default   # as on a CPU without AVX
+    python -m scripts.check_threads             # 1, 2, 3, 4 and 8 threads (about 1 minute each)
+    python -m scripts.check_threads 2 8         # chosen counts
+    python -m scripts.check_threads 2 --cpu-capability default   # as on a CPU without AVX
 
 ``--cpu-capability`` sets PyTorch's ``ATEN_CPU_CAPABILITY`` (``default``, ``avx2``, ``avx512``): the
 vector kernels of another kind of CPU, the nearest this machine can come to running elsewhere.

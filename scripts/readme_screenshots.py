@@ -1,7 +1,7 @@
 """Regenerate the README's pictures of the series in JupyterLab: docs/images/*.png.
 
 Opens the notebooks in real JupyterLab in headless Chromium (the browser tests' machinery,
-``tests/browser_support.py``), runs them, and saves three crops:
+``tools/browser_support.py``), runs them, and saves three crops:
 
 * ``docs/images/heads_explorer.png`` — the multi-head explorer: its sliders, status line and the
   heads' attention heatmaps (the shape table under it is left out);
@@ -11,9 +11,9 @@ Opens the notebooks in real JupyterLab in headless Chromium (the browser tests' 
 
 Each is kept under 150 KB (colours reduced if needed).
 
-    .venv/bin/python scripts/readme_screenshots.py
+    .venv/bin/python -m scripts.readme_screenshots   # from the repository's root
 
-Needs Chromium (env CHROMIUM, else chromium-headless-shell or chromium: see tests/browser_support.find_chromium).
+Needs Chromium (env CHROMIUM, else chromium-headless-shell or chromium: see tools/browser_support.find_chromium).
 """
 
 from __future__ import annotations
@@ -22,10 +22,7 @@ import io
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-
-from browser_support import (  # noqa: E402 - after the path set-up
+from tools.browser_support import (
     NOTEBOOKS_DIR,
     Browser,
     ExplorerView,
@@ -35,6 +32,7 @@ from browser_support import (  # noqa: E402 - after the path set-up
     with_tempdir,
 )
 
+REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "docs" / "images"
 MAX_BYTES = 150_000
 EXPLORER_NOTEBOOK = "05_multi_head.ipynb"

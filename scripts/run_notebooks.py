@@ -5,7 +5,7 @@ fresh kernel of *this* Python environment (never a kernelspec found elsewhere on
 with its own folder as the working directory, and the time it took is printed so the README index
 can list it.
 
-    python scripts/run_notebooks.py notebooks/*.ipynb
+    python -m scripts.run_notebooks notebooks/*.ipynb
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ highest for that platform, and prints the sums in MB (10**6 bytes). Packages onl
 exact. torch is looked up where each platform's install takes it: PyTorch's CPU index for Linux x86_64,
 the public registry elsewhere.
 
-    .venv/bin/python scripts/setup_size.py          # about 20 s
-    .venv/bin/python scripts/setup_size.py --test   # the test tools that make test adds
+    .venv/bin/python -m scripts.setup_size          # about 20 s
+    .venv/bin/python -m scripts.setup_size --test   # the test tools that make test adds
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ work that must begin before any test runs.
 * ``clean_env``: ``os.environ`` without the variables that leak into a kernel and change what a
   notebook prints (``MPLBACKEND`` removes figures, ``PYTHONWARNINGS`` can add stderr), and without
   ``PYTEST_ADDOPTS``, for tests that start Python or pytest in a subprocess.
-* ``colab_runtime``: the Colab stand-in (``tests/colab_standin.py``) with the helpers installed by
-  the set-up cell, built once per session for ``tests/test_colab.py`` and the browser tests.
+* ``colab_runtime``: the Colab stand-in (``tools/colab_standin.py``) with the helpers installed by
+  the set-up cell, built once per session for ``tests/notebooks/test_colab.py`` and the browser tests.
 * ``main_nbval``, ``lab_run``: strict nbval over every notebook (a child pytest) and the JupyterLab
   browser runs, both started in the background when the tests are collected; their tests report
   what the background work found, and run last (``REPORTING_LAST``), after the unit tests.
@@ -25,8 +25,9 @@ import os
 import shutil
 from pathlib import Path
 
-import background
 import pytest
+
+from tools import background
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
@@ -120,7 +121,7 @@ def _start_colab() -> None:
     import tempfile
 
     import torch
-    from colab_standin import ColabSession, child_env
+    from tools.colab_standin import ColabSession, child_env
 
     if shutil.which("git") is None:
         _colab["skip"] = "git is not installed"
@@ -166,23 +167,36 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if "main_nbval" in needed:
         _start_main_nbval()
     _start_lab(session.items)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # a worker starts a module's jobs when it runs the module's first test (pytest_runtest_setup)
     modules = {item.module: None for item in session.items if getattr(item, "module", None) is not None}
-    for module in modules:  # child processes some tests only check the outcome of (background.py)
+    for module in modules:  # child processes some tests only check the outcome of (tools/background.py)
         background.start(getattr(module, "BACKGROUND_JOBS", {}).items())
 
 
-# -- strict nbval over every notebook (tests/test_notebooks.py) ------------------------------------------
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """In a pytest-xdist worker (``make check``), start the background jobs of a test's module with its first test.
+
+    Each worker collects every test but runs only some files (``--dist loadfile``): started at collection,
+    every job would run once per worker. Started here they still overlap the module's other tests.
+    """
+    module = getattr(item, "module", None)
+    if module is not None and os.environ.get("PYTEST_XDIST_WORKER"):
+        background.start(getattr(module, "BACKGROUND_JOBS", {}).items())
+
+
+# -- strict nbval over every notebook (tests/notebooks/test_notebooks.py) ----------------------------------
 _nbval: dict[str, object] = {}
 
 
 def _start_main_nbval() -> None:
-    """Run strict nbval over the series in a child pytest, in a background thread (see test_notebooks.py)."""
+    """Run strict nbval over the series in a child pytest, in a background thread (see notebooks/test_notebooks.py)."""
     import concurrent.futures
     import sys
     import tempfile
     import threading
 
-    from nbval_run import NbvalRun
+    from tools.nbval_run import NbvalRun
 
     folder = Path(tempfile.mkdtemp(prefix="attn-nbval-"))
     stop = threading.Event()
@@ -202,7 +216,7 @@ def main_nbval():
     return _nbval["run"].result()
 
 
-# -- the JupyterLab run (tests/test_browser.py) -----------------------------------------------------
+# -- the JupyterLab run (tests/notebooks/test_browser.py) ---------------------------------------------
 _lab: dict[str, object] = {}
 
 
@@ -217,7 +231,7 @@ def _start_lab(items: list[pytest.Item]) -> None:
         return
     import tempfile
 
-    from browser_support import LabRuns, find_chromium
+    from tools.browser_support import LabRuns, find_chromium
 
     chromium = find_chromium()
     if chromium is not None:  # without it the tests skip, or fail on CI (the chromium_path fixture)
@@ -226,7 +240,7 @@ def _start_lab(items: list[pytest.Item]) -> None:
 
 
 def _start_classic_browser() -> None:
-    from browser_support import classic_run, find_chromium
+    from tools.browser_support import classic_run, find_chromium
 
     chromium = find_chromium()
     if chromium is not None:
@@ -259,7 +273,7 @@ def lab_run(chromium_path: str):
 
 @pytest.fixture(scope="session")
 def colab_session():
-    """The Colab stand-in (``tests/colab_standin.py``); skips without git or outside a checkout."""
+    """The Colab stand-in (``tools/colab_standin.py``); skips without git or outside a checkout."""
     if not _colab:
         _start_colab()
     if "skip" in _colab:

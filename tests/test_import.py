@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import background
+from tools import background
 
 HEAVY = ("matplotlib", "ipywidgets")
 

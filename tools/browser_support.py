@@ -1,6 +1,6 @@
 """Real JupyterLab in headless Chromium, driven like a learner would: the browser tests' machinery.
 
-Used by ``tests/test_browser.py`` (fixtures, imported there), ``scripts/readme_screenshots.py`` and
+Used by ``tests/notebooks/test_browser.py`` (fixtures, imported there), ``scripts/readme_screenshots.py`` and
 ``benchmarks/browser_latency.py`` (the plain classes). Nothing here starts at import time.
 
 * :func:`find_chromium` — the browser: env ``CHROMIUM`` (may be empty), else
@@ -1091,7 +1091,7 @@ def values_match(shown: str, expected: str) -> bool:
     return abs(a - b) <= 0.5 * 10 ** (-decimals) + 1e-9
 
 
-# -- pytest fixtures (imported by tests/test_browser.py) -------------------------------------------
+# -- pytest fixtures (imported by tests/notebooks/test_browser.py) ---------------------------------
 @pytest.fixture(scope="session")
 def chromium_path() -> str:
     return require_chromium()

@@ -2,7 +2,7 @@
 
 ``WRONG_ANSWERS[prefix][exercise id] = (code that replaces the exercise's ``<name> = None`` line, a piece
 of the hint the checker must print for it)``; the prefix is the notebook's (``03a`` for the appendix).
-``tests/test_exercises.py`` runs each one, with the exercise's hidden solution and with ``None``.
+``tests/notebooks/test_exercises.py`` runs each one, with the exercise's hidden solution and with ``None``.
 """
 
 WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {

@@ -1,5 +1,5 @@
 """Every "check yourself" exercise: its solution is accepted, ``None`` is "not attempted yet", and a
-typical wrong answer (``tests/exercise_data.py``) is rejected with its hint.
+typical wrong answer (``tests/notebooks/exercise_data.py``) is rejected with its hint.
 
 Reaching the exercises means running every notebook's cells (``exercise_harness.py``), about a minute
 of work. So this file runs twice: in a child pytest started in the background when the tests are
@@ -18,11 +18,11 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
 
-import background
 import pytest
 
 from exercise_data import WRONG_ANSWERS
 from exercise_harness import CORRECT, NOT_ATTEMPTED, NOT_YET, NOTEBOOKS, exercise_ids, exercises
+from tools import background
 
 LESSONS = sorted(p.name for p in NOTEBOOKS.glob("[0-9][0-9]*_*.ipynb"))
 IN_CHILD = os.environ.get("ATTN_EXERCISES_CHILD") == "1"
@@ -53,7 +53,7 @@ def _run_child() -> dict[str, str | None]:
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(Path(__file__).resolve()),
                f"--junitxml={report}"]
         env = {**background.clean_environ(), "ATTN_EXERCISES_CHILD": "1"}
-        child = subprocess.run(cmd, cwd=Path(__file__).resolve().parent.parent, env=env, capture_output=True,
+        child = subprocess.run(cmd, cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True,
                                text=True, timeout=1800)
         if not report.exists():
             raise RuntimeError(f"the child pytest wrote no report (exit {child.returncode}):\n"
@@ -88,7 +88,7 @@ def _has_two_exercises_with_wrong_answers(notebook: str) -> None:
     found = exercises(notebook)
     assert len(found) >= 2, f"{notebook} has {len(found)} exercises; every lesson has at least two"
     missing = sorted(set(found) - set(_wrong_answers(notebook)))
-    assert not missing, (f"{notebook}: exercises {missing} have no typical wrong answer in tests/exercise_data.py "
+    assert not missing, (f"{notebook}: exercises {missing} have no typical wrong answer in tests/notebooks/exercise_data.py "
                          f"(WRONG_ANSWERS[{_prefix(notebook)!r}])")
 
 

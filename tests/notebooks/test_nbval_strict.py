@@ -10,7 +10,7 @@ empty ``pytest.ini``, no cache) but with the project's ``tests/nbval_sanitize.cf
 * one ``execute_result`` changed    -> that cell fails;
 * another memory address in a repr  -> passes with the sanitize file, fails without it;
 * outputs stripped, never executed  -> passes while checking nothing (nbval's blind spot, which is
-  why tests/test_notebook_hygiene.py requires every code cell to be executed).
+  why tests/notebooks/test_notebook_hygiene.py requires every code cell to be executed).
 
 The three changes share one copy (nbval judges each cell on its own). The kernels start in the
 background from the beginning of the session (``background.py``); the tests check what they found.
@@ -27,14 +27,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-import background
 import nbformat
 import pytest
+
+from tools import background
 
 # Each test starts a notebook kernel in a child pytest: part of the full proof, not of `make check`.
 pytestmark = pytest.mark.slow
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SANITIZE = REPO_ROOT / "tests" / "nbval_sanitize.cfg"
 RESULT_LINE = re.compile(r"^(PASSED|FAILED|ERROR) (\S+\.ipynb)::Cell (\d+)", re.MULTILINE)
 PRINTED = "hello, attention"

@@ -2,7 +2,7 @@
 
 Half of the series' learners press *Open in Colab*. Colab ships its own packages (ipywidgets 7.7.1,
 IPython 7.34, ipykernel 6.17, numpy 2.1, matplotlib 3.10: ``tests/colab_versions.txt`` lists them
-with their source), and its front end cannot draw ipywidgets 8. ``tests/colab_standin.py`` builds
+with their source), and its front end cannot draw ipywidgets 8. ``tools/colab_standin.py`` builds
 an environment with those versions (once, reused while the versions file is unchanged) and, for each
 test session, a fresh runtime over it in which the notebooks' unchanged set-up cell installs the
 helpers from a throw-away copy of this checkout, with ``ipywidgets`` already imported and a fake
@@ -18,12 +18,12 @@ helpers from a throw-away copy of this checkout, with ``ipywidgets`` already imp
   output holds on any machine).
 * ``test_explorers_on_colab_versions[NN]``: after the notebook's last cell, in the same kernel, every
   explorer's display bundle holds a widget view, and every one of its controls, moved, changes the
-  picture (``tests/colab_probe.py``).
+  picture (``tools/colab_probe.py``).
 * ``test_setup_cell_outside_colab``: without ``google.colab`` the cell runs nothing, and it seeds
   torch and sets the print precision so numbers repeat run to run.
 
 The browser half (a kernel of this runtime in a real front end of ipywidgets 7, the classic Notebook
-6.5.7 from Colab's list: Run All and a slider moved in every notebook) is in ``tests/test_browser.py``.
+6.5.7 from Colab's list: Run All and a slider moved in every notebook) is in ``tests/notebooks/test_browser.py``.
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-import colab_standin
-from browser_support import CommittedNotebook
-from colab_standin import ColabRuntime, StandinRun, colab_versions, normalise
+from tools import colab_standin
+from tools.browser_support import CommittedNotebook
+from tools.colab_standin import ColabRuntime, StandinRun, colab_versions, normalise
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SETUP_CELL = (REPO_ROOT / "tests" / "notebook_setup_cell.py").read_text(encoding="utf-8")
 
 

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import free_port
+from tools.browser_support import free_port
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _get(request, attempts: int = 40) -> tuple[int, bytes]:

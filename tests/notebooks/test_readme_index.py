@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 README = REPO_ROOT / "README.md"
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 SETUP_CELL_FILE = REPO_ROOT / "tests" / "notebook_setup_cell.py"

@@ -1,7 +1,7 @@
 """Strict nbval over several notebooks in a child pytest, its verdicts read back per notebook and cell.
 
-Used for the series' own run (``tests/test_notebooks.py``: this environment's kernel, the machine's
-default thread count) and the Colab stand-in's (``tests/colab_standin.py``: Colab's versions at another
+Used for the series' own run (``tests/notebooks/test_notebooks.py``: this environment's kernel, the machine's
+default thread count) and the Colab stand-in's (``tools/colab_standin.py``: Colab's versions at another
 thread count). Run in a child process, each goes alongside the rest of the suite instead of before it.
 """
 

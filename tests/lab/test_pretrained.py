@@ -17,7 +17,6 @@ import sys
 import zipfile
 from pathlib import Path
 
-import background
 import pytest
 import torch
 from hypothesis import given, settings
@@ -28,6 +27,7 @@ from attn_helpers.lab import pretrained
 from attn_helpers.lab import PATTERNS, heads_matching, shares_by_layer_table
 from attn_helpers.lab.pretrained import (MODEL_ID, check_config, check_weights, load_from_folder, load_from_hub,
                                      load_from_package, packaged_model_available, to_transformers)
+from tools import background
 
 SENTENCE = "The cat sat on the mat because it was tired."
 TOKENS = ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "because", "it", "was", "tired", ".", "[SEP]"]

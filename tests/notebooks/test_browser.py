@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import (  # noqa: F401 - fixtures are used by name
+from tools.browser_support import (  # noqa: F401 - fixtures are used by name
     ALL_SCREENSHOTS,
     STATUS,
     LabCheck,
@@ -166,11 +166,11 @@ def test_heads_explorer_lays_out_every_head_count(lesson: LessonPage, screenshot
 
 
 # -- a kernel with Colab's versions, in the front end of ipywidgets 7 ------------------------------
-# The Colab stand-in's kernel (tests/colab_standin.py: ipywidgets 7.7.1, IPython 7.34, ...) served by
+# The Colab stand-in's kernel (tools/colab_standin.py: ipywidgets 7.7.1, IPython 7.34, ...) served by
 # the classic Notebook 6.5.7 with widgetsnbextension 3.6.10 from Colab's own package list: JupyterLab 4
 # cannot draw ipywidgets 7 models at all (see ClassicNotebookServer). Run All in every notebook, then a
 # slider moved, so ipywidgets 7's messages are shown to reach a real front end and come back. Every
-# control of every explorer is moved on those versions in tests/test_colab.py, in the kernel.
+# control of every explorer is moved on those versions in tests/notebooks/test_colab.py, in the kernel.
 
 @pytest.fixture(scope="module")
 def classic_results(colab_session, chromium_path: str):

@@ -40,7 +40,7 @@ SETTINGS = settings(max_examples=40, deadline=None)
 
 
 def _load_tuned():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "tuned_tiled.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "tuned_tiled.py"
     spec = importlib.util.spec_from_file_location("tuned_tiled", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import math
 import re
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,9 +12,7 @@ import torch
 from attn_helpers import apply_rope, rope_frequencies
 from attn_helpers.widgets import Explorer, RopeExplorer
 from attn_helpers.widgets.rope import KEY_POSITION
-
-sys.path.insert(0, str(Path(__file__).parent))
-from browser_support import parse_status
+from tools.browser_support import parse_status
 
 
 @pytest.fixture(scope="module")

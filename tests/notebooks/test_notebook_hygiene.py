@@ -51,7 +51,7 @@ from typing import Any
 import nbformat
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 SETUP_CELL = (REPO_ROOT / "tests" / "notebook_setup_cell.py").read_text(encoding="utf-8").strip()
 FIRST_NOTEBOOK = "00_orientation.ipynb"

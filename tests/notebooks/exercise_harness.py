@@ -1,6 +1,6 @@
 """Run a notebook's "check yourself" exercises with their solutions and with typical wrong answers.
 
-Conventions every lesson follows (tests/test_exercises.py enforces them):
+Conventions every lesson follows (tests/notebooks/test_exercises.py enforces them):
 
 - An exercise is a code cell whose first line is ``# Exercise <lesson>.<n>: <what to do>`` and which
   contains exactly one line ``<name> = None`` (the learner replaces ``None``) followed by a call of a
@@ -10,7 +10,7 @@ Conventions every lesson follows (tests/test_exercises.py enforces them):
 - A "predict before you run" exercise has no checker call in its own cell: the learner writes a
   prediction, and the *next* code cell computes the real thing and calls the checker. Such an
   exercise runs as the two cells together (its solution block sits between them).
-- ``tests/exercise_data.py`` holds ``WRONG_ANSWERS[<lesson prefix>]``: exercise id -> (code replacing
+- ``tests/notebooks/exercise_data.py`` holds ``WRONG_ANSWERS[<lesson prefix>]``: exercise id -> (code replacing
   the ``None`` line, a piece of the hint the checker must print for it).
 
 The notebook's code cells run once, in order, in one namespace in this process (matplotlib on Agg);
@@ -31,7 +31,7 @@ from typing import Any
 
 import nbformat
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 EXERCISE_HEADER = re.compile(r"\A# Exercise (\d+\.\d+)\b")
 ANSWER_LINE = re.compile(r"^(\w+) = None\b.*$", re.M)
 SOLUTION_BLOCK = re.compile(r"<details>.*?```python\n(.*?)```.*?</details>", re.S)

@@ -1,6 +1,6 @@
 """Run inside a notebook's kernel after its last cell: move every control of every explorer.
 
-``tests/test_colab.py`` appends a cell with this file's text to a copy of each notebook, so it runs
+``tests/notebooks/test_colab.py`` appends a cell that runs this file to a copy of each notebook, so it runs
 in the same kernel as the lesson (the Colab stand-in's), with everything the lesson built still
 alive. Like a learner's slider, each move sets a control's ``value`` (the explorer observes it).
 

@@ -1,6 +1,6 @@
 """A stand-in for Google Colab's Python: Colab's own package versions, and the helpers installed as Colab does.
 
-Used by ``tests/test_colab.py`` (the install, every notebook, every control) and the browser tests
+Used by ``tests/notebooks/test_colab.py`` (the install, every notebook, every control) and the browser tests
 (JupyterLab serving a kernel of this environment). Nothing happens at import time.
 
 Two layers, so that what is slow is built once and what is tested is fresh every time:
@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nbval_run import NbvalRun
+from tools.nbval_run import NbvalRun
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VERSIONS_FILE = REPO_ROOT / "tests" / "colab_versions.txt"
@@ -44,14 +44,14 @@ SETUP_CELL = REPO_ROOT / "tests" / "notebook_setup_cell.py"
 # Bump when the way the base is built changes (the cache key includes it).
 RECIPE = "2"  # 2: lesson 11's model package (requirements-model.txt) installed without dependencies
 SANITIZE = REPO_ROOT / "tests" / "nbval_sanitize.cfg"
-# Appended to each notebook's copy for the run on Colab's versions (tests/colab_probe.py).
+# Appended to each notebook's copy for the run on Colab's versions (tools/colab_probe.py). The probe runs
+# from its file: putting the checkout on the kernel's sys.path would also shadow the installed attn_helpers.
+PROBE = Path(__file__).resolve().parent / "colab_probe.py"
 PROBE_CELL = """\
 # NBVAL_IGNORE_OUTPUT
-# why: not part of the lesson; appended by tests/test_colab.py to move every control in this kernel
-import sys
-sys.path.insert(0, {tests!r})
-import colab_probe
-colab_probe.probe({output!r});
+# why: not part of the lesson; appended by tests/notebooks/test_colab.py to move every control in this kernel
+import runpy
+runpy.run_path({probe!r})["probe"]({output!r});
 """
 
 # Variables of this process that must not reach the stand-in's Python or pip.
@@ -260,7 +260,7 @@ class StandinRun:
             nb = nbformat.read(path, as_version=4)
             output = self.probes / f"{Path(name).stem}.json"
             nb.cells.append(nbformat.v4.new_code_cell(
-                PROBE_CELL.format(tests=str(REPO_ROOT / "tests"), output=str(output))))
+                PROBE_CELL.format(probe=str(PROBE), output=str(output))))
             nbformat.write(nb, path)
         jupyter = folder / "jupyter"
         runtime.kernelspec(jupyter, name="colab", threads=threads)
@@ -347,6 +347,6 @@ print(json.dumps({{
 """
 
 
-if __name__ == "__main__":  # `python tests/colab_standin.py`: build the base (what `make test` runs first)
+if __name__ == "__main__":  # `python -m tools.colab_standin`: build the base (what `make test` runs first)
     built, seconds = base_environment()
     print(f"Colab stand-in: {built}" + (f" built in {seconds:.0f} s" if seconds else " (up to date)"))

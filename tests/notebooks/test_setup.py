@@ -26,7 +26,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 LEARNER = REPO_ROOT / "requirements.txt"
 TEST_TOOLS = REPO_ROOT / "requirements-test.txt"
 WORKFLOW = REPO_ROOT / ".github" / "workflows" / "test.yml"

@@ -5,7 +5,7 @@ ones (the project's nbval options in ``pyproject.toml``: ``--nbval``, ``--nbval-
 sanitizer ``tests/nbval_sanitize.cfg``). The run is a child pytest started in the background as soon
 as the tests are collected (``conftest.py``), so it goes alongside the unit tests; each test here reports
 one notebook's cells. ``pytest notebooks/<file>.ipynb`` runs the same check on one notebook directly.
-The second thread count is the Colab stand-in's run (``tests/test_colab.py``).
+The second thread count is the Colab stand-in's run (``tests/notebooks/test_colab.py``).
 """
 
 from __future__ import annotations
