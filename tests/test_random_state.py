@@ -284,3 +284,21 @@ def test_a_model_for_a_task_is_seeded_by_its_config():
     c = lab.TinyAttentionModel.for_task(task, lab.TrainConfig(dim=4, seed=2))
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
     assert not torch.equal(a.embed.weight, c.embed.weight)
+
+
+@pytest.mark.parametrize("draw", [
+    lambda: torch.randn(2, 3), lambda: torch.rand(4), lambda: torch.randint(0, 5, (3,)), lambda: torch.randint(7, (2,)),
+    lambda: torch.randperm(5), lambda: torch.empty(3).normal_(), lambda: torch.nn.Linear(3, 2).weight,
+    lambda: torch.nn.functional.dropout(torch.ones(8), 0.5),
+], ids=["randn", "rand", "randint_low", "randint", "randperm", "normal_", "Linear", "dropout"])
+def test_local_random_draws_what_a_manual_seed_would_and_leaves_the_global_generator(draw):
+    # randn, rand, randint and randperm have an overload without a generator (it reads the global one): local_random
+    # must switch them to their generator twin, or the draw silently comes from the notebook's generator
+    before = torch.random.get_rng_state()
+    with local_random(606):
+        mine = draw()
+    assert torch.equal(torch.random.get_rng_state(), before)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(606)
+        expected = draw()
+    assert torch.equal(mine, expected)

@@ -334,7 +334,7 @@ def check_multi_head_function(answer: Callable[[Tensor, Tensor, Tensor, int], Te
     refused = not_a_function(answer, "multi_head(q, k, v, num_heads)")
     if refused:
         return refused
-    refused_calls = (library(skip=(*MASK_BUILDERS, "scaled_dot_product_attention", "attention_scores"))
+    refused_calls = (library(skip=(*MASK_BUILDERS, "scaled_dot_product_attention", "attend", "attention_scores"))
                      | WHOLE_LAYERS)
     itself = refused_calls.itself(answer)
     if itself:

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from ..core import MultiHeadAttention
+from ..lab import local_random
 from ._core import Verdict, checker, correct, error_text, not_a_function, wrong
 from ._guard import TORCH_ATTENTION, Watch, library, run_watching
 from ._predict import as_choice, prediction_checker
@@ -142,7 +143,7 @@ def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
     sizes = ((d, H), *[size for size in _COUNT_SIZES if size != (d, H)])
     for d_model, num_heads in sizes:
         try:
-            with torch.random.fork_rng(devices=[]):  # a layer it builds (refused) draws from the global generator
+            with local_random(0):  # a layer it builds (refused) draws from a local generator, not the notebook's
                 got, seen = run_watching(answer, (d_model, num_heads), _COUNTING | library())
         except Exception as problem:
             return wrong(f"answer({d_model}, {num_heads}) failed: {type(problem).__name__}: {problem}.",
@@ -401,7 +402,7 @@ def check_mha_class(answer: Any) -> Verdict:
         g = torch.Generator().manual_seed(7 * d_model + num_heads)
         reference = _seeded_layer(d_model, num_heads, g)
         try:
-            with torch.random.fork_rng(devices=[]):  # the learner's layers draw their first weights: state kept
+            with local_random(0):  # the learner's layers draw their first weights from a local generator
                 mine = answer(d_model, num_heads)
         except Exception as problem:
             return wrong(f"{answer.__name__}({d_model}, {num_heads}) failed: {type(problem).__name__}: {problem}.",
@@ -433,8 +434,8 @@ def check_mha_class(answer: Any) -> Verdict:
                              f"{type(problem).__name__}: {problem}.",
                              "follow the shapes: (B, N, d_model) -> (B, H, N, head_dim) -> scores (B, H, N, N) -> back.")
             expected = reference(x)
-            with torch.random.fork_rng(devices=[]):  # to_torch builds PyTorch's layer, whose own first weights
-                pytorch = reference.to_torch()(x, x, x, need_weights=False)[0]  # draw from the global generator
+            with local_random(0):  # to_torch builds PyTorch's layer, whose own first weights
+                pytorch = reference.to_torch()(x, x, x, need_weights=False)[0]  # draw (then overwritten by the copy)
         if not isinstance(got, Tensor):
             return wrong(f"forward returned a {type(got).__name__}, not a tensor.", "return the output tensor only.")
         if got.shape != expected.shape:

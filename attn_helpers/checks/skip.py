@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from ..core import merge_heads
-from ..lab import SKIP_KINDS, AttentionStack, depth_sweep, signal_through_stack
+from ..lab import SKIP_KINDS, AttentionStack, depth_sweep, local_random, signal_through_stack
 from ._core import Verdict, as_letter, as_number, checker, compare_tensors, correct, error_text, not_a_function, wrong
 from ._guard import Watch, codes_called, library, run_watching
 from ._predict import as_choice, prediction_checker
@@ -114,8 +114,7 @@ def check_layer_grad(answer: Any) -> Verdict:
     refused = not_a_function(answer, "grad_at_layer(stack, x, L, layer)")
     if refused:
         return refused
-    with torch.random.fork_rng(devices=[]):  # seeded without touching the notebook's random state
-        torch.manual_seed(606)
+    with local_random(606):  # seeded without touching the notebook's random state
         stack = AttentionStack(3, 8, 8, 2).double()
         x = torch.randn(2, 5, 8, dtype=torch.float64)  # (B, N, dim)
     watched = _watched_for_layer_grad(stack, x)

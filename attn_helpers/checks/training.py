@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from ..core import merge_heads
-from ..lab import LookupTask, NoWrapPreviousTokenTask, PreviousTokenTask, TinyAttentionModel, pattern_match
+from ..lab import LookupTask, NoWrapPreviousTokenTask, PreviousTokenTask, TinyAttentionModel, local_random, pattern_match
 from ._core import Verdict, checker, compare_tensors, correct, error_text, not_a_function, wrong
 from ._guard import Watch, library, run_watching
 from ._predict import as_choice, prediction_checker
@@ -231,8 +231,7 @@ _KNOCKOUT_MISTAKES = {
 
 def _other_model(task: LookupTask) -> TinyAttentionModel:
     """A model the learner has not seen: 3 layers of 4 heads, seeded, float64."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(8)
+    with local_random(8):  # seeded without touching the notebook's random state
         model = TinyAttentionModel(task.vocab_size, task.n_classes, task.seq_len, dim=16, num_heads=4, num_layers=3)
     return model.to(torch.float64).eval()
 

@@ -31,9 +31,21 @@ class _DrawFrom(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: D105 - PyTorch's hook
         kwargs = dict(kwargs or {})
-        if kwargs.get("generator") is None and any(arg.name == "generator" for arg in func._schema.arguments):
+        if not _takes_generator(func):
+            # randn, rand, randint, randperm: the overload without a generator draws from the global one; its
+            # twin (randn.generator, randint.low_generator) takes ours
+            name = func._overloadname
+            twin = getattr(func.overloadpacket, "generator" if name == "default" else f"{name}_generator", None)
+            if twin is None or not _takes_generator(twin):
+                return func(*args, **kwargs)
+            func = twin
+        if kwargs.get("generator") is None:
             kwargs["generator"] = self.generator  # a random operation: draw from the local generator
         return func(*args, **kwargs)
+
+
+def _takes_generator(func) -> bool:
+    return any(arg.name == "generator" for arg in func._schema.arguments)
 
 
 @contextmanager
