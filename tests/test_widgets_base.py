@@ -27,6 +27,7 @@ class Tiny(Explorer):
         ax = figure.add_subplot()
         (self.line,) = ax.plot([0, 1], [0, 0])
         ax.set_ylim(0, 20)
+        self.dynamic([self.line])
 
     def update(self, a: int, b: int, t: float) -> str:
         self.updates += 1

@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from attn_helpers import attention_scores, causal_mask, scaled_dot_product_attention
-from attn_helpers.views.plotting import NAN_COLOUR, cmap_with_nan
+from attn_helpers.views import NAN_COLOUR, cmap_with_nan
 from attn_helpers.widgets import MaskExplorer
-from attn_helpers.widgets.masking import CONVENTIONS, MASK_TYPES, keep_mask, masked_weights
+from attn_helpers.lab import MASK_TYPES, keep_mask, masked_weights
+from attn_helpers.widgets.masking import CONVENTIONS
 from widget_support import full_render_differs
 
 
@@ -132,7 +133,7 @@ def test_cmap_with_nan_paints_infinities_grey_so_annotations_stay_readable():
     import matplotlib.colors as mcolors
     import matplotlib.pyplot as plt
 
-    from attn_helpers.views.plotting import heatmap
+    from attn_helpers.views import heatmap
 
     fig, ax = plt.subplots()
     image = heatmap(torch.tensor([[0.0, float("-inf")], [float("nan"), 0.0]]), ax=ax, cmap=cmap_with_nan(),

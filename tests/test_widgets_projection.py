@@ -4,8 +4,11 @@ the status line, an impossible head count is explained in words, and the global 
 import pytest
 import torch
 
+from attn_helpers.core.arguments import check_heads
 from attn_helpers.widgets import ProjectionExplorer
-from attn_helpers.widgets.projection import SENTENCE, sentence_embeddings
+from attn_helpers.lab import sentence_embeddings
+from attn_helpers.widgets.projection import SENTENCE
+from widget_support import full_render_differs
 
 
 @pytest.fixture
@@ -45,7 +48,9 @@ def test_table_lists_sentence_and_seed_shapes(explorer):
 def test_heads_that_do_not_divide_chan_are_explained(explorer):
     explorer.set(num_heads=5)
     assert not explorer.valid
-    assert "not possible: chan=64 cannot be shared by 5 heads" in explorer.last_status
+    with pytest.raises(ValueError) as problem:  # the library's one message for it
+        check_heads(64, 5)
+    assert f"not possible: {problem.value}" in explorer.last_status
     assert "chan / num_heads = 12.8" in explorer.last_status and "Traceback" not in explorer.last_status
     assert explorer.image.layout.visibility == "hidden"
     explorer.set(num_heads=4)
@@ -80,3 +85,9 @@ def test_running_example_words_use_the_series_embedding_table():
     from attn_helpers import embed
 
     assert torch.equal(sentence_embeddings(SENTENCE, 7)[0], embed(SENTENCE, 7))
+
+
+def test_fast_redraw_shows_the_same_picture_as_a_full_render(explorer):
+    explorer.set(dim=10, chan=30, num_heads=3, qkv_bias=True)  # new widths and colour ranges: axes and colour bars move
+    # Only the panels' antialiased frame edges may differ (drawn under the heatmaps here, over them there).
+    assert full_render_differs(explorer) < 0.01

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from attn_helpers.widgets import ScalingExplorer
-from attn_helpers.widgets.scaling import scaled_logits
+from attn_helpers.lab import scaled_logits
+from widget_support import full_render_differs
 
 
 def _status_number(explorer, name):
@@ -98,3 +99,8 @@ def test_scaled_logits():
         scaled_logits(q, k, temperature=0.0)
     with pytest.raises(ValueError, match="share d_k"):
         scaled_logits(q, torch.ones(3, 5))
+
+
+def test_fast_redraw_shows_the_same_picture_as_a_full_render(explorer):
+    explorer.set(d_k=1024, scaled=False, temperature=0.05, query=4)
+    assert full_render_differs(explorer) < 0.005  # only edges where the drawing order differs

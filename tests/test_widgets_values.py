@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from attn_helpers.views.plotting import convex_hull, values_plot
+from attn_helpers.views import convex_hull, values_plot
 from attn_helpers.widgets import ValuesExplorer
-from attn_helpers.widgets.values import weights_and_outputs
+from attn_helpers.lab import weights_and_outputs
 from widget_support import full_render_differs
 
 

@@ -18,9 +18,10 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from ..views.plotting import HEAD_COLOURS
-from ..core.positions import DEFAULT_BASE, apply_rope, rope_frequencies, rope_pair_scores
-from ._blit import BlitExplorer
+from ..core import apply_rope, rope_frequencies, rope_pair_scores
+from ..core.positions import DEFAULT_BASE
+from ..views import HEAD_COLOURS
+from ._base import Explorer
 
 __all__ = ["RopeExplorer"]
 
@@ -29,7 +30,7 @@ Q_COLOUR, K_COLOUR = HEAD_COLOURS[4], HEAD_COLOURS[0]  # blue query, orange key 
 PANEL_COLOURS = (HEAD_COLOURS[5], HEAD_COLOURS[2], HEAD_COLOURS[3])  # fastest, chosen, slowest pair
 
 
-class RopeExplorer(BlitExplorer):
+class RopeExplorer(Explorer):
     """Slide the offset between a query and a key, and pick a feature pair, to watch RoPE rotate them.
 
     ``RopeExplorer(offset=3, pair=2, *, head_dim=16, base=10000.0, max_offset=32, seed=0)``; display it

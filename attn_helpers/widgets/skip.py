@@ -12,7 +12,7 @@ notebook's random state) and reused: changing the wiring re-wires the *same* par
 uses the first layers of the same stack, and both widths share every layer after the first, so every
 difference on screen comes from the control that moved.
 
-A move redraws only what changes (see :class:`~attn_helpers.widgets._blit.BlitExplorer`): the three
+A move redraws only what changes (see :class:`~attn_helpers.widgets.Explorer`): the three
 curves, the title, the note and the x axis (its range follows the depth); the y axis, legend and
 frame are kept from the first picture.
 """
@@ -27,10 +27,8 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from ..lab.probes import AttentionStack, signal_through_stack
-from ..lab.threads import one_thread
-from ._base import InvalidCombination
-from ._blit import BlitExplorer
+from ..lab import AttentionStack, one_thread, signal_through_stack
+from ._base import Explorer, InvalidCombination
 
 __all__ = ["SkipExplorer"]
 
@@ -41,7 +39,7 @@ V_SCALES = (("default", 1.0), ("× √3", math.sqrt(3.0)))  # PyTorch's Linear i
 Y_RANGE = (1e-18, 1e6)  # fixed, so switching the wiring shows the change in size instead of a rescaled axis
 
 
-class SkipExplorer(BlitExplorer):
+class SkipExplorer(Explorer):
     """Switch the wiring and slide the depth of a stack of walkthrough 000's attention layers.
 
     ``SkipExplorer(wiring="identity", depth=8, dim=64, seed=0, v_scale=1.0)``; display it as a cell's
