@@ -6,8 +6,6 @@ import torch
 
 from attn_helpers.core.arguments import check_heads
 from attn_helpers.widgets import ProjectionExplorer
-from attn_helpers.lab import sentence_embeddings
-from attn_helpers.widgets.projection import SENTENCE
 from widget_support import full_render_differs
 
 
@@ -68,23 +66,11 @@ def test_the_global_random_state_is_left_alone(explorer):
     assert torch.equal(state, torch.random.get_rng_state())
 
 
-def test_equal_words_get_equal_vectors():
-    x = sentence_embeddings(SENTENCE, 7)
-    assert x.shape == (1, len(SENTENCE), 7)
-    assert torch.equal(x[0, 0], x[0, 4]) and not torch.equal(x[0, 0], x[0, 1])
-
-
 def test_custom_tokens_and_empty_tokens():
     e = ProjectionExplorer(["a", "b", "c"], dim=5, chan=6)
     assert "x [1, 3, 5]" in e.last_status
     with pytest.raises(ValueError, match="at least one token"):
         ProjectionExplorer([])
-
-
-def test_running_example_words_use_the_series_embedding_table():
-    from attn_helpers import embed
-
-    assert torch.equal(sentence_embeddings(SENTENCE, 7)[0], embed(SENTENCE, 7))
 
 
 def test_fast_redraw_shows_the_same_picture_as_a_full_render(explorer):

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from attn_helpers.widgets import ScalingExplorer
-from attn_helpers.lab import scaled_logits
 from widget_support import full_render_differs
 
 
@@ -89,16 +88,6 @@ def test_constructor_rejects_bad_arguments():
         ScalingExplorer(["a", "b"], query=2)
     with pytest.raises(ValueError, match="at least 2 tokens"):
         ScalingExplorer(["a"])
-
-
-def test_scaled_logits():
-    q, k = torch.ones(2, 4), torch.ones(3, 4)
-    assert scaled_logits(q, k).tolist() == [[2.0] * 3] * 2  # 4 / sqrt(4)
-    assert scaled_logits(q, k, scaled=False, temperature=2.0).tolist() == [[2.0] * 3] * 2
-    with pytest.raises(ValueError, match="temperature must be greater than 0"):
-        scaled_logits(q, k, temperature=0.0)
-    with pytest.raises(ValueError, match="share d_k"):
-        scaled_logits(q, torch.ones(3, 5))
 
 
 def test_fast_redraw_shows_the_same_picture_as_a_full_render(explorer):

@@ -3,8 +3,7 @@
 Each function is a small, seeded computation on :mod:`attn_helpers.core`: the mask types and mask
 conventions of lesson 03, one query's weighted values of lesson 04, the scaled logits of lesson 02,
 the projected token vectors of lesson 01 and the forward pass of lesson 05's heads explorer.
-None of them touches the notebook's random state (a local ``torch.Generator``, or ``fork_rng``
-around a module's own initialisation).
+None of them touches the notebook's random state: every random number comes from a local ``torch.Generator``.
 """
 
 from __future__ import annotations
@@ -124,11 +123,23 @@ def sentence_embeddings(tokens: Sequence[str], dim: int, *, seed: int = 0) -> Te
 
 
 def seeded_attention(dim: int, chan: int, num_heads: int = 1, qkv_bias: bool = False, *, seed: int = 0) -> Attention:
-    """``Attention(dim, chan, num_heads, qkv_bias)`` with parameters fixed by ``seed``; the global RNG is left
-    as it was (``fork_rng`` restores it after the module's own initialisation)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return Attention(dim, chan, num_heads=num_heads, qkv_bias=qkv_bias)
+    """``Attention(dim, chan, num_heads, qkv_bias)`` with parameters drawn from ``seed`` by a local generator.
+
+    Every ``nn.Linear`` gets PyTorch's default distribution, ``U(-1/sqrt(in_features), 1/sqrt(in_features))``
+    for its weight and bias; the layer is first made on the ``meta`` device (shapes only), so the global
+    random state is neither read nor advanced.
+    """
+    with torch.device("meta"):
+        layer = Attention(dim, chan, num_heads=num_heads, qkv_bias=qkv_bias)  # no numbers drawn yet
+    layer = layer.to_empty(device="cpu")
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for linear in (m for m in layer.modules() if isinstance(m, torch.nn.Linear)):
+            bound = linear.in_features ** -0.5
+            linear.weight.uniform_(-bound, bound, generator=generator)  # (out_features, in_features)
+            if linear.bias is not None:
+                linear.bias.uniform_(-bound, bound, generator=generator)  # (out_features,)
+    return layer
 
 
 def projected_qkv(tokens: Sequence[str], dim: int, chan: int, num_heads: int = 1, qkv_bias: bool = False, *,
