@@ -8,8 +8,8 @@ import torch
 
 from attn_helpers.core import Attention, attention_scores, causal_mask, scaled_dot_product_attention
 from attn_helpers.lab import (MASK_CONVENTIONS, MASK_TYPES, keep_mask, masked_weights, projected_qkv, scaled_logits,
-                              seeded_attention, sentence_embeddings, sentence_intermediates, weights_and_outputs,
-                              word_vectors)
+                              seeded, seeded_attention, seeded_stack, sentence_embeddings, sentence_intermediates,
+                              weights_and_outputs, word_vectors)
 
 SENTENCE = ("the", "cat", "sat", "on", "the", "mat")
 
@@ -135,3 +135,23 @@ def test_sentence_intermediates_cut_the_same_q_k_v_into_heads():
     torch.testing.assert_close(two["qkv"], four["qkv"])  # the weights depend on chan, not on num_heads
     again = sentence_intermediates(SENTENCE[:4], SENTENCE, 2, 16, 8, seed=0)
     assert all(torch.equal(two[name], again[name]) for name in two)
+
+
+def test_seeded_refuses_modules_it_cannot_draw_in_full():
+    with pytest.raises(TypeError, match=r"nn.Linear layers; LayerNorm also has \['weight', 'bias'\]"):
+        seeded(lambda: torch.nn.LayerNorm(4), seed=0)
+    with pytest.raises(TypeError, match="without buffers"):
+        seeded(lambda: torch.nn.BatchNorm1d(4), seed=0)
+
+
+# -- lesson 06: the skip explorer's stacks ---------------------------------------------------------
+
+def test_seeded_stack_layer_0_is_the_same_for_every_depth_and_w_v_is_scaled():
+    state = torch.get_rng_state()
+    full = seeded_stack(4, 49, 16, 2, seed=3)
+    short = seeded_stack(1, 49, 16, 2, seed=3, v_scale=2.0, tail=seeded_stack(4, 16, 16, 2, seed=3))
+    assert torch.equal(torch.get_rng_state(), state)
+    assert full.layers[0].qkv.weight.dtype == torch.float64 and len(short.layers) == 4
+    torch.testing.assert_close(short.layers[0].qkv.weight[:32], full.layers[0].qkv.weight[:32], rtol=0, atol=0)
+    torch.testing.assert_close(short.layers[0].qkv.weight[32:], 2.0 * full.layers[0].qkv.weight[32:])
+    torch.testing.assert_close(short.layers[0].proj.weight, full.layers[0].proj.weight, rtol=0, atol=0)

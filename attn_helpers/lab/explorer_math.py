@@ -2,19 +2,21 @@
 
 Each function is a small, seeded computation on :mod:`attn_helpers.core`: the mask types and mask
 conventions of lesson 03, one query's weighted values of lesson 04, the scaled logits of lesson 02,
-the projected token vectors of lesson 01 and the forward pass of lesson 05's heads explorer.
+the projected token vectors of lesson 01, the forward pass of lesson 05's heads explorer and the
+seeded stacks of lesson 06's skip explorer.
 None of them touches the notebook's random state: every random number comes from a local ``torch.Generator``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from ..core import Attention, attention_scores, causal_mask, mask_to_additive, padding_mask
 from .example import VOCAB, embed
+from .probes import AttentionStack
 from .threads import one_thread
 
 __all__ = [
@@ -26,7 +28,9 @@ __all__ = [
     "weights_and_outputs",
     "scaled_logits",
     "sentence_embeddings",
+    "seeded",
     "seeded_attention",
+    "seeded_stack",
     "projected_qkv",
     "word_vectors",
     "sentence_intermediates",
@@ -122,24 +126,55 @@ def sentence_embeddings(tokens: Sequence[str], dim: int, *, seed: int = 0) -> Te
     return table[ids][None]  # (1, N, dim)
 
 
-def seeded_attention(dim: int, chan: int, num_heads: int = 1, qkv_bias: bool = False, *, seed: int = 0) -> Attention:
-    """``Attention(dim, chan, num_heads, qkv_bias)`` with parameters drawn from ``seed`` by a local generator.
+def seeded(make: Callable[[], nn.Module], *, seed: int) -> nn.Module:
+    """The module ``make()`` builds, with parameters drawn from ``seed`` by a local generator.
 
-    Every ``nn.Linear`` gets PyTorch's default distribution, ``U(-1/sqrt(in_features), 1/sqrt(in_features))``
-    for its weight and bias; the layer is first made on the ``meta`` device (shapes only), so the global
-    random state is neither read nor advanced.
+    ``make`` runs on the ``meta`` device (shapes only), so the global random state is neither read nor
+    advanced; then every ``nn.Linear``, in module order, gets PyTorch's default distribution
+    ``U(-1/sqrt(in_features), 1/sqrt(in_features))`` for its weight and then its bias. Only for modules
+    whose parameters all belong to ``nn.Linear`` layers and that hold no buffers (``TypeError`` otherwise).
     """
     with torch.device("meta"):
-        layer = Attention(dim, chan, num_heads=num_heads, qkv_bias=qkv_bias)  # no numbers drawn yet
-    layer = layer.to_empty(device="cpu")
+        module = make()  # no numbers drawn yet
+    if any(True for _ in module.buffers()):
+        raise TypeError(f"make must build a module without buffers, got {type(module).__name__} with buffers")
+    module = module.to_empty(device="cpu")
     generator = torch.Generator().manual_seed(seed)
+    drawn: set[int] = set()
     with torch.no_grad():
-        for linear in (m for m in layer.modules() if isinstance(m, torch.nn.Linear)):
+        for linear in (m for m in module.modules() if isinstance(m, nn.Linear)):
             bound = linear.in_features ** -0.5
-            linear.weight.uniform_(-bound, bound, generator=generator)  # (out_features, in_features)
-            if linear.bias is not None:
-                linear.bias.uniform_(-bound, bound, generator=generator)  # (out_features,)
-    return layer
+            for p in (linear.weight, linear.bias):  # (out_features, in_features), (out_features,)
+                if p is not None and id(p) not in drawn:
+                    p.uniform_(-bound, bound, generator=generator)
+                    drawn.add(id(p))
+    missing = [name for name, p in module.named_parameters() if id(p) not in drawn]
+    if missing:
+        raise TypeError(f"make must build a module whose parameters all belong to nn.Linear layers; "
+                        f"{type(module).__name__} also has {missing}")
+    return module
+
+
+def seeded_attention(dim: int, chan: int, num_heads: int = 1, qkv_bias: bool = False, *, seed: int = 0) -> Attention:
+    """``Attention(dim, chan, num_heads, qkv_bias)`` with parameters drawn from ``seed`` (see :func:`seeded`)."""
+    return seeded(lambda: Attention(dim, chan, num_heads=num_heads, qkv_bias=qkv_bias), seed=seed)
+
+
+def seeded_stack(depth: int, dim: int, chan: int, num_heads: int, *, seed: int, v_scale: float = 1.0,
+                 tail: AttentionStack | None = None) -> AttentionStack:
+    """Lesson 06's ``AttentionStack(depth, dim, chan, num_heads, wiring="none")`` in float64, drawn from ``seed``
+    (see :func:`seeded`: layer 0 draws first, so it is the same for every ``depth``), every ``W_v`` times ``v_scale``.
+
+    ``tail``: a stack whose layers 1 and up are appended (the same modules, not copies), so a narrower input
+    ``dim`` can share every layer after the first with a stack of ``dim = chan``.
+    """
+    stack = seeded(lambda: AttentionStack(depth, dim, chan, num_heads, wiring="none"), seed=seed).double()
+    with torch.no_grad():
+        for layer in stack.layers:
+            layer.qkv.weight[2 * chan:] *= v_scale  # rows 2*chan.. of qkv.weight (3*chan, in) are W_v
+    if tail is not None:
+        stack.layers.extend(tail.layers[1:])
+    return stack
 
 
 def projected_qkv(tokens: Sequence[str], dim: int, chan: int, num_heads: int = 1, qkv_bias: bool = False, *,

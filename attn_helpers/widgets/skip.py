@@ -27,7 +27,7 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from ..lab import AttentionStack, one_thread, signal_through_stack
+from ..lab import AttentionStack, one_thread, seeded_stack, signal_through_stack
 from ._base import Explorer, InvalidCombination
 
 __all__ = ["SkipExplorer"]
@@ -103,17 +103,11 @@ class SkipExplorer(Explorer):
         key = (seed, dim, v_scale)
         if key not in self.stacks:
             shared = None if dim == self.chan else self._stack(self.chan, seed, v_scale)
-            with torch.random.fork_rng(devices=[]), one_thread():  # seeded without touching the notebook's random state
-                torch.manual_seed(seed)
+            with one_thread():
                 # Layer 0 draws the first random numbers, so it is the layer a full seeded build would
                 # make; a narrower input reuses the other layers (W_v already scaled) instead of drawing them.
-                stack = AttentionStack(MAX_DEPTH if shared is None else 1, dim, self.chan, self.num_heads,
-                                       wiring="none").double()
-                with torch.no_grad():
-                    for layer in stack.layers:
-                        layer.qkv.weight[2 * self.chan:] *= v_scale  # rows 2*chan.. of qkv.weight are W_v
-                if shared is not None:
-                    stack.layers.extend(shared.layers[1:])
+                stack = seeded_stack(MAX_DEPTH if shared is None else 1, dim, self.chan, self.num_heads, seed=seed,
+                                     v_scale=v_scale, tail=shared)
             generator = torch.Generator().manual_seed(seed + 1)
             self.inputs[seed, dim] = torch.randn(self.B, self.N, dim, generator=generator, dtype=torch.float64)
             self.stacks[key] = stack
