@@ -33,8 +33,8 @@ class LayerCalculator(Explorer):
 
     Sliders: ``chan`` (the projected width), ``num_heads`` and ``N`` (tokens); ``dim`` (the input
     width) is fixed when the calculator is made. A head count that does not divide ``chan`` is
-    explained in words. The counts come from :func:`attn_helpers.attention.attention_parameters`
-    and :func:`attn_helpers.attention.attention_flops` (batch of 1).
+    explained in words. The counts come from :func:`attn_helpers.lab.attention_parameters`
+    and :func:`attn_helpers.lab.attention_flops` (batch of 1).
     """
 
     STEPS = ("qkv projection", "scores (q @ k^T)", "scale", "softmax", "weights @ v",

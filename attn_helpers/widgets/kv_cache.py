@@ -2,8 +2,8 @@
 head (multi-head), per group of query heads (grouped-query) or one for all (multi-query).
 
 Three bars, always in the same order, so moving a slider shows at once what sharing key/value
-heads saves; the numbers come from :func:`attn_helpers.measure.kv_cache_bytes`. A menu of real models
-(:data:`attn_helpers.measure.MODEL_ATTENTION_SIZES`) sets the sliders to a model the learner has heard of.
+heads saves; the numbers come from :func:`attn_helpers.lab.kv_cache_bytes`. A menu of real models
+(:data:`attn_helpers.lab.MODEL_ATTENTION_SIZES`) sets the sliders to a model the learner has heard of.
 """
 
 from __future__ import annotations

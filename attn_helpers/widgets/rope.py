@@ -2,7 +2,7 @@
 
 One query and one key with the same content (``k = q``, ``head_dim`` features, seeded). RoPE cuts
 each into ``head_dim / 2`` pairs of features; each pair is an arrow in its own plane, and pair ``i``
-turns by ``θ_i`` per position (:func:`attn_helpers.positions.rope_frequencies`). The key sits at
+turns by ``θ_i`` per position (:func:`attn_helpers.core.rope_frequencies`). The key sits at
 position ``n = KEY_POSITION``, the query at ``m = n + offset``. The picture shows the arrows of the
 fastest pair, the chosen pair and the slowest pair, and on the right the score ``q_m · k_n`` against
 the offset, with each shown pair's term of it: only the angle *between* the arrows, ``offset · θ_i``,

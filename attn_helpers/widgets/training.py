@@ -1,12 +1,12 @@
 """Lesson 08's widgets and pictures: a progress bar for training, and attention snapshots over steps.
 
 - :class:`TrainingProgress`: one ``ipywidgets.IntProgress`` over all the steps of
-  :func:`attn_helpers.training.train_many`, with the run's name and step beside it.
+  :func:`attn_helpers.lab.train_many`, with the run's name and step beside it.
 - :class:`AttentionSnapshotExplorer`: a slider over training steps (and a dropdown over runs) shows
   every head's attention on one held-out sequence at that step, next to the ideal pattern, with
   each head's pattern match in its title and in the status line; below, the pattern match and the
   held-out accuracy over the whole run, a line marking the step. The snapshots come from the
-  training run itself (:class:`attn_helpers.training.TrainingRun`); nothing is recomputed.
+  training run itself (:class:`attn_helpers.lab.TrainingRun`); nothing is recomputed.
 
 The lesson's static pictures of the same runs are :func:`attn_helpers.views.plot_learning_curves` and
 :func:`attn_helpers.views.plot_snapshots`.
@@ -42,7 +42,7 @@ class TrainingProgress:
     """A progress bar over every step of several training runs: ``progress(name, step, total)``.
 
     ``TrainingProgress(jobs)`` with the ``name -> (task, config)`` mapping given to
-    :func:`attn_helpers.training.train_many`; display it, then pass it as ``progress=``. The bar
+    :func:`attn_helpers.lab.train_many`; display it, then pass it as ``progress=``. The bar
     turns green when the last run has finished.
     """
 
@@ -133,7 +133,7 @@ class AttentionSnapshotExplorer(Explorer):
             layer, head = divmod(index, H)
             ax = figure.add_subplot(grid[0, index])
             image = weights_panel(np.zeros((len(labels), len(labels))), labels, ax, title=head_name(layer, head, L),
-                           xlabel="key", ylabel="query" if index == 0 else "", y_ticks=index == 0)
+                                  xlabel="key", ylabel="query" if index == 0 else "", y_ticks=index == 0)
             self.images.append(image)
             self.titles.append(ax.title)
         ax = figure.add_subplot(grid[0, L * H])
