@@ -126,8 +126,8 @@ def sentence_embeddings(tokens: Sequence[str], dim: int, *, seed: int = 0) -> Te
     return table[ids][None]  # (1, N, dim)
 
 
-def seeded(make: Callable[[], nn.Module], *, seed: int) -> nn.Module:
-    """The module ``make()`` builds, with parameters drawn from ``seed`` by a local generator.
+def seeded(make: Callable[[], nn.Module], *, seed: int, dtype: torch.dtype = torch.float32) -> nn.Module:
+    """The module ``make()`` builds, with ``dtype`` parameters drawn from ``seed`` by a local generator.
 
     ``make`` runs on the ``meta`` device (shapes only), so the global random state is neither read nor
     advanced; then every ``nn.Linear``, in module order, gets PyTorch's default distribution
@@ -138,17 +138,15 @@ def seeded(make: Callable[[], nn.Module], *, seed: int) -> nn.Module:
         module = make()  # no numbers drawn yet
     if any(True for _ in module.buffers()):
         raise TypeError(f"make must build a module without buffers, got {type(module).__name__} with buffers")
-    module = module.to_empty(device="cpu")
     generator = torch.Generator().manual_seed(seed)
-    drawn: set[int] = set()
-    with torch.no_grad():
-        for linear in (m for m in module.modules() if isinstance(m, nn.Linear)):
-            bound = linear.in_features ** -0.5
-            for p in (linear.weight, linear.bias):  # (out_features, in_features), (out_features,)
-                if p is not None and id(p) not in drawn:
-                    p.uniform_(-bound, bound, generator=generator)
-                    drawn.add(id(p))
-    missing = [name for name, p in module.named_parameters() if id(p) not in drawn]
+    for linear in (m for m in module.modules() if isinstance(m, nn.Linear)):
+        bound = linear.in_features ** -0.5
+        for name in ("weight", "bias"):  # (out_features, in_features), (out_features,)
+            shape = getattr(linear, name).shape if getattr(linear, name) is not None else None
+            if shape is not None:
+                values = torch.empty(shape, dtype=dtype).uniform_(-bound, bound, generator=generator)
+                setattr(linear, name, nn.Parameter(values))
+    missing = [name for name, p in module.named_parameters() if p.is_meta]
     if missing:
         raise TypeError(f"make must build a module whose parameters all belong to nn.Linear layers; "
                         f"{type(module).__name__} also has {missing}")
@@ -168,7 +166,7 @@ def seeded_stack(depth: int, dim: int, chan: int, num_heads: int, *, seed: int, 
     ``tail``: a stack whose layers 1 and up are appended (the same modules, not copies), so a narrower input
     ``dim`` can share every layer after the first with a stack of ``dim = chan``.
     """
-    stack = seeded(lambda: AttentionStack(depth, dim, chan, num_heads, wiring="none"), seed=seed).double()
+    stack = seeded(lambda: AttentionStack(depth, dim, chan, num_heads, wiring="none"), seed=seed, dtype=torch.float64)
     with torch.no_grad():
         for layer in stack.layers:
             layer.qkv.weight[2 * chan:] *= v_scale  # rows 2*chan.. of qkv.weight (3*chan, in) are W_v
