@@ -42,7 +42,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import ipywidgets as W  # noqa: E402
 
 from attn_helpers import widgets  # noqa: E402
-from attn_helpers.views.plotting import head_grid, to_numpy  # noqa: E402
+from attn_helpers.views import head_grid, to_numpy  # noqa: E402
 from attn_helpers.widgets import HeadsExplorer  # noqa: E402
 
 NUM_HEADS, TOKENS = 8, 32

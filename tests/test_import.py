@@ -55,7 +55,7 @@ def test_importing_the_package_imports_neither_matplotlib_nor_ipywidgets():
     for heavy in HEAVY:
         loaded = sorted(m for m in modules if m == heavy or m.startswith(heavy + "."))
         assert not loaded, f"import attn_helpers loaded {loaded}"
-    assert not {"attn_helpers.views.plotting", "attn_helpers.widgets", "attn_helpers.checks"} & modules
+    assert not {"attn_helpers.views.heatmaps", "attn_helpers.widgets", "attn_helpers.checks"} & modules
 
 
 def test_submodules_load_lazily_on_first_attribute_access():

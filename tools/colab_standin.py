@@ -331,7 +331,7 @@ sys.modules["google.colab"] = types.ModuleType("google.colab")
 # ---- the next cells, in the same process (no restart)
 import importlib.metadata
 import attn_helpers
-import attn_helpers.checks, attn_helpers.views.plotting, attn_helpers.widgets
+import attn_helpers.checks, attn_helpers.views.heatmaps, attn_helpers.widgets
 
 q, k, v = torch.randn(2, 5, 8), torch.randn(2, 7, 8), torch.randn(2, 7, 3)
 out = attn_helpers.scaled_dot_product_attention(q, k, v)

@@ -215,3 +215,24 @@ __all__ = [
     "check_weights",
     "to_transformers",
 ]
+
+# The explorers' math (attn_helpers.widgets draws it): one import block, with its names added to __all__.
+from .explorer_math import (  # noqa: E402
+    MASK_TYPES,
+    MASK_CONVENTIONS,
+    keep_mask,
+    masked_weights,
+    VALUE_MASKS,
+    weights_and_outputs,
+    scaled_logits,
+    sentence_embeddings,
+    seeded,
+    seeded_attention,
+    seeded_stack,
+    projected_qkv,
+    word_vectors,
+    sentence_intermediates,
+)
+from . import explorer_math as _explorer_math  # noqa: E402
+
+__all__ += _explorer_math.__all__

@@ -8,42 +8,54 @@ import importlib
 from typing import Any
 
 _HOME = {
+    # printouts (torch only)
     "describe": "shapes",
     "show": "shapes",
     "shape_rows": "shapes",
     "shape_table": "shapes",
     "shape_trace": "shapes",
     "show_source": "source",
-    "FLOWS": "dataflow",
+    "source_text": "source",
+    # pictures (matplotlib): arrays and colours every picture uses
+    "to_numpy": "arrays",
+    "WEIGHTS_CMAP": "colours",
+    "SIGNED_CMAP": "colours",
+    "NAN_COLOUR": "colours",
+    "HEAD_COLOURS": "colours",
+    "GROWTH_COLOURS": "colours",
+    "cmap_with_nan": "colours",
+    "text_colour": "colours",
+    # one matrix
+    "heatmap": "heatmaps",
+    "annotate_cells": "heatmaps",
+    "block_heatmap": "heatmaps",
+    # many matrices
+    "head_grid": "grids",
+    "LiveHeadGrid": "grids",
+    "origin_grid": "grids",
+    "plot_all_heads": "grids",
+    # diagrams of a forward pass
+    "pipeline_diagram": "diagrams",
     "LATE": "dataflow",
-    "flow_of": "dataflow",
     "traced_flow": "dataflow",
     "flow_layout": "dataflow",
     "dataflow_diagram": "dataflow",
-    "to_numpy": "plotting",
-    "heatmap": "plotting",
-    "annotate_cells": "plotting",
-    "head_grid": "plotting",
-    "LiveHeadGrid": "plotting",
-    "layer_head_grid": "plotting",
-    "pipeline_diagram": "plotting",
-    "cmap_with_nan": "plotting",
-    "convex_hull": "plotting",
-    "values_plot": "plotting",
-    "NAN_COLOUR": "plotting",
-    "WEIGHTS_CMAP": "plotting",
-    "SIGNED_CMAP": "plotting",
-    "HEAD_COLOURS": "plotting",
-    "block_heatmap": "plotting",
-    "origin_grid": "plotting",
-    "growth_plot": "plotting",
+    # lesson pictures
+    "convex_hull": "values",
+    "values_plot": "values",
+    "growth_plot": "curves",
+    "plot_learning_curves": "learning",
+    "plot_snapshots": "learning",
+    "weights_panel": "learning",
+    "head_name": "learning",
+    "runs_by_name": "learning",
 }
 
 __all__ = list(_HOME)
 
 
 def __getattr__(name: str) -> Any:
-    if name in set(_HOME.values()):  # a module of this room, e.g. attn_helpers.views.plotting
+    if name in set(_HOME.values()):  # a module of this room, e.g. attn_helpers.views.heatmaps
         return importlib.import_module(f".{name}", __name__)
     if name in _HOME:
         value = getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)

@@ -2,8 +2,7 @@
 
 A module's ``AXES`` (and :func:`attn_helpers.shape_trace`) give the intermediates in the order the forward
 pass makes them, with their shapes; a *flow* adds the edges: ``{name: (the names it is computed from)}``.
-:func:`traced_flow` reads the edges of one forward pass from the graph autograd records while it runs; the
-table :data:`FLOWS` writes the same edges by hand (the tests check that the two agree).
+:func:`traced_flow` reads the edges of one forward pass from the graph autograd records while it runs.
 :func:`flow_layout` places each intermediate one row below the last of its inputs, so steps that run side
 by side (``q``, ``k`` and ``v`` out of one projection) sit side by side. :func:`dataflow_diagram` draws it;
 matplotlib is imported inside it, so importing this module stays cheap.
@@ -14,43 +13,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["FLOWS", "LATE", "flow_of", "traced_flow", "flow_layout", "dataflow_diagram"]
+__all__ = ["LATE", "traced_flow", "flow_layout", "dataflow_diagram"]
 
 _COLUMN, _HALF = 2.6, 1.1  # data units between columns, and half a box's width (boxes hold about 30 characters)
 
 Flow = Mapping[str, Sequence[str]]
 
-FLOWS: dict[str, dict[str, tuple[str, ...]]] = {
-    "Attention": {
-        "x": (), "qkv": ("x",), "qkv_heads": ("qkv",),
-        "q": ("qkv_heads",), "k": ("qkv_heads",), "v": ("qkv_heads",),
-        "scores": ("q", "k"), "weights": ("scores",), "heads": ("weights", "v"),
-        "merged": ("heads",), "projected": ("merged",), "skip": ("v",), "out": ("projected", "skip"),
-    },
-    "MultiHeadAttention": {
-        "query": (), "key": (), "value": (),
-        "q": ("query",), "k": ("key",), "v": ("value",),
-        "q_heads": ("q",), "k_heads": ("k",), "v_heads": ("v",),
-        "scores": ("q_heads", "k_heads"), "weights": ("scores",), "heads": ("weights", "v_heads"),
-        "merged": ("heads",), "out": ("merged",),
-    },
-    "TransformerBlock": {
-        "x": (), "normed_1": ("x",), "attended": ("normed_1",), "residual": ("x", "attended"),
-        "normed_2": ("residual",), "hidden": ("normed_2",), "mlp": ("hidden",), "out": ("residual", "mlp"),
-    },
-}
-
 # Intermediates drawn just above the step that uses them rather than just below their input: the skip
 # through v is needed only at the end (it could be computed any time after v).
 LATE: dict[str, tuple[str, ...]] = {"Attention": ("skip",), "MultiHeadAttention": (), "TransformerBlock": ()}
-
-
-def flow_of(module: Any) -> dict[str, tuple[str, ...]]:
-    """The flow of one of the package's traced modules (``Attention``, ``MultiHeadAttention``, ``TransformerBlock``)."""
-    name = type(module).__name__
-    if name not in FLOWS:
-        raise TypeError(f"module must be one of {sorted(FLOWS)}, got {name}")
-    return FLOWS[name]
 
 
 def _node(t: Any) -> tuple[Any, int] | None:
@@ -154,8 +125,8 @@ def dataflow_diagram(steps: Sequence[tuple[str, Sequence[int], str]], flow: Flow
     """Draw a forward pass as boxes (name, shape, named axes) with an arrow from each input to what it feeds.
 
     ``steps``: ``(name, shape, axes)`` triples in the order of the forward pass, e.g. built from
-    ``layer(x, return_intermediates=True)`` and ``layer.AXES``; ``flow``: ``{name: input names}`` (see
-    :data:`FLOWS`). An arrow that skips rows runs beside the boxes in between and enters its box from the side.
+    ``layer(x, return_intermediates=True)`` and ``layer.AXES``; ``flow``: ``{name: input names}`` (e.g.
+    :func:`traced_flow`'s). An arrow that skips rows runs beside the boxes in between and enters its box from the side.
     Returns the matplotlib axes (drawn without ticks).
     """
     import matplotlib.pyplot as plt

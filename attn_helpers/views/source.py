@@ -8,7 +8,7 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["show_source"]
+__all__ = ["show_source", "source_text"]
 
 
 def source_text(fn: Callable[..., Any], *, docstring: bool = False) -> str:

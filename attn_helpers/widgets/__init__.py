@@ -15,12 +15,12 @@ from .calculator import LayerCalculator
 from .heads import HeadsExplorer
 from .kv_cache import KVCacheCalculator
 from .masking import MaskExplorer
-from .pretrained import PretrainedAttentionExplorer, plot_all_heads
+from .pretrained import PretrainedAttentionExplorer
 from .projection import SENTENCE, ProjectionExplorer
 from .rope import RopeExplorer
 from .scaling import ScalingExplorer
 from .skip import SkipExplorer
-from .training import AttentionSnapshotExplorer, TrainingProgress, plot_learning_curves, plot_snapshots
+from .training import AttentionSnapshotExplorer, TrainingProgress
 from .values import ValuesExplorer
 
 # Every name of every topic module's __all__ (tests/test_import.py checks that none is missing).
@@ -32,7 +32,6 @@ __all__ = [
     "KVCacheCalculator",
     "MaskExplorer",
     "PretrainedAttentionExplorer",
-    "plot_all_heads",
     "ProjectionExplorer",
     "SENTENCE",
     "RopeExplorer",
@@ -40,7 +39,5 @@ __all__ = [
     "SkipExplorer",
     "TrainingProgress",
     "AttentionSnapshotExplorer",
-    "plot_learning_curves",
-    "plot_snapshots",
     "ValuesExplorer",
 ]

@@ -3,21 +3,30 @@
 Why not ``ipywidgets.interact``: it rebuilds the whole figure on every slider move (about 1.5 s
 for a grid of labelled heatmaps on a 2-core CPU) and writes into an Output widget, which strict
 notebook validation sees as extra outputs. An :class:`Explorer` draws its figure once, then each
-move only changes the data of the artists it owns and re-renders the PNG shown in an
-``ipywidgets.Image``; its printed form is one stable line, so nbval can compare it.
+move only changes the data of the artists it registered as dynamic and re-renders the PNG shown in
+an ``ipywidgets.Image``; its printed form is one stable line, so nbval can compare it.
+
+One redraw path for every explorer, matplotlib's blitting: a full ``print_png`` lays out and
+rasterises every tick label, title and colour bar on each move (most of the time goes into text).
+The figure is rendered once *without* the dynamic artists (they are marked ``animated``), that
+picture is kept, and each move only pastes it back, draws the dynamic artists on top and encodes the
+pixels as PNG. Only a layout change (``needs_redraw``) draws the figure anew.
 """
 
 from __future__ import annotations
 
 import html
 import io
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 import ipywidgets as W
+import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from PIL import Image
 
 from ._display import widget_bundle
 
@@ -38,17 +47,21 @@ class Explorer:
 
     - ``__init__`` builds ``controls`` (name -> ipywidgets control with a ``value``) and calls
       ``super().__init__(controls, figsize=...)`` last.
-    - ``draw(self, figure)`` creates axes and artists once; called again only when ``update``
-      returns ``True`` for ``redraw`` (e.g. the number of panels changed).
-    - ``update(self, **values) -> str`` changes artist data for the current control values and returns
-      the short text shown in the status line; raises :class:`InvalidCombination` for a combination
-      that cannot be drawn.
+    - ``draw(self, figure)`` creates axes and artists for the current layout and registers the ones
+      ``update`` changes with :meth:`dynamic`; called again only when ``needs_redraw`` says so.
+      Everything else must stay as ``draw`` left it (no rescaled axes, no new artists in ``update``);
+      a dynamic artist may change its data, text, colour, size, visibility, or (an axis) its limits.
+    - ``update(self, **values) -> str`` changes the dynamic artists for the current control values and
+      returns the short text shown in the status line; raises :class:`InvalidCombination` for a
+      combination that cannot be drawn.
     - Optionally ``table(self, **values) -> str``: HTML shown under the picture (a shape table).
     - Optionally ``needs_redraw(self, **values) -> bool``: ``True`` when the figure's layout must be rebuilt.
     """
 
     def __init__(self, controls: Mapping[str, W.ValueWidget], *, figsize: tuple[float, float] = (6.0, 4.0),
                  dpi: int = 80) -> None:
+        self._dynamic: list[Artist] = []
+        self._background: Any = None  # the kept picture: everything but the dynamic artists
         self.controls = dict(controls)
         self.figure = Figure(figsize=figsize, dpi=dpi)
         self.canvas = FigureCanvasAgg(self.figure)
@@ -62,6 +75,7 @@ class Explorer:
         self.widget = W.VBox([W.HBox(list(self.controls.values()), layout=W.Layout(flex_flow="row wrap")),
                               self.status, self.image, self.table_html])
         self.draw(self.figure)
+        self._check_dynamic()
         self.refresh()
 
     # -- subclass hooks ------------------------------------------------------------------------
@@ -76,6 +90,13 @@ class Explorer:
 
     def needs_redraw(self, **values: Any) -> bool:
         return False
+
+    def dynamic(self, artists: Iterable[Artist]) -> None:
+        """Mark ``artists`` as redrawn on every update (and left out of the kept picture); call it in ``draw``."""
+        for artist in artists:
+            artist.set_animated(True)
+            self._dynamic.append(artist)
+        self._background = None
 
     # -- machinery -----------------------------------------------------------------------------
     @property
@@ -138,15 +159,33 @@ class Explorer:
     clear_on_rebuild = True
 
     def rebuild(self) -> None:
-        """Lay the figure out anew (``needs_redraw`` said the layout changed): clear it, ``draw`` again."""
+        """Lay the figure out anew (``needs_redraw`` said the layout changed): forget the dynamic artists
+        and the kept picture, clear the figure, ``draw`` again."""
+        self._dynamic = []
+        self._background = None
         if self.clear_on_rebuild:
             self.figure.clear()
         self.draw(self.figure)
+        self._check_dynamic()
+
+    def _check_dynamic(self) -> None:
+        if not self._dynamic:
+            raise TypeError(f"{type(self).__name__}.draw must register the artists update changes with "
+                            "self.dynamic([...]); without them every move would show the first picture")
 
     def render_png(self) -> bytes:
-        """The figure as PNG bytes, as the browser receives them."""
+        """The figure as PNG bytes, as the browser receives them: the kept picture plus the dynamic artists
+        in their current state (the picture is rendered in full once per layout)."""
+        if self._background is None:
+            self.canvas.draw()  # animated artists are left out of a full draw
+            self._background = self.canvas.copy_from_bbox(self.figure.bbox)
+        else:
+            self.canvas.restore_region(self._background)
+        for artist in self._dynamic:
+            self.figure.draw_artist(artist)
+        pixels = np.asarray(self.canvas.buffer_rgba())[..., :3]  # (height, width, 3)
         buffer = io.BytesIO()
-        self.canvas.print_png(buffer)
+        Image.fromarray(pixels).save(buffer, format="png", compress_level=1)
         return buffer.getvalue()
 
     @staticmethod

@@ -10,9 +10,9 @@ from __future__ import annotations
 import ipywidgets as W
 from matplotlib.figure import Figure
 
-from ..lab.measure import attention_flops, attention_parameters
-from ._base import InvalidCombination
-from ._blit import BlitExplorer
+from ..core.arguments import check_heads
+from ..lab import attention_flops, attention_parameters
+from ._base import Explorer, InvalidCombination
 
 __all__ = ["LayerCalculator"]
 
@@ -28,13 +28,13 @@ def _fmt(n: float) -> str:
     return f"{n:.0f}"
 
 
-class LayerCalculator(BlitExplorer):
+class LayerCalculator(Explorer):
     """Parameters and FLOPs of walkthrough 000's ``Attention(dim, chan, num_heads)`` on one sequence of N tokens.
 
     Sliders: ``chan`` (the projected width), ``num_heads`` and ``N`` (tokens); ``dim`` (the input
     width) is fixed when the calculator is made. A head count that does not divide ``chan`` is
-    explained in words. The counts come from :func:`attn_helpers.attention.attention_parameters`
-    and :func:`attn_helpers.attention.attention_flops` (batch of 1).
+    explained in words. The counts come from :func:`attn_helpers.lab.attention_parameters`
+    and :func:`attn_helpers.lab.attention_flops` (batch of 1).
     """
 
     STEPS = ("qkv projection", "scores (q @ k^T)", "scale", "softmax", "weights @ v",
@@ -59,11 +59,10 @@ class LayerCalculator(BlitExplorer):
     # -- counting -------------------------------------------------------------------------------
     def counts(self, chan: int, num_heads: int, N: int) -> tuple[dict[str, int], dict[str, int]]:
         """``(parameters by step, FLOPs by step)`` for these slider values, keyed by :attr:`STEPS`."""
-        if chan % num_heads:
-            options = [h for h in range(1, 17) if chan % h == 0]
-            raise InvalidCombination(
-                f"chan={chan} cannot be shared by {num_heads} heads: {chan} / {num_heads} = "
-                f"{chan / num_heads:.2f} features per head, not a whole number (try num_heads in {options})")
+        try:
+            check_heads(chan, num_heads)
+        except ValueError as problem:  # the library's own words for it
+            raise InvalidCombination(str(problem)) from None
         parts = attention_parameters(self.dim, chan, qkv_bias=self.qkv_bias)
         params = dict.fromkeys(self.STEPS, 0)
         params["qkv projection"] = parts["qkv weight"]

@@ -9,7 +9,7 @@ shape of every step of :class:`attn_helpers.Attention` for the current values.
 Speed: matplotlib draws the grid of labelled heatmaps once per layout (number of heads and
 tokens), with the token labels as plain text rather than ticks (``head_grid(text_labels=True)``:
 well under half the time). A move that keeps the layout (``chan``) only changes the heatmaps' data,
-and only they are drawn again onto the kept picture (:class:`~attn_helpers.widgets._blit.BlitExplorer`),
+and only they are drawn again onto the kept picture (:class:`~attn_helpers.widgets.Explorer`),
 so the update stays under 100 ms (``make bench`` measures it against redrawing everything, as
 ``interact`` would, and times the layout changes too).
 """
@@ -17,20 +17,17 @@ so the update stays under 100 ms (``make bench`` measures it against redrawing e
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import ipywidgets as W
-import numpy as np
-import torch
 from matplotlib.figure import Figure
 from torch import Tensor
 
 from ..core import Attention
-from ..views.plotting import LiveHeadGrid, to_numpy
-from ..views.shapes import shape_rows
+from ..lab import sentence_intermediates
 from ..lab.example import LONG_SENTENCE as SENTENCE  # 32 words; the explorer shows the first `tokens` of them
-from ..lab.threads import one_thread
-from ._blit import BlitExplorer
+from ..views import LiveHeadGrid, shape_rows, to_numpy
+from ._base import Explorer
 
 __all__ = ["HeadsExplorer"]
 
@@ -52,35 +49,7 @@ STEPS = (
 )
 
 
-def _sentence_vectors(tokens: Sequence[str], dim: int, seed: int) -> Tensor:
-    """Token vectors ``(1, N, dim)``: equal words get equal vectors; the global RNG is left alone."""
-    vocab = list(dict.fromkeys(SENTENCE))  # every word of the running sentence, first-seen order
-    generator = torch.Generator().manual_seed(seed)
-    table = torch.randn(len(vocab), dim, generator=generator) * EMBED_STD  # (vocab, dim)
-    ids = torch.tensor([vocab.index(t) for t in tokens])  # (N,)
-    return table[ids][None]  # (1, N, dim)
-
-
-def _intermediates(num_heads: int, chan: int, tokens: int, dim: int, seed: int) -> dict[str, Tensor]:
-    """One forward pass of a seeded ``Attention(dim, chan, num_heads)`` over the first ``tokens`` words.
-
-    Same arguments, same numbers. The weights depend on ``chan`` but not on ``num_heads`` (the
-    Linear layers have the same shapes), so moving ``num_heads`` only changes how the same q, k
-    and v are cut into heads. Runs on one CPU thread: for tensors this small, waking a second
-    thread costs more than it saves (ten times more on a busy 2-core machine); the previous
-    thread count is restored afterwards.
-    """
-    with one_thread():
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            layer = Attention(dim, chan, num_heads)
-        x = _sentence_vectors(SENTENCE[:tokens], dim, seed)  # (1, N, dim)
-        with torch.no_grad():
-            _, inter = layer(x, return_intermediates=True)
-    return inter
-
-
-class HeadsExplorer(BlitExplorer):
+class HeadsExplorer(Explorer):
     """Move ``num_heads``, ``chan`` and ``tokens``: every head's attention weights and every shape.
 
     ``HeadsExplorer(num_heads=4, chan=64, tokens=8)``; display it as a cell's last line. The
@@ -124,7 +93,8 @@ class HeadsExplorer(BlitExplorer):
     def intermediates(self, num_heads: int, chan: int, tokens: int) -> dict[str, Tensor]:
         """The forward pass behind the picture for these values: ``Attention``'s intermediates by name
         (shapes in ``Attention.AXES``; ``"weights"`` is ``(1, num_heads, tokens, tokens)``)."""
-        return _intermediates(num_heads, chan, tokens, self.dim, self.seed)
+        return sentence_intermediates(SENTENCE[:tokens], SENTENCE, num_heads, chan, self.dim, seed=self.seed,
+                                      std=EMBED_STD)
 
     # -- figure ------------------------------------------------------------------------------
     def draw(self, figure: Figure) -> None:

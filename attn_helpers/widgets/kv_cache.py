@@ -2,8 +2,8 @@
 head (multi-head), per group of query heads (grouped-query) or one for all (multi-query).
 
 Three bars, always in the same order, so moving a slider shows at once what sharing key/value
-heads saves; the numbers come from :func:`attn_helpers.measure.kv_cache_bytes`. A menu of real models
-(:data:`attn_helpers.measure.MODEL_ATTENTION_SIZES`) sets the sliders to a model the learner has heard of.
+heads saves; the numbers come from :func:`attn_helpers.lab.kv_cache_bytes`. A menu of real models
+(:data:`attn_helpers.lab.MODEL_ATTENTION_SIZES`) sets the sliders to a model the learner has heard of.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import html
 import ipywidgets as W
 from matplotlib.figure import Figure
 
-from ..lab.measure import MODEL_ATTENTION_SIZES, kv_cache_bytes
+from ..lab import MODEL_ATTENTION_SIZES, kv_cache_bytes
 from ._base import Explorer, InvalidCombination
 
 __all__ = ["KVCacheCalculator"]
@@ -128,8 +128,10 @@ class KVCacheCalculator(Explorer):
         self.labels = [self.ax.text(0, r, "", va="center", fontsize=9) for r in rows]
         self.ax.set_xticks([])  # each bar carries its number
         self.ax.spines[["top", "right", "bottom"]].set_visible(False)
+        self.ax.set_xlim(0, 1.6)  # bar lengths relative to multi-head's; the labels give the numbers
         self.title = self.ax.set_title("", fontsize=10)
         figure.subplots_adjust(left=0.17, right=0.98, top=0.83, bottom=0.06)
+        self.dynamic([*self.bars, *self.labels, self.title])  # the axes and their labels are drawn once
 
     def update(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int, dtype_bytes: int,
                head_dim: int) -> str:
@@ -139,10 +141,9 @@ class KVCacheCalculator(Explorer):
         top = sizes["multi-head"]
         groups = {"multi-head": num_heads, "grouped-query": kv_groups, "multi-query": 1}
         for bar, label, kind in zip(self.bars, self.labels, KINDS):
-            bar.set_width(sizes[kind])
-            label.set_x(sizes[kind] + 0.02 * top)
+            bar.set_width(sizes[kind] / top)
+            label.set_x(sizes[kind] / top + 0.02)
             label.set_text(f"{format_bytes(sizes[kind])}  (G = {groups[kind]}, {100 * sizes[kind] / top:.3g}%)")
-        self.ax.set_xlim(0, 1.6 * top)
         self.title.set_text((f"{model}: " if model else "") +
                             f"KV cache = 2 × {num_layers} layers × {seq_len:,} tokens × G × head_dim {head_dim} × "
                             f"{dtype_bytes} bytes (batch {self.batch})")

@@ -17,61 +17,21 @@ import torch
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from ..core import attention_scores, causal_mask, mask_to_additive, padding_mask
+from ..core import attention_scores
+from ..lab import MASK_CONVENTIONS, MASK_TYPES, keep_mask, masked_weights
 from ..lab.example import PADDED_SENTENCE as DEFAULT_TOKENS
-from ..views.plotting import cmap_with_nan, heatmap, to_numpy
-from ._base import InvalidCombination
-from ._blit import BlitExplorer
+from ..views import cmap_with_nan, heatmap, to_numpy
+from ._base import Explorer, InvalidCombination
 
-__all__ = ["MaskExplorer"]  # the helpers below are imported from this module by name
+__all__ = ["MaskExplorer"]
 
 DEFAULT_LENGTH = 6
-MASK_TYPES = ("none", "causal", "padding", "causal+padding", "padding (queries too)")
-# (label shown in the dropdown, value in the status line and in ``masked_weights``)
-CONVENTIONS = (
-    ("True = keep: attn_helpers (dead row -> zeros)", "keep"),
-    ("True = blocked: masked_fill(-inf) + softmax (dead row -> NaN)", "blocked"),
-    ("masked_fill(keep == 0, -1e9), walkthrough 004 (dead row -> uniform)", "-1e9"),
-)
-
-
-def keep_mask(kind: str, n: int, length: int) -> Tensor:
-    """The ``(n, n)`` boolean mask (``True`` = may attend) of one mask type from :data:`MASK_TYPES`.
-
-    ``length`` real tokens come first, ``n - length`` padding tokens last. ``"padding (queries
-    too)"`` also blocks every key for a padded query, so those rows are fully masked.
-    """
-    if kind not in MASK_TYPES:
-        raise ValueError(f"kind must be one of {MASK_TYPES}, got {kind!r}")
-    keep = torch.ones(n, n, dtype=torch.bool)
-    real_keys = padding_mask([length], n)[0]  # (1, n): True for real keys
-    if kind in ("causal", "causal+padding"):
-        keep = keep & causal_mask(n)  # (n, n)
-    if kind in ("padding", "causal+padding", "padding (queries too)"):
-        keep = keep & real_keys  # (n, n), broadcast over query rows
-    if kind == "padding (queries too)":
-        keep = keep & real_keys.transpose(0, 1)  # (n, n): padded query rows blocked entirely
-    return keep
-
-
-def masked_weights(scores: Tensor, keep: Tensor, convention: str, temperature: float = 1.0) -> Tensor:
-    """``softmax(scores / temperature)`` with ``keep`` applied the way ``convention`` does it.
-
-    ``scores (..., N_q, N_k)``, ``keep`` boolean broadcastable to it (``True`` = may attend);
-    returns weights of the same shape. ``"keep"``: this package's convention (a fully masked row
-    gets zeros); ``"blocked"``: ``masked_fill(~keep, -inf)`` then ``torch.softmax`` (NaN there);
-    ``"-1e9"``: walkthrough 004's ``masked_fill(keep == 0, -1e9)`` (uniform there).
-    """
-    scaled = scores / temperature  # (..., N_q, N_k)
-    if convention == "keep":
-        dead = ~keep.any(dim=-1, keepdim=True)  # (..., N_q, 1)
-        weights = torch.softmax(scaled + mask_to_additive(keep | dead), dim=-1)  # dead rows: plain softmax
-        return weights.masked_fill(dead, 0.0)  # ... then zeros
-    if convention == "blocked":
-        return torch.softmax(scaled.masked_fill(~keep, float("-inf")), dim=-1)
-    if convention == "-1e9":
-        return torch.softmax(scaled.masked_fill(keep == 0, -1e9), dim=-1)
-    raise ValueError(f"convention must be one of {[value for _, value in CONVENTIONS]}, got {convention!r}")
+# (label shown in the dropdown, value in the status line and in ``attn_helpers.lab.masked_weights``)
+CONVENTIONS = tuple(zip((
+    "True = keep: attn_helpers (dead row -> zeros)",
+    "True = blocked: masked_fill(-inf) + softmax (dead row -> NaN)",
+    "masked_fill(keep == 0, -1e9), walkthrough 004 (dead row -> uniform)",
+), MASK_CONVENTIONS))
 
 
 def _default_scores(n: int) -> Tensor:
@@ -85,13 +45,13 @@ def _fmt(x: float) -> str:
     return "nan" if x != x else f"{x:.2f}"
 
 
-class MaskExplorer(BlitExplorer):
+class MaskExplorer(Explorer):
     """Temperature slider, mask-type and convention dropdowns over one sentence's attention weights.
 
     ``scores``: ``(N, N)`` scaled scores (default: a seeded example); ``tokens``: ``N`` labels;
     ``length``: how many tokens are real (the rest are padding). The heatmap is updated in place;
     the status line shows every row's sum. Temperature 0 is refused in words. Only the heatmap,
-    the title and the row sums are redrawn on a move (see :class:`BlitExplorer`).
+    the title and the row sums are redrawn on a move (see :class:`Explorer`).
     """
 
     def __init__(self, scores: Tensor | None = None, tokens: Sequence[str] | None = None,

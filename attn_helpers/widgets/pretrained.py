@@ -9,7 +9,7 @@ that it agrees with ``transformers``). An empty or too long sentence is explaine
 The text box is not one of the explorer's ``controls`` (those are the sliders, named in the status
 line): a sentence is the explorer's input, like the data of the other explorers, and changing it
 runs the model again and redraws the figure for the new tokens. Moving a slider only changes the
-heatmaps' data (:class:`~attn_helpers.widgets._blit.BlitExplorer`).
+heatmaps' data (:class:`~attn_helpers.widgets.Explorer`).
 """
 
 from __future__ import annotations
@@ -23,20 +23,18 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ..lab.bert import PATTERNS, BertEncoder, attention_shares
-from ..views.plotting import WEIGHTS_CMAP, cmap_with_nan, heatmap, to_numpy
-from ._base import InvalidCombination
-from ..lab.threads import one_thread
-from ._blit import BlitExplorer
+from ..lab import PATTERNS, BertEncoder, attention_shares, one_thread
+from ..views import WEIGHTS_CMAP, heatmap
+from ._base import Explorer, InvalidCombination
 
-__all__ = ["PretrainedAttentionExplorer", "plot_all_heads"]
+__all__ = ["PretrainedAttentionExplorer"]
 
 DEFAULT_TEXT = "The cat sat on the mat because it was tired."
 MAX_TOKENS = 32  # [CLS] and [SEP] included: more labels than this do not fit the heatmap
 FRAME_COLOUR = "#b35806"
 
 
-class PretrainedAttentionExplorer(BlitExplorer):
+class PretrainedAttentionExplorer(Explorer):
     """Type a sentence, pick a layer and a head: what that head of a real model attends to.
 
     ``PretrainedAttentionExplorer(model, text=DEFAULT_TEXT, *, layer=0, head=0, max_tokens=32)``
@@ -154,41 +152,3 @@ class PretrainedAttentionExplorer(BlitExplorer):
     def table(self, layer: int, head: int) -> str:
         tokens = " ".join(f"<code>{i}&nbsp;{html.escape(t)}</code>" for i, t in enumerate(self.tokens))
         return f'<div style="font-size:90%">tokens: {tokens}</div>'
-
-
-def plot_all_heads(weights: Any, *, gap: int = 2, figsize: tuple[float, float] = (14.0, 7.6),
-                   title: str | None = None, first_layer: int = 0, fontsize: float = 10.0) -> Figure:
-    """Every head of every layer, ``weights (L, H, N, N)``, as one picture: a row of panels per layer,
-    a column per head, each panel queries down and keys across (tokens in order, ``[CLS]`` first).
-    ``first_layer`` numbers the rows (for a slice of a model's layers); ``fontsize`` of the labels.
-
-    One image with white gaps between the panels instead of ``L x H`` axes: 72 labelled axes take
-    seconds to draw, one image a fraction of that. Returns the figure (pyplot's, for ``plt.show()``).
-    """
-    import matplotlib.pyplot as plt
-
-    array = to_numpy(weights)
-    if array.ndim != 4 or array.shape[-1] != array.shape[-2]:
-        raise ValueError(f"weights must have shape (layers, heads, N, N), got {list(array.shape)}")
-    L, H, n, _ = array.shape
-    step = n + gap
-    canvas = np.full((L * step - gap, H * step - gap), np.nan)  # NaN = the gaps, drawn white
-    for layer in range(L):
-        for head in range(H):
-            canvas[layer * step:layer * step + n, head * step:head * step + n] = array[layer, head]
-    figure, ax = plt.subplots(figsize=figsize)
-    image = ax.imshow(canvas, cmap=cmap_with_nan(WEIGHTS_CMAP, "white"), vmin=0.0, vmax=1.0, interpolation="nearest")
-    ax.set_xticks([h * step + (n - 1) / 2 for h in range(H)], [f"head {h}" for h in range(H)], fontsize=fontsize)
-    ax.set_yticks([layer * step + (n - 1) / 2 for layer in range(L)],
-                  [f"layer {first_layer + layer}" for layer in range(L)], fontsize=fontsize)
-    ax.xaxis.tick_top()
-    ax.tick_params(length=0)
-    for side in ax.spines.values():
-        side.set_visible(False)
-    ax.set_xlabel(f"each panel: {n} queries down, {n} keys across, in the sentence's order", fontsize=fontsize)
-    bar = figure.colorbar(image, ax=ax, fraction=0.025, pad=0.02)
-    bar.set_label("attention weight", fontsize=fontsize)
-    bar.ax.tick_params(labelsize=fontsize)
-    if title:
-        ax.set_title(title, pad=8 + 1.6 * fontsize, fontsize=fontsize + 1)
-    return figure

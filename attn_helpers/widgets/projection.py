@@ -17,38 +17,16 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from ..core import Attention
-from ..lab.example import SENTENCE, VOCAB, embed
-from ..views.plotting import SIGNED_CMAP, heatmap, to_numpy
+from ..core import check_heads
+from ..lab import projected_qkv
+from ..lab.example import SENTENCE
+from ..views import SIGNED_CMAP, heatmap, to_numpy
 from ._base import Explorer, InvalidCombination
 
 __all__ = ["ProjectionExplorer", "SENTENCE"]
 
 SEED_B, SEED_N = 13, 100  # walkthrough 000's batch, for the shapes table
 MAX_DIM, MAX_CHAN, MAX_HEADS = 96, 96, 8
-
-
-def sentence_embeddings(tokens: Sequence[str], dim: int, *, seed: int = 0) -> torch.Tensor:
-    """Token vectors ``(1, N, dim)`` from a seeded lookup table: equal words get equal rows.
-
-    Words of the series' running example are looked up in its table (:func:`attn_helpers.embed`), so
-    the explorer shows the same vectors as the lessons; other words get a table of their own. Neither
-    depends on the global random state, so moving a slider never changes what a notebook cell draws next.
-    """
-    if all(t in VOCAB for t in tokens):
-        return embed(tokens, dim, seed=seed)[None]  # (1, N, dim)
-    vocab = sorted(set(tokens))
-    g = torch.Generator().manual_seed(10_000 * seed + dim)
-    table = torch.randn(len(vocab), dim, generator=g)  # (vocab, dim)
-    ids = torch.tensor([vocab.index(t) for t in tokens])  # (N,)
-    return table[ids][None]  # (1, N, dim)
-
-
-def seeded_attention(dim: int, chan: int, num_heads: int = 1, qkv_bias: bool = False, *, seed: int = 0) -> Attention:
-    """``Attention(dim, chan, num_heads, qkv_bias)`` with parameters fixed by ``seed``; the global RNG is left alone."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return Attention(dim, chan, num_heads=num_heads, qkv_bias=qkv_bias)
 
 
 class ProjectionExplorer(Explorer):
@@ -93,23 +71,19 @@ class ProjectionExplorer(Explorer):
             self.images.append(image)
             lines = [ax.axvline(0, color="black", lw=0.8, ls="--", visible=False) for _ in range(MAX_HEADS - 1)]
             self.head_lines.append(lines)
-        figure.colorbar(self.images[0], cax=figure.add_subplot(grid[0, 1]))
-        figure.colorbar(self.images[1], cax=figure.add_subplot(grid[0, 5]), label="q, k, v value")
+        colorbars = [figure.colorbar(self.images[0], cax=figure.add_subplot(grid[0, 1])),
+                     figure.colorbar(self.images[1], cax=figure.add_subplot(grid[0, 5]), label="q, k, v value")]
+        # A move changes the widths (x axes), the colour ranges (colour bars), the data, titles and head lines;
+        # the frames and the token labels are kept.
+        self.dynamic([*self.images, *(ax.xaxis for ax in axes), *(ax.title for ax in axes),
+                      *(line for lines in self.head_lines for line in lines), *(bar.ax for bar in colorbars)])
 
     def _compute(self, dim: int, chan: int, num_heads: int, qkv_bias: bool) -> dict[str, torch.Tensor]:
-        if chan % num_heads:
-            divisors = [h for h in range(1, MAX_HEADS + 1) if chan % h == 0]
-            raise InvalidCombination(
-                f"chan={chan} cannot be shared by {num_heads} heads: chan / num_heads = {chan / num_heads:g} "
-                f"is not a whole number of features (with chan={chan} try num_heads in {divisors})"
-            )
-        layer = seeded_attention(dim, chan, num_heads, qkv_bias, seed=1)
-        x = sentence_embeddings(self.tokens, dim)  # (1, N, dim)
-        with torch.no_grad():
-            qkv = layer.qkv(x)  # (1, N, 3*chan)
-        q, k, v = qkv.split(chan, dim=-1)  # each (1, N, chan)
-        params = torch.tensor(sum(p.numel() for p in layer.qkv.parameters()))
-        return {"x": x, "qkv": qkv, "q": q, "k": k, "v": v, "params": params}
+        try:
+            check_heads(chan, num_heads)
+        except ValueError as problem:  # the library's own words for it
+            raise InvalidCombination(str(problem)) from None
+        return projected_qkv(self.tokens, dim, chan, num_heads, qkv_bias, seed=1)
 
     def update(self, dim: int, chan: int, num_heads: int, qkv_bias: bool) -> str:
         t = self._compute(dim, chan, num_heads, qkv_bias)

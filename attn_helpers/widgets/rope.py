@@ -2,7 +2,7 @@
 
 One query and one key with the same content (``k = q``, ``head_dim`` features, seeded). RoPE cuts
 each into ``head_dim / 2`` pairs of features; each pair is an arrow in its own plane, and pair ``i``
-turns by ``θ_i`` per position (:func:`attn_helpers.positions.rope_frequencies`). The key sits at
+turns by ``θ_i`` per position (:func:`attn_helpers.core.rope_frequencies`). The key sits at
 position ``n = KEY_POSITION``, the query at ``m = n + offset``. The picture shows the arrows of the
 fastest pair, the chosen pair and the slowest pair, and on the right the score ``q_m · k_n`` against
 the offset, with each shown pair's term of it: only the angle *between* the arrows, ``offset · θ_i``,
@@ -18,9 +18,9 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from ..views.plotting import HEAD_COLOURS
 from ..core import DEFAULT_BASE, apply_rope, rope_frequencies, rope_pair_scores
-from ._blit import BlitExplorer
+from ..views import HEAD_COLOURS
+from ._base import Explorer
 
 __all__ = ["RopeExplorer"]
 
@@ -29,7 +29,7 @@ Q_COLOUR, K_COLOUR = HEAD_COLOURS[4], HEAD_COLOURS[0]  # blue query, orange key 
 PANEL_COLOURS = (HEAD_COLOURS[5], HEAD_COLOURS[2], HEAD_COLOURS[3])  # fastest, chosen, slowest pair
 
 
-class RopeExplorer(BlitExplorer):
+class RopeExplorer(Explorer):
     """Slide the offset between a query and a key, and pick a feature pair, to watch RoPE rotate them.
 
     ``RopeExplorer(offset=3, pair=2, *, head_dim=16, base=10000.0, max_offset=32, seed=0)``; display it

@@ -21,9 +21,8 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ..core import attention_scores
-from ..lab.probes import softmax_statistics
-from ..views.plotting import WEIGHTS_CMAP, annotate_cells, heatmap, to_numpy
+from ..lab import scaled_logits, softmax_statistics
+from ..views import WEIGHTS_CMAP, annotate_cells, heatmap, text_colour, to_numpy
 from ._base import Explorer, InvalidCombination
 from .projection import SENTENCE
 
@@ -31,24 +30,6 @@ __all__ = ["ScalingExplorer"]
 
 D_K_OPTIONS = tuple(2 ** i for i in range(11))  # 1, 2, 4, ..., 1024
 MAX_D_K = D_K_OPTIONS[-1]
-
-
-def scaled_logits(q: torch.Tensor, k: torch.Tensor, *, scaled: bool = True, temperature: float = 1.0) -> torch.Tensor:
-    """What the softmax sees: ``q @ k^T``, divided by ``sqrt(d_k)`` when ``scaled``, then by ``temperature``.
-
-    ``q (..., N_q, d_k)``, ``k (..., N_k, d_k)`` -> ``(..., N_q, N_k)``. ``temperature`` must be > 0.
-    """
-    if not temperature > 0:
-        raise ValueError(f"temperature must be greater than 0, got {temperature}")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q and k must share d_k (last dimension): q has shape {list(q.shape)}, k has shape {list(k.shape)}")
-    scale = q.shape[-1] ** -0.5 if scaled else 1.0
-    return attention_scores(q, k, scale=scale / temperature)  # (..., N_q, N_k)
-
-
-def _text_colour(image, value: float) -> str:
-    r, g, b, _ = image.get_cmap()(image.norm(value))
-    return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
 
 
 class ScalingExplorer(Explorer):
@@ -110,6 +91,8 @@ class ScalingExplorer(Explorer):
         figure.colorbar(self.map_image, ax=self.ax_map, fraction=0.046, pad=0.04)
         self.row_box = Rectangle((-0.5, -0.5), n, 1, fill=False, edgecolor="#e66101", lw=2)
         self.ax_map.add_patch(self.row_box)
+        # only these change on a move; the axes, tick labels, legend and colour bar are kept
+        self.dynamic([*self.bars, *self.bar_labels, self.bars_title, self.map_image, *self.map_texts, self.row_box])
 
     def _logits(self, d_k: int, scaled: bool, temperature: float) -> torch.Tensor:
         if temperature <= 0:
@@ -132,7 +115,7 @@ class ScalingExplorer(Explorer):
         self.map_image.set_data(array)
         for text, value in zip(self.map_texts, array.ravel()):
             text.set_text(f"{value:.2f}")
-            text.set_color(_text_colour(self.map_image, value))
+            text.set_color(text_colour(self.map_image, value))
         self.row_box.set_y(query - 0.5)
         stats = softmax_statistics(logits)
         scale = (d_k ** -0.5 if scaled else 1.0) / temperature

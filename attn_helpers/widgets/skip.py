@@ -12,7 +12,7 @@ notebook's random state) and reused: changing the wiring re-wires the *same* par
 uses the first layers of the same stack, and both widths share every layer after the first, so every
 difference on screen comes from the control that moved.
 
-A move redraws only what changes (see :class:`~attn_helpers.widgets._blit.BlitExplorer`): the three
+A move redraws only what changes (see :class:`~attn_helpers.widgets.Explorer`): the three
 curves, the title, the note and the x axis (its range follows the depth); the y axis, legend and
 frame are kept from the first picture.
 """
@@ -27,10 +27,8 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from ..lab.probes import AttentionStack, signal_through_stack
-from ..lab.threads import one_thread
-from ._base import InvalidCombination
-from ._blit import BlitExplorer
+from ..lab import AttentionStack, one_thread, seeded_stack, signal_through_stack
+from ._base import Explorer, InvalidCombination
 
 __all__ = ["SkipExplorer"]
 
@@ -41,7 +39,7 @@ V_SCALES = (("default", 1.0), ("× √3", math.sqrt(3.0)))  # PyTorch's Linear i
 Y_RANGE = (1e-18, 1e6)  # fixed, so switching the wiring shows the change in size instead of a rescaled axis
 
 
-class SkipExplorer(BlitExplorer):
+class SkipExplorer(Explorer):
     """Switch the wiring and slide the depth of a stack of walkthrough 000's attention layers.
 
     ``SkipExplorer(wiring="identity", depth=8, dim=64, seed=0, v_scale=1.0)``; display it as a cell's
@@ -105,17 +103,11 @@ class SkipExplorer(BlitExplorer):
         key = (seed, dim, v_scale)
         if key not in self.stacks:
             shared = None if dim == self.chan else self._stack(self.chan, seed, v_scale)
-            with torch.random.fork_rng(devices=[]), one_thread():  # seeded without touching the notebook's random state
-                torch.manual_seed(seed)
+            with one_thread():
                 # Layer 0 draws the first random numbers, so it is the layer a full seeded build would
                 # make; a narrower input reuses the other layers (W_v already scaled) instead of drawing them.
-                stack = AttentionStack(MAX_DEPTH if shared is None else 1, dim, self.chan, self.num_heads,
-                                       wiring="none").double()
-                with torch.no_grad():
-                    for layer in stack.layers:
-                        layer.qkv.weight[2 * self.chan:] *= v_scale  # rows 2*chan.. of qkv.weight are W_v
-                if shared is not None:
-                    stack.layers.extend(shared.layers[1:])
+                stack = seeded_stack(MAX_DEPTH if shared is None else 1, dim, self.chan, self.num_heads, seed=seed,
+                                     v_scale=v_scale, tail=shared)
             generator = torch.Generator().manual_seed(seed + 1)
             self.inputs[seed, dim] = torch.randn(self.B, self.N, dim, generator=generator, dtype=torch.float64)
             self.stacks[key] = stack

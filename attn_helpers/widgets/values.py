@@ -18,32 +18,14 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from ..core import attention_scores, causal_mask
+from ..core import attention_scores
+from ..lab import VALUE_MASKS, weights_and_outputs
 from ..lab.example import SENTENCE as DEFAULT_TOKENS
-from ..views.plotting import to_numpy, values_plot
-from ._base import InvalidCombination
-from ._blit import BlitExplorer
+from ..views import to_numpy, values_plot
+from ._base import Explorer, InvalidCombination
 
-__all__ = ["ValuesExplorer"]  # weights_and_outputs is imported from this module by name
+__all__ = ["ValuesExplorer"]
 
-MASKS = ("none", "causal")
-
-
-def weights_and_outputs(scores: Tensor, v: Tensor, temperature: float = 1.0, mask: str = "none") -> tuple[Tensor, Tensor]:
-    """``softmax(scores / temperature)`` (optionally causal) and the outputs ``weights @ v``.
-
-    ``scores (N_q, N_k)``, ``v (N_k, d_v)`` -> ``weights (N_q, N_k)``, ``context (N_q, d_v)``.
-    ``mask``: ``"none"`` or ``"causal"`` (query ``i`` sees keys ``j <= i``).
-    """
-    if mask not in MASKS:
-        raise ValueError(f"mask must be one of {MASKS}, got {mask!r}")
-    if temperature <= 0:
-        raise ValueError(f"temperature must be positive, got {temperature}")
-    scaled = scores / temperature  # (N_q, N_k)
-    if mask == "causal":
-        scaled = scaled.masked_fill(~causal_mask(*scores.shape), float("-inf"))  # (N_q, N_k)
-    weights = torch.softmax(scaled, dim=-1)  # (N_q, N_k)
-    return weights, weights @ v  # (N_q, N_k), (N_q, d_v)
 
 
 def _default_example(n: int) -> tuple[Tensor, Tensor]:
@@ -54,7 +36,7 @@ def _default_example(n: int) -> tuple[Tensor, Tensor]:
     return attention_scores(q, k) * 2.0, v  # (N, N) a little sharper than unit scores, (N, 2)
 
 
-class ValuesExplorer(BlitExplorer):
+class ValuesExplorer(Explorer):
     """Pick a query: its weights (bars) and its output among the 2-D values (scatter), in place.
 
     ``v``: ``(N, 2)`` values; ``scores``: ``(N, N)`` scaled scores; ``tokens``: ``N`` labels
@@ -77,7 +59,7 @@ class ValuesExplorer(BlitExplorer):
                                 description="query"),
             "temperature": W.FloatSlider(value=1.0, min=0.0, max=3.0, step=0.05, description="temperature",
                                          readout_format=".2f"),
-            "mask": W.Dropdown(options=MASKS, value="none", description="mask"),
+            "mask": W.Dropdown(options=VALUE_MASKS, value="none", description="mask"),
         }
         super().__init__(controls, figsize=(11.0, 4.2), dpi=80)
 

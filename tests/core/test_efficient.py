@@ -456,7 +456,7 @@ def test_fastest_seconds_and_growth_exponent():
 def test_growth_plot_labels_each_line_with_its_slope():
     import matplotlib.pyplot as plt
 
-    from attn_helpers.views.plotting import growth_plot
+    from attn_helpers.views import growth_plot
 
     artists = growth_plot([128, 256, 512], {"plain": [1, 4, 16], "tiled": [3, 6, 12]}, ylabel="bytes")
     assert artists["slopes"]["plain"] == pytest.approx(2.0) and artists["slopes"]["tiled"] == pytest.approx(1.0)

@@ -31,7 +31,7 @@ Rules (``make notebooks`` produces notebooks that follow all of them):
   ``NBVAL`` but is not exactly a marker (``# NBVAL_IGNORE_OUTPUT because ...``) is reported too:
   nbval would silently ignore it. The same goes for tags that mention ``nbval`` but are unknown.
 * No missing figures: a cell with a top-level ``plt.show()`` line or a top-level call of a drawing
-  helper from ``attn_helpers.views.plotting`` (``heatmap``, ``head_grid``, ...) has an ``image/png`` output
+  helper from ``attn_helpers.views`` (``heatmap``, ``head_grid``, ...) has an ``image/png`` output
   (unless it displays a widget, whose figures live in the widget state), and every displayed
   ``<Figure ...>`` has its ``image/png``. ``MPLBACKEND=Agg`` leaking into the kernel breaks this.
 
@@ -81,8 +81,8 @@ MIN_JUSTIFICATION_CHARS = 10
 # Output data that is base64, not text: not scanned for paths (base64 contains "/").
 BINARY_MIME_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"}
 # Top-level lines only (not inside a def, loop or callback): plt.show() or a call of one of
-# attn_helpers.views.plotting's drawing helpers (kept in sync by test_plotting_helpers_exist).
-PLOTTING_HELPERS = ("heatmap", "head_grid", "layer_head_grid", "pipeline_diagram")
+# attn_helpers.views' drawing helpers (kept in sync by test_plotting_helpers_exist).
+PLOTTING_HELPERS = ("heatmap", "head_grid", "pipeline_diagram")
 DRAWS_FIGURE = re.compile(
     r"^(?:plt\.show\(|(?:[\w, ]+=\s*)?(?:[\w.]+\.)?(?:" + "|".join(PLOTTING_HELPERS) + r")\()", re.MULTILINE
 )
@@ -452,9 +452,9 @@ def test_checker_rejects(change, expected: str) -> None:
 
 
 def test_plotting_helpers_exist() -> None:
-    """The figure check knows attn_helpers.views.plotting's drawing helpers by name: keep them in sync."""
-    plotting = pytest.importorskip("attn_helpers.views.plotting")
-    assert set(PLOTTING_HELPERS) <= set(plotting.__all__)
+    """The figure check knows attn_helpers.views' drawing helpers by name: keep them in sync."""
+    views = pytest.importorskip("attn_helpers.views")
+    assert set(PLOTTING_HELPERS) <= set(views.__all__)
 
 
 def test_checker_names() -> None:

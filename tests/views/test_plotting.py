@@ -1,4 +1,4 @@
-"""attn_helpers.views.plotting: heatmaps with token labels, grids of heads and of layers x heads."""
+"""attn_helpers.views heatmaps and grids: heatmaps with token labels, grids of heads."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from attn_helpers.views import plotting
+from attn_helpers import views
+from attn_helpers.views.heatmaps import ANNOTATE_MAX
+from attn_helpers.views.labels import MIN_FONTSIZE
 
 TOKENS = ["the", "cat", "sat", "on", "the", "mat"]
 SENTENCE = ("the cat sat on the mat because it was warm and the dog slept by the door while rain fell "
@@ -45,7 +47,7 @@ def neighbours_overlap(boxes: list) -> bool:
 # -- heatmap ------------------------------------------------------------------------------------
 
 def test_heatmap_labels_keys_and_queries_with_the_tokens_and_adds_a_colour_bar():
-    image = plotting.heatmap(weights(6, 6), TOKENS)
+    image = views.heatmap(weights(6, 6), TOKENS)
     ax = image.axes
     assert tick_texts(ax, "x") == TOKENS
     assert tick_texts(ax, "y") == TOKENS
@@ -55,27 +57,27 @@ def test_heatmap_labels_keys_and_queries_with_the_tokens_and_adds_a_colour_bar()
 
 
 def test_heatmap_weights_use_viridis_from_0_to_1_and_signed_values_puor_centred_on_zero():
-    assert (plotting.WEIGHTS_CMAP, plotting.SIGNED_CMAP) == ("viridis", "PuOr")  # colour-blind-safe maps
-    weights_image = plotting.heatmap(weights(6, 6), TOKENS)
+    assert (views.WEIGHTS_CMAP, views.SIGNED_CMAP) == ("viridis", "PuOr")  # colour-blind-safe maps
+    weights_image = views.heatmap(weights(6, 6), TOKENS)
     assert weights_image.get_cmap().name == "viridis"
     assert weights_image.get_clim() == (0.0, 1.0)
     scores = torch.tensor([[1.5, -3.0], [0.5, 2.0]])
-    scores_image = plotting.heatmap(scores, ["a", "b"])
+    scores_image = views.heatmap(scores, ["a", "b"])
     assert scores_image.get_cmap().name == "PuOr"
     assert scores_image.get_clim() == (-3.0, 3.0)
 
 
 def test_small_matrices_get_their_values_written_in_and_big_ones_do_not():
     w = weights(6, 6)
-    image = plotting.heatmap(w, TOKENS)
+    image = views.heatmap(w, TOKENS)
     texts = [t.get_text() for t in image.axes.texts]
     assert texts == [f"{v:.2f}" for v in w.flatten().tolist()]
-    big = plotting.heatmap(weights(plotting.ANNOTATE_MAX + 1, plotting.ANNOTATE_MAX + 1))
+    big = views.heatmap(weights(ANNOTATE_MAX + 1, ANNOTATE_MAX + 1))
     assert len(big.axes.texts) == 0
 
 
 def test_annotations_are_dark_on_light_cells_and_light_on_dark_cells():
-    image = plotting.heatmap(torch.tensor([[0.0, 1.0]]), ["a", "b"], ["q"])
+    image = views.heatmap(torch.tensor([[0.0, 1.0]]), ["a", "b"], ["q"])
     colours = [t.get_color() for t in image.axes.texts]
     assert colours == ["white", "black"]  # viridis: dark purple at 0, light yellow at 1
 
@@ -83,7 +85,7 @@ def test_annotations_are_dark_on_light_cells_and_light_on_dark_cells():
 def test_heatmap_draws_into_the_given_axes_without_a_new_figure():
     fig, (left, right) = plt.subplots(1, 2)
     figures_before = plt.get_fignums()
-    image = plotting.heatmap(weights(6, 6), TOKENS, ax=right, colorbar=False, title="right")
+    image = views.heatmap(weights(6, 6), TOKENS, ax=right, colorbar=False, title="right")
     assert image.axes is right
     assert plt.get_fignums() == figures_before
     assert right.get_title() == "right" and len(left.images) == 0
@@ -93,44 +95,43 @@ def test_heatmap_accepts_tensors_with_grad_and_float64_without_warnings():
     x = torch.rand(4, 4, dtype=torch.float64, requires_grad=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        image = plotting.heatmap(x * 1.0, list("abcd"))
+        image = views.heatmap(x * 1.0, list("abcd"))
     np.testing.assert_allclose(image.get_array(), x.detach().numpy())
-    assert plotting.to_numpy(x).dtype == np.float64
+    assert views.to_numpy(x).dtype == np.float64
 
 
 @pytest.mark.parametrize("bad", [torch.rand(2, 3, 4), torch.rand(5)])
 def test_heatmap_rejects_a_non_matrix_naming_the_argument_and_its_shape(bad):
     with pytest.raises(ValueError, match=r"values must be a 2-D matrix .* got shape " + str(list(bad.shape)).replace("[", r"\[")):
-        plotting.heatmap(bad)
+        views.heatmap(bad)
 
 
 def test_heatmap_rejects_a_wrong_number_of_labels_naming_the_argument_and_the_shape():
     with pytest.raises(ValueError, match=r"x_labels has 5 labels but the matrix of shape \[6, 6\] needs 6"):
-        plotting.heatmap(weights(6, 6), TOKENS[:5])
+        views.heatmap(weights(6, 6), TOKENS[:5])
     with pytest.raises(ValueError, match=r"y_labels has 2 labels but the matrix of shape \[3, 4\] needs 3"):
-        plotting.heatmap(weights(3, 4), list("abcd"), ["q1", "q2"])
+        views.heatmap(weights(3, 4), list("abcd"), ["q1", "q2"])
 
 
 def test_short_column_labels_stay_horizontal_and_long_ones_stand_upright():
-    short = plotting.heatmap(weights(6, 6), TOKENS)
+    short = views.heatmap(weights(6, 6), TOKENS)
     assert {t.get_rotation() for t in short.axes.get_xticklabels()} == {0.0}
     long_words = [f"token_number_{i}" for i in range(6)]
-    long = plotting.heatmap(weights(6, 6), long_words)
+    long = views.heatmap(weights(6, 6), long_words)
     assert {t.get_rotation() for t in long.axes.get_xticklabels()} == {90.0}
 
 
 def test_many_tokens_get_smaller_labels_that_do_not_overlap():
-    image = plotting.heatmap(weights(32, 32), SENTENCE)
+    image = views.heatmap(weights(32, 32), SENTENCE)
     image.axes.figure.canvas.draw()
     assert not neighbours_overlap(label_boxes(image.axes, "y"))
     assert not neighbours_overlap(sorted(label_boxes(image.axes, "x"), key=lambda b: b.x0))
 
 
 def test_plotting_prints_nothing(capsys):
-    plotting.heatmap(weights(6, 6), TOKENS)
-    plotting.heatmap(torch.randn(6, 6), TOKENS)
-    plotting.head_grid(weights(4, 6, 6), TOKENS)
-    plotting.layer_head_grid(weights(2, 4, 6, 6), TOKENS)
+    views.heatmap(weights(6, 6), TOKENS)
+    views.heatmap(torch.randn(6, 6), TOKENS)
+    views.head_grid(weights(4, 6, 6), TOKENS)
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == ("", "")
 
@@ -139,7 +140,7 @@ def test_plotting_prints_nothing(capsys):
 
 def test_head_grid_returns_one_image_per_head_on_one_shared_scale_with_one_colour_bar():
     w = weights(8, 6, 6)
-    images = plotting.head_grid(w, TOKENS)
+    images = views.head_grid(w, TOKENS)
     assert len(images) == 8
     for h, image in enumerate(images):
         np.testing.assert_allclose(image.get_array(), w[h].numpy())
@@ -151,7 +152,7 @@ def test_head_grid_returns_one_image_per_head_on_one_shared_scale_with_one_colou
 
 
 def test_head_grid_labels_the_outer_panels_only():
-    images = plotting.head_grid(weights(8, 6, 6), TOKENS)  # 2 x 4
+    images = views.head_grid(weights(8, 6, 6), TOKENS)  # 2 x 4
     for h, image in enumerate(images):
         bottom_row, first_column = h >= 4, h % 4 == 0
         assert tick_texts(image.axes, "x") == (TOKENS if bottom_row else [])
@@ -161,12 +162,12 @@ def test_head_grid_labels_the_outer_panels_only():
 
 
 def test_head_grid_8_heads_32_tokens_labels_are_smaller_but_readable_and_inside_the_figure():
-    images = plotting.head_grid(weights(8, 32, 32), SENTENCE)
+    images = views.head_grid(weights(8, 32, 32), SENTENCE)
     figure = images[0].axes.figure
     figure.canvas.draw()
     first, bottom_left = images[0].axes, images[4].axes
     size = first.get_yticklabels()[0].get_fontsize()
-    assert plotting.MIN_FONTSIZE <= size < plt.rcParams["font.size"]
+    assert MIN_FONTSIZE <= size < plt.rcParams["font.size"]
     assert size >= 6.0  # 32 tokens still get 6-point labels: panels grow for them
     for ax, axis in ((first, "y"), (bottom_left, "y"), (bottom_left, "x")):
         boxes = sorted(label_boxes(ax, axis), key=lambda b: (b.x0, -b.y0))
@@ -178,7 +179,7 @@ def test_head_grid_8_heads_32_tokens_labels_are_smaller_but_readable_and_inside_
 
 
 def test_head_grid_hides_unused_panels_and_puts_key_labels_under_the_lowest_panel_of_each_column():
-    images = plotting.head_grid(weights(6, 5, 5), list("abcde"))  # 2 rows of 4, two slots empty
+    images = views.head_grid(weights(6, 5, 5), list("abcde"))  # 2 rows of 4, two slots empty
     figure = images[0].axes.figure
     visible = [ax for ax in figure.axes if ax.get_visible() and ax.images]
     assert len(visible) == 6
@@ -188,10 +189,10 @@ def test_head_grid_hides_unused_panels_and_puts_key_labels_under_the_lowest_pane
 
 def test_head_grid_draws_into_a_given_figure_keeping_or_fitting_its_size():
     figure = Figure(figsize=(5.0, 3.0))
-    images = plotting.head_grid(weights(2, 4, 4), list("abcd"), figure=figure)
+    images = views.head_grid(weights(2, 4, 4), list("abcd"), figure=figure)
     assert all(image.axes.figure is figure for image in images)
     assert tuple(figure.get_size_inches()) == (5.0, 3.0)
-    plotting.head_grid(weights(2, 4, 4), list("abcd"), figure=figure, resize_figure=True)
+    views.head_grid(weights(2, 4, 4), list("abcd"), figure=figure, resize_figure=True)
     assert tuple(figure.get_size_inches()) != (5.0, 3.0)
     assert len([ax for ax in figure.axes if ax.images]) == 2  # cleared first, not drawn twice
 
@@ -203,8 +204,8 @@ def label_centres(ax, texts: list) -> list[tuple[float, float]]:
 
 
 def test_head_grid_text_labels_stand_where_the_tick_labels_stand():
-    ticked = plotting.head_grid(weights(6, 12, 12), SENTENCE[:12], figure=plt.figure(), resize_figure=True)
-    texted = plotting.head_grid(weights(6, 12, 12), SENTENCE[:12], figure=plt.figure(), resize_figure=True,
+    ticked = views.head_grid(weights(6, 12, 12), SENTENCE[:12], figure=plt.figure(), resize_figure=True)
+    texted = views.head_grid(weights(6, 12, 12), SENTENCE[:12], figure=plt.figure(), resize_figure=True,
                                 text_labels=True)
     for a, b in ((ticked[0].axes, texted[0].axes), (ticked[4].axes, texted[4].axes)):
         a.figure.canvas.draw()
@@ -226,14 +227,14 @@ def test_head_grid_text_labels_stand_where_the_tick_labels_stand():
 
 def test_live_head_grid_lays_out_the_same_grid_as_head_grid_without_new_axes():
     figure = Figure()
-    grid = plotting.LiveHeadGrid(figure, 8)
+    grid = views.LiveHeadGrid(figure, 8)
     axes_before = list(figure.axes)
     for heads, n in ((8, 20), (2, 6), (5, 9), (1, 4)):
         images = grid.layout(heads, SENTENCE[:n])
         assert figure.axes == axes_before  # moved and relabelled, never made anew
         assert len(images) == heads and all(image.get_array().shape == (n, n) for image in images)
         assert [ax.get_visible() for ax in figure.axes[:8]] == [h < heads for h in range(8)]
-        reference = plotting.head_grid(weights(heads, n, n), SENTENCE[:n], figure=Figure(), resize_figure=True)
+        reference = views.head_grid(weights(heads, n, n), SENTENCE[:n], figure=Figure(), resize_figure=True)
         assert tuple(figure.get_size_inches()) == pytest.approx(tuple(reference[0].axes.figure.get_size_inches()))
         for image, ref in zip(images, reference):
             np.testing.assert_allclose(image.axes.get_position().bounds, ref.axes.get_position().bounds, atol=1e-9)
@@ -243,15 +244,15 @@ def test_live_head_grid_lays_out_the_same_grid_as_head_grid_without_new_axes():
 
 
 def test_live_head_grid_rejects_a_head_count_it_has_no_panels_for():
-    grid = plotting.LiveHeadGrid(Figure(), 4)
+    grid = views.LiveHeadGrid(Figure(), 4)
     with pytest.raises(ValueError, match=r"num_heads must be in \[1, 4\], got 8"):
         grid.layout(8, TOKENS)
     with pytest.raises(ValueError, match="max_heads must be at least 1, got 0"):
-        plotting.LiveHeadGrid(Figure(), 0)
+        views.LiveHeadGrid(Figure(), 0)
 
 
 def test_head_grid_cross_attention_labels_the_keys_only():
-    images = plotting.head_grid(weights(2, 3, 5), list("abcde"))
+    images = views.head_grid(weights(2, 3, 5), list("abcde"))
     assert tick_texts(images[0].axes, "x") == list("abcde")
     assert tick_texts(images[0].axes, "y") == ["0", "1", "2"]
 
@@ -263,40 +264,19 @@ def test_head_grid_cross_attention_labels_the_keys_only():
 ])
 def test_head_grid_rejects_wrong_shapes_naming_the_argument(bad, pattern):
     with pytest.raises(ValueError, match=pattern):
-        plotting.head_grid(bad)
+        views.head_grid(bad)
 
 
 def test_head_grid_rejects_wrong_label_and_title_counts():
     with pytest.raises(ValueError, match=r"labels has 5 labels but the matrix of shape \[6, 6\] needs 6"):
-        plotting.head_grid(weights(2, 6, 6), TOKENS[:5])
+        views.head_grid(weights(2, 6, 6), TOKENS[:5])
     with pytest.raises(ValueError, match="titles has 1 entries for 2 heads"):
-        plotting.head_grid(weights(2, 6, 6), TOKENS, titles=["only one"])
-
-
-# -- layer_head_grid ----------------------------------------------------------------------------
-
-def test_layer_head_grid_is_layers_by_heads_with_heads_on_top_and_layers_on_the_left():
-    w = weights(2, 4, 6, 6)
-    images = plotting.layer_head_grid(w, TOKENS)
-    assert [len(row) for row in images] == [4, 4]
-    for layer in range(2):
-        for h in range(4):
-            ax = images[layer][h].axes
-            np.testing.assert_allclose(images[layer][h].get_array(), w[layer, h].numpy())
-            assert ax.get_title() == (f"head {h}" if layer == 0 else "")
-            assert ax.get_ylabel() == (f"layer {layer}\nquery" if h == 0 else "")
-            assert tick_texts(ax, "x") == (TOKENS if layer == 1 else [])
-    assert images[0][0].colorbar is not None
-
-
-def test_layer_head_grid_rejects_a_wrong_shape():
-    with pytest.raises(ValueError, match=r"weights must have shape \(layers, heads, N_q, N_k\), got \[4, 6, 6\]"):
-        plotting.layer_head_grid(weights(4, 6, 6))
+        views.head_grid(weights(2, 6, 6), TOKENS, titles=["only one"])
 
 
 def test_head_grid_keeps_long_titles_of_neighbouring_panels_apart():
     titles = ["softmax(dim=-1): each row sums to 1", "softmax(dim=-2): each column sums to 1", "a third title"]
-    images = plotting.head_grid(weights(3, 4, 4), list("abcd"), titles=titles, panel_size=2.0)
+    images = views.head_grid(weights(3, 4, 4), list("abcd"), titles=titles, panel_size=2.0)
     figure = images[0].axes.figure
     figure.canvas.draw()
     boxes = [image.axes.title.get_window_extent() for image in images]

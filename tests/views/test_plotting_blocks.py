@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attn_helpers import split_heads
-from attn_helpers.views import plotting
+from attn_helpers import views
 
 
 @pytest.fixture(autouse=True)
@@ -21,7 +21,7 @@ def _close_figures():
 def test_block_heatmap_draws_the_matrix_with_one_named_strip_per_block():
     weight = torch.randn(8, 12, requires_grad=True)
     _, ax = plt.subplots()
-    image = plotting.block_heatmap(weight, col_blocks=[("head 0", 4), ("head 1", 4), ("head 2", 4)], ax=ax, title="w")
+    image = views.block_heatmap(weight, col_blocks=[("head 0", 4), ("head 1", 4), ("head 2", 4)], ax=ax, title="w")
     np.testing.assert_allclose(image.get_array(), weight.detach().numpy())
     assert [t.get_text() for t in ax.texts] == ["head 0", "head 1", "head 2"]
     assert len(ax.lines) == 2  # separators between the three blocks
@@ -30,7 +30,7 @@ def test_block_heatmap_draws_the_matrix_with_one_named_strip_per_block():
 
 def test_block_heatmap_rows_and_custom_colours():
     _, ax = plt.subplots()
-    plotting.block_heatmap(np.ones((6, 3)), row_blocks=[("q", 2), ("k", 2), ("v", 2)], block_colours=["red", "green", "blue"],
+    views.block_heatmap(np.ones((6, 3)), row_blocks=[("q", 2), ("k", 2), ("v", 2)], block_colours=["red", "green", "blue"],
                            ax=ax, colorbar=False)
     colours = [p.get_facecolor() for p in ax.patches]
     assert colours == [to_rgba(c) for c in ("red", "green", "blue")]
@@ -46,17 +46,17 @@ def test_block_heatmap_rows_and_custom_colours():
 )
 def test_block_heatmap_rejects_blocks_that_do_not_fit(kwargs, pattern):
     with pytest.raises(ValueError, match=pattern):
-        plotting.block_heatmap(np.zeros((8, 12)), **kwargs)
+        views.block_heatmap(np.zeros((8, 12)), **kwargs)
 
 
 def test_block_heatmap_needs_a_matrix():
     with pytest.raises(ValueError, match="2-D matrix"):
-        plotting.block_heatmap(np.zeros((2, 3, 4)))
+        views.block_heatmap(np.zeros((2, 3, 4)))
 
 
 def test_origin_grid_colours_by_token_and_labels_by_feature():
     ids = torch.arange(4 * 8, dtype=torch.float32).reshape(1, 4, 8)
-    figure = plotting.origin_grid({"right": split_heads(ids, 2)[0], "view": ids.view(1, 2, 4, 4)[0]}, chan=8,
+    figure = views.origin_grid({"right": split_heads(ids, 2)[0], "view": ids.view(1, 2, 4, 4)[0]}, chan=8,
                                   token_labels=list("abcd"))
     axes = [ax for ax in figure.axes if ax.images]
     assert len(axes) == 4  # 2 rows x 2 heads
@@ -79,4 +79,4 @@ def test_origin_grid_colours_by_token_and_labels_by_feature():
 )
 def test_origin_grid_rejects_bad_splits(splits, chan, pattern):
     with pytest.raises(ValueError, match=pattern):
-        plotting.origin_grid(splits, chan=chan)
+        views.origin_grid(splits, chan=chan)

@@ -27,6 +27,7 @@ class Tiny(Explorer):
         ax = figure.add_subplot()
         (self.line,) = ax.plot([0, 1], [0, 0])
         ax.set_ylim(0, 20)
+        self.dynamic([self.line])
 
     def update(self, a: int, b: int, t: float) -> str:
         self.updates += 1
@@ -161,3 +162,21 @@ def test_the_bundle_of_an_ipywidgets_8_widget_is_its_own_with_our_text():
     bundle = widget_bundle(box, "Tiny(a=1)")
     assert bundle["text/plain"] == "Tiny(a=1)"
     assert bundle[WIDGET_VIEW_MIME]["model_id"] == box.model_id
+
+
+def test_an_explorer_whose_draw_registers_nothing_dynamic_is_refused_at_once():
+    class Frozen(Tiny):
+        def draw(self, figure: Figure) -> None:
+            figure.add_subplot().plot([0, 1], [0, 0])  # nothing registered: every move would show this picture
+
+    with pytest.raises(TypeError, match=r"Frozen.draw must register the artists update changes with self.dynamic"):
+        Frozen()
+
+
+def test_a_move_redraws_only_the_dynamic_artists_onto_the_kept_picture():
+    tiny = Tiny()
+    kept = tiny._background
+    tiny.set(a=5)
+    assert tiny._background is kept and tiny.line.get_animated()  # same kept picture, the line drawn on top
+    tiny.set(b=9)  # a layout change draws the figure anew
+    assert tiny._background is not kept and tiny._dynamic == [tiny.line]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from attn_helpers.lab.measure import attention_flops, attention_parameters
+from attn_helpers.core.arguments import check_heads
 from attn_helpers.widgets import LayerCalculator
 
 
@@ -37,7 +40,9 @@ def test_a_head_count_that_does_not_divide_chan_is_explained_without_a_traceback
     e = LayerCalculator()
     e.set(num_heads=3)
     assert not e.valid
-    assert "not possible" in e.last_status and "64 / 3 = 21.33" in e.last_status
+    with pytest.raises(ValueError) as problem:  # the library's one message for it
+        check_heads(64, 3)
+    assert f"not possible: {problem.value}" in e.last_status and "chan / num_heads = 21.3333" in e.last_status
     assert "Traceback" not in e.status.value
     e.set(num_heads=2)
     assert e.valid and "head_dim=32" in e.last_status

@@ -1,14 +1,12 @@
-"""MaskExplorer (lesson 03) driven without a browser, and the mask helpers behind it: every control
+"""MaskExplorer (lesson 03) driven without a browser, and the NaN-visible colormap it draws with: every control
 changes the picture and the status line of row sums, each convention answers a fully masked row in
 its own way, temperature 0 is explained in words, and the global RNG is left alone."""
 
 import pytest
 import torch
 
-from attn_helpers import attention_scores, causal_mask, scaled_dot_product_attention
-from attn_helpers.views.plotting import NAN_COLOUR, cmap_with_nan
+from attn_helpers.views import NAN_COLOUR, cmap_with_nan
 from attn_helpers.widgets import MaskExplorer
-from attn_helpers.widgets.masking import CONVENTIONS, MASK_TYPES, keep_mask, masked_weights
 from widget_support import full_render_differs
 
 
@@ -82,43 +80,6 @@ def test_leaves_the_global_random_state_alone():
     assert torch.equal(torch.get_rng_state(), state)
 
 
-def test_keep_mask_of_every_type():
-    n, length = 5, 3
-    assert keep_mask("none", n, length).all()
-    assert torch.equal(keep_mask("causal", n, length), causal_mask(n))
-    padding = keep_mask("padding", n, length)
-    assert padding[:, :length].all() and not padding[:, length:].any()
-    assert torch.equal(keep_mask("causal+padding", n, length), causal_mask(n) & padding)
-    both = keep_mask("padding (queries too)", n, length)
-    assert not both[length:].any() and both[:length, :length].all()
-    assert set(MASK_TYPES) == {"none", "causal", "padding", "causal+padding", "padding (queries too)"}
-    with pytest.raises(ValueError, match="kind must be one of"):
-        keep_mask("diagonal", n, length)
-
-
-def test_masked_weights_match_attn_helpers_and_differ_only_on_dead_rows():
-    g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(6, 4, generator=g) for _ in range(3))
-    scores = attention_scores(q, k)
-    keep = keep_mask("padding (queries too)", 6, 4)
-    _, reference = scaled_dot_product_attention(q, k, v, keep, return_weights=True)
-    weights = {value: masked_weights(scores, keep, value) for _, value in CONVENTIONS}
-    torch.testing.assert_close(weights["keep"], reference)
-    for w in weights.values():
-        torch.testing.assert_close(w[:4], reference[:4])
-    assert weights["blocked"][4:].isnan().all()
-    torch.testing.assert_close(weights["-1e9"][4:], torch.full((2, 6), 1 / 6))
-    assert (weights["keep"][4:] == 0).all()
-    with pytest.raises(ValueError, match="convention must be one of"):
-        masked_weights(scores, keep, "additive")
-
-
-def test_masked_weights_temperature_divides_the_scores():
-    scores = torch.tensor([[1.0, 2.0, 3.0]])
-    keep = torch.ones(1, 3, dtype=torch.bool)
-    torch.testing.assert_close(masked_weights(scores, keep, "keep", 0.5), torch.softmax(scores / 0.5, dim=-1))
-
-
 def test_cmap_with_nan_paints_nan_grey():
     import matplotlib
     import matplotlib.colors as mcolors
@@ -132,7 +93,7 @@ def test_cmap_with_nan_paints_infinities_grey_so_annotations_stay_readable():
     import matplotlib.colors as mcolors
     import matplotlib.pyplot as plt
 
-    from attn_helpers.views.plotting import heatmap
+    from attn_helpers.views import heatmap
 
     fig, ax = plt.subplots()
     image = heatmap(torch.tensor([[0.0, float("-inf")], [float("nan"), 0.0]]), ax=ax, cmap=cmap_with_nan(),

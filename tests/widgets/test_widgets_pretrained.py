@@ -6,7 +6,7 @@ explained in words (never a traceback), and the shares it shows are those of ``a
 import pytest
 import torch
 
-from attn_helpers import BertEncoder, attention_shares, widgets
+from attn_helpers import BertEncoder, attention_shares, views, widgets
 from attn_helpers.lab.pretrained import load_from_package, packaged_model_available
 
 
@@ -107,7 +107,7 @@ def test_display_bundle_holds_the_widget_and_the_status(explorer):
 def test_plot_all_heads_draws_one_image_with_gaps(explorer):
     import matplotlib.pyplot as plt
 
-    figure = widgets.plot_all_heads(torch.from_numpy(explorer.weights), title="t")
+    figure = views.plot_all_heads(torch.from_numpy(explorer.weights), title="t")
     image = figure.axes[0].images[0]
     array = image.get_array()
     assert array.shape == (6 * 15 - 2, 12 * 15 - 2)  # 13 tokens + a gap of 2 per panel
@@ -115,4 +115,4 @@ def test_plot_all_heads_draws_one_image_with_gaps(explorer):
     assert [t.get_text() for t in figure.axes[0].get_xticklabels()][:2] == ["head 0", "head 1"]
     plt.close(figure)
     with pytest.raises(ValueError, match="weights must have shape \\(layers, heads, N, N\\)"):
-        widgets.plot_all_heads(torch.zeros(2, 3, 4))
+        views.plot_all_heads(torch.zeros(2, 3, 4))

@@ -11,7 +11,8 @@ import pytest
 import torch
 from PIL import Image
 
-from attn_helpers import AttentionStack, signal_through_stack
+from attn_helpers import signal_through_stack
+from attn_helpers.lab import seeded_stack
 from attn_helpers.widgets import SkipExplorer
 
 
@@ -114,9 +115,7 @@ def test_layers_after_the_first_are_shared_between_widths_and_the_global_rng_is_
 
 def test_a_narrow_input_changes_only_the_first_layer_of_a_full_seeded_build():
     e = SkipExplorer(wiring="values", depth=2, dim=49, seed=3, v_scale=math.sqrt(3.0))
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(3)
-        full = AttentionStack(32, 49, 64, 4).double()  # what one seeded build of the narrow stack draws
+    full = seeded_stack(32, 49, 64, 4, seed=3)  # what one seeded build of the narrow stack draws
     narrow, wide = e._stack(49, 3, math.sqrt(3.0)), e._stack(64, 3, math.sqrt(3.0))
     torch.testing.assert_close(narrow.layers[0].qkv.weight[:128], full.layers[0].qkv.weight[:128], rtol=0, atol=0)
     torch.testing.assert_close(narrow.layers[0].qkv.weight[128:], full.layers[0].qkv.weight[128:] * math.sqrt(3.0))

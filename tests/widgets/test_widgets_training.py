@@ -5,7 +5,7 @@ counts every step of every run, and the static pictures draw."""
 import matplotlib.pyplot as plt
 import pytest
 
-from attn_helpers import widgets
+from attn_helpers import views, widgets
 from attn_helpers.lab import LookupTask, PreviousTokenTask, TrainConfig, train_many
 from widget_support import full_render_differs
 
@@ -112,12 +112,12 @@ def test_progress_bar_follows_a_real_training_run():
 
 
 def test_static_pictures(runs):
-    figure = widgets.plot_learning_curves(runs)
+    figure = views.plot_learning_curves(runs)
     assert len(figure.axes) == 3 and len(figure.axes[1].lines) == 3 + 1  # one per run + the 99% line
     plt.close(figure)
-    figure = widgets.plot_snapshots(runs["lookup, 2 layers"], [0, 10, 20])
+    figure = views.plot_snapshots(runs["lookup, 2 layers"], [0, 10, 20])
     assert len(figure.axes) == 4 * 3 + 1 + 1  # 4 heads x 3 steps, the ideal, the colour bar
     assert figure.axes[0].get_title() == f"step 0: match {runs['lookup, 2 layers'].pattern_match[0, 0, 0].item():.2f}"
     plt.close(figure)
     with pytest.raises(ValueError, match="no snapshot at step 3"):
-        widgets.plot_snapshots(runs["lookup"], [3])
+        views.plot_snapshots(runs["lookup"], [3])

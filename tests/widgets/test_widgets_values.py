@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from attn_helpers.views.plotting import convex_hull, values_plot
+from attn_helpers.views import convex_hull, values_plot
 from attn_helpers.widgets import ValuesExplorer
-from attn_helpers.widgets.values import weights_and_outputs
 from widget_support import full_render_differs
 
 
@@ -72,19 +71,6 @@ def test_leaves_the_global_random_state_alone():
     state = torch.get_rng_state()
     ValuesExplorer().set(query=0)
     assert torch.equal(torch.get_rng_state(), state)
-
-
-def test_weights_and_outputs():
-    scores = torch.randn(4, 4)
-    v = torch.randn(4, 3)
-    weights, out = weights_and_outputs(scores, v, temperature=2.0, mask="causal")
-    torch.testing.assert_close(weights.sum(dim=-1), torch.ones(4))
-    assert (weights.triu(1) == 0).all()
-    torch.testing.assert_close(out, weights @ v)
-    with pytest.raises(ValueError, match="temperature must be positive"):
-        weights_and_outputs(scores, v, temperature=0.0)
-    with pytest.raises(ValueError, match="mask must be one of"):
-        weights_and_outputs(scores, v, mask="padding")
 
 
 # -- plotting helpers -------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ def png_pixels(png: bytes) -> np.ndarray:
 
 def full_render_differs(explorer) -> float:
     """The fraction of pixels where a blitting explorer's fast PNG (kept picture + redrawn artists, see
-    ``attn_helpers.widgets._blit``) differs visibly from matplotlib's own full render of the figure."""
+    ``attn_helpers.widgets.Explorer``) differs visibly from matplotlib's own full render of the figure."""
     fast = png_pixels(explorer.image.value).astype(int)
     for artist in explorer._dynamic:
         artist.set_animated(False)  # a full render skips animated artists

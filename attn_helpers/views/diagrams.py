@@ -1,0 +1,50 @@
+"""A forward pass drawn as a column of boxes, one per step, each with its shape and named axes.
+
+(The data flow between the steps, with its edges, is :mod:`.dataflow`.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+
+__all__ = ["pipeline_diagram"]
+
+
+def pipeline_diagram(
+    steps: Sequence[tuple[str, Sequence[int], str]], *, ax: Axes | None = None, title: str | None = None
+) -> Axes:
+    """Draw a pipeline as a column of boxes, one per step, each with its shape and named axes.
+
+    ``steps``: ``(name, shape, axes)`` triples in order, e.g. ``("q", [13, 4, 100, 16],
+    "batch heads tokens head_dim")`` — typically built from a module's intermediates and ``AXES``.
+    Returns the axes (drawn without ticks).
+    """
+    if not steps:
+        raise ValueError("steps must contain at least one (name, shape, axes) triple, got none")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8.5, 0.55 * len(steps) + 0.5))
+    n = len(steps)
+    for i, (name, shape, axes) in enumerate(steps):
+        y = n - 1 - i
+        names = axes.split()
+        if len(names) != len(shape):
+            raise ValueError(f"step {name!r}: shape {list(shape)} has {len(shape)} dimensions but axes "
+                             f"{axes!r} names {len(names)}")
+        named = ", ".join(f"{a}={s}" for a, s in zip(names, shape))
+        ax.text(0.0, y, name, ha="right", va="center", fontsize=10, fontweight="bold")
+        box = ax.text(0.06, y, f"{list(shape)}", ha="left", va="center", fontsize=10, family="monospace",
+                      bbox=dict(boxstyle="round,pad=0.3", facecolor="#e8eef7", edgecolor="#5b7fb5"))
+        ax.annotate(named, xy=(1.0, 0.5), xycoords=box, xytext=(10, 0), textcoords="offset points",
+                    ha="left", va="center", fontsize=8.5, color="#404040")
+        if i < n - 1:
+            ax.annotate("", xy=(0.03, y - 0.72), xytext=(0.03, y - 0.28),
+                        arrowprops=dict(arrowstyle="->", color="#5b7fb5"))
+    ax.set_xlim(-0.3, 1.3)
+    ax.set_ylim(-0.6, n - 0.4)
+    ax.axis("off")
+    if title:
+        ax.set_title(title)
+    return ax

@@ -1,0 +1,343 @@
+"""Grids of heatmaps: every head of a layer (:func:`head_grid`, and :class:`LiveHeadGrid` for an
+explorer), every layer and head of a model in one image (:func:`plot_all_heads`), and where the
+entries of a split into heads came from (:func:`origin_grid`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.image import AxesImage
+
+from .arrays import _check_labels, to_numpy
+from .colours import WEIGHTS_CMAP, cmap_with_nan
+from .heatmaps import _heatmap
+from .labels import (_fit_fontsize, _panel_inches, _points, _TICK_PAD, _text_width, _tick_texts, _vertical,
+                     _write_labels)
+
+__all__ = ["head_grid", "LiveHeadGrid", "origin_grid", "plot_all_heads"]
+
+
+@dataclass(frozen=True)
+class _GridGeometry:
+    """Where the panels and the colour bar of a grid go, in points, and the figure's size in inches."""
+
+    width: float  # inches
+    height: float  # inches
+    panel: float  # inches: a panel's side when the figure has exactly this size
+    left: float  # points from the figure's edges to the panels
+    right: float
+    bottom: float
+    top: float
+    wspace: float  # points between neighbouring panels
+    hspace: float
+    fontsize: float  # the tick labels' size
+    vertical: bool  # column labels stand upright
+    bar_gap: float = 12.0
+    bar_width: float = 10.0
+
+    def panel_rect(self, row: int, col: int) -> tuple[float, float, float, float]:
+        """``(x0, y0, width, height)`` of panel ``(row, col)`` in figure fractions (for this size)."""
+        x0 = self.left / 72.0 + col * (self.panel + self.wspace / 72.0)
+        y_top = self.height - self.top / 72.0 - row * (self.panel + self.hspace / 72.0)
+        return x0 / self.width, (y_top - self.panel) / self.height, self.panel / self.width, self.panel / self.height
+
+    def colorbar_rect(self) -> tuple[float, float, float, float]:
+        return (1.0 - (self.right - self.bar_gap) / 72.0 / self.width, self.bottom / 72.0 / self.height,
+                self.bar_width / 72.0 / self.width, 1.0 - (self.bottom + self.top) / 72.0 / self.height)
+
+
+def _grid_geometry(nrows: int, ncols: int, *, n_q: int, n_k: int, x_labels: Sequence[str] | None,
+                   y_labels: Sequence[str] | None, panel_size: float | None, fontsize: float | None,
+                   ylabel_lines: int, titles_every_row: bool, suptitle: bool, titles: Sequence[str] = ()
+                   ) -> _GridGeometry:
+    """The margins of a grid of ``nrows x ncols`` panels plus one colour bar, measured in points from
+    the labels they must hold (tick labels only on the outer panels), so nothing overlaps and no
+    layout engine has to run at draw time."""
+    panel = panel_size or _panel_inches(max(n_q, n_k))
+    if fontsize is None:
+        fontsize = min(_fit_fontsize(n_k, panel * 72.0), _fit_fontsize(n_q, panel * 72.0))
+    x_texts, y_texts = _tick_texts(x_labels, n_k), _tick_texts(y_labels, n_q)
+    x_width = _text_width(x_texts, fontsize)
+    vertical = _vertical(x_width, panel * 72.0, n_k)
+    x_height = x_width if vertical else 1.2 * fontsize
+    label_pt = 1.2 * _points(plt.rcParams["axes.labelsize"])
+    title_pt = 1.2 * _points(plt.rcParams["axes.titlesize"]) + 6.0  # the top row always has titles
+    left = 6.0 + ylabel_lines * label_pt + 4.0 + _text_width(y_texts, fontsize) + _TICK_PAD
+    bottom = 6.0 + label_pt + 4.0 + x_height + _TICK_PAD
+    top = 6.0 + title_pt + (1.2 * _points(plt.rcParams["figure.titlesize"]) + 8.0 if suptitle else 0.0)
+    hspace = (title_pt if titles_every_row else 0.0) + 8.0
+    # Neighbouring titles wider than their panels each overhang by half the excess: keep them apart.
+    wspace = max(10.0, _text_width(titles, _points(plt.rcParams["axes.titlesize"])) - panel * 72.0 + 10.0)
+    bar_gap, bar_width = 12.0, 10.0
+    right = bar_gap + bar_width + _TICK_PAD + _text_width(["0.0", "1.0"], _points(plt.rcParams["ytick.labelsize"])) \
+        + 4.0 + label_pt + 6.0
+    width = (left + right + (ncols - 1) * wspace) / 72.0 + ncols * panel
+    height = (bottom + top + (nrows - 1) * hspace) / 72.0 + nrows * panel
+    return _GridGeometry(width, height, panel, left, right, bottom, top, wspace, hspace, fontsize, vertical,
+                         bar_gap, bar_width)
+
+
+def _grid(
+    figure: Figure | None,
+    nrows: int,
+    ncols: int,
+    *,
+    n_q: int,
+    n_k: int,
+    x_labels: Sequence[str] | None,
+    y_labels: Sequence[str] | None,
+    panel_size: float | None,
+    fontsize: float | None,
+    ylabel_lines: int,
+    titles_every_row: bool,
+    suptitle: bool,
+    resize_figure: bool,
+    titles: Sequence[str] = (),
+) -> tuple[Figure, np.ndarray, Axes, float]:
+    """Lay out ``nrows x ncols`` panels plus one colour bar (:func:`_grid_geometry`). Returns the
+    figure, the axes, the colour bar's axes and the tick-label size."""
+    g = _grid_geometry(nrows, ncols, n_q=n_q, n_k=n_k, x_labels=x_labels, y_labels=y_labels,
+                       panel_size=panel_size, fontsize=fontsize, ylabel_lines=ylabel_lines,
+                       titles_every_row=titles_every_row, suptitle=suptitle, titles=titles)
+    width, height = g.width, g.height
+    if figure is None:
+        figure = plt.figure(figsize=(width, height))
+    else:
+        figure.clear()
+        if resize_figure:
+            figure.set_size_inches(width, height)
+        width, height = (float(s) for s in figure.get_size_inches())
+    panel_w = max((width - (g.left + g.right + (ncols - 1) * g.wspace) / 72.0) / ncols, 0.1)
+    panel_h = max((height - (g.bottom + g.top + (nrows - 1) * g.hspace) / 72.0) / nrows, 0.1)
+    axes = figure.subplots(nrows, ncols, squeeze=False, gridspec_kw=dict(
+        left=g.left / 72.0 / width, right=1.0 - g.right / 72.0 / width,
+        bottom=g.bottom / 72.0 / height, top=1.0 - g.top / 72.0 / height,
+        wspace=g.wspace / 72.0 / panel_w, hspace=g.hspace / 72.0 / panel_h))
+    cax = figure.add_axes((1.0 - (g.right - g.bar_gap) / 72.0 / width, g.bottom / 72.0 / height,
+                           g.bar_width / 72.0 / width, 1.0 - (g.bottom + g.top) / 72.0 / height))
+    return figure, axes, cax, g.fontsize
+
+
+class LiveHeadGrid:
+    """:func:`head_grid`'s picture for an explorer: made once, then laid out again in place.
+
+    ``LiveHeadGrid(figure, max_heads)`` makes ``max_heads`` panels and the colour bar once;
+    :meth:`layout` then moves, resizes and relabels the panels it needs (as :func:`head_grid` with
+    ``text_labels=True`` would place them; the figure takes the grid's size) and hides the others,
+    instead of making new axes: making matplotlib axes is most of the cost of a new grid, and an
+    explorer lays its grid out again whenever the number of heads or tokens moves.
+    """
+
+    def __init__(self, figure: Figure, max_heads: int, *, ncols: int = 4) -> None:
+        if max_heads < 1:
+            raise ValueError(f"max_heads must be at least 1, got {max_heads}")
+        self.figure, self.max_heads, self.ncols = figure, max_heads, ncols
+        figure.clear()
+        self.axes = [figure.add_axes((0.0, 0.0, 1.0, 1.0)) for _ in range(max_heads)]
+        self.images = [ax.imshow(np.zeros((1, 1)), cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0, aspect="auto",
+                                 interpolation="nearest") for ax in self.axes]
+        for ax in self.axes:
+            ax.set_xticks([])
+            ax.set_yticks([])
+        self.cax = figure.add_axes((0.0, 0.0, 1.0, 1.0))
+        figure.colorbar(self.images[0], cax=self.cax, label="attention weight")
+        self._labels: list = []  # the token labels' text artists, replaced by every layout
+
+    def layout(self, num_heads: int, labels: Sequence[str]) -> list[AxesImage]:
+        """Show ``num_heads`` panels over ``labels`` (zeros until the caller sets the data); returns
+        their image artists, head by head."""
+        if not 1 <= num_heads <= self.max_heads:
+            raise ValueError(f"num_heads must be in [1, {self.max_heads}], got {num_heads}")
+        n = len(labels)
+        ncols = min(num_heads, self.ncols)
+        nrows = -(-num_heads // ncols)
+        g = _grid_geometry(nrows, ncols, n_q=n, n_k=n, x_labels=labels, y_labels=labels, panel_size=None,
+                           fontsize=None, ylabel_lines=1, titles_every_row=True, suptitle=False)
+        self.figure.set_size_inches(g.width, g.height)
+        for text in self._labels:
+            text.remove()
+        self._labels = []
+        for h, (ax, image) in enumerate(zip(self.axes, self.images)):
+            ax.set_visible(h < num_heads)
+            if h >= num_heads:
+                continue
+            row, col = divmod(h, ncols)
+            lowest = h + ncols >= num_heads  # no panel below this one: it carries the key labels
+            ax.set_position(g.panel_rect(row, col))
+            image.set_data(np.zeros((n, n)))
+            image.set_extent((-0.5, n - 0.5, n - 0.5, -0.5))
+            ax.set_xlim(-0.5, n - 0.5)
+            ax.set_ylim(n - 0.5, -0.5)
+            ax.set_title(f"head {h}")
+            texts = _tick_texts(labels, n)
+            self._labels += _write_labels(ax, texts if lowest else [], texts if col == 0 else [], g.fontsize,
+                                          g.vertical, "key" if lowest else "", "query" if col == 0 else "")
+        self.cax.set_position(g.colorbar_rect())
+        return self.images[:num_heads]
+
+
+def head_grid(
+    weights: Any,
+    labels: Sequence[str] | None = None,
+    *,
+    ncols: int | None = None,
+    titles: Sequence[str] | None = None,
+    figure: Figure | None = None,
+    panel_size: float | None = None,
+    annotate: bool = False,
+    suptitle: str | None = None,
+    fontsize: float | None = None,
+    resize_figure: bool = False,
+    text_labels: bool = False,
+) -> list[AxesImage]:
+    """One heatmap per head from weights ``(H, N_q, N_k)``, sharing one colour scale and colour bar.
+
+    ``labels`` name the tokens on the outer panels (keys along the bottom row, queries down the
+    first column; for ``N_q != N_k`` they name the keys only). Panels are ``panel_size`` inches
+    square (``None``: 2.4, larger for more than 16 tokens) and tick labels shrink to fit
+    (``fontsize=None``). Draws into ``figure`` when given (cleared first; its size is kept unless
+    ``resize_figure=True``), else a new figure. Returns one image artist per head, so a caller
+    can update the data in place with ``image.set_data``. ``text_labels=True`` writes the token
+    labels as plain text instead of tick labels (same places, no tick marks, much faster to lay out
+    and draw: for explorers that redraw the grid when a slider moves).
+    """
+    array = to_numpy(weights)
+    if array.ndim != 3:
+        raise ValueError(f"weights must have shape (heads, N_q, N_k), got {list(array.shape)}; "
+                         "select one batch element first, e.g. weights[0]")
+    n_heads, n_rows, n_cols = array.shape
+    if n_heads == 0:
+        raise ValueError(f"weights must hold at least one head, got shape {list(array.shape)}")
+    if titles is not None and len(titles) != n_heads:
+        raise ValueError(f"titles has {len(titles)} entries for {n_heads} heads")
+    _check_labels(labels, n_cols, "labels", array.shape[1:])
+    y_labels = labels if n_rows == n_cols else None
+    ncols = min(ncols or min(n_heads, 4), n_heads)
+    nrows = -(-n_heads // ncols)
+    figure, axes, cax, size = _grid(figure, nrows, ncols, n_q=n_rows, n_k=n_cols, x_labels=labels,
+                                    y_labels=y_labels, panel_size=panel_size, fontsize=fontsize, ylabel_lines=1,
+                                    titles_every_row=True, suptitle=bool(suptitle), resize_figure=resize_figure,
+                                    titles=titles or ())
+    images = []
+    for h, ax in enumerate(axes.flat):
+        if h >= n_heads:
+            ax.set_visible(False)
+            continue
+        row, col = divmod(h, ncols)
+        lowest = h + ncols >= n_heads  # no panel below this one: it carries the key labels
+        title = titles[h] if titles is not None else f"head {h}"
+        images.append(_heatmap(array[h], labels, y_labels, ax=ax, title=title, colorbar=False, annotate=annotate,
+                               vmin=0.0, vmax=1.0, cmap=WEIGHTS_CMAP, fontsize=size, fmt="{:.2f}",
+                               colorbar_label=None, xlabel="key" if lowest else "",
+                               ylabel="query" if col == 0 else "", x_ticks=lowest, y_ticks=col == 0,
+                               text_labels=text_labels))
+    figure.colorbar(images[0], cax=cax, label="attention weight")
+    if suptitle:
+        figure.suptitle(suptitle)
+    return images
+
+
+def origin_grid(
+    splits: Mapping[str, Any],
+    chan: int,
+    *,
+    token_labels: Sequence[str] | None = None,
+    figure: Figure | None = None,
+    panel_size: float = 1.9,
+) -> Figure:
+    """Where every entry of a split into heads came from: one row of panels per split, one panel per head.
+
+    ``splits``: name -> tensor ``(H, N, head_dim)`` whose entries are *flat indices*
+    ``token * chan + feature`` into the ``(N, chan)`` matrix that was split (build that matrix with
+    ``torch.arange(N * chan).reshape(N, chan)`` and split it the way you want to inspect). Each cell
+    is coloured by its source token and labelled with its source feature (``f3``), so a head that
+    received features of several tokens in one row shows several colours. Returns the figure.
+    """
+    if not splits:
+        raise ValueError("splits must contain at least one name -> (H, N, head_dim) tensor, got none")
+    arrays = {name: to_numpy(t) for name, t in splits.items()}
+    shapes = {name: list(a.shape) for name, a in arrays.items()}
+    for name, a in arrays.items():
+        if a.ndim != 3:
+            raise ValueError(f"splits[{name!r}] must have shape (H, N, head_dim), got {shapes[name]}")
+    if len({tuple(s) for s in shapes.values()}) != 1:
+        raise ValueError(f"every split must have the same shape (H, N, head_dim), got {shapes}")
+    n_heads, n_tokens, head_dim = next(iter(arrays.values())).shape
+    if chan != n_heads * head_dim:
+        raise ValueError(f"chan={chan} does not match splits of shape {[n_heads, n_tokens, head_dim]}: "
+                         f"chan must be H * head_dim = {n_heads * head_dim}")
+    for name, a in arrays.items():
+        if a.min() < 0 or a.max() >= n_tokens * chan or not np.all(a == np.round(a)):
+            raise ValueError(f"splits[{name!r}] must hold whole flat indices token * chan + feature in "
+                             f"[0, {n_tokens * chan}), got values from {a.min():g} to {a.max():g}")
+    _check_labels(token_labels, n_tokens, "token_labels", [n_tokens, chan])
+    labels = list(token_labels) if token_labels is not None else [f"token {n}" for n in range(n_tokens)]
+    palette = plt.get_cmap("Pastel1").colors
+    if figure is None:
+        figure = plt.figure(figsize=(panel_size * n_heads * head_dim / 4 + 1.6, panel_size * len(arrays) + 0.6))
+    else:
+        figure.clear()
+    axes = figure.subplots(len(arrays), n_heads, squeeze=False)
+    for row, (name, a) in enumerate(arrays.items()):
+        tokens, features = np.divmod(a.astype(np.int64), chan)
+        for h in range(n_heads):
+            ax = axes[row, h]
+            colours = np.array([[palette[t % len(palette)] for t in line] for line in tokens[h]])
+            ax.imshow(colours, aspect="auto", interpolation="nearest")
+            for (i, j), f in np.ndenumerate(features[h]):
+                ax.text(j, i, f"f{f}", ha="center", va="center", fontsize=8)
+            ax.set_xticks(range(head_dim))
+            ax.set_yticks(range(n_tokens))
+            ax.set_yticklabels([f"row {i}" for i in range(n_tokens)] if h == 0 else [])
+            ax.set_title(f"head {h}", fontsize=9)
+            if h == 0:
+                ax.text(-0.35, 1.32, name, transform=ax.transAxes, fontsize=10, fontweight="bold", ha="left")
+            if row == len(arrays) - 1:
+                ax.set_xlabel("head_dim position")
+    handles = [plt.Rectangle((0, 0), 1, 1, facecolor=palette[t % len(palette)], edgecolor="grey") for t in range(n_tokens)]
+    figure.legend(handles, labels, loc="center right", title="came from", fontsize=8, title_fontsize=8, frameon=False)
+    figure.subplots_adjust(right=0.84, hspace=0.75, wspace=0.25)
+    return figure
+
+
+def plot_all_heads(weights: Any, *, gap: int = 2, figsize: tuple[float, float] = (14.0, 7.6),
+                   title: str | None = None, first_layer: int = 0, fontsize: float = 10.0) -> Figure:
+    """Every head of every layer, ``weights (L, H, N, N)``, as one picture: a row of panels per layer,
+    a column per head, each panel queries down and keys across (tokens in order, ``[CLS]`` first).
+    ``first_layer`` numbers the rows (for a slice of a model's layers); ``fontsize`` of the labels.
+
+    One image with white gaps between the panels instead of ``L x H`` axes: 72 labelled axes take
+    seconds to draw, one image a fraction of that. Returns the figure (pyplot's, for ``plt.show()``).
+    """
+    array = to_numpy(weights)
+    if array.ndim != 4 or array.shape[-1] != array.shape[-2]:
+        raise ValueError(f"weights must have shape (layers, heads, N, N), got {list(array.shape)}")
+    L, H, n, _ = array.shape
+    step = n + gap
+    canvas = np.full((L * step - gap, H * step - gap), np.nan)  # NaN = the gaps, drawn white
+    for layer in range(L):
+        for head in range(H):
+            canvas[layer * step:layer * step + n, head * step:head * step + n] = array[layer, head]
+    figure, ax = plt.subplots(figsize=figsize)
+    image = ax.imshow(canvas, cmap=cmap_with_nan(WEIGHTS_CMAP, "white"), vmin=0.0, vmax=1.0, interpolation="nearest")
+    ax.set_xticks([h * step + (n - 1) / 2 for h in range(H)], [f"head {h}" for h in range(H)], fontsize=fontsize)
+    ax.set_yticks([layer * step + (n - 1) / 2 for layer in range(L)],
+                  [f"layer {first_layer + layer}" for layer in range(L)], fontsize=fontsize)
+    ax.xaxis.tick_top()
+    ax.tick_params(length=0)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.set_xlabel(f"each panel: {n} queries down, {n} keys across, in the sentence's order", fontsize=fontsize)
+    bar = figure.colorbar(image, ax=ax, fraction=0.025, pad=0.02)
+    bar.set_label("attention weight", fontsize=fontsize)
+    bar.ax.tick_params(labelsize=fontsize)
+    if title:
+        ax.set_title(title, pad=8 + 1.6 * fontsize, fontsize=fontsize + 1)
+    return figure

@@ -1,0 +1,190 @@
+"""Heatmaps of attention: one matrix with token labels, its values written in, and weight matrices
+with named blocks of rows or columns (which features belong to which head).
+
+Every function accepts tensors on any device and with grad, draws into a given ``ax`` when asked,
+and returns the artists instead of printing anything, so a plotting cell's only output is its picture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.colors import Colormap
+from matplotlib.image import AxesImage
+
+from .arrays import _check_labels, _matrix
+from .colours import HEAD_COLOURS, SIGNED_CMAP, WEIGHTS_CMAP, text_colour
+from .labels import _axes_points, _cell_inches, _label_axes
+
+__all__ = ["heatmap", "annotate_cells", "block_heatmap"]
+
+
+ANNOTATE_MAX = 12  # matrices up to this many rows and columns get their values written in
+
+
+def heatmap(
+    values: Any,
+    x_labels: Sequence[str] | None = None,
+    y_labels: Sequence[str] | None = None,
+    *,
+    ax: Axes | None = None,
+    title: str | None = None,
+    xlabel: str = "key",
+    ylabel: str = "query",
+    cmap: str | Colormap | None = None,
+    vmin: float | None = None,
+    vmax: float | None = None,
+    annotate: bool | None = None,
+    colorbar: bool = True,
+    fmt: str = "{:.2f}",
+    fontsize: float | None = None,
+    colorbar_label: str | None = None,
+    x_ticks: bool = True,
+    y_ticks: bool = True,
+    text_labels: bool = False,
+) -> AxesImage:
+    """Draw one matrix (e.g. attention weights ``(N_q, N_k)``) with token labels and a colour bar.
+
+    ``x_labels`` label the columns (keys), ``y_labels`` the rows (queries; default: ``x_labels``
+    when the matrix is square). Values are written in each cell when the matrix is small
+    (``annotate=None`` decides by size: at most ``ANNOTATE_MAX`` rows and columns). Weights in
+    [0, 1] use ``viridis`` from 0 to 1; signed values use the diverging ``PuOr`` centred on zero.
+    ``fontsize`` of the tick labels: ``None`` shrinks them (down to ``MIN_FONTSIZE``) when many
+    tokens share the axes; column labels turn vertical only when they do not fit side by side.
+    Returns the image artist. A grid's inner panels pass ``x_ticks=False`` / ``y_ticks=False`` (no
+    ticks or labels on that axis); ``text_labels=True`` writes the labels as plain text instead of
+    ticks (same places, much faster to lay out and draw: for explorers).
+    """
+    return _heatmap(values, x_labels, y_labels, ax=ax, title=title, xlabel=xlabel, ylabel=ylabel, cmap=cmap,
+                    vmin=vmin, vmax=vmax, annotate=annotate, colorbar=colorbar, fmt=fmt, fontsize=fontsize,
+                    colorbar_label=colorbar_label, x_ticks=x_ticks, y_ticks=y_ticks, text_labels=text_labels)
+
+
+def _heatmap(values: Any, x_labels: Sequence[str] | None, y_labels: Sequence[str] | None, *, ax: Axes | None,
+             title: str | None, xlabel: str, ylabel: str, cmap: str | Colormap | None, vmin: float | None,
+             vmax: float | None, annotate: bool | None, colorbar: bool, fmt: str, fontsize: float | None,
+             colorbar_label: str | None, x_ticks: bool = True, y_ticks: bool = True,
+             text_labels: bool = False) -> AxesImage:
+    """:func:`heatmap`; a grid's inner panels pass ``x_ticks=False`` / ``y_ticks=False`` (no ticks
+    at all: each tick costs a few milliseconds to make and draw, and 32 tokens x 8 panels add up);
+    ``text_labels=True``: see :func:`_label_axes`."""
+    array = _matrix(values, "values")
+    n_rows, n_cols = array.shape
+    if y_labels is None and x_labels is not None and n_rows == n_cols:
+        y_labels = x_labels
+    _check_labels(x_labels, n_cols, "x_labels", array.shape)
+    _check_labels(y_labels, n_rows, "y_labels", array.shape)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(3.0, _cell_inches(n_cols) * n_cols + 1.5),
+                                      max(2.5, _cell_inches(n_rows) * 0.9 * n_rows + 1.0)))
+    finite = array[np.isfinite(array)]
+    is_weights = finite.size > 0 and finite.min() >= 0.0 and finite.max() <= 1.0 + 1e-6
+    if cmap is None:
+        cmap = WEIGHTS_CMAP if is_weights else SIGNED_CMAP
+    if vmin is None and vmax is None:
+        if is_weights:
+            vmin, vmax = 0.0, 1.0
+        else:
+            bound = float(np.abs(finite).max()) if finite.size else 1.0
+            vmin, vmax = -(bound or 1.0), bound or 1.0
+    image = ax.imshow(array, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
+    _label_axes(ax, x_labels, y_labels, n_cols, n_rows, xlabel, ylabel, fontsize, x_ticks=x_ticks, y_ticks=y_ticks,
+                text_labels=text_labels)
+    if title:
+        ax.set_title(title)
+    if annotate is None:
+        annotate = n_rows <= ANNOTATE_MAX and n_cols <= ANNOTATE_MAX
+    if annotate:
+        annotate_cells(ax, array, image, fmt=fmt)
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=colorbar_label)
+    return image
+
+
+def annotate_cells(ax: Axes, array: np.ndarray, image: AxesImage, *, fmt: str = "{:.2f}",
+                   fontsize: float | None = None) -> list:
+    """Write each value of ``array (N_q, N_k)`` in its cell, dark on light colours and light on dark.
+
+    ``fontsize=None`` fits the text to the cell size (at most 8 points). Returns the text artists.
+    """
+    n_rows, n_cols = array.shape
+    if fontsize is None:
+        width_pt, height_pt = _axes_points(ax)
+        fontsize = float(np.clip(min(width_pt / max(n_cols, 1) / 3.2, height_pt / max(n_rows, 1) / 1.8), 4.0, 8.0))
+    texts = []
+    for (i, j), value in np.ndenumerate(array):
+        texts.append(ax.text(j, i, fmt.format(value), ha="center", va="center", fontsize=fontsize,
+                             color=text_colour(image, value)))
+    return texts
+
+
+def _block_starts(blocks: Sequence[tuple[str, int]], total: int, name: str, shape: Sequence[int]) -> list[int]:
+    sizes = [int(size) for _, size in blocks]
+    if any(size < 1 for size in sizes) or sum(sizes) != total:
+        raise ValueError(f"{name} sizes {sizes} must be positive and add up to {total} for a matrix of "
+                         f"shape {list(shape)}, but they add up to {sum(sizes)}")
+    return [sum(sizes[:i]) for i in range(len(sizes))]
+
+
+def block_heatmap(
+    values: Any,
+    *,
+    row_blocks: Sequence[tuple[str, int]] | None = None,
+    col_blocks: Sequence[tuple[str, int]] | None = None,
+    block_colours: Sequence[str] | None = None,
+    ax: Axes | None = None,
+    title: str | None = None,
+    xlabel: str = "",
+    ylabel: str = "",
+    colorbar: bool = True,
+) -> AxesImage:
+    """A matrix ``(rows, cols)`` (e.g. a weight) as a signed heatmap with named groups of rows or columns.
+
+    ``col_blocks`` (or ``row_blocks``): ``(label, size)`` pairs in order, whose sizes add up to the
+    number of columns (rows); e.g. ``[("head 0", 16), ("head 1", 16), ...]``. Black lines separate
+    the blocks, and each is named on a strip of its colour (``block_colours``, default
+    :data:`HEAD_COLOURS` in turn) above the matrix (columns) or to its right (rows). Returns the image.
+    """
+    array = _matrix(values, "values")
+    n_rows, n_cols = array.shape
+    if ax is None:
+        _, ax = plt.subplots(figsize=(min(12.0, 0.06 * n_cols + 3.0), min(8.0, 0.06 * n_rows + 2.0)))
+    bound = float(np.abs(array).max()) or 1.0
+    image = ax.imshow(array, cmap=SIGNED_CMAP, vmin=-bound, vmax=bound, aspect="auto", interpolation="nearest")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    colours = list(block_colours) if block_colours is not None else None
+    for blocks, along_cols in ((col_blocks, True), (row_blocks, False)):
+        if not blocks:
+            continue
+        total = n_cols if along_cols else n_rows
+        starts = _block_starts(blocks, total, "col_blocks" if along_cols else "row_blocks", array.shape)
+        if colours is not None and len(colours) < len(blocks):
+            raise ValueError(f"block_colours has {len(colours)} colours for {len(blocks)} blocks")
+        for i, ((label, size), start) in enumerate(zip(blocks, starts)):
+            colour = colours[i] if colours is not None else HEAD_COLOURS[i % len(HEAD_COLOURS)]
+            if along_cols:
+                if start:
+                    ax.axvline(start - 0.5, color="black", linewidth=1.5)
+                strip = plt.Rectangle((start - 0.5, 1.01), size, 0.07, transform=ax.get_xaxis_transform(),
+                                      facecolor=colour, edgecolor="white", clip_on=False)
+                ax.text(start - 0.5 + size / 2, 1.045, label, transform=ax.get_xaxis_transform(), ha="center",
+                        va="center", fontsize=8, color="black" if colour != "#000000" else "white")
+            else:
+                if start:
+                    ax.axhline(start - 0.5, color="black", linewidth=1.5)
+                strip = plt.Rectangle((1.01, start - 0.5), 0.07, size, transform=ax.get_yaxis_transform(),
+                                      facecolor=colour, edgecolor="white", clip_on=False)
+                ax.text(1.045, start - 0.5 + size / 2, label, transform=ax.get_yaxis_transform(), ha="center",
+                        va="center", fontsize=8, rotation=90, color="black" if colour != "#000000" else "white")
+            ax.add_patch(strip)
+    if title:
+        strip_points = 0.085 * ax.get_position().height * ax.figure.get_figheight() * 72  # strip + gap, in points
+        ax.set_title(title, pad=6 + strip_points if col_blocks else 6)
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.10 if row_blocks else 0.04)
+    return image

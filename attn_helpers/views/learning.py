@@ -1,0 +1,122 @@
+"""Lesson 08's static pictures of training runs: learning curves, and every head over training.
+
+They draw a finished run's records (a :class:`attn_helpers.lab.TrainingRun`: ``train_loss (steps,)``,
+``held_out_accuracy (S,)``, ``pattern_match (S, L, H)``, ``probe_weights (S, L, H, N, N)``, ...) and
+compute nothing; the explorer over the same records is :class:`attn_helpers.widgets.AttentionSnapshotExplorer`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.image import AxesImage
+
+from .arrays import to_numpy
+from .colours import HEAD_COLOURS, WEIGHTS_CMAP
+from .heatmaps import heatmap
+
+__all__ = ["plot_learning_curves", "plot_snapshots", "weights_panel", "head_name", "runs_by_name"]
+
+RUN_RECORDS = ("task", "config", "steps", "train_loss", "held_out_accuracy", "pattern_match", "probe_weights")
+
+
+def head_name(layer: int, head: int, num_layers: int) -> str:
+    """``"layer 1 head 0"``, or ``"head 0"`` for a one-layer model."""
+    return f"layer {layer} head {head}" if num_layers > 1 else f"head {head}"
+
+
+def weights_panel(values: Any, labels: Sequence[str], ax: Axes, *, title: str, xlabel: str, ylabel: str,
+                  x_ticks: bool = True, y_ticks: bool = True) -> AxesImage:
+    """One attention heatmap ``(N, N)`` in [0, 1] with token labels on the axes that carry ticks; returns the image.
+
+    Inner panels carry no labels, and labels are text rather than ticks: ticks cost most of the drawing time.
+    """
+    return heatmap(values, labels, labels, ax=ax, title=title, xlabel=xlabel, ylabel=ylabel, cmap=WEIGHTS_CMAP,
+                   vmin=0.0, vmax=1.0, annotate=False, colorbar=False, fmt="{:.2f}", fontsize=None,
+                   colorbar_label=None, x_ticks=x_ticks, y_ticks=y_ticks, text_labels=True)
+
+
+def runs_by_name(runs: Mapping[str, Any] | Any) -> dict[str, Any]:
+    """``{name: run}`` from one training run (named after its task) or a non-empty mapping of them.
+
+    A run is anything with the records of :class:`attn_helpers.lab.TrainingRun` (:data:`RUN_RECORDS`).
+    """
+    if not isinstance(runs, Mapping):
+        if not all(hasattr(runs, record) for record in RUN_RECORDS):
+            raise TypeError(f"runs must be a TrainingRun or a non-empty mapping name -> TrainingRun, "
+                            f"got {type(runs).__name__}")
+        runs = {runs.task.name: runs}
+    if not runs:
+        raise TypeError("runs must be a TrainingRun or a non-empty mapping name -> TrainingRun")
+    for name, run in runs.items():
+        if not all(hasattr(run, record) for record in RUN_RECORDS):
+            raise TypeError(f"runs[{name!r}] must be a TrainingRun, got {type(run).__name__}")
+    return dict(runs)
+
+
+def plot_learning_curves(runs: Mapping[str, Any] | Any, *, accuracy: float | None = 0.99,
+                         figsize: tuple[float, float] = (14.0, 3.4)) -> Figure:
+    """Three panels over training steps, one colour per run: the training loss (log scale), the
+    held-out accuracy (a dotted line at ``accuracy``), and the pattern match of each run's best head
+    (the head closest to the ideal at the end, named in the legend). ``runs``: one training run or
+    ``{name: run}``. Returns the figure."""
+    runs = runs_by_name(runs)
+    figure, axes = plt.subplots(1, 3, figsize=figsize)
+    for i, (name, run) in enumerate(runs.items()):
+        colour = HEAD_COLOURS[i % len(HEAD_COLOURS)]
+        layer, head = run.best_head()
+        axes[0].plot(np.arange(1, run.config.steps + 1), to_numpy(run.train_loss), color=colour, lw=1.0)
+        axes[1].plot(run.steps, to_numpy(run.held_out_accuracy), color=colour)
+        axes[2].plot(run.steps, to_numpy(run.pattern_match[:, layer, head]), color=colour,
+                     label=f"{name}\n(best: {head_name(layer, head, run.pattern_match.shape[1])})")
+    axes[0].set(yscale="log", title="training loss", xlabel="training step")
+    axes[1].set(ylim=(0.0, 1.03), title="held-out accuracy", xlabel="training step")
+    axes[2].set(ylim=(0.0, 1.03), title="pattern match of the best head", xlabel="training step")
+    if accuracy is not None:
+        axes[1].axhline(accuracy, color="0.5", lw=0.8, ls=":")
+    for ax in axes:
+        ax.grid(True, alpha=0.3)
+    figure.tight_layout(rect=(0.0, 0.0, 0.85, 1.0))
+    figure.legend(*axes[2].get_legend_handles_labels(), loc="center left", bbox_to_anchor=(0.855, 0.5),
+                  fontsize=8, frameon=False, labelspacing=0.9)
+    return figure
+
+
+def plot_snapshots(run: Any, steps: Sequence[int], *, title: str | None = None) -> Figure:
+    """Every head's attention on the run's probe sequence at each of ``steps`` (one row per head,
+    one column per step), and the ideal pattern at the top right.
+
+    ``run``: a training run (its ``probe_weights (S, L, H, N, N)``, ``pattern_match (S, L, H)``,
+    ``probe_ideal (N, N)``); ``steps``: steps it recorded. Each panel's title gives the step and that
+    head's pattern match there. Returns the figure."""
+    if not steps:
+        raise ValueError("steps must name at least one recorded step, got none")
+    indices = [run.snapshot(step) for step in steps]
+    L, H = run.pattern_match.shape[1:]
+    rows, cols = L * H, len(steps) + 1
+    panel = 1.9
+    width, height = 1.3 + cols * panel + (cols - 1) * 0.35 + 1.0, 0.9 + rows * panel + (rows - 1) * 0.8
+    figure = plt.figure(figsize=(width, height))
+    grid = figure.add_gridspec(rows, cols, left=0.75 / width, right=1.0 - 1.1 / width, bottom=0.55 / height,
+                               top=1.0 - 0.55 / height, wspace=0.35 / panel, hspace=0.8 / panel)
+    labels = run.probe_labels
+    for r in range(rows):
+        layer, head = divmod(r, H)
+        for c, (step, index) in enumerate(zip(steps, indices)):
+            ax = figure.add_subplot(grid[r, c])
+            weights_panel(run.probe_weights[index, layer, head], labels, ax,
+                          title=f"step {step}: match {run.pattern_match[index, layer, head].item():.2f}",
+                          xlabel="key" if r == rows - 1 else "",
+                          ylabel=f"{head_name(layer, head, L)}\nquery" if c == 0 else "",
+                          x_ticks=r == rows - 1, y_ticks=c == 0)
+    ax = figure.add_subplot(grid[0, cols - 1])
+    image = weights_panel(run.probe_ideal, labels, ax, title="ideal", xlabel="key", ylabel="", y_ticks=False)
+    cax = figure.add_axes((1.0 - 0.85 / width, 0.55 / height, 0.12 / width, 1.0 - 1.1 / height))
+    figure.colorbar(image, cax=cax, label="attention weight")
+    figure.suptitle(title or f"{run.task.name}: every head over training", fontsize=11)
+    return figure
