@@ -91,8 +91,10 @@ class Watch(dict):
                 or self.name(answer))
 
 
-#: Exports that compute nothing a judged exercise asks for (masks, a broadcast): never refused by :func:`library`.
-MASK_BUILDERS = ("causal_mask", "padding_mask", "blocked_to_keep", "mask_to_additive", "broadcast_shape")
+#: Exports that compute nothing a judged exercise asks for (masks, a broadcast, the size checks): never refused by
+#: :func:`library`.
+MASK_BUILDERS = ("causal_mask", "padding_mask", "blocked_to_keep", "mask_to_additive", "broadcast_shape", "check_heads",
+                 "check_kv_heads")
 
 
 def library(only: Iterable[str] | None = None, *, skip: Iterable[str] = MASK_BUILDERS) -> Watch:

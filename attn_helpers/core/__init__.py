@@ -18,7 +18,7 @@ One module per idea, each importing only the ones above it:
 
 from __future__ import annotations
 
-from .arguments import broadcast_shape, check_heads  # noqa: F401
+from .arguments import broadcast_shape, check_heads, check_kv_heads  # noqa: F401
 from .masks import apply_mask, blocked_to_keep, causal_mask, mask_for_heads, mask_to_additive, padding_mask  # noqa: F401
 from .attention import attend, attention_scores, scaled_dot_product_attention  # noqa: F401
 from .heads import merge_heads, repeat_kv_heads, split_heads  # noqa: F401
@@ -33,7 +33,7 @@ from .tiled import online_softmax, online_softmax_update, tiled_attention  # noq
 from .block import ACTIVATIONS, TransformerBlock  # noqa: F401
 
 __all__ = [
-    "broadcast_shape", "check_heads", "causal_mask", "padding_mask", "blocked_to_keep", "mask_to_additive",
+    "broadcast_shape", "check_heads", "check_kv_heads", "causal_mask", "padding_mask", "blocked_to_keep", "mask_to_additive",
     "apply_mask", "mask_for_heads", "attention_scores", "attend", "scaled_dot_product_attention",
     "split_heads", "merge_heads", "repeat_kv_heads", "Traceable", "Attention", "AttentionHead",
     "ConcatHeadsAttention", "MultiHeadAttention", "DEFAULT_BASE", "PAIRINGS", "rope_frequencies", "apply_rope",

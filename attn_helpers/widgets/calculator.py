@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipywidgets as W
 from matplotlib.figure import Figure
 
-from ..core.arguments import check_heads
+from ..core import check_heads
 from ..lab import attention_flops, attention_parameters
 from ._base import Explorer, InvalidCombination
 

@@ -13,6 +13,7 @@ import html
 import ipywidgets as W
 from matplotlib.figure import Figure
 
+from ..core import check_kv_heads
 from ..lab import MODEL_ATTENTION_SIZES, kv_cache_bytes
 from ._base import Explorer, InvalidCombination
 
@@ -107,12 +108,10 @@ class KVCacheCalculator(Explorer):
     def sizes(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int,
               dtype_bytes: int, head_dim: int) -> dict[str, int]:
         """Bytes of the cache for each kind (:data:`KINDS`) at these control values."""
-        if kv_groups > num_heads or num_heads % kv_groups:
-            options = [g for g in range(1, num_heads + 1) if num_heads % g == 0]
-            raise InvalidCombination(
-                f"{num_heads} query heads cannot be shared out evenly over {kv_groups} key/value heads: "
-                f"{num_heads} / {kv_groups} = {num_heads / kv_groups:.2f} query heads per group, not a whole "
-                f"number (try G in {options})")
+        try:
+            check_kv_heads(num_heads, kv_groups)  # the library's one message for a group count that does not divide
+        except ValueError as problem:
+            raise InvalidCombination(str(problem)) from None
         groups = {"multi-head": num_heads, "grouped-query": kv_groups, "multi-query": 1}
         return {kind: kv_cache_bytes(num_layers=num_layers, num_kv_heads=g, head_dim=head_dim,
                                      seq_len=seq_len, batch=self.batch, dtype_bytes=dtype_bytes)

@@ -59,11 +59,11 @@ def test_heads_not_divisible_by_groups_are_explained_without_a_traceback(calc):
     calc.set(**DEFAULTS)
     calc.set(kv_groups=6)
     assert not calc.valid
-    assert "not possible" in calc.last_status and "64 / 6 = 10.67" in calc.last_status
+    assert "not possible" in calc.last_status and "64 / 6 = 10.6667" in calc.last_status
     assert "[1, 2, 4, 8, 16, 32, 64]" in calc.last_status
     assert "Traceback" not in calc.status.value
     calc.set(num_heads=4, kv_groups=8)  # more groups than heads
-    assert not calc.valid and "4 / 8 = 0.50" in calc.last_status
+    assert not calc.valid and "4 / 8 = 0.5 " in calc.last_status
     calc.set(**DEFAULTS)
     assert calc.valid
 
