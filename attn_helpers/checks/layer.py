@@ -389,7 +389,7 @@ def check_mha_class(answer: Any) -> Verdict:
     Its parameters are copied from a :class:`MultiHeadAttention`; the outputs are compared with that layer's and
     with ``nn.MultiheadAttention``'s (via ``to_torch``) on four sizes, and typical mistakes are named. A class
     that is, holds or calls a library's attention (``MultiHeadAttention``, ``nn.MultiheadAttention``,
-    ``F.scaled_dot_product_attention``, the functions of ``attn_helpers.attention``) is refused.
+    ``F.scaled_dot_product_attention``, the attention functions ``attn_helpers.core`` exports) is refused.
     """
     if not (isinstance(answer, type) and issubclass(answer, nn.Module)):
         return wrong(f"the answer should be your class (an nn.Module subclass, not an instance), got {answer!r}.",

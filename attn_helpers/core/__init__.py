@@ -22,7 +22,7 @@ from .arguments import broadcast_shape, check_heads, check_kv_heads  # noqa: F40
 from .masks import apply_mask, blocked_to_keep, causal_mask, mask_for_heads, mask_to_additive, padding_mask  # noqa: F401
 from .attention import attend, attention_scores, scaled_dot_product_attention  # noqa: F401
 from .heads import merge_heads, repeat_kv_heads, split_heads  # noqa: F401
-from .observers import Traceable  # noqa: F401
+from .observers import Intermediates, Observer, Traceable  # noqa: F401
 from .layers import Attention, AttentionHead, ConcatHeadsAttention  # noqa: F401
 from .multihead import MultiHeadAttention  # noqa: F401
 from .positions import (DEFAULT_BASE, PAIRINGS, LearnedPositions, RotaryAttention, apply_rope,  # noqa: F401
@@ -35,7 +35,7 @@ from .block import ACTIVATIONS, TransformerBlock  # noqa: F401
 __all__ = [
     "broadcast_shape", "check_heads", "check_kv_heads", "causal_mask", "padding_mask", "blocked_to_keep", "mask_to_additive",
     "apply_mask", "mask_for_heads", "attention_scores", "attend", "scaled_dot_product_attention",
-    "split_heads", "merge_heads", "repeat_kv_heads", "Traceable", "Attention", "AttentionHead",
+    "split_heads", "merge_heads", "repeat_kv_heads", "Intermediates", "Observer", "Traceable", "Attention", "AttentionHead",
     "ConcatHeadsAttention", "MultiHeadAttention", "DEFAULT_BASE", "PAIRINGS", "rope_frequencies", "apply_rope",
     "rope_pair_scores", "sinusoidal_encoding", "LearnedPositions", "permute_tokens", "equivariance_gap",
     "RotaryAttention", "grouped_query_attention", "GroupedQueryAttention", "KVCache", "cached_attention_step",

@@ -39,7 +39,7 @@ from .layers import Attention
 from .observers import Intermediates
 
 __all__ = ["PAIRINGS", "DEFAULT_BASE", "rope_frequencies", "apply_rope", "rope_pair_scores", "sinusoidal_encoding",
-           "LearnedPositions", "permute_tokens", "equivariance_gap", "RotaryAttention", "check_rope_settings"]
+           "LearnedPositions", "permute_tokens", "equivariance_gap", "RotaryAttention"]
 
 PAIRINGS = ("half", "interleaved")
 DEFAULT_BASE = 10_000.0

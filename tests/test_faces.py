@@ -1,0 +1,50 @@
+"""Each room's face (its ``__init__``) exports exactly the public names its modules declare in ``__all__``.
+
+A name a module declares but its room does not export is unreachable the documented way
+(``attn_helpers.<room>.<name>``); a name the face exports that no module declares has no home.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import pytest
+
+import attn_helpers
+
+ROOMS = ("core", "lab", "views", "widgets", "checks")
+#: Modules whose names are imported by their path, not from the room's face: core's argument checks (other rooms
+#: and benchmarks/ call them as attn_helpers.core.arguments.check_tensor and so on).
+BY_PATH = {"core": {"arguments"}}
+
+
+def declared(room: str) -> dict[str, str]:
+    """``name -> module`` for every name in the ``__all__`` of the room's modules (private modules included)."""
+    package = importlib.import_module(f"attn_helpers.{room}")
+    names: dict[str, str] = {}
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"attn_helpers.{room}.{info.name}")
+        for name in getattr(module, "__all__", ()):
+            names.setdefault(name, info.name)
+    return names
+
+
+@pytest.mark.parametrize("room", ROOMS)
+def test_a_room_exports_what_its_public_modules_declare(room):
+    package = importlib.import_module(f"attn_helpers.{room}")
+    names = declared(room)
+    public = {name: module for name, module in names.items()
+              if not module.startswith("_") and module not in BY_PATH.get(room, set())}
+    missing = sorted(f"{module}.{name}" for name, module in public.items() if name not in package.__all__)
+    assert not missing, f"declared in a module's __all__ but not exported by attn_helpers.{room}: {missing}"
+    homeless = sorted(set(package.__all__) - set(names))
+    assert not homeless, f"attn_helpers.{room} exports names no module of it declares: {homeless}"
+    for name in package.__all__:
+        assert getattr(package, name) is not None
+
+
+def test_the_package_face_exports_names_of_the_rooms_only():
+    rooms = {name for room in ROOMS for name in importlib.import_module(f"attn_helpers.{room}").__all__}
+    extra = sorted(set(attn_helpers.__all__) - rooms - set(ROOMS))
+    assert not extra, f"attn_helpers exports names no room exports: {extra}"
