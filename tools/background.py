@@ -32,13 +32,13 @@ def clean_environ() -> dict[str, str]:
 
 
 def start(jobs: Iterable[tuple[str, Job]]) -> None:
-    """Start every job not started yet (two at a time: each mostly waits on its child process)."""
+    """Start every job not started yet (three at a time: each mostly waits on its child process or the network)."""
     global _pool
     for name, job in jobs:
         if name in _futures:
             continue
         if _pool is None:
-            _pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="background")
+            _pool = concurrent.futures.ThreadPoolExecutor(max_workers=3, thread_name_prefix="background")
         _futures[name] = _pool.submit(job)
 
 

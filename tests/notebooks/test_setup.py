@@ -18,6 +18,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,8 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+
+from tools import background
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LEARNER = REPO_ROOT / "requirements.txt"
@@ -81,21 +84,33 @@ def test_environment_yml_installs_the_learner_requirements() -> None:
 
 
 @pytest.mark.slow
-def test_pips_dry_run_of_the_learner_requirements_lists_no_cuda_package(tmp_path: Path) -> None:
-    """pip resolves the learner's set-up as make lab does (ignoring what is installed) and downloads nothing."""
+def pips_dry_run() -> tuple[subprocess.CompletedProcess, dict | None]:
+    """pip resolves the learner's set-up as make lab does (ignoring what is installed) and downloads nothing:
+    its result and its report. Mostly waiting on the registry (about three minutes here), so it runs in the
+    background from the start of the session (tools/background.py)."""
     env = {k: v for k, v in os.environ.items() if k != "PIP_REQUIRE_VIRTUALENV"}
     try:
         socket.getaddrinfo("download.pytorch.org", 443)
     except OSError:  # the Makefile does the same: one try per package on an index that does not resolve
         env["PIP_RETRIES"] = "0"
-    report = tmp_path / "report.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-         "--disable-pip-version-check", "--report", str(report), "-r", str(LEARNER)],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    with tempfile.TemporaryDirectory() as folder:
+        report = Path(folder) / "report.json"
+        result = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+             "--disable-pip-version-check", "--report", str(report), "-r", str(LEARNER)],
+            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+        return result, (json.loads(report.read_text()) if report.exists() else None)
+
+
+BACKGROUND_JOBS = {"test_setup: pip's dry run of the learner requirements": pips_dry_run}
+
+
+def test_pips_dry_run_of_the_learner_requirements_lists_no_cuda_package() -> None:
+    """pip resolves the learner's set-up as make lab does (ignoring what is installed) and downloads nothing."""
+    name = "test_setup: pip's dry run of the learner requirements"
+    result, report = background.result(name, BACKGROUND_JOBS[name])
     assert result.returncode == 0, result.stderr[-3000:]
-    chosen = {canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"]
-              for item in json.loads(report.read_text())["install"]}
+    chosen = {canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"] for item in report["install"]}
     cuda = sorted(name for name in chosen if name.startswith("nvidia-") or name == "triton")
     assert not cuda, cuda
     assert {"torch", "jupyterlab", "matplotlib", "ipywidgets", "transformers", "attn-helpers"} <= set(chosen)
