@@ -34,6 +34,18 @@ class CurrentEnvKernelSpecs(KernelSpecManager):
         )
 
 
+def kernelspec() -> dict[str, str]:
+    """The ``kernelspec`` metadata a front end writes for this environment's kernel.
+
+    JupyterLab sets ``{name, display_name, language}`` from the kernel it starts (the installed
+    ipykernel's kernelspec, e.g. display name "Python 3 (ipykernel)"); a notebook saved with the same
+    three values stays unchanged when it is opened.
+    """
+    spec = ipykernel.kernelspec.get_kernel_dict()
+    return {"display_name": spec["display_name"], "language": spec["language"],
+            "name": ipykernel.kernelspec.KERNEL_NAME}
+
+
 # Settings that leak from the shell into a kernel and change what a notebook shows: MPLBACKEND=Agg
 # silently removes every figure, PYTHONWARNINGS can add stderr output.
 LEAKY_VARIABLES = ("MPLBACKEND", "PYTHONWARNINGS")
@@ -56,7 +68,7 @@ def execute(path: Path) -> float:
     for name in LEAKY_VARIABLES:
         os.environ.pop(name, None)
     nb = nbformat.read(path, as_version=4)
-    km = KernelManager(kernel_name="python3", kernel_spec_manager=CurrentEnvKernelSpecs())
+    km = KernelManager(kernel_name=ipykernel.kernelspec.KERNEL_NAME, kernel_spec_manager=CurrentEnvKernelSpecs())
     client = NotebookClient(
         nb,
         km=km,
@@ -67,9 +79,10 @@ def execute(path: Path) -> float:
     start = time.perf_counter()
     client.execute()
     seconds = time.perf_counter() - start
-    # Keep the metadata the same on every machine: the kernelspec the series declares, and no
-    # interpreter version beyond what Jupyter itself records.
-    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    # Keep the metadata the same on every machine and exactly what a front end writes on opening the
+    # notebook: ipykernel's own kernelspec, without the interpreter path (JupyterLab replaces a
+    # kernelspec that differs, marks the notebook changed and autosaves it).
+    nb.metadata["kernelspec"] = kernelspec()
     nbformat.validate(nb)
     nbformat.write(nb, path)
     return seconds

@@ -11,6 +11,8 @@ Used by ``tests/notebooks/test_browser.py`` (fixtures, imported there), ``script
 * :class:`Browser` — Playwright driving the system Chromium with flags that work offline and as root.
 * :class:`LessonPage` — one notebook open in JupyterLab: Run All, wait until every code cell has run,
   find the output problems, the static figures and the explorers.
+* :func:`open_and_close_untouched` — every notebook opened from the file browser, left until its kernel
+  is idle, closed: was it marked changed, did closing ask to save, did (a shortened) autosave rewrite it.
 * :class:`ExplorerView` — one ``Explorer`` on the page (its VBox): its controls in order, its status
   line parsed into ``name=value`` pairs, its image; move a slider by keyboard or mouse, pick a
   dropdown option, click a toggle, and wait for the status line to show the new value.
@@ -223,8 +225,11 @@ class JupyterServer:
     """
 
     def __init__(self, base: Path, source: Path = NOTEBOOKS_DIR,
-                 kernels: Callable[[Path], Any] | None = None, threads: int | None = None) -> None:
+                 kernels: Callable[[Path], Any] | None = None, threads: int | None = None,
+                 settings: dict[str, dict[str, Any]] | None = None) -> None:
         self.base = Path(base)
+        # JupyterLab user settings on top of LAB_USER_SETTINGS: file name under user-settings -> values.
+        self.settings = {**LAB_USER_SETTINGS, **(settings or {})}
         # Math threads of the kernels (None: the machine's default). The browser run goes alongside
         # other notebook runs on a small machine, where two-thread kernels stall each other; what a
         # notebook prints at each thread count is nbval's business, not the browser's.
@@ -289,7 +294,7 @@ class JupyterServer:
         if self.kernels is not None:
             self.kernels(Path(env["JUPYTER_DATA_DIR"]))
         settings = Path(env["JUPYTER_CONFIG_DIR"]) / "lab" / "user-settings"
-        for name, value in LAB_USER_SETTINGS.items():
+        for name, value in self.settings.items():
             target = settings / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(json.dumps(value))
@@ -1272,6 +1277,146 @@ class LabRuns:
 def with_tempdir() -> tempfile.TemporaryDirectory[str]:
     """A temporary folder for scripts that use :class:`JupyterServer` outside pytest."""
     return tempfile.TemporaryDirectory(prefix="attn-browser-")
+
+
+# -- nothing changes on open --------------------------------------------------------------------
+# A notebook opened and closed untouched must stay as committed: no "unsaved changes" mark, no "Save your
+# work" question on closing, no autosave writing it back. JupyterLab replaces a notebook's kernelspec and
+# language_info with what the kernel reports as soon as the kernel starts; any difference marks it changed.
+# The docmanager's autosave is shortened here so that a notebook marked changed is written back to disk
+# within the test, as it would be after two minutes on a learner's machine.
+AUTOSAVE_SECONDS = 0.5
+UNTOUCHED_SETTINGS = {
+    "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": True,
+                                                                    "autosaveInterval": AUTOSAVE_SECONDS},
+}
+MAIN_TAB = "#jp-main-dock-panel .lm-TabBar-tab"
+DIALOG = ".jp-Dialog"
+
+
+@dataclass
+class UntouchedObservation:
+    """One notebook opened in JupyterLab, left alone until its kernel was idle, and closed."""
+
+    name: str
+    dirty: bool = False  # its tab showed unsaved changes once the kernel was idle
+    dialogs: list[str] = field(default_factory=list)  # dialogs that closing the tab opened ("Save your work")
+    changed_on_disk: bool = False  # the served file's bytes differ from what was served
+    open_seconds: float = 0.0  # from navigation to an idle kernel
+    error: str | None = None  # the page could not be driven (timeout, missing element)
+
+    def problems(self) -> list[str]:
+        found = [f"{self.name}: {self.error}"] if self.error else []
+        if self.dirty:
+            found.append(f"{self.name}: JupyterLab marked the notebook changed on opening (its tab shows unsaved changes)")
+        found += [f"{self.name}: closing it untouched asked: {text!r}" for text in self.dialogs]
+        if self.changed_on_disk:
+            found.append(f"{self.name}: the file on disk changed although nobody edited it (autosave wrote it back)")
+        return found
+
+
+def open_and_close_untouched(server: JupyterServer, browser: Browser, paths: list[Path],
+                             settle: float = AUTOSAVE_SECONDS + 0.5,
+                             screenshots: Path | None = SCREENSHOT_DIR) -> dict[str, UntouchedObservation]:
+    """Open each served notebook in turn as a learner does, wait for an idle kernel, run nothing, close its tab.
+
+    ``paths`` name notebooks in the server's root (``server.root``). One JupyterLab page: each notebook is
+    opened by a double click in the file browser (no page load per notebook). After its kernel is idle
+    the page is left alone for ``settle`` seconds, longer than the autosave interval of
+    :data:`UNTOUCHED_SETTINGS`, so a notebook marked changed is autosaved before it is closed. A dialog that
+    closing opens is answered "Discard", so one notebook's failure does not block the next; its kernel is
+    then shut down. Never raises for one notebook: what went wrong is recorded in its observation.
+    """
+    results: dict[str, UntouchedObservation] = {}
+    page = browser.context.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        page.goto(f"{server.url}/lab/workspaces/untouched?reset&token={server.token}", wait_until="domcontentloaded")
+        page.locator(".jp-DirListing-item").first.wait_for(timeout=60_000)
+        for path in paths:
+            seen = results[path.name] = UntouchedObservation(path.name)
+            served = server.root / path.name
+            before = served.read_bytes()
+            try:
+                _open_and_close(page, server, path.name, CommittedNotebook.read(served).n_cells, settle, seen)
+            except Exception as problem:  # noqa: BLE001 - reported by the test
+                seen.error = f"{type(problem).__name__}: {problem}".strip()
+                if screenshots is not None:  # the page as it was left
+                    screenshots.mkdir(parents=True, exist_ok=True)
+                    try:
+                        page.screenshot(path=str(screenshots / f"{path.stem}__untouched_failed.png"))
+                    except Exception:  # noqa: BLE001 - the picture is a diagnostic, the verdict stands
+                        pass
+                _close_everything(page)
+            finally:
+                server.shut_down_notebook(path.name)
+            seen.changed_on_disk = served.read_bytes() != before
+    finally:
+        page.close()
+    return results
+
+
+def _main_tab(page: Any, name: str) -> Any:
+    return page.locator(MAIN_TAB).filter(has=page.locator(".lm-TabBar-tabLabel", has_text=re.compile(f"^{re.escape(name)}$")))
+
+
+def _open_and_close(page: Any, server: JupyterServer, name: str, n_cells: int, settle: float,
+                    seen: UntouchedObservation) -> None:
+    start = time.perf_counter()
+    item = page.locator(".jp-DirListing-item").filter(
+        has=page.locator(".jp-DirListing-itemText", has_text=re.compile(f"^{re.escape(name)}$")))
+    item.dblclick()
+    page.wait_for_function(
+        "n => document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell').length >= n",
+        arg=n_cells, timeout=60_000, polling=100)
+    # Connected to a started kernel: the status bar says "<kernel> | Idle" (the toolbar's indicator says
+    # idle while the kernel is still starting), and the server has the notebook's session.
+    page.locator("#jp-main-statusbar").get_by_text(re.compile(r"\|\s*Idle\s*$")).first.wait_for(timeout=60_000)
+    page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator[data-status='idle']",
+                           timeout=60_000)
+    assert server.sessions_for(name), "the page shows an idle kernel but the server has no session for the notebook"
+    seen.open_seconds = time.perf_counter() - start
+    tab = _main_tab(page, name)
+    assert tab.count() == 1, f"{tab.count()} main-area tabs are labelled {name!r}"
+    seen.dirty = "jp-mod-dirty" in (tab.get_attribute("class") or "")  # changed as the kernel started
+    page.wait_for_timeout(settle * 1000)
+    seen.dirty = seen.dirty or "jp-mod-dirty" in (tab.get_attribute("class") or "")  # or later, not yet autosaved
+    tab.locator(".lm-TabBar-tabCloseIcon").click()
+    # Closed: the tab is gone, or a dialog asks first.
+    page.wait_for_function(
+        "([tab, label, dialog]) => document.querySelector(dialog) !== null || ![...document.querySelectorAll(tab)]"
+        ".some(t => (t.querySelector('.lm-TabBar-tabLabel') || {}).textContent === label)",
+        arg=[MAIN_TAB, name, DIALOG], timeout=10_000, polling=50)
+    dialog = page.locator(DIALOG)
+    if dialog.count():
+        seen.dialogs.append(" ".join(dialog.first.inner_text().split()))
+        _answer_dialogs(page)
+        _main_tab(page, name).wait_for(state="detached", timeout=10_000)
+
+
+def _answer_dialogs(page: Any) -> None:
+    """Answer every open dialog without saving: "Discard" where offered, else "Cancel"."""
+    for _ in range(5):
+        dialog = page.locator(DIALOG)
+        if not dialog.count():
+            return
+        discard = dialog.first.locator("button.jp-mod-warn")
+        (discard if discard.count() else dialog.first.locator("button.jp-mod-reject")).first.click()
+        page.wait_for_timeout(100)
+
+
+def _close_everything(page: Any) -> None:
+    """After a failure: close every document tab without saving, so the next notebook starts alone."""
+    try:
+        _answer_dialogs(page)
+        for _ in range(20):
+            icons = page.locator(f"{MAIN_TAB} .lm-TabBar-tabCloseIcon")
+            if not icons.count():
+                return
+            icons.first.click()
+            _answer_dialogs(page)
+    except Exception:  # noqa: BLE001 - best effort; the next notebook's own checks report what is left
+        pass
 
 
 # -- the classic Notebook: the front end of ipywidgets 7 ------------------------------------------

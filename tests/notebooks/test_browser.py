@@ -8,6 +8,10 @@ for the status line to show the new value, then check the picture changed (or, f
 combination, that it is hidden and explained). The heads explorer is driven through every head
 count on its narrowest width and back.
 
+Every notebook is also opened untouched, on a server of its own: once its kernel is idle and nothing
+ran, closing its tab must not ask to save, and the file must be as committed (the kernelspec the
+notebook carries must be the one the kernel reports, or JupyterLab marks it changed and autosaves it).
+
 Then every notebook again with a kernel of the Colab stand-in (Colab's ipywidgets 7.7.1, IPython 7.34,
 ...) in the classic Notebook, the front end that draws ipywidgets 7: Run All and a slider moved.
 
@@ -24,21 +28,29 @@ Without Chromium these tests skip (they fail on CI, ``CI=true``). The machinery 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import time
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from tools.browser_support import (  # noqa: F401 - fixtures are used by name
     ALL_SCREENSHOTS,
     STATUS,
+    UNTOUCHED_SETTINGS,
+    Browser,
+    JupyterServer,
     LabCheck,
     LessonPage,
+    UntouchedObservation,
     chromium_missing_reason,
     chromium_path,
     classic_run,
     find_chromium,
     lesson_notebooks,
+    open_and_close_untouched,
     widget_outputs,
 )
 
@@ -163,6 +175,55 @@ def test_heads_explorer_lays_out_every_head_count(lesson: LessonPage, screenshot
         state = explorer.set_slider("num_heads", 4)
         assert state.valid and "head_dim = 64 // 4 = 16" in state.status, state.status
     assert not lesson.problems()
+
+
+# -- nothing changes on open -----------------------------------------------------------------------
+# The metadata every notebook carried before issue 31: JupyterLab, whose kernel reports "Python 3 (ipykernel)",
+# marked every notebook changed on opening. One notebook with it is opened too, to show the check sees that.
+OLD_KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
+PLANTED = "99_old_kernelspec.ipynb"
+
+
+@pytest.fixture(scope="module")
+def untouched(chromium_path: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, UntouchedObservation], float]:
+    """Every notebook, and the planted one, opened and closed untouched on one JupyterLab server; the seconds it took."""
+    base = tmp_path_factory.mktemp("untouched")
+    source = base / "source"
+    source.mkdir()
+    for path in NOTEBOOKS:
+        shutil.copy2(path, source / path.name)
+    smallest = min(NOTEBOOKS, key=lambda p: p.stat().st_size)
+    planted = nbformat.read(smallest, as_version=nbformat.NO_CONVERT)
+    planted.metadata["kernelspec"] = dict(OLD_KERNELSPEC)
+    nbformat.write(planted, source / PLANTED)
+    start = time.perf_counter()
+    with JupyterServer(base, source=source, settings=UNTOUCHED_SETTINGS) as server:
+        browser = Browser(chromium_path)
+        try:
+            seen = open_and_close_untouched(server, browser, [server.root / p.name for p in NOTEBOOKS] + [server.root / PLANTED])
+        finally:
+            browser.close()
+    return seen, time.perf_counter() - start
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_opening_and_closing_changes_nothing(untouched, path: Path):
+    """Opened in JupyterLab, left until its kernel is idle, closed: no save prompt, the file unchanged."""
+    observations, seconds = untouched
+    seen = observations[path.name]
+    print(f"{seen.name}: kernel idle {seen.open_seconds:.1f} s after opening; "
+          f"all {len(observations)} notebooks opened and closed in {seconds:.0f} s")
+    problems = seen.problems()
+    assert not problems, "\n".join(problems)
+
+
+def test_untouched_check_sees_an_old_kernelspec(untouched):
+    """The same check on a notebook with the old "Python 3" kernelspec reports it (the check can fail)."""
+    seen = untouched[0][PLANTED]
+    print(f"{PLANTED} (a copy of the smallest notebook with the old kernelspec): {seen.problems()}")
+    assert seen.error is None, seen.error
+    assert seen.changed_on_disk or seen.dialogs or seen.dirty, (
+        f"{PLANTED} carries {OLD_KERNELSPEC} but opening and closing it showed nothing: {seen}")
 
 
 # -- a kernel with Colab's versions, in the front end of ipywidgets 7 ------------------------------

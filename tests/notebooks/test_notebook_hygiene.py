@@ -8,8 +8,9 @@ at the end feed each check a broken notebook, so a check that silently stopped c
 
 Rules (``make notebooks`` produces notebooks that follow all of them):
 
-* The notebook is valid nbformat 4, its kernelspec name is ``python3``, and the file is under
-  1.5 MB (1,500,000 bytes).
+* The notebook is valid nbformat 4, and the file is under 1.5 MB (1,500,000 bytes). Its kernelspec is
+  exactly the one this environment's ipykernel reports (name, display name, language: what JupyterLab
+  writes when the kernel starts), so opening a notebook does not mark it changed.
 * The first cell is a code cell whose source is ``tests/notebook_setup_cell.py`` (both stripped),
   and it printed nothing.
 * No empty code cells; every code cell was executed, with execution counts 1, 2, ..., n in order
@@ -19,17 +20,13 @@ Rules (``make notebooks`` produces notebooks that follow all of them):
   ``/home/``, ``/root/``, ``/Users/``, ``C:\\Users``, ``/tmp/``, ``/var/folders/``,
   ``site-packages``, ``dist-packages``, the current home directory, the current user name as a
   path component or before ``@``, and this checkout's absolute path. Base64 images are not scanned.
-* Justified nbval exceptions. Rule: a cell that weakens the comparison, with a marker comment
-  (``# NBVAL_IGNORE_OUTPUT``, ``# NBVAL_SKIP``, ``# NBVAL_RAISES_EXCEPTION``) or a tag
-  (``nbval-ignore-output``, ``nbval-skip``, ``raises-exception``, ...), must also contain a comment
-  line that starts with ``# why:`` followed by the reason (at least 10 characters), e.g.::
-
-      # NBVAL_IGNORE_OUTPUT
-      # why: the slider's figure lands in the widget's state, which nbval sees as an extra output
-
-  nbval recognises a marker only when it is alone on its comment line, so a comment that mentions
-  ``NBVAL`` but is not exactly a marker (``# NBVAL_IGNORE_OUTPUT because ...``) is reported too:
-  nbval would silently ignore it. The same goes for tags that mention ``nbval`` but are unknown.
+* nbval's markers are cell tags, never comments a learner reads: no code cell has a comment line
+  that mentions ``NBVAL`` (``# NBVAL_IGNORE_OUTPUT`` and the like; move it to the tag nbval reads,
+  ``nbval-ignore-output``). A tag that mentions ``nbval`` but that nbval does not know is reported.
+* Justified nbval exceptions. Rule: every cell with a tag that weakens the comparison
+  (``nbval-ignore-output``, ``nbval-skip``, ``raises-exception``, ...) has a row in
+  ``tests/notebooks/IGNORED_OUTPUTS.md`` (notebook, cell id, its weakening tags) whose reason has at
+  least 10 characters, and every row there names such a cell (no stale rows).
 * No missing figures: a cell with a top-level ``plt.show()`` line or a top-level call of a drawing
   helper from ``attn_helpers.views`` (``heatmap``, ``head_grid``, ...) has an ``image/png`` output
   (unless it displays a widget, whose figures live in the widget state), and every displayed
@@ -45,9 +42,11 @@ import functools
 import getpass
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import ipykernel.kernelspec
 import nbformat
 import pytest
 
@@ -58,15 +57,15 @@ FIRST_NOTEBOOK = "00_orientation.ipynb"
 MAX_BYTES = 1_500_000
 NAME_PATTERN = re.compile(r"^(\d\d)([a-z]?)_[a-z0-9]+(?:_[a-z0-9]+)*\.ipynb$")  # 03a_...: an appendix to 03
 
-# What nbval 0.11 itself recognises (nbval/plugin.py: comment_markers, metadata_tags). The comment
-# markers must be alone on their line: nbval compares the stripped comment text for equality.
-WEAKENING_COMMENT_MARKERS = {
+# What nbval 0.11 itself recognises (nbval/plugin.py: comment_markers, and metadata_tags made from them
+# as marker.lower().replace("_", "-"), plus "raises-exception"). Comment markers are not used here.
+COMMENT_MARKERS = {
     "NBVAL_IGNORE_OUTPUT",
     "PYTEST_VALIDATE_IGNORE_OUTPUT",
     "NBVAL_SKIP",
     "NBVAL_RAISES_EXCEPTION",
+    "NBVAL_CHECK_OUTPUT",
 }
-KNOWN_COMMENT_MARKERS = WEAKENING_COMMENT_MARKERS | {"NBVAL_CHECK_OUTPUT"}
 WEAKENING_TAGS = {
     "nbval-ignore-output",
     "pytest-validate-ignore-output",
@@ -75,7 +74,9 @@ WEAKENING_TAGS = {
     "raises-exception",
 }
 KNOWN_TAGS = WEAKENING_TAGS | {"nbval-check-output"}
-JUSTIFICATION = re.compile(r"^\s*#\s*why:\s*(\S.*)$", re.IGNORECASE)
+# Where the reasons are written: one row per cell with a weakening tag.
+IGNORED_OUTPUTS = Path(__file__).resolve().with_name("IGNORED_OUTPUTS.md")
+IGNORED_OUTPUTS_COLUMNS = ("notebook", "cell id", "tags", "why nbval does not compare it")
 MIN_JUSTIFICATION_CHARS = 10
 
 # Output data that is base64, not text: not scanned for paths (base64 contains "/").
@@ -153,6 +154,13 @@ def _comment_lines(source: str) -> Iterator[str]:
             yield line.strip()
 
 
+def expected_kernelspec() -> dict[str, str]:
+    """What JupyterLab writes into a notebook when this environment's kernel starts: ipykernel's own
+    kernelspec (name, display name, language), read from the installed ipykernel."""
+    spec = ipykernel.kernelspec.get_kernel_dict()
+    return {"name": ipykernel.kernelspec.KERNEL_NAME, "display_name": spec["display_name"], "language": spec["language"]}
+
+
 # ---------------------------------------------------------------------------------------- checks
 
 
@@ -164,9 +172,11 @@ def check_format(nb: nbformat.NotebookNode) -> list[str]:
         nbformat.validate(nb)
     except nbformat.ValidationError as exc:
         problems.append(f"not a valid notebook: {exc.message}")
-    name = nb.get("metadata", {}).get("kernelspec", {}).get("name")
-    if name != "python3":
-        problems.append(f"kernelspec name is {name!r}, expected 'python3'")
+    found = dict(nb.get("metadata", {}).get("kernelspec", {}))
+    expected = expected_kernelspec()
+    if found != expected:
+        problems.append(f"kernelspec is {found}, expected {expected}, what ipykernel reports (JupyterLab would "
+                        "mark the notebook changed on opening); `make notebooks` writes it")
     return problems
 
 
@@ -228,44 +238,110 @@ def check_no_machine_paths(nb: nbformat.NotebookNode) -> list[str]:
     return problems
 
 
-def _markers(cell: Any) -> tuple[list[str], list[str]]:
-    """(weakening markers and tags present, near-miss markers and tags that nbval would ignore)."""
-    present, ignored = [], []
-    if cell.cell_type == "code":
-        for line in _comment_lines(cell.source):
-            text = line.lstrip("#").strip()
-            if text in WEAKENING_COMMENT_MARKERS:
-                present.append(f"# {text}")
-            elif "NBVAL" in text.upper() and text not in KNOWN_COMMENT_MARKERS:
-                ignored.append(line)
-    for tag in cell.get("metadata", {}).get("tags", []):
-        if tag in WEAKENING_TAGS:
-            present.append(f"tag {tag}")
-        elif "nbval" in tag.lower() and tag not in KNOWN_TAGS:
-            ignored.append(f"tag {tag}")
-    return present, ignored
-
-
-def check_nbval_markers_justified(nb: nbformat.NotebookNode) -> list[str]:
+def check_nbval_markers_are_tags(nb: nbformat.NotebookNode) -> list[str]:
+    """No nbval comment marker in a code cell (a learner reads it); no tag nbval would not recognise."""
     problems = []
     for index, cell in enumerate(nb.cells):
-        present, ignored = _markers(cell)
-        for item in ignored:
+        if cell.cell_type == "code":
+            for line in _comment_lines(cell.source):
+                text = line.lstrip("#").strip()
+                if text in COMMENT_MARKERS:
+                    problems.append(
+                        f"cell {index} has the comment {line!r}: use the cell tag "
+                        f"{text.lower().replace('_', '-')!r} instead and write the reason in {IGNORED_OUTPUTS.name}"
+                    )
+                elif "NBVAL" in text.upper():
+                    problems.append(
+                        f"cell {index} has the comment {line!r}, which mentions NBVAL: nbval would ignore it "
+                        "(it is not a marker), and markers belong in the cell's tags"
+                    )
+        for tag in cell.get("metadata", {}).get("tags", []):
+            if tag not in KNOWN_TAGS and "nbval" in tag.lower():
+                problems.append(f"cell {index}: tag {tag!r} is not a tag nbval recognises; nbval would ignore it")
+    return problems
+
+
+# ------------------------------------------------------------------ the reasons for weakening tags
+
+
+@dataclass(frozen=True)
+class IgnoreReason:
+    """One row of ``IGNORED_OUTPUTS.md``."""
+
+    notebook: str
+    cell_id: str
+    tags: frozenset[str]
+    reason: str
+    line: int
+
+
+def read_ignore_reasons(text: str) -> tuple[dict[tuple[str, str], IgnoreReason], list[str]]:
+    """The table's rows by (notebook, cell id), and the problems of the table itself.
+
+    The table is the first Markdown table in ``text`` with the columns of ``IGNORED_OUTPUTS_COLUMNS``;
+    values may be written in backticks, several tags separated by commas.
+    """
+    rows: dict[tuple[str, str], IgnoreReason] = {}
+    problems: list[str] = []
+    table = [(number, line.strip()) for number, line in enumerate(text.splitlines(), 1) if line.strip().startswith("|")]
+    if not table:
+        return rows, ["no table found"]
+
+    def cells(line: str) -> list[str]:
+        return [c.strip().strip("`").strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+
+    header = tuple(c.lower() for c in cells(table[0][1]))
+    if header != IGNORED_OUTPUTS_COLUMNS:
+        problems.append(f"line {table[0][0]}: the table's columns are {header}, expected {IGNORED_OUTPUTS_COLUMNS}")
+    for number, line in table[1:]:
+        values = cells(line)
+        if all(re.fullmatch(r":?-+:?", v) for v in values):
+            continue  # the separator row
+        if len(values) != len(IGNORED_OUTPUTS_COLUMNS):
+            problems.append(f"line {number}: {len(values)} columns, expected {len(IGNORED_OUTPUTS_COLUMNS)}: {line!r}")
+            continue
+        notebook, cell_id, tags, reason = values
+        key = (notebook, cell_id)
+        if key in rows:
+            problems.append(f"line {number}: a second row for {notebook} cell {cell_id} (first on line {rows[key].line})")
+            continue
+        rows[key] = IgnoreReason(notebook, cell_id, frozenset(t.strip().strip("`") for t in tags.split(",") if t.strip()),
+                                 reason, number)
+    return rows, problems
+
+
+def check_weakening_tags_explained(name: str, nb: nbformat.NotebookNode,
+                                   reasons: dict[tuple[str, str], IgnoreReason]) -> list[str]:
+    """Every cell of notebook ``name`` with a weakening tag has its row with a reason; no row of this
+    notebook names a cell that is gone or no longer tagged."""
+    problems = []
+    tagged: set[str] = set()
+    for index, cell in enumerate(nb.cells):
+        weakening = {t for t in cell.get("metadata", {}).get("tags", []) if t in WEAKENING_TAGS}
+        if not weakening:
+            continue
+        cell_id = cell.get("id")
+        if not cell_id:
+            problems.append(f"cell {index} has {sorted(weakening)} but no cell id to name it by (nbformat 4.5)")
+            continue
+        tagged.add(cell_id)
+        row = reasons.get((name, cell_id))
+        if row is None:
             problems.append(
-                f"cell {index}: {item!r} is not an nbval marker nbval recognises (a marker must be "
-                "alone on its comment line, or an exact tag); nbval would ignore it"
+                f"cell {index} (id {cell_id}) has the tags {sorted(weakening)} but {IGNORED_OUTPUTS.name} has no row "
+                f"for it: add '| {name} | {cell_id} | {', '.join(sorted(weakening))} | <why> |'"
             )
-        if present:
-            reasons = [
-                m.group(1).strip()
-                for m in map(JUSTIFICATION.match, cell.source.splitlines())
-                if m and len(m.group(1).strip()) >= MIN_JUSTIFICATION_CHARS
-            ]
-            if not reasons:
-                problems.append(
-                    f"cell {index} has {', '.join(present)} but no justification: add a comment line "
-                    f"'# why: <reason>' (at least {MIN_JUSTIFICATION_CHARS} characters)"
-                )
+            continue
+        if row.tags != weakening:
+            problems.append(f"cell {index} (id {cell_id}) has the tags {sorted(weakening)}, its row in "
+                            f"{IGNORED_OUTPUTS.name} (line {row.line}) says {sorted(row.tags)}")
+        if len(row.reason) < MIN_JUSTIFICATION_CHARS:
+            problems.append(f"cell {index} (id {cell_id}): the reason {row.reason!r} in {IGNORED_OUTPUTS.name} "
+                            f"(line {row.line}) is shorter than {MIN_JUSTIFICATION_CHARS} characters")
+    for (notebook, cell_id), row in reasons.items():
+        if notebook == name and cell_id not in tagged:
+            problems.append(f"{IGNORED_OUTPUTS.name} line {row.line} names cell {cell_id}, which has no "
+                            "weakening tag in this notebook (or does not exist): delete the row")
     return problems
 
 
@@ -300,7 +376,7 @@ NOTEBOOK_CHECKS = [
     check_executed_in_order,
     check_no_errors_or_stderr,
     check_no_machine_paths,
-    check_nbval_markers_justified,
+    check_nbval_markers_are_tags,
     check_figures_present,
 ]
 
@@ -321,6 +397,25 @@ def test_notebook(notebook_path: Path, check) -> None:
 def test_notebook_size(notebook_path: Path) -> None:
     problems = check_size(notebook_path)
     assert not problems, _report(notebook_path, problems)
+
+
+@functools.lru_cache(maxsize=None)
+def ignore_reasons() -> tuple[dict[tuple[str, str], IgnoreReason], list[str]]:
+    return read_ignore_reasons(IGNORED_OUTPUTS.read_text(encoding="utf-8"))
+
+
+def test_weakening_tags_explained(notebook_path: Path) -> None:
+    problems = check_weakening_tags_explained(notebook_path.name, load(notebook_path), ignore_reasons()[0])
+    assert not problems, _report(notebook_path, problems)
+
+
+def test_ignored_outputs_table() -> None:
+    """The reasons' table reads cleanly and names only notebooks of the series."""
+    rows, problems = ignore_reasons()
+    names = {p.name for p in NOTEBOOKS_DIR.glob("*.ipynb")}
+    problems += [f"line {row.line}: {row.notebook!r} is not a notebook in notebooks/" for row in rows.values()
+                 if row.notebook not in names]
+    assert not problems, f"{IGNORED_OUTPUTS}:\n  " + "\n  ".join(problems)
 
 
 def test_series_starts_with_orientation() -> None:
@@ -370,15 +465,30 @@ def _good_notebook() -> nbformat.NotebookNode:
             outputs=[new_output("display_data", data={"image/png": "iVBORw0/home/x", "text/plain": "<Figure size 640x480 with 1 Axes>"})],
         ),
         new_cell(
-            "# NBVAL_IGNORE_OUTPUT\n# why: the slider's figure lands in the widget state\ninteract(show, t=(0.1, 2.0))",
+            "interact(show, t=(0.1, 2.0))",
+            metadata={"tags": ["nbval-ignore-output"]},
+            id="interact-cell",
             execution_count=4,
             outputs=[new_output("display_data", data={WIDGET_VIEW: {"model_id": "abc", "version_major": 2, "version_minor": 0}, "text/plain": "interactive(...)"})],
         ),
         new_cell("def draw(t):\n    heatmap(w / t)\n    plt.show()", execution_count=5),  # defines, draws nothing
     ]
     nb = nbformat.v4.new_notebook(cells=cells)
-    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nb.metadata["kernelspec"] = expected_kernelspec()
     return nb
+
+
+GOOD_REASONS = f"""# Outputs nbval does not compare
+
+| Notebook | Cell id | Tags | Why nbval does not compare it |
+|---|---|---|---|
+| `good.ipynb` | `interact-cell` | `nbval-ignore-output` | the slider's figure lands in the widget state, an extra output for nbval |
+"""
+
+
+def _reason_problems(nb: nbformat.NotebookNode, table: str = GOOD_REASONS) -> list[str]:
+    rows, problems = read_ignore_reasons(table)
+    return problems + check_weakening_tags_explained("good.ipynb", nb, rows)
 
 
 def _problems(nb: nbformat.NotebookNode) -> list[str]:
@@ -387,6 +497,22 @@ def _problems(nb: nbformat.NotebookNode) -> list[str]:
 
 def test_checker_accepts_a_clean_notebook() -> None:
     assert _problems(_good_notebook()) == []
+    assert _reason_problems(_good_notebook()) == []
+
+
+def test_expected_kernelspec_is_what_the_installed_kernel_reports() -> None:
+    """Read independently of ipykernel's module: the kernelspec Jupyter finds for this environment's
+    ``python3`` (the one JupyterLab starts and copies into the notebook)."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    assert expected_kernelspec() == {"name": "python3", "display_name": spec.display_name, "language": spec.language}
+
+
+def test_run_notebooks_writes_the_expected_kernelspec() -> None:
+    from scripts.run_notebooks import kernelspec
+
+    assert kernelspec() == expected_kernelspec()
 
 
 def _broken(change) -> list[str]:
@@ -413,11 +539,13 @@ def _set(obj, key, value):
         (lambda nb: _set(nb.cells[2].outputs[0], "text", "C:\\Users\\ada\\x.txt\n"), "C:\\Users"),
         (lambda nb: _set(nb.metadata, "vscode", {"interpreter": "/home/ada/venv/bin/python"}), "/home/"),
         (lambda nb: _set(nb.metadata["kernelspec"], "name", "attention"), "kernelspec"),
+        (lambda nb: _set(nb.metadata["kernelspec"], "display_name", "Python 3"), "kernelspec"),
+        (lambda nb: nb.metadata["kernelspec"].pop("language"), "kernelspec"),
         (lambda nb: _set(nb.cells[0], "source", "import torch"), "tests/notebook_setup_cell.py"),
         (lambda nb: nb.cells.insert(0, nbformat.v4.new_markdown_cell("# Title")), "first cell"),
-        (lambda nb: _set(nb.cells[4], "source", "# NBVAL_IGNORE_OUTPUT\ninteract(show, t=(0.1, 2.0))"), "no justification"),
+        (lambda nb: _set(nb.cells[4], "source", "# NBVAL_IGNORE_OUTPUT\n# why: widget state\ninteract(show)"), "use the cell tag 'nbval-ignore-output'"),
+        (lambda nb: _set(nb.cells[2], "source", "#NBVAL_SKIP\nprint(q.shape)"), "use the cell tag 'nbval-skip'"),
         (lambda nb: _set(nb.cells[4], "source", "# NBVAL_IGNORE_OUTPUT because widgets\ninteract(show)"), "nbval would ignore"),
-        (lambda nb: _set(nb.cells[2].metadata, "tags", ["nbval-skip"]), "no justification"),
         (lambda nb: _set(nb.cells[2].metadata, "tags", ["nbval-ignore"]), "nbval would ignore"),
         (lambda nb: nb.cells[3].outputs[0].data.pop("image/png"), "no image/png"),
         (lambda nb: nb.cells.append(nbformat.v4.new_code_cell("plotting.heatmap(w, tokens);", execution_count=6)), "draws a figure"),
@@ -435,11 +563,13 @@ def _set(obj, key, value):
         "windows-home",
         "metadata-path",
         "kernelspec",
+        "kernelspec-old-display-name",
+        "kernelspec-without-language",
         "setup-cell-changed",
         "setup-cell-not-first",
-        "marker-unjustified",
+        "comment-marker",
+        "comment-marker-without-space",
         "marker-not-alone",
-        "tag-unjustified",
         "unknown-tag",
         "missing-figure",
         "helper-without-figure",
@@ -449,6 +579,50 @@ def _set(obj, key, value):
 def test_checker_rejects(change, expected: str) -> None:
     problems = _broken(change)
     assert any(expected in p for p in problems), problems
+
+
+def _retag(nb: nbformat.NotebookNode, index: int, tags: list[str]) -> nbformat.NotebookNode:
+    nb.cells[index].metadata["tags"] = tags
+    return nb
+
+
+def _cell_id(nb: nbformat.NotebookNode, index: int, cell_id: str) -> nbformat.NotebookNode:
+    nb.cells[index]["id"] = cell_id
+    return nb
+
+
+ROW = "| `good.ipynb` | `interact-cell` | `nbval-ignore-output` | the slider's figure lands in the widget state, an extra output for nbval |"
+
+
+@pytest.mark.parametrize(
+    "nb, table, expected",
+    [
+        (_retag(_good_notebook(), 2, ["nbval-skip"]), GOOD_REASONS, "has no row for it"),
+        (_good_notebook(), GOOD_REASONS.replace(ROW, "| good.ipynb | interact-cell | nbval-ignore-output | widgets |"), "shorter than 10"),
+        (_good_notebook(), GOOD_REASONS.replace(ROW, "| good.ipynb | interact-cell | nbval-ignore-output |  |"), "shorter than 10"),
+        (_good_notebook(), GOOD_REASONS.replace(ROW, ROW.replace("`nbval-ignore-output`", "`nbval-skip`")), "its row in"),
+        (_retag(_good_notebook(), 4, ["nbval-ignore-output", "nbval-skip"]), GOOD_REASONS, "its row in"),
+        (_retag(_good_notebook(), 4, []), GOOD_REASONS, "delete the row"),
+        (_cell_id(_good_notebook(), 4, "renamed"), GOOD_REASONS, "has no row for it"),
+        (_good_notebook(), GOOD_REASONS + ROW.replace("interact-cell", "gone") + "\n", "delete the row"),
+        (_good_notebook(), GOOD_REASONS + ROW + "\n", "a second row"),
+        (_good_notebook(), GOOD_REASONS + "| good.ipynb | x | nbval-skip |\n", "3 columns"),
+        (_good_notebook(), GOOD_REASONS.replace("| Tags |", "| Tag |"), "columns are"),
+        (_good_notebook(), "no table here", "has no row for it"),
+    ],
+    ids=["tag-without-row", "short-reason", "empty-reason", "row-with-other-tag", "cell-with-more-tags", "stale-row-untagged",
+         "stale-row-renamed-cell", "stale-row-unknown-cell", "duplicate-row", "short-row", "wrong-header", "no-table"],
+)
+def test_checker_rejects_unexplained_tags(nb: nbformat.NotebookNode, table: str, expected: str) -> None:
+    problems = _reason_problems(nb, table)
+    assert any(expected in p for p in problems), problems
+
+
+def test_checker_reads_the_reasons_table() -> None:
+    rows, problems = read_ignore_reasons(GOOD_REASONS + "| a.ipynb | b | nbval-skip, raises-exception | a reason with a \\| pipe |\n")
+    assert problems == []
+    assert rows[("a.ipynb", "b")].tags == {"nbval-skip", "raises-exception"}
+    assert rows[("good.ipynb", "interact-cell")].reason.startswith("the slider's figure")
 
 
 def test_plotting_helpers_exist() -> None:
