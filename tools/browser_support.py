@@ -141,7 +141,9 @@ class CommittedNotebook:
             for output in cell.get("outputs", []):
                 outputs += 1
                 data = output.get("data", {})
-                if "image/png" in data:
+                # A static figure; an explorer's output also carries a picture (for front ends without a
+                # kernel), but after Run All JupyterLab shows its live widget instead.
+                if "image/png" in data and "application/vnd.jupyter.widget-view+json" not in data:
                     pngs += 1
                 text = data.get("text/plain", "")
                 text = "".join(text) if isinstance(text, list) else text

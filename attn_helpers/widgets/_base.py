@@ -32,6 +32,18 @@ from ._display import widget_bundle
 
 __all__ = ["Explorer", "InvalidCombination"]
 
+# The status line is written in the theme's own text colour, whatever the state: one fixed colour cannot
+# reach WCAG's 4.5:1 on both a white and a near-black page (the old warning colour #b35806 had 4.9:1 on
+# JupyterLab's light theme, 3.9:1 on its dark one). ipywidgets write widget text in --jp-widgets-color
+# (= --jp-content-font-color1): rgba(0,0,0,.87) on white, 16.1:1; #fff on #111, 18.9:1 (JupyterLab 4's
+# default themes; tests/widgets/test_widgets_base.py computes them). A state the explorer cannot draw is
+# marked in words ("not possible: ...", "could not draw this: ..."), in bold, and by a bar in the theme's
+# warning colour (a mark beside text, WCAG 1.4.11's 3:1: #e65100 on white 3.8:1, #f57c00 on #111 7.0:1),
+# #b35806 where no JupyterLab theme sets the variable (classic Notebook, Colab: 4.9:1 on white).
+STATUS_STYLE = "color:inherit"
+PROBLEM_STYLE = ("color:inherit;font-weight:bold;"
+                 "border-left:0.3em solid var(--jp-warn-color0, #b35806);padding-left:0.4em")
+
 
 class InvalidCombination(ValueError):
     """Raised by an explorer's ``update`` for slider values that make no sense together.
@@ -197,13 +209,35 @@ class Explorer:
 
     def _show_status(self, text: str, *, ok: bool) -> None:
         self.last_status = text
-        colour = "inherit" if ok else "#b35806"
-        self.status.value = f'<code class="explorer-status" style="color:{colour}">{html.escape(text)}</code>'
+        kind, style = ("explorer-status", STATUS_STYLE) if ok else ("explorer-status explorer-problem", PROBLEM_STYLE)
+        self.status.value = f'<code class="{kind}" style="{style}">{html.escape(text)}</code>'
 
     # -- display -------------------------------------------------------------------------------
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.last_status})"
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        # The widget view, and as text a stable, readable line: what nbval compares.
-        return widget_bundle(self.widget, repr(self), **kwargs)
+        """The live widget; a static ``image/png`` of the picture shown now (for front ends without a widget
+        manager: the hosting service's notebook view, nbviewer, an HTML export, a saved notebook before Run All);
+        and as ``text/plain`` a stable, readable line. Strict nbval compares only that line: it skips the widget
+        view and ``image/png`` (nbval 0.11's ``skip_compare``). An impossible state shows no picture (its
+        line says why). See ``_display.py`` for which front end shows which."""
+        picture = self.static_png() if self.valid else None
+        return widget_bundle(self.widget, repr(self), picture=picture, **kwargs)
+
+    #: The static picture's palette: 256 colours chosen by an octree, no dithering. Every pixel stays within
+    #: 16/255 of the live picture per channel (measured on every explorer of the series: at most 15), and the
+    #: PNG is about a third of the lossless one's size (the saved notebook keeps it: 5-16 kB an explorer).
+    STATIC_COLOURS = 256
+
+    def static_png(self) -> bytes:
+        """The picture shown now, as kept in a saved notebook for front ends without a kernel: the live PNG
+        (encoded for speed) reduced to a palette of ``STATIC_COLOURS``; empty before anything was drawn."""
+        shown = bytes(self.image.value)
+        if not shown:
+            return b""
+        picture = Image.open(io.BytesIO(shown)).convert("RGB").quantize(
+            self.STATIC_COLOURS, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
+        buffer = io.BytesIO()
+        picture.save(buffer, format="png", optimize=True)
+        return buffer.getvalue()

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import base64
+import io
+import re
+import sys
+from pathlib import Path
+
 import ipywidgets as W
+import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
 from attn_helpers.widgets import Explorer, InvalidCombination
+from widget_support import PNG_SIGNATURE, png_pixels
 
 
 class Tiny(Explorer):
@@ -43,6 +51,26 @@ class Tiny(Explorer):
 
     def needs_redraw(self, a: int, b: int, t: float) -> bool:
         return b == 9
+
+
+class Big(Tiny):
+    """A figure of an explorer's size with a colour map, so palettes and compression are tested on real colours."""
+
+    def __init__(self) -> None:
+        controls = {"a": W.IntSlider(value=1, min=0, max=10), "b": W.IntSlider(value=2, min=0, max=10),
+                    "t": W.FloatSlider(value=0.5, min=0.0, max=1.0)}
+        Explorer.__init__(self, controls, figsize=(6.0, 3.0), dpi=80)
+
+    def draw(self, figure: Figure) -> None:
+        ax = figure.add_subplot()
+        self.picture = ax.imshow(np.linspace(0, 1, 64).reshape(8, 8), vmin=0, vmax=1)
+        figure.colorbar(self.picture, ax=ax)
+        ax.set_title("weights of query 2")
+        self.dynamic([self.picture])
+
+    def update(self, a: int, b: int, t: float) -> str:
+        self.picture.set_data(np.linspace(0, t, 64).reshape(8, 8) ** a)
+        return "ok"
 
 
 def test_a_new_explorer_draws_once_and_shows_its_values():
@@ -101,7 +129,7 @@ def test_an_invalid_combination_is_explained_in_words_and_recovers():
     tiny.set(a=0)
     assert not tiny.valid
     assert tiny.last_status == "a=0 b=2 t=0.5 | not possible: a must not be zero"
-    assert "#b35806" in tiny.status.value  # shown in the warning colour
+    assert "explorer-problem" in tiny.status.value  # marked as a problem (style: test_status_contrast_...)
     tiny.set(a=2)
     assert tiny.valid
     assert tiny.last_status == "a=2 b=2 t=0.5 | sum=4"
@@ -180,3 +208,211 @@ def test_a_move_redraws_only_the_dynamic_artists_onto_the_kept_picture():
     assert tiny._background is kept and tiny.line.get_animated()  # same kept picture, the line drawn on top
     tiny.set(b=9)  # a layout change draws the figure anew
     assert tiny._background is not kept and tiny._dynamic == [tiny.line]
+
+
+# -- a picture without a kernel: the display bundle's image/png ------------------------------------
+PNG = "image/png"
+
+
+def _picture(bundle: dict) -> bytes:
+    return base64.b64decode(bundle[PNG])
+
+
+def _close(static: bytes, live: bytes) -> None:
+    """The static picture is the live one: same size, every pixel within 16/255 per channel (its palette)."""
+    a, b = png_pixels(static).astype(int), png_pixels(live).astype(int)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    assert np.abs(a - b).max() <= 16, f"a pixel differs by {np.abs(a - b).max()}/255"
+
+
+def test_the_display_bundle_carries_a_static_picture_of_what_is_shown_at_display_time():
+    tiny = Tiny()
+    bundle = tiny._repr_mimebundle_()
+    assert bundle["text/plain"] == repr(tiny) and "application/vnd.jupyter.widget-view+json" in bundle
+    assert _picture(bundle).startswith(PNG_SIGNATURE)
+    _close(_picture(bundle), tiny.image.value)
+    first = png_pixels(_picture(bundle))
+    tiny.set(a=9)  # displayed again later: the picture of that moment, not the first one
+    later = _picture(tiny._repr_mimebundle_())
+    _close(later, tiny.image.value)
+    assert (png_pixels(later) != first).any()
+
+
+def test_the_static_picture_is_a_palette_png_smaller_than_the_live_one():
+    from PIL import Image
+
+    explorer = Big()
+    static, live = explorer.static_png(), bytes(explorer.image.value)
+    _close(static, live)
+    assert Image.open(io.BytesIO(static)).mode == "P"
+    assert len(static) < 0.6 * len(live), f"static {len(static)} bytes, live {len(live)} bytes"
+
+
+def test_an_impossible_state_is_displayed_without_a_picture():
+    tiny = Tiny()
+    tiny.set(a=0)  # the kept PNG is the last valid one, hidden: it must not stand for this state
+    bundle = tiny._repr_mimebundle_()
+    assert PNG not in bundle
+    assert bundle["text/plain"] == "Tiny(a=0 b=2 t=0.5 | not possible: a must not be zero)"
+    tiny.set(a=2)
+    assert PNG in tiny._repr_mimebundle_()
+
+
+def test_ipythons_include_and_exclude_decide_whether_the_picture_is_made():
+    tiny = Tiny()
+    assert PNG not in tiny._repr_mimebundle_(exclude={PNG})
+    assert PNG not in tiny._repr_mimebundle_(include={"text/plain"})
+    assert PNG in tiny._repr_mimebundle_(include={PNG, "text/plain"}, exclude=None)
+
+
+def test_the_bundle_of_an_ipywidgets_7_widget_carries_the_picture_too():
+    from attn_helpers.widgets._display import WIDGET_VIEW_MIME, widget_bundle
+
+    png = Tiny().static_png()
+    box = _Ipywidgets7Box()
+    bundle = widget_bundle(box, "Tiny(a=1)", picture=png)
+    assert set(bundle) == {WIDGET_VIEW_MIME, PNG, "text/plain"}
+    assert base64.b64decode(bundle[PNG]) == png and box.displayed == 1
+
+
+def test_a_picture_that_is_not_a_png_is_refused_naming_the_argument():
+    from attn_helpers.widgets._display import widget_bundle
+
+    with pytest.raises(ValueError, match=r"picture must be PNG bytes .*got b'GIF89a\\x01\\x00' \(10 bytes\)"):
+        widget_bundle(W.VBox([]), "Tiny(a=1)", picture=b"GIF89a\x01\x00\x00\x00")
+    assert PNG not in widget_bundle(W.VBox([]), "Tiny(a=1)", picture=b"")  # nothing drawn yet: no picture
+
+
+# -- the status line's contrast, in JupyterLab 4's default light and dark themes --------------------
+# The page behind an output (--jp-layout-color0), the colour ipywidgets write text in (--jp-widgets-color,
+# which is --jp-content-font-color1) and the theme's warning colour (--jp-warn-color0), as the installed
+# JupyterLab's theme CSS defines them (test_the_theme_colours_are_jupyterlabs_own checks).
+THEMES = {
+    "light": {"--jp-layout-color0": "#ffffff", "--jp-content-font-color1": "rgba(0, 0, 0, 0.87)",
+              "--jp-warn-color0": "#e65100"},
+    "dark": {"--jp-layout-color0": "#111111", "--jp-content-font-color1": "#ffffff",
+             "--jp-warn-color0": "#f57c00"},
+}
+# The classic Notebook and Colab's light page: no JupyterLab variables, black text on white.
+NO_THEME = {"--jp-layout-color0": "#ffffff", "--jp-content-font-color1": "#000000"}
+NAMED = {"white": "#ffffff", "black": "#000000"}
+
+
+def parse_colour(text: str) -> tuple[float, float, float, float]:
+    """A CSS colour (#rgb, #rrggbb, rgb(), rgba(), white, black) as r, g, b in 0..255 and alpha in 0..1."""
+    text = NAMED.get(text.strip().lower(), text.strip().lower())
+    if text.startswith("#"):
+        digits = text[1:]
+        if len(digits) == 3:
+            digits = "".join(d * 2 for d in digits)
+        return (*(int(digits[i:i + 2], 16) for i in (0, 2, 4)), 1.0)
+    match = re.fullmatch(r"rgba?\(([^)]*)\)", text)
+    assert match, f"not a colour: {text!r}"
+    parts = [float(p) for p in re.split(r"[,\s/]+", match.group(1).strip())]
+    return (parts[0], parts[1], parts[2], parts[3] if len(parts) == 4 else 1.0)
+
+
+def over(colour: str, background: str) -> tuple[float, float, float]:
+    """``colour`` as it looks painted over ``background`` (alpha blended)."""
+    *fg, alpha = parse_colour(colour)
+    *bg, _ = parse_colour(background)
+    return tuple(alpha * f + (1 - alpha) * b for f, b in zip(fg, bg))
+
+
+def relative_luminance(rgb: tuple[float, float, float]) -> float:
+    """WCAG 2.x relative luminance of an sRGB colour given in 0..255."""
+    def linear(c: float) -> float:
+        c /= 255
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = map(linear, rgb)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(colour: str, background: str) -> float:
+    """WCAG contrast ratio (L1 + 0.05) / (L2 + 0.05) of ``colour`` drawn on ``background``."""
+    lighter, darker = sorted((relative_luminance(over(colour, background)),
+                              relative_luminance(over(background, background))), reverse=True)
+    return (lighter + 0.05) / (darker + 0.05)
+
+
+def resolve(value: str, theme: dict[str, str]) -> str:
+    """A CSS colour value as the theme computes it: ``inherit`` is the widgets' text colour, ``var(--x, fb)``
+    the theme's variable or the fallback."""
+    value = value.strip()
+    if value in ("inherit", "currentcolor"):
+        return theme["--jp-content-font-color1"]
+    match = re.fullmatch(r"var\((--[\w-]+)\s*(?:,\s*(.+))?\)", value)
+    if match:
+        name, fallback = match.groups()
+        assert name in theme or fallback, f"{name} is not set by this theme and has no fallback"
+        return resolve(theme.get(name, fallback), theme)
+    return value
+
+
+def status_style(explorer: Explorer) -> dict[str, str]:
+    """The inline style of the status line's element, as property -> value."""
+    match = re.search(r'style="([^"]*)"', explorer.status.value)
+    assert match, explorer.status.value
+    return {k.strip(): v.strip() for k, v in (item.split(":", 1) for item in match.group(1).split(";") if item.strip())}
+
+
+def _states() -> dict[str, Tiny]:
+    ok, impossible, broken = Tiny(), Tiny(), Tiny()
+    impossible.set(a=0)
+    broken.set(a=7)
+    return {"ok": ok, "not possible": impossible, "could not draw this": broken}
+
+
+@pytest.mark.parametrize("theme", [*THEMES, "no theme"])
+def test_status_contrast_is_at_least_4_5_to_1_in_every_state_and_theme(theme):
+    colours = THEMES.get(theme, NO_THEME)
+    background = colours["--jp-layout-color0"]
+    ratios = {}
+    for state, explorer in _states().items():
+        text = resolve(status_style(explorer).get("color", "inherit"), colours)
+        ratios[state] = round(contrast(text, background), 1)
+    print(f"{theme}: text on {background}: {ratios}")
+    assert min(ratios.values()) >= 4.5, f"{theme} theme: status text contrast below 4.5:1: {ratios}"
+
+
+@pytest.mark.parametrize("theme", [*THEMES, "no theme"])
+def test_an_impossible_state_is_marked_beyond_its_words_visibly_in_every_theme(theme):
+    colours = THEMES.get(theme, NO_THEME)
+    ok = status_style(_states()["ok"])
+    for state in ("not possible", "could not draw this"):
+        style = status_style(_states()[state])
+        assert style != ok, f"{state}: looks like a valid state"
+        assert style.get("font-weight") == "bold"
+        bar = re.search(r"(var\(.*\)|#[0-9a-f]{3,6})\s*$", style["border-left"])
+        ratio = contrast(resolve(bar.group(1), colours), colours["--jp-layout-color0"])
+        print(f"{theme}: {state} bar {resolve(bar.group(1), colours)}: {ratio:.1f}:1")
+        assert ratio >= 3.0, f"{theme}: the problem bar has {ratio:.1f}:1 (WCAG 1.4.11 asks 3:1 for a mark)"
+
+
+def test_the_old_warning_colour_fails_on_the_dark_theme():
+    """The formula reproduces the measurement that filed the bug: #b35806 had 3.9:1 on dark, 4.9:1 on light."""
+    assert round(contrast("#b35806", THEMES["dark"]["--jp-layout-color0"]), 1) == 3.9
+    assert round(contrast("#b35806", THEMES["light"]["--jp-layout-color0"]), 1) == 4.9
+    assert round(contrast("#000000", "#ffffff"), 1) == 21.0
+
+
+def _theme_variables(css: str) -> dict[str, str]:
+    found = dict(re.findall(r"(--[\w-]+)\s*:\s*([^;}]+)", css))
+    return {name: resolve(value, found) if value.startswith("var(") else value.strip() for name, value in found.items()}
+
+
+def test_the_theme_colours_are_jupyterlabs_own():
+    """THEMES above are the installed JupyterLab's default themes (and ipywidgets write in --jp-content-font-color1)."""
+    themes = Path(sys.prefix, "share", "jupyter", "lab", "themes", "@jupyterlab")
+    widgets = Path(sys.prefix, "share", "jupyter", "labextensions", "@jupyter-widgets", "jupyterlab-manager")
+    if not themes.is_dir() or not widgets.is_dir():
+        pytest.skip(f"JupyterLab or its widgets extension is not installed in {sys.prefix}")
+    for name, expected in THEMES.items():
+        installed = _theme_variables((themes / f"theme-{name}-extension" / "index.css").read_text(encoding="utf-8"))
+        for variable, colour in expected.items():
+            assert over(installed[variable], "#808080") == over(colour, "#808080"), (
+                f"{name} theme: {variable} is {installed[variable]}, the test assumes {colour}")
+    bundled = "".join(p.read_text(encoding="utf-8", errors="replace") for p in widgets.rglob("*.js"))
+    assert re.search(r"--jp-widgets-color:\s*var\(--jp-content-font-color1\)", bundled), (
+        "ipywidgets no longer write widget text in --jp-content-font-color1")
