@@ -16,7 +16,7 @@ from ._core import Verdict, checker, say, wrong
 __all__ = ["PREDICT_NOT_ATTEMPTED", "as_choice", "prediction_checker"]
 
 PREDICT_NOT_ATTEMPTED = ("⏳ Not attempted yet: write your prediction in the cell above (replace None), "
-                         "run it, then run this cell again.")
+                         "then run both cells.")
 
 
 def prediction_checker(judge: Callable[..., Verdict]) -> Callable[..., None]:

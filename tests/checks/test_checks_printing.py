@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from attn_helpers import checks
 from attn_helpers.checks._core import (INDENT, LINE_WIDTH, NOT_ATTEMPTED, Verdict, checker, columns, compare_tensors,
-                                       fit_lines, wrong)
+                                       fit_lines, say, wrong)
 from attn_helpers.checks._predict import PREDICT_NOT_ATTEMPTED, prediction_checker
 from tools.verdict_lines import line_problems as verdict_line_problems
 
@@ -92,7 +92,8 @@ def test_a_multi_line_message_keeps_its_lines_and_indents_their_continuations():
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.one_of(st.text(alphabet="abcdefghij_-.:=", min_size=1, max_size=14),
                           st.lists(st.integers(0, 4096), min_size=1, max_size=5).map(str),
-                          st.sampled_from(["✅", "⏳", "softmax(dim=-1)", "(3, H, head_dim)", "(largest difference"])),
+                          st.sampled_from(["✅", "⏳", "softmax(dim=-1)", "(3, H, head_dim)",
+                                           "(largest difference"])),
                 min_size=1, max_size=40),
        st.integers(30, 100))
 def test_any_text_fits_keeps_its_words_and_its_shapes(words, width):
@@ -118,13 +119,16 @@ def test_checkers_print_the_wrapped_verdict_and_the_wrapped_not_attempted_lines(
     def predict(answer):
         return wrong("x", LONG_HINT)
 
-    for call, plain in ((lambda: judge(torch.ones(1, 8, 192)), str(judge.judge(torch.ones(1, 8, 192)))),
-                        (lambda: judge(None), NOT_ATTEMPTED), (lambda: predict(None), PREDICT_NOT_ATTEMPTED)):
+    long_line = "⏳ Not attempted yet: " + "write the answer in the cell above " * 5
+    for call, plain in ((lambda: judge(torch.ones(1, 8, 192)), judge.judge(torch.ones(1, 8, 192)).plain()),
+                        (lambda: predict(torch.ones(1)), predict.judge(torch.ones(1)).plain()),
+                        (lambda: judge(None), NOT_ATTEMPTED), (lambda: predict(None), PREDICT_NOT_ATTEMPTED),
+                        (lambda: say(long_line), long_line)):
         out = io.StringIO()
         with redirect_stdout(out):
             call()
         assert verdict_line_problems(out.getvalue(), plain) == []
-    assert columns(PREDICT_NOT_ATTEMPTED) > LINE_WIDTH  # so the last case proves the wrapping
+        assert out.getvalue().count("\n") > 1 or columns(plain) <= LINE_WIDTH  # a line too long was wrapped
 
 
 def test_the_shipped_helpers_verdicts_fit():
