@@ -7,4 +7,5 @@ Imported from the repository's root: pytest puts the root on its path (``pythonp
 * ``browser_support``: real JupyterLab in headless Chromium (browser tests, README pictures, latency benchmark).
 * ``colab_standin`` and ``colab_probe``: Colab's own package versions, the helpers installed as Colab does.
 * ``nbval_run``: strict nbval over several notebooks in a child pytest, read back per notebook and cell.
+* ``verdict_lines``: whether a checker's printed verdict fits a learner's output area (the checks' and exercises' tests).
 """

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import functools
 import numbers
+import re
+import textwrap
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,10 +19,83 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["Verdict", "as_letter", "as_number", "as_shape", "checker", "compare_tensors", "correct", "error_text",
-           "not_a_function", "wrong", "NOT_ATTEMPTED"]
+__all__ = ["LINE_WIDTH", "Verdict", "as_letter", "as_number", "as_shape", "checker", "columns", "compare_tensors",
+           "correct", "error_text", "fit_lines", "not_a_function", "say", "wrong", "NOT_ATTEMPTED"]
 
 NOT_ATTEMPTED = "⏳ Not attempted yet: replace None with your answer and run the cell again."
+
+# The widest printed line (in character columns) that JupyterLab never has to break. Its stream output is a
+# <pre> with `white-space: pre-wrap; word-break: break-all` (JupyterLab 4's outputarea CSS), so a longer line is cut
+# at whatever character reaches the edge, in the middle of a word ("ad / d up"). Measured in JupyterLab 4.6 in
+# Chromium at 1366 x 768 with the file browser open (its default 250 px): the output <pre> is 926 px wide and a
+# character of its 13 px monospace font is 7.83 px (DejaVu Sans Mono here; Menlo is as wide, Consolas narrower),
+# so 118 columns fit on a line (a line of 119 wraps). The limit leaves room for a browser zoom of 110 % (about 102
+# columns then) and for glyphs drawn wider than a column; wide characters (✅) are counted as two columns.
+LINE_WIDTH = 100
+INDENT = "   "  # continuation lines start under the text after the verdict's sign ("✅ " is three columns)
+_KEEP = "\ue000"  # stands in, while wrapping, for a space that must not break (inside a shape or a call)
+_WIDE = "\ue001"  # stands in, while wrapping, for the second column of a wide character (✅, ❌, ⏳)
+_CALL_OPENS = re.compile(r"[\w.\])]")  # a "(" after one of these opens a call or an index: f(a, b), x.view(2, 3)
+_TUPLE = re.compile(r"\s*[^\s,]+(?:\s*,\s*[^\s,]*)+\s*")  # (3, H, head_dim), (2,): items without spaces
+
+
+def _closing(text: str, start: int) -> int:
+    """The index of the bracket closing the one at ``start`` (nested pairs skipped), or -1."""
+    pairs, depth = {"(": ")", "[": "]"}, []
+    for i in range(start, len(text)):
+        if text[i] in pairs:
+            depth.append(pairs[text[i]])
+        elif depth and text[i] == depth[-1]:
+            depth.pop()
+            if not depth:
+                return i
+    return -1
+
+
+def _unbreakable(text: str, room: int) -> str:
+    """``text`` with the spaces inside shapes, lists, tuples and calls (``[1, 8, 192]``, ``(3, H, head_dim)``,
+    ``transpose(1, 2)``) made unbreakable, as long as the group fits in ``room`` columns; prose in brackets
+    ("(largest difference 0.5)") stays breakable."""
+    out, i = [], 0
+    while i < len(text):
+        end = _closing(text, i) if text[i] in "([" else -1
+        if end > i:
+            group = text[i:end + 1]
+            atomic = (text[i] == "[" or (i > 0 and _CALL_OPENS.match(text[i - 1]) is not None)
+                      or _TUPLE.fullmatch(group[1:-1]) is not None)
+            if atomic and len(group) <= room:
+                out.append(group.replace(" ", _KEEP))
+                i = end + 1
+                continue
+        out.append(text[i])
+        i += 1
+    return "".join(out)
+
+
+def fit_lines(text: str, *, indent: str = INDENT, width: int | None = None) -> str:
+    """``text`` in lines of at most ``width`` columns (:data:`LINE_WIDTH`), broken at spaces only.
+
+    No word, number or shape is split: a line breaks only where ``text`` has a space outside a shape, list,
+    tuple or call, and a word longer than the line is kept whole. A wrapped line continues under ``indent``;
+    a paragraph (a line of ``text``) that starts with spaces continues three columns further in. Wide
+    characters (✅) count two columns, as the browser draws them.
+    """
+    width = LINE_WIDTH if width is None else width
+    lines = []
+    for paragraph in text.split("\n"):
+        lead = paragraph[:len(paragraph) - len(paragraph.lstrip(" "))]
+        follow = max(indent, lead + INDENT, key=len) if lead else indent
+        marked = "".join(c + _WIDE if unicodedata.east_asian_width(c) in "WF" else c for c in paragraph)
+        marked = _unbreakable(marked, width - len(follow))
+        wrapped = textwrap.wrap(marked, width=width, subsequent_indent=follow, break_long_words=False,
+                                break_on_hyphens=False) or [""]
+        lines += [line.replace(_WIDE, "").replace(_KEEP, " ") for line in wrapped]
+    return "\n".join(lines)
+
+
+def columns(line: str) -> int:
+    """How many character columns ``line`` takes in the browser (wide characters such as ✅ take two)."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
 
 
 @dataclass(frozen=True)
@@ -30,11 +106,20 @@ class Verdict:
     message: str
     hint: str = ""
 
-    def __str__(self) -> str:
+    def plain(self) -> str:
+        """The verdict as written, one line for the message and one for the hint (what :meth:`__str__` wraps)."""
         if self.ok:
             return f"✅ Correct! {self.message}".rstrip()
         text = f"❌ Not yet: {self.message}"
-        return f"{text}\n   Hint: {self.hint}" if self.hint else text
+        return f"{text}\n{INDENT}Hint: {self.hint}" if self.hint else text
+
+    def __str__(self) -> str:
+        """The verdict as printed: in lines of at most :data:`LINE_WIDTH` columns, broken at spaces, continuation
+        lines indented (a hint's under its first word)."""
+        if self.ok or not self.hint:
+            return fit_lines(self.plain())
+        head = fit_lines(f"❌ Not yet: {self.message}")
+        return head + "\n" + fit_lines(f"{INDENT}Hint: {self.hint}", indent=INDENT + " " * len("Hint: "))
 
 
 def correct(message: str = "") -> Verdict:
@@ -54,7 +139,7 @@ def checker(judge: Callable[..., Verdict]) -> Callable[..., None]:
 
     @functools.wraps(judge)
     def check(answer: Any = None, *args: Any, **kwargs: Any) -> None:
-        print(judgement(answer, *args, **kwargs) if answer is not None else NOT_ATTEMPTED)
+        say(judgement(answer, *args, **kwargs) if answer is not None else NOT_ATTEMPTED)
 
     def judgement(answer: Any, *args: Any, **kwargs: Any) -> Verdict:
         try:
@@ -65,6 +150,11 @@ def checker(judge: Callable[..., Verdict]) -> Callable[..., None]:
 
     check.judge = judgement  # type: ignore[attr-defined]
     return check
+
+
+def say(outcome: Verdict | str) -> None:
+    """Print a verdict, or a "not attempted yet" line, in lines that fit a learner's output area."""
+    print(outcome if isinstance(outcome, Verdict) else fit_lines(outcome))
 
 
 def as_number(answer: Any, what: str, *, hint: str) -> float | Verdict:
@@ -155,6 +245,8 @@ def compare_tensors(
         got = got.to(expected.dtype)
 
     def same(a: Tensor, b: Tensor) -> bool:
+        if a.dtype != b.dtype and (a.is_floating_point() or b.is_floating_point()):  # a mistake in float64, say
+            b = b.to(a.dtype)
         return a.shape == b.shape and bool(torch.allclose(a, b, atol=atol, rtol=rtol, equal_nan=True))
 
     if same(got, expected):

@@ -11,12 +11,12 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._core import Verdict, checker, wrong
+from ._core import Verdict, checker, say, wrong
 
 __all__ = ["PREDICT_NOT_ATTEMPTED", "as_choice", "prediction_checker"]
 
 PREDICT_NOT_ATTEMPTED = ("⏳ Not attempted yet: write your prediction in the cell above (replace None), "
-                         "run it, then run this cell again.")
+                         "then run both cells.")
 
 
 def prediction_checker(judge: Callable[..., Verdict]) -> Callable[..., None]:
@@ -25,7 +25,7 @@ def prediction_checker(judge: Callable[..., Verdict]) -> Callable[..., None]:
 
     @functools.wraps(judge)
     def check(prediction: Any = None, *args: Any, **kwargs: Any) -> None:
-        print(wrapped.judge(prediction, *args, **kwargs) if prediction is not None else PREDICT_NOT_ATTEMPTED)
+        say(wrapped.judge(prediction, *args, **kwargs) if prediction is not None else PREDICT_NOT_ATTEMPTED)
 
     check.judge = wrapped.judge  # type: ignore[attr-defined]
     return check

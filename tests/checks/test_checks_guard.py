@@ -194,3 +194,12 @@ def test_no_checker_imports_a_private_name_from_another_room():
             if isinstance(node, ast.ImportFrom) and node.level >= 2:  # from ..room import ...
                 private = [alias.name for alias in node.names if alias.name.startswith("_")]
                 assert not private, f"{path.name} imports {private} from ..{node.module}"
+
+
+def test_a_likely_mistake_in_another_dtype_is_compared_not_a_crash():
+    # the answer is compared in the expected dtype (float16 here), a mistake computed in float64
+    expected = torch.tensor([0.0, -65504.0], dtype=torch.float16)
+    mistake = torch.tensor([0.0, 1.0], dtype=torch.float64)
+    verdict = checks.compare_tensors(torch.tensor([0.0, 1.0], dtype=torch.float16), expected,
+                                     likely_mistakes={"the mask is added as 1/0": (mistake, "block with -inf.")})
+    assert not verdict.ok and "the mask is added as 1/0" in verdict.message

@@ -23,6 +23,7 @@ import pytest
 from exercise_data import WRONG_ANSWERS
 from exercise_harness import CORRECT, NOT_ATTEMPTED, NOT_YET, NOTEBOOKS, exercise_ids, exercises
 from tools import background
+from tools.verdict_lines import line_problems, mistake_verdicts, watching_verdicts
 
 LESSONS = sorted(p.name for p in NOTEBOOKS.glob("[0-9][0-9]*_*.ipynb"))
 IN_CHILD = os.environ.get("ATTN_EXERCISES_CHILD") == "1"
@@ -92,10 +93,27 @@ def _has_two_exercises_with_wrong_answers(notebook: str) -> None:
                          f"(WRONG_ANSWERS[{_prefix(notebook)!r}])")
 
 
+def _flat(text: str) -> str:
+    """``text`` with every run of spaces and line breaks as one space: a verdict breaks its lines at spaces."""
+    return " ".join(text.split())
+
+
+def _run_fitting(notebook: str, ex_id: str, code: str | None) -> str:
+    """Run the exercise with ``code``; every verdict it prints, and the verdict of every likely mistake its checker
+    names, must be in lines that fit the output area with no word split (tools/verdict_lines.py)."""
+    with watching_verdicts() as watched:
+        printed = exercises(notebook)[ex_id].run(code)
+    problems = [p for text, plain in watched.printed for p in line_problems(text, plain)]
+    problems += [f"likely mistake {cause!r}: {p}" for cause, verdict in mistake_verdicts(watched)
+                 for p in line_problems(str(verdict), verdict.plain())]
+    assert not problems, f"exercise {ex_id} of {notebook}: a verdict does not fit:\n" + "\n".join(problems)
+    return printed
+
+
 def _solution_is_accepted(notebook: str, ex_id: str) -> None:
     exercise = exercises(notebook)[ex_id]
     assert exercise.solution, f"exercise {ex_id} of {notebook} has no <details> solution block after it"
-    printed = exercise.run(exercise.solution)
+    printed = _run_fitting(notebook, ex_id, exercise.solution)
     assert CORRECT in printed, f"the solution of exercise {ex_id} was not accepted; the checker printed:\n{printed}"
 
 
@@ -108,9 +126,9 @@ def _wrong_answer_is_rejected_with_its_hint(notebook: str, ex_id: str) -> None:
     wrong = _wrong_answers(notebook).get(ex_id)
     assert wrong is not None, f"no typical wrong answer for exercise {ex_id} of {notebook}"
     code, hint = wrong
-    printed = exercises(notebook)[ex_id].run(code)
+    printed = _run_fitting(notebook, ex_id, code)
     assert NOT_YET in printed, f"the wrong answer {code!r} was accepted:\n{printed}"
-    assert hint in printed, f"expected the hint to mention {hint!r}; the checker printed:\n{printed}"
+    assert _flat(hint) in _flat(printed), f"expected the hint to mention {hint!r}; the checker printed:\n{printed}"
 
 
 @pytest.mark.parametrize("notebook", LESSONS)

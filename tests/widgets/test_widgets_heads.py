@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from html.parser import HTMLParser
+
 import numpy as np
 import pytest
 import torch
@@ -185,3 +188,38 @@ def test_shape_table_lists_every_step_with_named_shapes(explorer):
     explorer.set(num_heads=8, chan=128, tokens=12)
     table = explorer.table_html.value
     assert "<code>[1, 8, 12, 16]</code>" in table and "<code>[1, 12, 384]</code>" in table
+
+
+class _Cells(HTMLParser):
+    """The table's body cells as ``[(style attribute, text), ...]`` per row."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[tuple[str, str]]] = []
+        self.in_body = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tbody":
+            self.in_body = True
+        elif tag == "tr" and self.in_body:
+            self.rows.append([])
+        elif tag == "td" and self.in_body:
+            self.rows[-1].append((dict(attrs).get("style") or "", ""))
+
+    def handle_data(self, data):
+        if self.in_body and self.rows and self.rows[-1]:
+            style, text = self.rows[-1][-1]
+            self.rows[-1][-1] = (style, text + data)
+
+
+def test_shape_table_never_wraps_inside_a_step_name_or_a_shape(explorer):
+    explorer.set(num_heads=8, chan=128, tokens=32)  # the widest shapes on offer, e.g. [3, 1, 8, 32, 16]
+    parser = _Cells()
+    parser.feed(explorer.table_html.value)
+    assert len(parser.rows) == 8
+    for (name_style, name), (shape_style, shape), (axes_style, axes), (what_style, _) in parser.rows:
+        assert re.fullmatch(r"\[\d+(, \d+)*\]", shape), shape
+        for style in (name_style, shape_style):
+            assert re.search(r"white-space:\s*nowrap", style), (name, shape, style)
+        # the named axes break only between axes (no axis has a space in it), the words anywhere between words
+        assert " " not in axes.replace(", ", ",") and "nowrap" not in axes_style + what_style
