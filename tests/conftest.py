@@ -170,7 +170,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return  # a worker starts a module's jobs when it runs the module's first test (pytest_runtest_setup)
     modules = {item.module: None for item in session.items if getattr(item, "module", None) is not None}
-    for module in modules:  # child processes some tests only check the outcome of (tools/background.py)
+    # child processes some tests only check the outcome of (tools/background.py); a module that mostly waits on
+    # the network says BACKGROUND_FIRST = True, so its job is not queued behind the notebook runs
+    for module in sorted(modules, key=lambda m: not getattr(m, "BACKGROUND_FIRST", False)):
         background.start(getattr(module, "BACKGROUND_JOBS", {}).items())
 
 

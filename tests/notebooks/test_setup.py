@@ -103,6 +103,7 @@ def pips_dry_run() -> tuple[subprocess.CompletedProcess, dict | None]:
 
 
 BACKGROUND_JOBS = {"test_setup: pip's dry run of the learner requirements": pips_dry_run}
+BACKGROUND_FIRST = True  # it waits on the registry: start it before the notebook runs take the pool
 
 
 def test_pips_dry_run_of_the_learner_requirements_lists_no_cuda_package() -> None:
