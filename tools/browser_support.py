@@ -673,6 +673,7 @@ class State:
     src: str | None
     visible: bool
     natural_width: int
+    shown_width: float = 0.0  # CSS pixels on the page
 
     @property
     def valid(self) -> bool:
@@ -708,10 +709,10 @@ class ExplorerView:
                     src: img ? img.getAttribute('src') : null,
                     visible: !!img && style.visibility !== 'hidden' && style.display !== 'none'
                              && rect.width > 0 && rect.height > 0,
-                    naturalWidth: img ? img.naturalWidth : 0};
+                    naturalWidth: img ? img.naturalWidth : 0, shownWidth: rect ? rect.width : 0};
         }""")
         values, _ = parse_status(raw["status"])
-        return State(raw["status"], values, raw["src"], raw["visible"], raw["naturalWidth"])
+        return State(raw["status"], values, raw["src"], raw["visible"], raw["naturalWidth"], raw["shownWidth"])
 
     def controls(self) -> list[Control]:
         """The controls in the explorer's first row, named by the status line's pairs (same order).

@@ -77,7 +77,9 @@ class Explorer:
         self.controls = dict(controls)
         self.figure = Figure(figsize=figsize, dpi=dpi)
         self.canvas = FigureCanvasAgg(self.figure)
-        self.image = W.Image(format="png", layout=W.Layout(max_width="100%"))
+        # Shown at its natural size (never scaled up by the page, which blurs text), narrower only when the
+        # output area is: a flex column would otherwise stretch the picture to the output's width.
+        self.image = W.Image(format="png", layout=W.Layout(max_width="100%", align_self="flex-start"))
         self.status = W.HTML()
         self.table_html = W.HTML()
         self.last_status = ""
@@ -163,6 +165,7 @@ class Explorer:
             return
         self.valid = True
         self.image.value = self.render_png()
+        self.image.layout.width = f"{self.canvas.get_width_height()[0]}px"  # the picture's own width (px)
         self.image.layout.visibility = "visible"
         self._show_status(f"{self._values_text(values)} | {status}" if status else self._values_text(values), ok=True)
 

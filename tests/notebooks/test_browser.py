@@ -118,6 +118,9 @@ def test_run_all_shows_every_output(lesson: LessonPage, screenshot_dir: Path):
         assert state.valid, f"{explorer.label}: starts in an impossible state: {state.status!r}"
         assert state.visible and state.natural_width > 0 and (state.src or "").startswith(("blob:", "data:")), (
             f"{explorer.label}: no picture ({state})")
+        # never scaled up by the page (a stretched PNG blurs its text); at most shrunk to fit the output area
+        assert state.shown_width <= state.natural_width + 0.5, (
+            f"{explorer.label}: its {state.natural_width}-px picture is shown {state.shown_width:.0f} px wide")
 
     # The kernel that ran the notebook is this environment's Python.
     sessions = lesson.server.sessions_for(lesson.name)
