@@ -136,10 +136,11 @@ def _start_colab() -> None:
     _colab["session"] = ColabSession(Path(tempfile.mkdtemp(prefix="attn-colab-")), threads)
 
 
-# Tests that report on work running in the background (the strict-nbval proof's and the exercises' child
-# runs, the Colab stand-in, the JupyterLab run) go last, so the unit tests and nbval run while that work goes on instead of waiting for it.
-REPORTING_LAST = ("test_nbval_strict.py", "test_exercises.py", "test_notebooks.py", "test_colab.py",
-                  "test_browser.py")
+# Tests that report on work running in the background (pip's dry run, the strict-nbval proof's and the exercises'
+# child runs, the Colab stand-in, the JupyterLab run) go last, so the unit tests and nbval run while that work goes on
+# instead of waiting for it.
+REPORTING_LAST = ("test_setup_dry_run.py", "test_nbval_strict.py", "test_exercises.py", "test_notebooks.py",
+                  "test_colab.py", "test_browser.py")
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

