@@ -7,7 +7,7 @@ import torch
 
 from attn_helpers.views import NAN_COLOUR, cmap_with_nan
 from attn_helpers.widgets import MaskExplorer
-from widget_support import full_render_differs
+from widget_support import assert_move_redraws, full_render_differs
 
 
 @pytest.fixture
@@ -28,11 +28,7 @@ def test_starts_valid_with_every_row_summing_to_one(explorer):
     ({"mask": "padding (queries too)"}, "row sums: 1.00 1.00 1.00 1.00 1.00 1.00 0.00 0.00"),
 ])
 def test_every_control_changes_picture_and_status(explorer, change, expected):
-    before = explorer.image.value
-    explorer.set(**change)
-    assert explorer.valid
-    assert explorer.image.value != before
-    assert expected in explorer.last_status
+    assert_move_redraws(explorer, change, expected)
 
 
 @pytest.mark.parametrize("convention, dead_row_sum", [("keep", "0.00"), ("blocked", "nan"), ("-1e9", "1.00")])

@@ -6,7 +6,7 @@ import torch
 
 from attn_helpers.core.arguments import check_heads
 from attn_helpers.widgets import ProjectionExplorer
-from widget_support import full_render_differs
+from widget_support import assert_move_redraws, full_render_differs
 
 
 @pytest.fixture
@@ -29,11 +29,7 @@ def test_starts_at_seed_000_sizes(explorer):
     ({"qkv_bias": True}, "9600 parameters"),
 ])
 def test_every_control_changes_picture_and_status(explorer, change, expected):
-    before = explorer.image.value
-    explorer.set(**change)
-    assert explorer.valid
-    assert explorer.image.value != before
-    assert expected in explorer.last_status
+    assert_move_redraws(explorer, change, expected)
 
 
 def test_table_lists_sentence_and_seed_shapes(explorer):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attn_helpers.widgets import ScalingExplorer
-from widget_support import full_render_differs
+from widget_support import assert_move_redraws, full_render_differs
 
 
 def _status_number(explorer, name):
@@ -33,11 +33,7 @@ def test_starts_scaled_at_d_k_64(explorer):
     ({"query": 4}, "query=4"),
 ])
 def test_every_control_changes_picture_and_status(explorer, change, expected):
-    before = explorer.image.value
-    explorer.set(**change)
-    assert explorer.valid
-    assert explorer.image.value != before
-    assert expected in explorer.last_status
+    assert_move_redraws(explorer, change, expected)
 
 
 def test_unscaled_large_d_k_saturates_and_scaling_undoes_it(explorer):

@@ -1,4 +1,4 @@
-"""Shared helpers for the explorer tests (``tests/test_widgets_*.py``): decoding PNGs, comparing renders."""
+"""Shared helpers for the explorer tests (``tests/widgets/test_widgets_*.py``): decoding PNGs, comparing renders."""
 
 from __future__ import annotations
 
@@ -32,3 +32,13 @@ def full_render_differs(explorer) -> float:
     full = png_pixels(buffer.getvalue()).astype(int)
     assert fast.shape == full.shape
     return float((np.abs(fast - full).max(axis=-1) > 40).mean())
+
+
+def assert_move_redraws(explorer, change: dict, expected: str) -> None:
+    """Moving the controls in ``change`` keeps the explorer valid, changes its picture and puts ``expected`` in its
+    status line (the parametrised control test of the explorers whose every control redraws)."""
+    before = explorer.image.value
+    explorer.set(**change)
+    assert explorer.valid, explorer.last_status
+    assert explorer.image.value != before, f"{change}: the picture did not change"
+    assert expected in explorer.last_status, explorer.last_status
