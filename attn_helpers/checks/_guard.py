@@ -22,8 +22,9 @@ import torch.nn.functional as F
 
 from .. import core, lab
 
-__all__ = ["ATTENTION_NAMES", "LIBRARY_ATTENTION", "MASK_BUILDERS", "TORCH_ATTENTION", "TORCH_MULTI_HEAD", "Watch",
-           "codes_called", "library", "run_watching"]
+__all__ = ["ATTENTION_NAMES", "LIBRARY_ATTENTION", "MASK_BUILDERS", "TORCH_ATTENTION", "TORCH_MULTI_HEAD",
+           "Watch", "array_calls", "codes_called", "library", "package_calls",
+           "run_watching"]
 
 #: The Python frames through which every ``torch.ops`` operator is called (their ``self`` is the operator).
 _OPERATOR_CALLS = {torch._ops.OpOverload.__call__.__code__, torch._ops.OpOverloadPacket.__call__.__code__}
@@ -137,6 +138,42 @@ TORCH_MULTI_HEAD = Watch({
     torch.nn.MultiheadAttention: "torch.nn.MultiheadAttention",
     F.multi_head_attention_forward: "F.multi_head_attention_forward",
 }, words=("multi_head", "transformer"))
+
+class _PackageCalls(Watch):
+    """A watch that also names every call into some packages (``{"numpy": "NumPy's"}``): a function, a method of
+    one of their objects, written in Python or in C."""
+
+    def __init__(self, watched: Watch, packages: Mapping[str, str]) -> None:
+        super().__init__()
+        self.update(watched)
+        self.words = watched.words
+        self.packages = dict(packages)
+
+    def name(self, key: Any) -> str:
+        watched = super().name(key)
+        if watched:
+            return watched
+        if type(key) is CodeType:
+            path = key.co_filename.replace("\\", "/")
+            found = [label for package, label in self.packages.items() if f"/{package}/" in path]
+            return f"{found[0]} {getattr(key, 'co_qualname', key.co_name)}" if found else ""
+        owner = getattr(key, "__self__", None)
+        module = getattr(key, "__module__", None) or (type(owner).__module__ if owner is not None else "")
+        label = self.packages.get(str(module).split(".")[0], "")
+        return f"{label} {getattr(key, '__name__', type(key).__name__)}" if label else ""
+
+
+def package_calls(watched: Watch | None, packages: Mapping[str, str]) -> Watch:
+    """``watched`` (``None``: nothing) plus every call into ``packages`` (import name -> its possessive in a
+    verdict), named after the call: ``package_calls(None, {"numpy": "NumPy's"})`` names ``"NumPy's arange"``."""
+    return _PackageCalls(watched if watched is not None else Watch(), packages)
+
+
+def array_calls(watched: Watch | None = None) -> Watch:
+    """``watched`` plus every call into PyTorch or NumPy (for an exercise whose answer is whole-number index
+    arithmetic, which a tensor laid out like the exercise's would simply look up)."""
+    return package_calls(watched, {"torch": "PyTorch's", "numpy": "NumPy's"})
+
 
 #: The library's exports that compute attention (scores, weights or outputs).
 ATTENTION_NAMES = ("attention_scores", "scaled_dot_product_attention", "Attention", "AttentionHead",

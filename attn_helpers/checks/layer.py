@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from ..core import MultiHeadAttention
 from ..lab import local_random
 from ._core import Verdict, checker, correct, error_text, not_a_function, wrong
-from ._guard import TORCH_ATTENTION, Watch, library, run_watching
+from ._guard import TORCH_ATTENTION, Watch, array_calls, library, run_watching
 from ._predict import as_choice, prediction_checker
 
 __all__ = [
@@ -53,11 +53,12 @@ def check_qkv_entry(answer: Any) -> Verdict:
     """Exercise: a function ``source(part, b, h, n, e, chan, num_heads)`` giving ``(batch, token, feature)``:
     the entry of ``qkv = self.qkv(x)`` ``(B, N, 3*chan)`` that ``qkv_heads[part, b, h, n, e]`` holds after
     walkthrough 000's reshape ``(B, N, 3, H, head_dim)`` and permute ``(2, 0, 3, 1, 4)``. Checked on every
-    entry at four sizes; a function that runs a layer or an attention helper is refused."""
+    entry at four sizes. A function that calls PyTorch or NumPy is refused: a tensor laid out like ``qkv_heads``
+    (an ``arange`` reshaped and permuted) would look the answer up instead of working it out."""
     refused = not_a_function(answer, "source(part, b, h, n, e, chan, num_heads)")
     if refused:
         return refused
-    watched = library() | TORCH_ATTENTION
+    watched = array_calls(library() | TORCH_ATTENTION)
     follow = "follow one number through reshape(B, N, 3, H, head_dim) and then permute(2, 0, 3, 1, 4)."
     for B, N, chan, H in _ENTRY_SIZES:
         hd = chan // H
@@ -71,7 +72,8 @@ def check_qkv_entry(answer: Any) -> Verdict:
             except Exception as problem:
                 return wrong(f"source{tuple(index) + (chan, H)} raised {error_text(problem)}", follow)
             if called:
-                return wrong(f"your function uses {called[0]}: the exercise is to work the index out.", follow)
+                return wrong(f"your function uses {called[0]}: work the index out with whole numbers (a tensor or "
+                             "array laid out like qkv_heads would look it up instead).", follow)
             if not (isinstance(got, (tuple, list)) and len(got) == 3):
                 return wrong(f"source{tuple(index) + (chan, H)} returned {got!r:.60}, not (batch, token, feature).",
                              "return a tuple of three whole numbers.")
@@ -297,16 +299,11 @@ def _judge_suspect_lines(answer: Any, listing: tuple[SuspectLine, ...],
     if picked == buggy:
         found = "\n".join(f"   line {i}: {notes[i][1]}" for i in sorted(buggy))
         return correct(f"all {len(buggy)} buggy lines found.\n{found}")
-    fine = len(picked - buggy)  # counted, never named: a submission of every line must not give the answer away
-    message = f"you found {len(picked & buggy)} of the {len(buggy)} buggy lines"
-    if fine:
-        message += f", and {fine} of the lines you picked {'is' if fine == 1 else 'are'} fine"
-    if len(picked) > 2 * len(buggy):
-        message += f". Pick fewer: only {len(buggy)} lines hold a bug, and this checker names them only when the set is exact"
-    missed = sorted(buggy - picked)
-    hint = (" / ".join(notes[i][2] for i in missed) if missed and len(picked) <= 2 * len(buggy)
-            else "read each line and ask what it computes; drop the lines you cannot name a bug on.")
-    return wrong(message + ".", hint)
+    # One verdict for every inexact set: a count or a hint that followed the picked lines would let 15 one-line
+    # tries find the bugs without reading the code.
+    return wrong(f"not the exact set of buggy lines yet ({len(buggy)} of the {len(listing)} lines hold a bug; the "
+                 "checker explains each line only when your set is exact).",
+                 " / ".join(notes[i][2] for i in sorted(buggy) if notes[i][2]))
 
 
 # ------------------------------------------------------------------------ prediction: dropout

@@ -16,7 +16,7 @@ from torch import Tensor
 
 from ..core import apply_rope, permute_tokens
 from ._core import Verdict, checker, compare_tensors, correct, error_text, not_a_function, wrong
-from ._guard import library, run_watching
+from ._guard import library, package_calls, run_watching
 from ._predict import as_choice, prediction_checker
 
 __all__ = ["check_shuffle_prediction", "check_rope", "check_rotated_v_shift"]
@@ -53,8 +53,9 @@ def check_shuffle_prediction(prediction: Any, out: Tensor, out_shuffled: Tensor,
 
 # ------------------------------------------------------------------------------ code: RoPE on every pair
 
-#: What the learner's RoPE must not call: the library's own rotations.
-_ROPE_LIBRARY = library(("apply_rope", "RotaryAttention"))
+#: What the learner's RoPE must not call: the library's own rotations, and anything of ``transformers`` (its
+#: ``rotate_half``, ``apply_rotary_pos_emb`` and rotary embedding layers, which the lesson tests apply_rope against).
+_ROPE_LIBRARY = package_calls(library(("apply_rope", "RotaryAttention")), {"transformers": "transformers'"})
 
 
 def _rope_cases() -> list[tuple[Tensor, Tensor]]:
@@ -84,7 +85,7 @@ def check_rope(answer: Any) -> Verdict:
     """Exercise: ``answer(x, positions)``, RoPE with the half pairing written by hand: ``x (..., N, head_dim)``,
     ``positions (N,)`` integers -> the same shape. Run on three made-up inputs (``head_dim`` 6, 10, 4; positions
     out of order) and compared with :func:`apply_rope`; a function that is or calls ``apply_rope`` (or a
-    :class:`RotaryAttention` layer) is refused while it runs."""
+    :class:`RotaryAttention` layer) or anything of ``transformers`` is refused while it runs."""
     how = ("turn each pair yourself: a = x[..., :half], b = x[..., half:], then a cos - b sin and a sin + b cos, "
            "with the angle position × θ_i.")
     refused = not_a_function(answer, "rope(x, positions)")
@@ -170,10 +171,11 @@ def check_rotated_v_shift(answer: Any) -> Verdict:
     if names == changed:
         return correct(f"measured with the shift 1000: {measured}. The scores still compare q and k by their "
                        "offset, but each value now carries its own absolute angle into the output.")
+    # A wrong answer gets no measurement: the gaps would tell which tensors changed (an answer to copy).
+    given = f"{sorted(names)}" if names else "set() (nothing changes)"
+    told = f"{given}: not what the checker measured (it shows the measurement once your set is right)."
     if names & {"scores", "weights"}:
-        return wrong(f"{sorted(names & {'scores', 'weights'})} did not change (measured: {measured}).",
-                     "scores and weights are made from q and k alone; rotating v does not touch them, and "
-                     "q_m · k_n still depends on m - n only.")
-    return wrong(f"heads changed (measured: {measured}).",
-                 "heads = Σ_n weights[m, n] · R(n θ) v_n: each value is turned by its own position, and a shift "
-                 "turns every value further. The offset cancels only in a dot product of two turned vectors.")
+        return wrong(told, "scores and weights are made from q and k alone: does rotating v reach them, and does "
+                           "shifting every position change q_m · k_n?")
+    return wrong(told, "heads = Σ_n weights[m, n] · R(n θ) v_n: each value is turned by its own position. What "
+                       "does shifting every position do to those turns?")

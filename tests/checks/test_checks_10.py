@@ -114,3 +114,46 @@ def test_rotated_v_shift_accepts_heads_only_and_names_each_typical_mistake():
     assert "made from q and k alone" in message({"weights", "heads"})
     assert "not among" in message({"out"})
     assert "should be a set" in message(3)
+
+
+def test_rotated_v_shift_keeps_its_measurement_until_the_answer_is_right():
+    """The old wrong verdicts printed every gap ("heads by 1.3e+00"): the answer, to copy from any wrong try."""
+    import itertools
+    import re
+
+    for size in range(4):
+        for answer in itertools.combinations(("scores", "weights", "heads"), size):
+            verdict = checks.check_rotated_v_shift.judge(set(answer))
+            if set(answer) == {"heads"}:
+                assert verdict.ok and re.search(r"\d\.\de", verdict.message)  # the right answer sees the gaps
+                continue
+            text = verdict.message + " " + verdict.hint
+            assert not verdict.ok and not re.search(r"\d\.\d", text) and "changed" not in text
+
+
+def test_rope_refuses_the_transformers_rotation():
+    """Wrapping transformers' rotate_half / apply_rotary_pos_emb gives RoPE with the half pairing: refused."""
+    import pytest
+
+    llama = pytest.importorskip("transformers.models.llama.modeling_llama")
+    from attn_helpers.core import apply_rope
+
+    def through_apply(x, positions):
+        head_dim = x.shape[-1]
+        theta = 10000.0 ** (-torch.arange(0, head_dim, 2, dtype=x.dtype) / head_dim)
+        angle = positions[:, None].to(x.dtype) * theta  # (N, head_dim/2)
+        cos, sin = torch.cat([angle, angle], dim=-1).cos(), torch.cat([angle, angle], dim=-1).sin()
+        return llama.apply_rotary_pos_emb(x, x, cos, sin, unsqueeze_dim=0)[0]
+
+    def through_rotate_half(x, positions):
+        head_dim = x.shape[-1]
+        theta = 10000.0 ** (-torch.arange(0, head_dim, 2, dtype=x.dtype) / head_dim)
+        angle = torch.cat([positions[:, None].to(x.dtype) * theta] * 2, dim=-1)  # (N, head_dim)
+        return x * angle.cos() + llama.rotate_half(x) * angle.sin()
+
+    x, positions = torch.randn(2, 5, 6, dtype=torch.float64), torch.tensor([3, 0, 7, 1, 12])
+    for shortcut in (through_apply, through_rotate_half):
+        assert torch.allclose(shortcut(x, positions), apply_rope(x, positions))  # right values: the old checker passed
+        verdict = checks.check_rope.judge(shortcut)
+        assert not verdict.ok and "transformers' " in verdict.message, verdict.message
+    assert "transformers' " in checks.check_rope.judge(llama.rotate_half).message
