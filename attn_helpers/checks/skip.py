@@ -24,28 +24,48 @@ __all__ = ["check_skip_through_v", "check_gradient_trend_prediction", "check_lay
 TRENDS = ("shrinks", "stays", "grows")
 
 
+#: ``(B, H, N, head_dim)`` of the checker's own ``v``: no layer and no input to rebuild, so a learner's function
+#: cannot hand the work to a layer's forward pass (replaying the lesson's seeds gave the layer's own output).
+_SKIP_SIZES = ((2, 2, 5, 4), (1, 3, 4, 2), (3, 1, 6, 3))
+
+
 @checker
-def check_skip_through_v(answer: Any, v: Tensor, projected: Tensor) -> Verdict:
-    """Exercise: walkthrough 000's output, ``projected + v`` with ``v (B, H, N, head_dim)`` merged to ``(B, N, chan)``."""
-    B, H, N, head_dim = v.shape
-    chan = H * head_dim
-    expected = projected + merge_heads(v)  # (B, N, chan)
-    mistakes = {
-        "you flattened v without moving its heads axis": (
-            projected + v.reshape(B, N, chan),
-            "v is (B, H, N, head_dim): transpose(1, 2) first, so each token's heads sit side by side, then reshape."),
-        "you left out the attention output": (
-            merge_heads(v),
-            "the skip is added to the projected attention output: projected + merged v."),
-        "you left out the skip": (
-            projected,
-            "add the merged values v to projected."),
-        "you merged v with head_dim before heads, so the heads' features are interleaved": (
-            projected + v.permute(0, 2, 3, 1).reshape(B, N, chan),
-            "transpose(1, 2) to (B, N, H, head_dim) keeps each head's head_dim features together; then reshape."),
-    }
-    return compare_tensors(answer, expected, name="your output", likely_mistakes=mistakes,
-                           success=f"{list(expected.shape)}: the projected heads plus the values, both chan={chan} wide.")
+def check_skip_through_v(answer: Any) -> Verdict:
+    """Exercise: a function ``answer(v, projected)`` giving walkthrough 000's output ``projected + v`` with
+    ``v (B, H, N, head_dim)`` merged to ``(B, N, chan)``. Run on made-up ``v`` and ``projected`` of three sizes."""
+    refused = not_a_function(answer, "walkthrough_output(v, projected)")
+    if refused:
+        return refused
+    generator = torch.Generator().manual_seed(62)
+    for B, H, N, head_dim in _SKIP_SIZES:
+        chan = H * head_dim
+        v = torch.randn(B, H, N, head_dim, generator=generator, dtype=torch.float64)
+        projected = torch.randn(B, N, chan, generator=generator, dtype=torch.float64)  # (B, N, chan)
+        where = f"v {list(v.shape)} and projected {list(projected.shape)}"
+        try:
+            got = answer(v.clone(), projected.clone())
+        except Exception as problem:  # the learner's code failed: say how, never a traceback
+            return wrong(f"for {where} your function raised {error_text(problem)}",
+                         "read B, H, N and head_dim from v.shape, not the numbers of one example.")
+        expected = projected + merge_heads(v)  # (B, N, chan)
+        mistakes = {
+            "you flattened v without moving its heads axis": (
+                projected + v.reshape(B, N, chan),
+                "v is (B, H, N, head_dim): transpose(1, 2) first, so each token's heads sit side by side, "
+                "then reshape."),
+            "you left out the attention output": (
+                merge_heads(v), "the skip is added to the projected attention output: projected + merged v."),
+            "you left out the skip": (projected, "add the merged values v to projected."),
+            "you merged v with head_dim before heads, so the heads' features are interleaved": (
+                projected + v.permute(0, 2, 3, 1).reshape(B, N, chan),
+                "transpose(1, 2) to (B, N, H, head_dim) keeps each head's head_dim features together; then "
+                "reshape."),
+        }
+        verdict = compare_tensors(got, expected, name=f"for {where}, your output", likely_mistakes=mistakes)
+        if not verdict.ok:
+            return verdict
+    return correct("on three sizes (1 to 3 heads): the projected heads plus the values merged like them, "
+                   "both chan = H * head_dim wide.")
 
 
 def _trend(first: float, last: float) -> str:

@@ -164,6 +164,14 @@ def check_pattern_match(answer: Any, weights: Tensor, ideal: Tensor) -> Verdict:
             "you left out the heads axis": (
                 on_target.sum(dim=-1).mean(), "keep one number per head: average over the rows only (dim=-1 after the sum)."),
         }
+        with_target = target.sum(dim=-1) > 0  # (N,): the rows that have a right key
+        hits = (w.argmax(dim=-1) == target.argmax(dim=-1)).to(w.dtype)  # (H, N): largest weight on the right key
+        mistakes["you counted the rows whose largest weight is on the right key (a hit rate)"] = (
+            hits[..., with_target].mean(dim=-1),
+            "the match is the weight on the right key, however large the others: multiply by ideal, sum the keys.")
+        mistakes["you multiplied by ideal transposed (ideal.mT)"] = (
+            (w * target.mT).sum(dim=-1)[..., with_target].mean(dim=-1),
+            "ideal[i, j] = 1 when query i should look at key j, the same (query, key) layout as weights.")
         if bool((target.sum(dim=-1) == 0).any()):
             mistakes["you averaged over every row, also the rows without a target"] = (
                 on_target.sum(dim=-1).mean(dim=-1),
@@ -185,8 +193,9 @@ def _knockout_logits(model: TinyAttentionModel, tokens: Tensor, layer: int, head
         h = model.embed(tokens)  # (B, N, dim)
     else:
         h = model.embed(tokens) + model.position.weight[: tokens.shape[1]]  # (B, N, dim)
+    first = h
     for index, attention in enumerate(model.layers):
-        out, inter = attention(h, return_intermediates=True)
+        out, inter = attention(first if mistake == "same input" else h, return_intermediates=True)
         heads = inter["heads"].clone()  # (B, H, N, head_dim)
         hit = index == layer or mistake == "every layer"
         if hit and mistake == "token axis":
@@ -226,6 +235,9 @@ _KNOCKOUT_MISTAKES = {
     "no positions": (
         "the position vectors were left out",
         "the model's input is model.embed(tokens) + model.position.weight, before the first layer."),
+    "same input": (
+        "every layer read the first h (embeddings + positions), not the h the layers before it made",
+        "run each layer on the current h, the one the previous layers have added to."),
 }
 
 

@@ -320,24 +320,27 @@ def seed_layer_parts():
     return x, {k: t.detach() for k, t in inter.items()}
 
 
-def test_skip_through_v_accepts_the_layers_own_output(seed_layer_parts):
+def test_skip_through_v_accepts_a_function_and_refuses_a_tensor_rebuilt_from_the_lessons_seed(seed_layer_parts):
+    """The old exercise took a tensor: replaying the cell's seed lines and running the layer passed it."""
     _, inter = seed_layer_parts
-    assert verdict(checks.check_skip_through_v, inter["out"], inter["v"], inter["projected"]).ok
+    assert verdict(checks.check_skip_through_v, lambda v, projected: projected + merge_heads(v)).ok
+    replayed = verdict(checks.check_skip_through_v, inter["out"])
+    assert not replayed.ok and "should be a function" in replayed.message
 
 
 @pytest.mark.parametrize(
     ("build", "expected"),
     [
-        (lambda i: i["projected"] + i["v"].reshape(2, 5, 8), "without moving its heads axis"),
-        (lambda i: merge_heads(i["v"]), "left out the attention output"),
-        (lambda i: i["projected"], "left out the skip"),
-        (lambda i: i["projected"] + i["v"].permute(0, 2, 3, 1).reshape(2, 5, 8), "interleaved"),
-        (lambda i: i["projected"] + merge_heads(i["v"]) + 1.0, "different values"),
+        (lambda v, p: p + v.reshape(p.shape), "without moving its heads axis"),
+        (lambda v, p: merge_heads(v), "left out the attention output"),
+        (lambda v, p: p, "left out the skip"),
+        (lambda v, p: p + v.permute(0, 2, 3, 1).reshape(p.shape), "interleaved"),
+        (lambda v, p: p + merge_heads(v) + 1.0, "different values"),
+        (lambda v, p: p + v.transpose(1, 2).reshape(2, 5, 8), "raised"),  # the sizes of one example
     ],
 )
-def test_skip_through_v_names_the_mistake(seed_layer_parts, build, expected):
-    _, inter = seed_layer_parts
-    v = verdict(checks.check_skip_through_v, build(inter), inter["v"], inter["projected"])
+def test_skip_through_v_names_the_mistake(build, expected):
+    v = verdict(checks.check_skip_through_v, build)
     assert not v.ok and expected in v.message
 
 

@@ -356,6 +356,9 @@ def test_check_pattern_match():
                          (lambda w, i: (w * i).sum((-2, -1)), "average over the rows"),
                          (lambda w, i: w.max(-1).values.mean(-1), "multiply by ideal"),
                          (lambda w, i: (w * i).sum(-1).mean(), "one number per head"),
+                         # the two below got only the generic hint before they were named
+                         (lambda w, i: (w.argmax(-1) == i.argmax(-1)).double().mean(-1), "however large the others"),
+                         (lambda w, i: (w * i.mT).sum(-1)[:, i.sum(-1) > 0].mean(-1), "same (query, key) layout"),
                          # right where every row has a target, wrong on the lookup's pair rows
                          (lambda w, i: (w * i).sum(-1).mean(-1), "rows with a target only")):
         verdict = check_pattern_match.judge(answer, weights, ideal)
@@ -412,6 +415,24 @@ def test_check_knockout_accepts_the_solution_and_names_each_mistake(two_layer_mo
         assert not verdict.ok and cause in verdict.message and verdict.hint == hint, (key, verdict)
     verdict = check_knockout.judge(lambda m, t, l, h: m(t), two_layer_model, tokens)
     assert not verdict.ok and "nothing was knocked out" in verdict.message
+
+
+def test_check_knockout_names_layers_that_all_read_the_first_input(two_layer_model):
+    """Written as a learner would (it got only the generic hint before the mistake was named)."""
+    def every_layer_on_the_embeddings(model, tokens, layer, head):
+        first = model.embed(tokens) + model.position.weight  # (B, N, dim)
+        h = first
+        for index, attention in enumerate(model.layers):
+            _, inter = attention(first, return_intermediates=True)
+            heads = inter["heads"].clone()  # (B, H, N, head_dim)
+            if index == layer:
+                heads[:, head] = 0.0
+            h = h + attention.proj(merge_heads(heads))
+        return model.readout(h)
+
+    tokens, _ = _sample(LookupTask(), batch=16)
+    verdict = check_knockout.judge(every_layer_on_the_embeddings, two_layer_model, tokens)
+    assert not verdict.ok and "every layer read the first h" in verdict.message, verdict
 
 
 def test_check_knockout_refuses_the_models_own_knockout(two_layer_model):

@@ -112,7 +112,7 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
     "06": {
         # "stays": the residual's I passes the gradient on, but the other term adds to it
         "6.1": ('prediction = "stays"', "the tables below show it depth by depth"),
-        "6.2": ("answer = projected_ex + v_ex.reshape(2, 5, 8)", "transpose(1, 2) first"),
+        "6.2": ("answer = lambda v, projected: projected + v.reshape(projected.shape)", "transpose(1, 2) first"),
         # always the first layer, whatever layer is asked for
         "6.3": ("answer = lambda stack, x, L, layer: torch.sqrt(sum(g.pow(2).sum() for g in torch.autograd.grad("
                 "stack(x, depth=L).norm(), list(stack.layers[0].parameters())))).item()", "stack.layers[layer - 1]"),
