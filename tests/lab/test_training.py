@@ -389,11 +389,12 @@ def test_check_knockout_prediction():
     assert check_knockout_prediction.judge(" Lower ", 0.66, 0.999, 0.125).ok
 
 
-def _without_head(model, tokens, layer, head):
-    """The exercise's solution, as a learner would write it."""
-    h = model.embed(tokens) + model.position.weight  # (B, N, dim)
+def _without_head(model, tokens, layer, head, first_only=False):
+    """The exercise's solution, as a learner would write it; ``first_only``: the mistake of running every layer on
+    the first h (embeddings + positions) instead of the current one."""
+    h = first = model.embed(tokens) + model.position.weight  # (B, N, dim)
     for index, attention in enumerate(model.layers):
-        _, inter = attention(h, return_intermediates=True)
+        _, inter = attention(first if first_only else h, return_intermediates=True)
         heads = inter["heads"].clone()  # (B, H, N, head_dim)
         if index == layer:
             heads[:, head] = 0.0
@@ -419,19 +420,8 @@ def test_check_knockout_accepts_the_solution_and_names_each_mistake(two_layer_mo
 
 def test_check_knockout_names_layers_that_all_read_the_first_input(two_layer_model):
     """Written as a learner would (it got only the generic hint before the mistake was named)."""
-    def every_layer_on_the_embeddings(model, tokens, layer, head):
-        first = model.embed(tokens) + model.position.weight  # (B, N, dim)
-        h = first
-        for index, attention in enumerate(model.layers):
-            _, inter = attention(first, return_intermediates=True)
-            heads = inter["heads"].clone()  # (B, H, N, head_dim)
-            if index == layer:
-                heads[:, head] = 0.0
-            h = h + attention.proj(merge_heads(heads))
-        return model.readout(h)
-
     tokens, _ = _sample(LookupTask(), batch=16)
-    verdict = check_knockout.judge(every_layer_on_the_embeddings, two_layer_model, tokens)
+    verdict = check_knockout.judge(lambda m, t, l, h: _without_head(m, t, l, h, first_only=True), two_layer_model, tokens)
     assert not verdict.ok and "every layer read the first h" in verdict.message, verdict
 
 
