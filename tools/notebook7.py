@@ -317,15 +317,18 @@ def run_notebook7(chromium: str, names: tuple[str, ...] = NOTEBOOK7_LESSONS,
 
 
 def take_pictures(page: Notebook7Page, seen: Notebook7Observation, folder: Path) -> None:
-    """The lesson's first explorer, and the page if a step failed; failing to take them hides nothing."""
-    stem = Path(page.name).stem
+    """The lesson's first explorer, and the page if a step failed; failing to take them hides nothing.
+
+    Named ``notebook7__<lesson>...``: the JupyterLab run clears ``<lesson>__*`` when it starts a lesson.
+    """
+    stem = f"notebook7__{Path(page.name).stem}"
     try:
         folder.mkdir(parents=True, exist_ok=True)
         explorers = page.explorers()
         if explorers:
-            explorers[0].box.screenshot(path=str(folder / f"{stem}__notebook7_explorer0.png"))
+            explorers[0].box.screenshot(path=str(folder / f"{stem}_explorer0.png"))
         if seen.error:
-            page.page.screenshot(path=str(folder / f"{stem}__notebook7_failed.png"))
+            page.page.screenshot(path=str(folder / f"{stem}_failed.png"))
     except Exception:  # noqa: BLE001 - the pictures are diagnostics; the observation stands
         pass
 
