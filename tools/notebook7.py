@@ -219,7 +219,8 @@ def try_arrow_keys(explorer: ExplorerView, keys: tuple[str, ...] = NOTEBOOK_ARRO
         before = explorer.slider_info(control)
         explorer.handle(control).click()
         explorer.page.keyboard.press(key)
-        explorer.page.wait_for_timeout(600)  # a moved slider shows it within this time (WIDGET_TIMEOUT is for the kernel)
+        # the handle moves in the page, before any kernel answers: 0.6 s is ample for a key the slider got
+        explorer.page.wait_for_timeout(600)
         after = explorer.slider_info(control)
         focus = explorer.page.evaluate("() => document.activeElement ? document.activeElement.className : ''")
         tries.append(KeyTry(key, after["pos"] != before["pos"] or after["readout"] != before["readout"],

@@ -86,7 +86,8 @@ def test_run_all_shows_every_explorer(notebook7, name: str):
     assert len(seen.explorers) == len(seen.committed_explorers) > 0, (
         f"{name}: {len(seen.explorers)} explorers drawn, the committed notebook shows {seen.committed_explorers}")
     for state in seen.explorers:
-        assert state.valid and state.visible and state.natural_width > 0, f"{name}: an explorer without a picture: {state}"
+        assert state.valid and state.visible and state.natural_width > 0, (
+            f"{name}: an explorer without a picture: {state}")
         assert state.shown_width <= state.natural_width + 0.5, f"{name}: picture scaled up: {state}"
 
 
