@@ -140,7 +140,7 @@ def _start_colab() -> None:
 # child runs, the Colab stand-in, the JupyterLab run) go last, so the unit tests and nbval run while that work goes on
 # instead of waiting for it.
 REPORTING_LAST = ("test_setup_dry_run.py", "test_nbval_strict.py", "test_exercises.py", "test_notebooks.py",
-                  "test_colab.py", "test_browser.py")
+                  "test_colab.py", "test_browser.py", "test_notebook7.py")
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
