@@ -47,7 +47,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 SCREENSHOT_DIR = REPO_ROOT / "build" / "screenshots"
 # Pictures of the whole notebook: on failure only, unless ATTN_SCREENSHOTS=all asks for every one.
-# A whole-notebook picture makes Chromium lay out and paint the notebook at up to 1280 x 16000 px
+# A whole-notebook picture makes Chromium lay out and paint the notebook at up to 1366 x 16000 px
 # and encode it: about 3 CPU-seconds each, measured, three per notebook when always taken, on a
 # 2-core machine that the suite keeps busy. The explorers' own pictures (small) are always taken.
 ALL_SCREENSHOTS = os.environ.get("ATTN_SCREENSHOTS", "").lower() == "all"
@@ -85,6 +85,9 @@ WIDGET_FAILURES = ("Error displaying widget", "Model not found", "Failed to load
 # Static figures (image/png outputs), as opposed to the explorers' ipywidgets Images.
 STATIC_PNG = '.jp-OutputArea-output[data-mime-type="image/png"] img'
 
+
+# The learner's screen the browser tests use: a common laptop's 1366 x 768 (issue 31), JupyterLab's default layout.
+LAPTOP_WIDTH, LAPTOP_HEIGHT = 1366, 768
 
 # Resolves after the browser has laid out and painted twice (e.g. after a viewport resize).
 NEXT_FRAMES_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(r, 50))))"
@@ -192,7 +195,7 @@ def require_chromium() -> str:
 class Browser:
     """Playwright's sync API driving the system Chromium (one process, pages opened on demand)."""
 
-    def __init__(self, executable: str, *, width: int = 1280, height: int = 900) -> None:
+    def __init__(self, executable: str, *, width: int = LAPTOP_WIDTH, height: int = LAPTOP_HEIGHT) -> None:
         from playwright.sync_api import sync_playwright
 
         self._playwright = sync_playwright().start()
@@ -228,8 +231,10 @@ class JupyterServer:
 
     def __init__(self, base: Path, source: Path = NOTEBOOKS_DIR,
                  kernels: Callable[[Path], Any] | None = None, threads: int | None = None,
-                 settings: dict[str, dict[str, Any]] | None = None) -> None:
+                 settings: dict[str, dict[str, Any]] | None = None, kernel_startup: str | None = None) -> None:
         self.base = Path(base)
+        # Python run in every kernel before its first cell (an IPython startup file), e.g. figure_probe's.
+        self.kernel_startup = kernel_startup
         # JupyterLab user settings on top of LAB_USER_SETTINGS: file name under user-settings -> values.
         self.settings = {**LAB_USER_SETTINGS, **(settings or {})}
         # Math threads of the kernels (None: the machine's default). The browser run goes alongside
@@ -295,6 +300,10 @@ class JupyterServer:
             Path(env[name]).mkdir(parents=True, exist_ok=True)
         if self.kernels is not None:
             self.kernels(Path(env["JUPYTER_DATA_DIR"]))
+        if self.kernel_startup is not None:
+            startup = Path(env["IPYTHONDIR"]) / "profile_default" / "startup" / "50-harness.py"
+            startup.parent.mkdir(parents=True, exist_ok=True)
+            startup.write_text(self.kernel_startup, encoding="utf-8")
         settings = Path(env["JUPYTER_CONFIG_DIR"]) / "lab" / "user-settings"
         for name, value in self.settings.items():
             target = settings / name
@@ -617,7 +626,7 @@ class LessonPage(NotebookPage):
         """The whole notebook in one picture: the viewport is made as tall as the notebook for it."""
         path.parent.mkdir(parents=True, exist_ok=True)
         page = self.page
-        size = page.viewport_size or {"width": 1280, "height": 900}
+        size = page.viewport_size or {"width": LAPTOP_WIDTH, "height": LAPTOP_HEIGHT}
         height = page.evaluate("""() => {
             const outer = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer');
             outer.scrollTop = 0;  // Run All leaves the notebook scrolled to its end
@@ -1139,7 +1148,10 @@ class LabRun:
                  screenshots: Path = SCREENSHOT_DIR) -> None:
         self.plan = plan
         self.screenshots = screenshots
-        self.server = JupyterServer(folder, threads=1)
+        from tools import figure_probe  # every picture a kernel renders is recorded (tools/figure_sizes.py reads it)
+
+        self.server = JupyterServer(folder, threads=1,
+                                    kernel_startup=figure_probe.startup_code(figure_probe.records_folder(folder)))
         self.kernelspecs: dict[str, Any] | None = None  # what the server offers, read once it answers
         self.stop = threading.Event()  # set by close(): notebooks not yet opened are left alone
         self.error: str | None = None  # the run itself failed (server, browser)

@@ -60,13 +60,19 @@ def runs_by_name(runs: Mapping[str, Any] | Any) -> dict[str, Any]:
 
 
 def plot_learning_curves(runs: Mapping[str, Any] | Any, *, accuracy: float | None = 0.99,
-                         figsize: tuple[float, float] = (14.0, 3.4)) -> Figure:
+                         figsize: tuple[float, float] = (9.2, 5.8)) -> Figure:
     """Three panels over training steps, one colour per run: the training loss (log scale), the
     held-out accuracy (a dotted line at ``accuracy``), and the pattern match of each run's best head
     (the head closest to the ideal at the end, named in the legend). ``runs``: one training run or
-    ``{name: run}``. Returns the figure."""
+    ``{name: run}``. Returns the figure.
+
+    Two panels a row, the legend in the fourth place: at its natural size the figure is about 920 px
+    wide, which a notebook on a 1366-px laptop screen shows unshrunk (three in a row were 1,330 px, shown
+    at 70 %, their smallest text under 8 px)."""
     runs = runs_by_name(runs)
-    figure, axes = plt.subplots(1, 3, figsize=figsize)
+    figure = plt.figure(figsize=figsize)
+    grid = figure.add_gridspec(2, 2)
+    axes = [figure.add_subplot(grid[0, 0]), figure.add_subplot(grid[0, 1]), figure.add_subplot(grid[1, 0])]
     for i, (name, run) in enumerate(runs.items()):
         colour = HEAD_COLOURS[i % len(HEAD_COLOURS)]
         layer, head = run.best_head()
@@ -81,9 +87,12 @@ def plot_learning_curves(runs: Mapping[str, Any] | Any, *, accuracy: float | Non
         axes[1].axhline(accuracy, color="0.5", lw=0.8, ls=":")
     for ax in axes:
         ax.grid(True, alpha=0.3)
-    figure.tight_layout(rect=(0.0, 0.0, 0.85, 1.0))
-    figure.legend(*axes[2].get_legend_handles_labels(), loc="center left", bbox_to_anchor=(0.855, 0.5),
-                  fontsize=8, frameon=False, labelspacing=0.9)
+    figure.tight_layout(h_pad=1.5)
+    # the legend where a fourth panel would be, beside the pattern match it explains
+    figure.legend(*axes[2].get_legend_handles_labels(), loc="center left",
+                  bbox_to_anchor=(grid[1, 1].get_position(figure).x0, axes[2].get_position().y0
+                                  + axes[2].get_position().height / 2),
+                  fontsize=9, frameon=False, labelspacing=0.9)
     return figure
 
 

@@ -8,6 +8,12 @@ for the status line to show the new value, then check the picture changed (or, f
 combination, that it is hidden and explained). The heads explorer is driven through every head
 count on its narrowest width and back.
 
+At a laptop's 1366x768, with JupyterLab's default layout (file browser open), every static figure and
+every explorer's picture is measured after Run All: the width it is shown at, and its smallest text as
+displayed (from the kernel that drew it, ``tools/figure_sizes.py``), none below 8 px; every explorer's box must
+fit in the notebook's visible height. The table goes to the test output and ``build/screenshots/figure_sizes.txt``,
+and each lesson's first screen at its first picture to ``build/screenshots/<lesson>__lesson_1366x768.png``.
+
 Every notebook is also opened untouched, on a server of its own: once its kernel is idle and nothing
 ran, closing its tab must not ask to save, and the file must be as committed (the kernelspec the
 notebook carries must be the one the kernel reports, or JupyterLab marks it changed and autosaves it).
@@ -31,13 +37,18 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from tools import figure_sizes
 from tools.browser_support import (  # noqa: F401 - fixtures are used by name
     ALL_SCREENSHOTS,
+    EXPLORER_BOX,
+    SCREENSHOT_DIR,
+    STATIC_PNG,
     STATUS,
     UNTOUCHED_SETTINGS,
     Browser,
@@ -65,15 +76,24 @@ WITH_WIDGETS = [p for p in NOTEBOOKS if widget_outputs(p)]
 WITH_HEADS = [p for p in NOTEBOOKS if "HeadsExplorer" in widget_outputs(p)]
 
 
-def on_each(paths: list[Path]):
+def on_each(paths: list[Path], marks: dict[str, pytest.MarkDecorator] | None = None,
+            report: Callable[[Path], None] | None = None):
     """A check run on each notebook's page in the JupyterLab run; the test (one per notebook) reports it.
 
-    ``conftest.py`` reads the plan (which checks on which notebooks) off the collected tests.
+    ``conftest.py`` reads the plan (which checks on which notebooks) off the collected tests. ``marks``:
+    notebook name -> a mark for that notebook's test (e.g. an xfail); ``report(path)``: called by the test
+    after the verdict, passed or not (e.g. to print what the check measured).
     """
+    params = [pytest.param(p, id=p.name, marks=(marks or {}).get(p.name, ())) for p in paths]
+
     def wrap(check: LabCheck):
-        @pytest.mark.parametrize("path", paths, ids=[p.name for p in paths])
+        @pytest.mark.parametrize("path", params)
         def test(lab_run, path: Path) -> None:
-            lab_run.verdict(check, path)
+            try:
+                lab_run.verdict(check, path)
+            finally:
+                if report is not None:
+                    report(path)
 
         test.lab_check = check
         test.__name__, test.__doc__ = check.__name__, check.__doc__
@@ -132,6 +152,59 @@ def test_run_all_shows_every_output(lesson: LessonPage, screenshot_dir: Path):
         interpreter = Path(commands[kernel_id][0])
         assert interpreter.parent.resolve() == Path(sys.executable).parent.resolve(), (
             f"the kernel runs {interpreter}, not this environment's {sys.executable}")
+
+
+# -- every picture at a laptop's size (issue 31) ----------------------------------------------------
+# Before any control moves: each explorer still shows its first picture. The sizes come from the page,
+# the smallest text of each picture from the kernel that drew it (tools/figure_sizes.py, figure_probe.py).
+EXPLORER_PICTURE = f"{EXPLORER_BOX} > img.widget-image"
+FIGURE_TABLE = "figure_sizes.txt"
+
+
+def report_figures(path: Path) -> None:
+    """Print the notebook's rows of the figure table; write this session's table to build/screenshots."""
+    figures = figure_sizes.MEASURED.get(path.name)
+    if figures:
+        print(figure_sizes.table(figures))
+    figure_sizes.write_table(SCREENSHOT_DIR / FIGURE_TABLE, [p.name for p in NOTEBOOKS])
+
+
+# Pictures this change leaves too small, each for a reason outside it; strict: a fix makes the test fail until
+# the mark goes. Explorers are drawn in attn_helpers/widgets (being changed in another part of issue 31).
+SMALL_TEXT_LEFT = {
+    "06_projection_and_skip.ipynb": "SkipExplorer's log-axis exponents are 7.8 px (0.7 of its 10-pt tick labels, at 80 dpi)",
+    "07_complete_layer.ipynb": "figure 0 (cell 36) is 1379 px wide, shown at 68 %: its 8-pt numbers are 7.5 px",
+    "10_positions.ipynb": "RopeExplorer's 7-pt labels at 80 dpi are 7.8 px",
+}
+TEXT_MARKS = {name: pytest.mark.xfail(reason=reason, strict=True) for name, reason in SMALL_TEXT_LEFT.items()}
+
+
+@on_each(NOTEBOOKS, marks=TEXT_MARKS, report=report_figures)
+def test_every_picture_has_readable_text(lesson: LessonPage, screenshot_dir: Path):
+    """At 1366x768 with the file browser open: no text of any static figure or explorer below 8 px as displayed.
+
+    Also takes the lesson's screenshot: the first screen at its first figure or explorer, after Run All."""
+    figures = figure_sizes.measure(lesson, STATIC_PNG, EXPLORER_PICTURE)
+    figure_sizes.keep(lesson.name, figures)
+    figure_sizes.screenshot_first_picture(lesson, screenshot_dir / f"{Path(lesson.name).stem}__lesson_1366x768.png",
+                                          f"{STATIC_PNG}, {EXPLORER_PICTURE}")
+    committed = lesson.committed
+    assert len(figures) == committed.n_static_png + len(committed.explorers), (
+        f"{lesson.name}: {len(figures)} pictures measured, the committed notebook has {committed.n_static_png} "
+        f"figures and {len(committed.explorers)} explorers")
+    problems = [p for p in (f.problem() for f in figures) if p]
+    assert not problems, "\n".join(problems) + "\n" + figure_sizes.table(figures)
+
+
+@on_each(WITH_WIDGETS)
+def test_every_explorer_fits_the_screen(lesson: LessonPage, screenshot_dir: Path):
+    """Each explorer's controls, status line and picture fit in the notebook's visible height at 1366x768."""
+    figures = [f for f in figure_sizes.MEASURED.get(lesson.name, []) if f.explorer] or [
+        f for f in figure_sizes.measure(lesson, STATIC_PNG, EXPLORER_PICTURE) if f.explorer]
+    assert figures, f"{lesson.name}: no explorer measured"
+    tall = [f"{f.label}: {f.box_height:.0f} px tall, the notebook shows {f.visible_height:.0f} px"
+            for f in figures if not f.fits()]
+    assert not tall, f"{lesson.name}: explorers taller than the screen:\n" + "\n".join(tall)
 
 
 @on_each(WITH_WIDGETS)
