@@ -173,7 +173,6 @@ def report_figures(path: Path) -> None:
 # the mark goes. Explorers are drawn in attn_helpers/widgets (being changed in another part of issue 31).
 SMALL_TEXT_LEFT = {
     "06_projection_and_skip.ipynb": "SkipExplorer's log-axis exponents are 7.8 px (0.7 of its 10-pt tick labels, at 80 dpi)",
-    "07_complete_layer.ipynb": "figure 0 (cell 36) is 1379 px wide, shown at 68 %: its 8-pt numbers are 7.5 px",
     "10_positions.ipynb": "RopeExplorer's 7-pt labels at 80 dpi are 7.8 px",
 }
 TEXT_MARKS = {name: pytest.mark.xfail(reason=reason, strict=True) for name, reason in SMALL_TEXT_LEFT.items()}
