@@ -152,7 +152,7 @@ _CACHE_KEYS = ("num_layers", "chan", "num_heads", "num_kv_heads", "seq_len", "dt
 def _cache_mistakes(num_layers: int, chan: int, num_heads: int, num_kv_heads: int, seq_len: int, dtype_bytes: int,
                     expected: int) -> dict[str, tuple[int | None, str]]:
     """The typical wrong byte counts for these sizes: cause -> (value or None when it equals the right one, hint).
-    The first cause whose value matches is named, so the cases above keep the values apart."""
+    :func:`_cache_verdict` names a cause only when its value matches on every case."""
     grouped = num_heads != num_kv_heads
     kv_width = "num_kv_heads x head_dim, with head_dim = chan // num_heads"
     return {
@@ -171,9 +171,29 @@ def _cache_mistakes(num_layers: int, chan: int, num_heads: int, num_kv_heads: in
         "you counted bits instead of bytes and forgot the values (or the keys)": (
             expected * 4, "two things: the cache holds keys AND values (a factor of 2), and dtype_bytes is already in "
                           "bytes (do not multiply by 8)."),
+        "you left out dtype_bytes (counted numbers, not bytes)": (
+            None if dtype_bytes == 1 else expected // dtype_bytes,
+            "each number takes dtype_bytes bytes (float16 = 2): multiply by dtype_bytes."),
         "you used 4 bytes per number whatever dtype_bytes says": (
             None if dtype_bytes == 4 else expected // dtype_bytes * 4, "multiply by dtype_bytes, the bytes of one number."),
     }
+
+
+def _cache_verdict(results: list[tuple[dict[str, int], int, int]], first: int) -> Verdict:
+    """The verdict on a wrong cache size, shown for case ``first`` (the first one it gets wrong). A mistake is
+    named only when it explains the function's answer on EVERY case: on one case two mistakes can give the
+    same number (with float16, forgetting the 2 bytes and forgetting the values both halve the count)."""
+    sizes, got, expected = results[first]
+    described = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    where = "" if first == 0 else f" For {described}:"
+    mistakes = [_cache_mistakes(**case, expected=right) for case, _, right in results]
+    for cause, (_, hint) in mistakes[first].items():
+        if all(theirs == (mistake[cause][0] if mistake[cause][0] is not None else right)
+               for (_, theirs, right), mistake in zip(results, mistakes)):
+            return wrong(f"{where} {got:,} is what you get when {cause}.".lstrip(), hint)
+    return wrong(f"{where} your function gives {got:,} bytes, expected {expected:,}.".lstrip(),
+                 "bytes = 2 (K and V) x num_layers x num_kv_heads x seq_len x head_dim x dtype_bytes, "
+                 "with head_dim = chan // num_heads.")
 
 
 @checker
@@ -190,8 +210,8 @@ def check_kv_cache_size(answer: Any, *, num_layers: int, chan: int, num_heads: i
     if refused:
         return refused
     given = (num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)
-    for case_number, case in enumerate((given, *_CACHE_SIZES)):
-        sizes = dict(zip(_CACHE_KEYS, case))
+    results = []  # (sizes, the learner's bytes, the right bytes) for every case
+    for sizes in (dict(zip(_CACHE_KEYS, case)) for case in (given, *_CACHE_SIZES)):
         described = ", ".join(f"{k}={v}" for k, v in sizes.items())
         try:
             got, called = run_watching(lambda: answer(**sizes), (), _CACHE_LIBRARY)
@@ -205,19 +225,13 @@ def check_kv_cache_size(answer: Any, *, num_layers: int, chan: int, num_heads: i
         if isinstance(got, bool) or not isinstance(got, (int, float)) or int(got) != got:
             return wrong(f"your function returned {got!r:.40}; expected a whole number of bytes.",
                          "return the product of the sizes: an int.")
-        got = int(got)
         expected = kv_cache_bytes(num_layers=sizes["num_layers"], num_kv_heads=sizes["num_kv_heads"],
                                   head_dim=sizes["chan"] // sizes["num_heads"], seq_len=sizes["seq_len"],
                                   dtype_bytes=sizes["dtype_bytes"])
-        if got == expected:
-            continue
-        where = "" if case_number == 0 else f" For {described}:"
-        for cause, (value, hint) in _cache_mistakes(**sizes, expected=expected).items():
-            if got == value:
-                return wrong(f"{where} {got:,} is what you get when {cause}.".lstrip(), hint)
-        return wrong(f"{where} your function gives {got:,} bytes, expected {expected:,}.".lstrip(),
-                     "bytes = 2 (K and V) x num_layers x num_kv_heads x seq_len x head_dim x dtype_bytes, "
-                     "with head_dim = chan // num_heads.")
+        results.append((sizes, int(got), expected))
+    failed = [case_number for case_number, (_, got, expected) in enumerate(results) if got != expected]
+    if failed:
+        return _cache_verdict(results, failed[0])
     expected = kv_cache_bytes(num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=chan // num_heads,
                               seq_len=seq_len, dtype_bytes=dtype_bytes)
     return correct(f"{expected:,} bytes = {expected / 2 ** 30:.3g} GiB for these sizes, and right for three more "

@@ -561,6 +561,8 @@ _KV = kv_cache_bytes  # the library's formula under another name: the checker mu
      "keys AND values"),
     (_cache_lambda("num_layers * num_kv_heads * seq_len * (chan // num_heads) * dtype_bytes * 8"), False,
      "two things"),  # no x2 and bits: both named
+    # with the exercise's float16 this gives the same number as forgetting the values: the other models tell
+    (_cache_lambda("2 * num_layers * num_kv_heads * seq_len * (chan // num_heads)"), False, "left out dtype_bytes"),
     (_cache_lambda("2 * num_layers * num_kv_heads * seq_len * (chan // num_heads) * 2"), False,
      "For num_layers=12"),  # float16 hard-coded
     (lambda **sizes: 1879048192, False, "For num_layers=12"),  # the exercise's number, copied
