@@ -265,8 +265,8 @@ def check_knockout(answer: Any, model: TinyAttentionModel, tokens: Tensor) -> Ve
     refused = not_a_function(answer, "without_head(model, tokens, layer, head)")
     if refused:
         return refused
-    if not isinstance(model, TinyAttentionModel) or model.skip != "identity" or model.position_scheme != "learned":
-        raise TypeError("model must be a TinyAttentionModel with skip='identity' and learned positions")
+    if not isinstance(model, TinyAttentionModel) or model.wiring != "identity" or model.position_scheme != "learned":
+        raise TypeError("model must be a TinyAttentionModel with wiring='identity' and learned positions")
     refusal_hint = ("start from h = model.embed(tokens) + model.position.weight and loop over model.layers, "
                     "zeroing the head in inter['heads'] before the projection.")
     task = LookupTask(num_pairs=tokens.shape[1] // 2)

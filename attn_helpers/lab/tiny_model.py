@@ -35,7 +35,7 @@ class TinyAttentionModel(nn.Module):
 
     ``tokens (B, N) -> logits (B, N, n_classes)``. Each layer is ``Attention(dim, dim, num_heads,
     qk_scale=None if scaled else 1.0)``; ``scaled=False`` leaves the scores undivided (lesson 02).
-    The layers are joined by ``skip`` (lesson 06), with ``projected`` the layer's output projection:
+    The layers are joined by ``wiring`` (lesson 06), with ``projected`` the layer's output projection:
 
     - ``"identity"``: ``h = h + projected`` (the usual residual);
     - ``"values"``: ``h = projected + v`` (what walkthrough 000's layer returns);
@@ -54,16 +54,16 @@ class TinyAttentionModel(nn.Module):
     """
 
     def __init__(self, vocab_size: int, n_classes: int, seq_len: int, *, dim: int = 32, num_heads: int = 2,
-                 num_layers: int = 1, skip: str = "identity", scaled: bool = True,
+                 num_layers: int = 1, wiring: str = "identity", scaled: bool = True,
                  position_scheme: str = "learned") -> None:
         super().__init__()
         for name, value in (("vocab_size", vocab_size), ("n_classes", n_classes), ("seq_len", seq_len),
                             ("dim", dim), ("num_heads", num_heads), ("num_layers", num_layers)):
             check_positive_int(name, value)
-        check_wiring(skip, "skip")
+        check_wiring(wiring, "wiring")
         if position_scheme not in POSITION_SCHEMES:
             raise ValueError(f"position_scheme must be one of {list(POSITION_SCHEMES)}, got {position_scheme!r}")
-        self.seq_len, self.skip, self.scaled = seq_len, skip, bool(scaled)
+        self.seq_len, self.wiring, self.scaled = seq_len, wiring, bool(scaled)
         self.position_scheme = position_scheme
 
         self.embed = nn.Embedding(vocab_size, dim)
@@ -80,7 +80,7 @@ class TinyAttentionModel(nn.Module):
         parameters drawn as after ``torch.manual_seed(config.seed)`` (the global random state is left alone)."""
         with local_random(config.seed):
             return cls(task.vocab_size, task.n_classes, task.seq_len, dim=config.dim, num_heads=config.num_heads,
-                       num_layers=config.num_layers, skip=config.skip, scaled=config.scaled,
+                       num_layers=config.num_layers, wiring=config.wiring, scaled=config.scaled,
                        position_scheme=config.position_scheme)
 
     def embed_with_positions(self, tokens: Tensor) -> Tensor:
@@ -122,7 +122,7 @@ class TinyAttentionModel(nn.Module):
                 projected = layer.proj(merged)  # (B, N, dim)
                 out = projected + inter["skip"]  # (B, N, dim): walkthrough 000's skip through v
                 inter = {**inter, "heads": heads, "merged": merged, "projected": projected, "out": out}
-            h = next_hidden(self.skip, h, out, inter["projected"])  # (B, N, dim): joined by the skip wiring
+            h = next_hidden(self.wiring, h, out, inter["projected"])  # (B, N, dim): joined by the skip wiring
             layers.append({**inter, "hidden": h})
         logits = self.readout(h)  # (B, N, n_classes)
         if return_intermediates:

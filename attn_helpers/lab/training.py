@@ -35,7 +35,7 @@ __all__ = ["TrainConfig", "TrainingRun", "Adam", "initial_model", "batch_generat
 class TrainConfig:
     """Everything that decides a training run besides the task; same config, same numbers.
 
-    Model: ``dim``, ``num_heads``, ``num_layers``, ``skip`` (``"identity"``, ``"values"``, ``"none"``),
+    Model: ``dim``, ``num_heads``, ``num_layers``, ``wiring`` (lesson 06's: ``"identity"``, ``"values"``, ``"none"``),
     ``scaled``, ``position_scheme`` (:data:`POSITION_SCHEMES`, lesson 10). Training: ``steps`` of Adam with
     learning rate ``lr`` on ``batch_size`` fresh sequences each; ``seed`` fixes the initial parameters and the training sequences. Snapshots
     every ``snapshot_every`` steps (and at the last step), measured on ``held_out`` sequences.
@@ -44,7 +44,7 @@ class TrainConfig:
     dim: int = 32
     num_heads: int = 2
     num_layers: int = 1
-    skip: str = "identity"
+    wiring: str = "identity"
     scaled: bool = True
     steps: int = 150
     batch_size: int = 32
@@ -58,7 +58,7 @@ class TrainConfig:
         for name in ("dim", "num_heads", "num_layers", "steps", "batch_size", "snapshot_every", "held_out"):
             check_positive_int(name, getattr(self, name))
         check_heads(self.dim, self.num_heads, "dim")
-        check_wiring(self.skip, "skip")
+        check_wiring(self.wiring, "wiring")
         if self.position_scheme not in POSITION_SCHEMES:
             raise ValueError(f"position_scheme must be one of {list(POSITION_SCHEMES)}, "
                              f"got {self.position_scheme!r}")
@@ -70,12 +70,12 @@ class TrainConfig:
         return dataclasses.replace(self, **changes)
 
     def describe(self) -> str:
-        """One line, e.g. ``1 layer, 2 heads of 16, scaled, skip=identity`` (plus ``, position_scheme=rope``
+        """One line, e.g. ``1 layer, 2 heads of 16, scaled, wiring=identity`` (plus ``, position_scheme=rope``
         when the positions are not the default learned table)."""
         layers = f"{self.num_layers} layer{'s' if self.num_layers > 1 else ''}"
         heads = f"{self.num_heads} head{'s' if self.num_heads > 1 else ''} of {self.dim // self.num_heads}"
         scheme = "" if self.position_scheme == "learned" else f", position_scheme={self.position_scheme}"
-        return f"{layers}, {heads}, {'scaled' if self.scaled else 'not scaled'}, skip={self.skip}{scheme}"
+        return f"{layers}, {heads}, {'scaled' if self.scaled else 'not scaled'}, wiring={self.wiring}{scheme}"
 
 
 @dataclass
@@ -204,7 +204,7 @@ def train(task: Task, config: TrainConfig = TrainConfig(), *,
 def initial_model(task: Task, config: TrainConfig) -> TinyAttentionModel:
     """The model :func:`train` starts from: :meth:`TinyAttentionModel.for_task` (seeded with
     ``config.seed``, the global random state left alone) in float64. Two configs that differ only in
-    ``num_heads``, ``scaled`` or ``skip`` start from exactly the same parameters."""
+    ``num_heads``, ``scaled`` or ``wiring`` start from exactly the same parameters."""
     return TinyAttentionModel.for_task(task, config).to(torch.float64)
 
 

@@ -183,7 +183,7 @@ def test_model_is_built_from_the_series_attention_layer():
 @pytest.mark.parametrize("skip", ["identity", "values", "none"])
 def test_skip_wiring(skip):
     torch.manual_seed(0)
-    model = TinyAttentionModel(10, 4, 6, dim=16, num_heads=2, skip=skip)
+    model = TinyAttentionModel(10, 4, 6, dim=16, num_heads=2, wiring=skip)
     tokens = torch.randint(0, 10, (3, 6))
     _, layers = model(tokens, return_intermediates=True)
     h0, inter = layers[0]["x"], layers[0]
@@ -197,8 +197,8 @@ def test_model_rejects_bad_tokens_and_arguments():
         model(torch.zeros(2, 6))
     with pytest.raises(ValueError, match="N=7 positions but the model has 6"):
         model(torch.zeros(2, 7, dtype=torch.long))
-    with pytest.raises(ValueError, match="skip must be one of"):
-        TinyAttentionModel(10, 4, 6, skip="residual")
+    with pytest.raises(ValueError, match="wiring must be one of"):
+        TinyAttentionModel(10, 4, 6, wiring="residual")
 
 
 # ----------------------------------------------------------------------------------------- Adam
@@ -233,19 +233,19 @@ SMALL = TrainConfig(steps=20, snapshot_every=5, held_out=32)
 def test_config_is_checked_and_described():
     with pytest.raises(ValueError, match="dim=32 is not divisible by num_heads=3"):
         TrainConfig(num_heads=3)
-    with pytest.raises(ValueError, match="skip must be one of"):
-        TrainConfig(skip="x")
+    with pytest.raises(ValueError, match="wiring must be one of"):
+        TrainConfig(wiring="x")
     with pytest.raises(ValueError, match="lr must be a positive number"):
         TrainConfig(lr=0)
-    assert TrainConfig().describe() == "1 layer, 2 heads of 16, scaled, skip=identity"
-    assert TrainConfig(num_layers=2, num_heads=1, scaled=False).describe() == "2 layers, 1 head of 32, not scaled, skip=identity"
+    assert TrainConfig().describe() == "1 layer, 2 heads of 16, scaled, wiring=identity"
+    assert TrainConfig(num_layers=2, num_heads=1, scaled=False).describe() == "2 layers, 1 head of 32, not scaled, wiring=identity"
     assert TrainConfig().replace(num_heads=4).num_heads == 4
 
 
 def test_initial_weights_do_not_depend_on_heads_scale_or_skip():
     task = PreviousTokenTask()
     reference = initial_model(task, SMALL).state_dict()
-    for change in ({"num_heads": 1}, {"num_heads": 4}, {"scaled": False}, {"skip": "none"}):
+    for change in ({"num_heads": 1}, {"num_heads": 4}, {"scaled": False}, {"wiring": "none"}):
         other = initial_model(task, SMALL.replace(**change)).state_dict()
         assert all(torch.equal(reference[k], other[k]) for k in reference), change
 
@@ -498,7 +498,7 @@ def test_batch_generator_is_seeded_by_the_config():
 @pytest.mark.parametrize("skip", ["identity", "values", "none"])
 def test_keep_heads_zeroes_a_head_before_the_projection(skip):
     torch.manual_seed(0)
-    model = TinyAttentionModel(10, 4, 6, dim=16, num_heads=2, skip=skip).double()
+    model = TinyAttentionModel(10, 4, 6, dim=16, num_heads=2, wiring=skip).double()
     tokens = torch.randint(0, 10, (3, 6))
     assert torch.equal(model(tokens, keep_heads=torch.ones(1, 2)), model(tokens))
     h0 = model.embed(tokens) + model.position.weight  # (B, N, dim)

@@ -48,8 +48,8 @@ def test_the_default_is_lesson_08s_learned_table():
     for (name, a), (_, b) in zip(default.state_dict().items(), learned.state_dict().items()):
         assert torch.equal(a, b), name
     assert "(position): Embedding(8, 32)" in repr(default)
-    assert TrainConfig().describe() == "1 layer, 2 heads of 16, scaled, skip=identity"  # what lesson 08 prints
-    assert TrainConfig(position_scheme="rope").describe() == "1 layer, 2 heads of 16, scaled, skip=identity, position_scheme=rope"
+    assert TrainConfig().describe() == "1 layer, 2 heads of 16, scaled, wiring=identity"  # what lesson 08 prints
+    assert TrainConfig(position_scheme="rope").describe() == "1 layer, 2 heads of 16, scaled, wiring=identity, position_scheme=rope"
 
 
 def test_schemes_start_from_the_same_weights_except_the_position_table():

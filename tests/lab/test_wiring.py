@@ -22,8 +22,8 @@ def test_check_wiring_names_the_argument():
     assert check_wiring("values") == "values"
     with pytest.raises(ValueError, match=r"wiring must be one of \['identity', 'values', 'none'\], got 'residual'"):
         check_wiring("residual")
-    with pytest.raises(ValueError, match=r"skip must be one of \['identity', 'values', 'none'\], got 'x'"):
-        TinyAttentionModel(5, 3, 4, skip="x")
+    with pytest.raises(ValueError, match=r"wiring must be one of \['identity', 'values', 'none'\], got 'x'"):
+        TinyAttentionModel(5, 3, 4, wiring="x")
     stack = AttentionStack(1, 4, 4)
     stack.wiring = "x"
     with pytest.raises(ValueError, match="wiring must be one of"):
@@ -34,7 +34,7 @@ def test_check_wiring_names_the_argument():
 def test_the_stack_and_the_tiny_model_join_their_layers_the_same_way(wiring):
     """One layer of TinyAttentionModel (before its read-out) is one layer of AttentionStack with the same weights."""
     with local_random(0):
-        model = TinyAttentionModel(5, 3, 4, dim=8, num_heads=2, skip=wiring, position_scheme="none").double()
+        model = TinyAttentionModel(5, 3, 4, dim=8, num_heads=2, wiring=wiring, position_scheme="none").double()
         stack = AttentionStack(1, 8, 8, num_heads=2, wiring=wiring).double()
     stack.layers[0].load_state_dict(model.layers[0].state_dict())
     tokens = torch.tensor([[0, 3, 1, 4]])
