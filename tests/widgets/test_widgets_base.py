@@ -187,6 +187,23 @@ def test_prepared_layouts_are_drawn_ahead_and_leave_the_picture_and_values_as_th
     assert np.array_equal(png_pixels(keyed.image.value), png_pixels(Keyed(a=3, b=4).image.value))
 
 
+def test_a_move_computes_on_one_math_thread_and_leaves_the_thread_count_as_it_was():
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen = []
+        tiny = Tiny()
+        original = tiny.update
+        tiny.update = lambda **values: (seen.append(torch.get_num_threads()), original(**values))[1]
+        tiny.set(a=3)
+        tiny.set(b=9)  # a layout change too
+        assert seen == [1, 1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_status_text_is_html_escaped():
     tiny = Tiny()
     tiny._show_status("<b>x & y</b>", ok=True)
