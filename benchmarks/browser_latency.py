@@ -21,6 +21,7 @@ Then, for every explorer: its height on the page against the notebook's visible 
 
     python -m benchmarks.browser_latency [05_multi_head.ipynb ...]      (or: make bench-browser)
     python -m benchmarks.browser_latency --root OTHER_CHECKOUT           # another checkout's notebooks and package
+    python -m benchmarks.browser_latency --density 2                     # pictures for high-density screens
 
 ``--root``: serve that checkout's ``notebooks/`` and let its kernels import that checkout's ``attn_helpers``
 (its folder first on ``PYTHONPATH``); the driving code is this one. Needs Chromium (env ``CHROMIUM``, else
@@ -142,6 +143,14 @@ def _attn_latency_install():
 _attn_latency_install()
 del _attn_latency_install
 """
+# Pictures rendered for high-density screens (``Explorer.pixel_density``), set in the kernel before Run All.
+DENSITY_CODE = """
+from attn_helpers import widgets as _widgets
+if not hasattr(_widgets.Explorer, "pixel_density"):
+    raise RuntimeError("this checkout's Explorer has no pixel_density")
+_widgets.Explorer.pixel_density = {density}
+del _widgets
+"""
 DRAIN_EXPRESSION = "__import__('attn_helpers.widgets', fromlist=['Explorer']).Explorer._latency_drain()"
 
 # In the page: run code silently in the notebook's kernel (JupyterLab's app, exposed by the server
@@ -201,7 +210,7 @@ class Row:
     kernel_ms: list[float] = field(default_factory=list)
     layouts: int = 0
     impossible: int = 0
-    same: int = 0  # moves whose picture did not change (no new picture to wait for): not timed
+    same_ms: list[float] = field(default_factory=list)  # moves that left the picture as it was: to the new status
     note: str = ""
 
     @property
@@ -252,7 +261,7 @@ class ControlMover:
     def record(self, row: Row, marks: dict[str, float], painted: bool, log: list[list[Any]]) -> None:
         if not painted:
             if marks["same"] and not marks["src"] and self.explorer.state().valid:
-                row.same += 1
+                row.same_ms.append(marks["same"] - marks["start"])
             else:
                 row.impossible += 1
             return
@@ -326,11 +335,23 @@ class ControlMover:
                 self.record(row, marks, painted, log)
 
 
-def measure_notebook(lesson: LessonPage, moves: int) -> tuple[list[Row], dict[str, Any]]:
-    lesson.open_and_run_all()
+PACKAGES_SEEN: set[str] = set()
+
+
+def measure_notebook(lesson: LessonPage, moves: int, density: int = 1) -> tuple[list[Row], dict[str, Any]]:
+    lesson.open()
     page = lesson.page
-    page.evaluate("() => window.jupyterapp.commands.execute('filebrowser:activate')")  # the file browser open
     kernel(page, KERNEL_INSTALL)
+    package = ast.literal_eval(kernel(page, "", "__import__('attn_helpers').__file__"))
+    if package not in PACKAGES_SEEN:
+        PACKAGES_SEEN.add(package)
+        print(f"(the kernel imports {package})", flush=True)
+    if density != 1:  # before Run All, so the explorers are built with it
+        kernel(page, DENSITY_CODE.format(density=density))
+    lesson.run_all()
+    lesson.wait_rendered()
+    drain(page)  # the refreshes of Run All itself
+    page.evaluate("() => window.jupyterapp.commands.execute('filebrowser:activate')")  # the file browser open
     rows = []
     explorers = lesson.explorers()
     for explorer in explorers:
@@ -358,7 +379,8 @@ def print_row(row: Row) -> None:
     worst = f"{max(row.paint_ms):7.0f}" if row.paint_ms else f"{'-':>7}"
     kworst = f"{max(row.kernel_ms):7.0f}" if row.kernel_ms else f"{'-':>7}"
     note = row.note + (f" ({row.impossible} not drawable)" if row.impossible else "") \
-        + (f" ({row.same} same picture)" if row.same else "")
+        + (f" ({len(row.same_ms)} same picture: new status line painted, median "
+           f"{statistics.median(row.same_ms):.0f} ms)" if row.same_ms else "")
     print(f"{row.notebook[:28]:<28} {row.explorer:<27} {row.control:<12} {row.kind:<12} {median(row.paint_ms)} "
           f"{worst} {median(row.kernel_ms)} {kworst} {row.layout:>6}  {note}", flush=True)
 
@@ -395,6 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=REPO_ROOT,
                         help="the checkout whose notebooks and attn_helpers are measured (default: this one)")
     parser.add_argument("--moves", type=int, default=MOVES, help=f"moves per control (default {MOVES})")
+    parser.add_argument("--density", type=int, default=1,
+                        help="pixels rendered per CSS pixel (Explorer.pixel_density; 2: for high-density screens)")
     args = parser.parse_args(argv)
     chromium = find_chromium()
     if chromium is None:
@@ -408,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"no explorer in (or no such notebook): {sorted(missing)}", file=sys.stderr)
         return 2
-    print(f"measuring {root} ({len(paths)} notebooks); load average at start "
+    print(f"measuring {root} ({len(paths)} notebooks, pictures at {args.density}x); load average at start "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
     print_header(args.moves)
     rows, fits = [], []
@@ -418,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
             for path in paths:
                 lesson = LessonPage(server, browser, path)
                 try:
-                    found, fit = measure_notebook(lesson, args.moves)
+                    found, fit = measure_notebook(lesson, args.moves, args.density)
                     rows += found
                     fits.append((path.name, [e.class_name for e in lesson.explorers()], fit))
                 finally:
