@@ -5,6 +5,7 @@
 #   make notebooks  re-execute every notebook from a clean kernel and save its outputs
 #   make check-threads  strict notebook validation at 1, 2, 3, 4 and 8 math threads
 #   make bench / make bench-attention   explorer redraw times / plain vs tiled vs PyTorch attention
+#   make bench-browser  every explorer control's input-to-painted-picture time in JupyterLab (needs Chromium)
 # Only Python 3.10+ is needed beforehand; everything else comes from PyPI.
 
 PYTHON ?= python3
@@ -33,7 +34,7 @@ PIP_RETRIES = $$($(PYTHON) -c "import socket; socket.getaddrinfo('download.pytor
 NOTARY_DIR := $(abspath $(VENV))/share/jupyter/notary
 NOTARY := --NotebookNotary.db_file=$(NOTARY_DIR)/nbsignatures.db --NotebookNotary.secret_file=$(NOTARY_DIR)/notebook_secret
 
-.PHONY: setup setup-test colab-standin lab test check check-threads notebooks bench bench-attention clean
+.PHONY: setup setup-test colab-standin lab test check check-threads notebooks bench bench-browser bench-attention clean
 
 # The sizes are measured by scripts/setup_size.py (README, "What the set-up downloads").
 $(STAMP): requirements.txt requirements-model.txt pyproject.toml
@@ -98,6 +99,9 @@ notebooks: setup
 
 bench: setup
 	$(BIN)/python -m benchmarks.widgets
+
+bench-browser: setup-test
+	$(BIN)/python -m benchmarks.browser_latency
 
 bench-attention: setup
 	$(BIN)/python -m benchmarks.attention --threads 1

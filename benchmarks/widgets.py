@@ -1,6 +1,7 @@
 """How long a control move takes in every explorer, and the heads explorer against redrawing the figure every time.
 
     python -m benchmarks.widgets            (or: make bench)
+    python -m benchmarks.widgets --density 2    (the pictures rendered for high-density screens)
 
 A script, not a test: timings depend on the machine and on what else runs on it, so it prints
 them (with the machine's load) instead of asserting them.
@@ -50,6 +51,9 @@ TARGET_MS = 100.0
 LAYOUT_TARGET_MS = 150.0
 
 
+BUILD_SECONDS: dict[str, float] = {}  # wall time of each explorer's construction (its first picture included)
+
+
 def explorers() -> dict[str, widgets.Explorer]:
     """One explorer of every kind, as the lessons build them (trained runs and the real model where needed)."""
     from attn_helpers.lab import LookupTask, PreviousTokenTask, TrainConfig, train_many
@@ -59,17 +63,20 @@ def explorers() -> dict[str, widgets.Explorer]:
         cls = getattr(widgets, name)
         if not (isinstance(cls, type) and issubclass(cls, widgets.Explorer)) or cls is widgets.Explorer:
             continue
+        arguments = ()
         if name == "AttentionSnapshotExplorer":
             config = TrainConfig(steps=20, snapshot_every=5, held_out=32)
-            found[name] = cls(train_many({"previous token": (PreviousTokenTask(), config),
-                                          "lookup": (LookupTask(), config)}))
+            arguments = (train_many({"previous token": (PreviousTokenTask(), config),
+                                     "lookup": (LookupTask(), config)}),)
         elif name == "PretrainedAttentionExplorer":
             from attn_helpers.lab.pretrained import load_from_package, packaged_model_available
 
-            if packaged_model_available():
-                found[name] = cls(load_from_package())
-        else:
-            found[name] = cls()
+            if not packaged_model_available():
+                continue
+            arguments = (load_from_package(),)
+        start = time.perf_counter()
+        found[name] = cls(*arguments)
+        BUILD_SECONDS[name] = time.perf_counter() - start
     return found
 
 
@@ -120,6 +127,8 @@ def print_every_explorer(rows) -> None:
         u, uw = cell(updates)
         lay, lw = cell(layouts)
         print(f"{name:<28} {control:<14} {u:>14} {uw:>10} {lay:>14} {lw:>10} {ms(statistics.median(wall)):>12}")
+    print("built in (wall, first picture included): " + ", ".join(
+        f"{name} {1000 * seconds:.0f} ms" for name, seconds in BUILD_SECONDS.items()))
     updates = [statistics.median(r[2]) for r in rows if r[2]]
     layouts = [statistics.median(r[3]) for r in rows if r[3]]
     slow_updates = [f"{r[0]}.{r[1]}" for r in rows if r[2] and 1000 * statistics.median(r[2]) >= TARGET_MS]
@@ -194,10 +203,14 @@ def main() -> None:
     parser.add_argument("--naive-moves", type=int, default=10,
                         help="slider moves timed for the naive way (default 10; each takes about a second)")
     parser.add_argument("--heads-only", action="store_true", help="only the heads explorer against interact")
+    parser.add_argument("--density", type=int, default=widgets.Explorer.pixel_density,
+                        help="pixels rendered per CSS pixel (Explorer.pixel_density; 2: for high-density screens)")
     args = parser.parse_args()
+    widgets.Explorer.pixel_density = args.density
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"machine: {os.cpu_count()} CPU cores, load average {load:.1f} at the start (other work slows everything)")
+    print(f"pictures rendered at {args.density}x ({80 * args.density} dpi for the usual 80)")
     print()
     if not args.heads_only:
         print("Every explorer, every control (CPU time per move)")

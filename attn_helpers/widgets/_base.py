@@ -17,17 +17,17 @@ from __future__ import annotations
 
 import html
 import io
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 import ipywidgets as W
-import numpy as np
 from matplotlib.artist import Artist
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from PIL import Image
 
+from ..lab import one_thread
 from ._display import widget_bundle
 
 __all__ = ["Explorer", "InvalidCombination"]
@@ -68,6 +68,10 @@ class Explorer:
       combination that cannot be drawn.
     - Optionally ``table(self, **values) -> str``: HTML shown under the picture (a shape table).
     - Optionally ``needs_redraw(self, **values) -> bool``: ``True`` when the figure's layout must be rebuilt.
+    - Optionally ``layout_key(self, **values)`` (hashable) and ``layout_attributes`` (the names of what
+      ``draw`` sets on ``self`` for one layout): every layout drawn is then kept, each in a figure of its
+      own with its kept picture, and a layout change back to one already drawn only swaps it in.
+      :meth:`prepare_layouts` draws layouts ahead (at the end of ``__init__``), so none is drawn on a move.
     """
 
     def __init__(self, controls: Mapping[str, W.ValueWidget], *, figsize: tuple[float, float] = (6.0, 4.0),
@@ -75,7 +79,7 @@ class Explorer:
         self._dynamic: list[Artist] = []
         self._background: Any = None  # the kept picture: everything but the dynamic artists
         self.controls = dict(controls)
-        self.figure = Figure(figsize=figsize, dpi=dpi)
+        self.figure = Figure(figsize=figsize, dpi=dpi * self.pixel_density)
         self.canvas = FigureCanvasAgg(self.figure)
         # Shown at its natural size (never scaled up by the page, which blurs text), narrower only when the
         # output area is: a flex column would otherwise stretch the picture to the output's width.
@@ -88,8 +92,10 @@ class Explorer:
             control.observe(self._on_change, names="value")
         self.widget = W.VBox([W.HBox(list(self.controls.values()), layout=W.Layout(flex_flow="row wrap")),
                               self.status, self.image, self.table_html])
+        self._layouts: dict[Hashable, dict[str, Any]] = {}  # the layouts drawn and kept, by layout_key
         self.draw(self.figure)
         self._check_dynamic()
+        self._layout_now = self.layout_key(**self.values)
         self.refresh()
 
     # -- subclass hooks ------------------------------------------------------------------------
@@ -104,6 +110,13 @@ class Explorer:
 
     def needs_redraw(self, **values: Any) -> bool:
         return False
+
+    #: What ``draw`` sets on ``self`` that belongs to one layout (kept and swapped with it; see ``layout_key``).
+    layout_attributes: tuple[str, ...] = ()
+
+    def layout_key(self, **values: Any) -> Hashable | None:
+        """Which layout ``values`` need, for an explorer that keeps its layouts; ``None``: none is kept."""
+        return None
 
     def dynamic(self, artists: Iterable[Artist]) -> None:
         """Mark ``artists`` as redrawn on every update (and left out of the kept picture); call it in ``draw``."""
@@ -147,10 +160,13 @@ class Explorer:
         """Recompute and re-render for the current control values; never raises."""
         values = self.values
         try:
-            if self.needs_redraw(**values):
-                self.rebuild()
-            status = self.update(**values)
-            self.table_html.value = self.table(**values)
+            # An explorer's tensors are tiny: a second math thread only waits for the first (a 6-token
+            # projection took 5.8 ms on two threads against 0.05 ms on one, on a busy 2-core machine).
+            with one_thread():
+                if self.needs_redraw(**values):
+                    self.rebuild()
+                status = self.update(**values)
+                self.table_html.value = self.table(**values)
         except InvalidCombination as problem:
             self.valid = False
             self._show_status(f"{self._values_text(values)} | not possible: {problem}", ok=False)
@@ -165,9 +181,15 @@ class Explorer:
             return
         self.valid = True
         self.image.value = self.render_png()
-        self.image.layout.width = f"{self.canvas.get_width_height()[0]}px"  # the picture's own width (px)
+        # the picture's own width (px), in CSS pixels
+        self.image.layout.width = f"{self.canvas.get_width_height()[0] / self.pixel_density:g}px"
         self.image.layout.visibility = "visible"
         self._show_status(f"{self._values_text(values)} | {status}" if status else self._values_text(values), ok=True)
+
+    #: Pixels rendered per CSS pixel shown: 2 renders the figure at twice its dpi and shows it at half its pixel
+    #: width, sharp on a high-density screen. Kept at 1: a move's PNG then has four times the pixels, and
+    #: ``python -m benchmarks.widgets --density 2`` measures what that costs per move.
+    pixel_density = 1
 
     #: False for an explorer whose ``draw`` lays out again the artists it made the first time
     #: (faster than making new ones); the figure is then not cleared before ``draw``.
@@ -175,13 +197,48 @@ class Explorer:
 
     def rebuild(self) -> None:
         """Lay the figure out anew (``needs_redraw`` said the layout changed): forget the dynamic artists
-        and the kept picture, clear the figure, ``draw`` again."""
+        and the kept picture, clear the figure, ``draw`` again. An explorer that keeps its layouts
+        (``layout_key``) keeps the one shown, and swaps in the one wanted if it was drawn before, else draws
+        it in a new figure."""
+        key = self.layout_key(**self.values)
+        if self._layout_now is not None:
+            self._layouts[self._layout_now] = self._layout_state()
+        self._layout_now = key
+        if key is not None and key in self._layouts:
+            for name, value in self._layouts[key].items():
+                setattr(self, name, value)
+            return
         self._dynamic = []
         self._background = None
-        if self.clear_on_rebuild:
+        if key is not None:  # the kept layouts keep their figures
+            self.figure = Figure(figsize=tuple(self.figure.get_size_inches()), dpi=self.figure.dpi)
+            self.canvas = FigureCanvasAgg(self.figure)
+        elif self.clear_on_rebuild:
             self.figure.clear()
         self.draw(self.figure)
         self._check_dynamic()
+
+    def _layout_state(self) -> dict[str, Any]:
+        names = ("figure", "canvas", "_dynamic", "_background", *self.layout_attributes)
+        return {name: getattr(self, name) for name in names}
+
+    def prepare_layouts(self, choices: Iterable[Mapping[str, Any]]) -> None:
+        """Draw and keep now the layout (and its kept picture) of each of ``choices`` (control values), so
+        that no move to them draws a figure; the explorer goes on showing what it shows. For an explorer
+        with ``layout_key``; call it at the end of ``__init__``."""
+        shown = self.values
+        with self._hold():
+            for values in choices:
+                for name, value in values.items():
+                    self.controls[name].value = value
+                if self.layout_key(**self.values) in (self._layout_now, *self._layouts):
+                    continue
+                self.rebuild()
+                self._kept_picture()
+            for name, value in shown.items():
+                self.controls[name].value = value
+            if self.layout_key(**shown) != self._layout_now:
+                self.rebuild()
 
     def _check_dynamic(self) -> None:
         if not self._dynamic:
@@ -192,16 +249,22 @@ class Explorer:
         """The figure as PNG bytes, as the browser receives them: the kept picture plus the dynamic artists
         in their current state (the picture is rendered in full once per layout)."""
         if self._background is None:
-            self.canvas.draw()  # animated artists are left out of a full draw
-            self._background = self.canvas.copy_from_bbox(self.figure.bbox)
+            self._kept_picture()
         else:
             self.canvas.restore_region(self._background)
         for artist in self._dynamic:
             self.figure.draw_artist(artist)
-        pixels = np.asarray(self.canvas.buffer_rgba())[..., :3]  # (height, width, 3)
+        # RGBA -> RGB in Pillow: the same PNG bytes as encoding a sliced numpy copy, about 1.5 ms sooner
+        width, height = self.canvas.get_width_height()
+        rgba = Image.frombuffer("RGBA", (width, height), self.canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
         buffer = io.BytesIO()
-        Image.fromarray(pixels).save(buffer, format="png", compress_level=1)
+        rgba.convert("RGB").save(buffer, format="png", compress_level=1)
         return buffer.getvalue()
+
+    def _kept_picture(self) -> None:
+        """Render the figure in full, without the dynamic artists, and keep that picture."""
+        self.canvas.draw()  # animated artists are left out of a full draw
+        self._background = self.canvas.copy_from_bbox(self.figure.bbox)
 
     @staticmethod
     def _values_text(values: Mapping[str, Any]) -> str:

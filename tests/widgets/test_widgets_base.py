@@ -145,6 +145,65 @@ def test_the_layout_is_rebuilt_only_when_needs_redraw_says_so():
     assert len(tiny.figure.axes) == 1  # cleared before drawing again
 
 
+class Keyed(Tiny):
+    """Tiny whose layouts are kept: one per value of ``b`` (its line's colour shows which)."""
+
+    layout_attributes = ("line", "drawn_for")
+
+    def draw(self, figure: Figure) -> None:
+        super().draw(figure)
+        self.drawn_for = self.controls["b"].value
+        self.line.set_color(f"C{self.drawn_for}")
+
+    def layout_key(self, a: int, b: int, t: float) -> int:
+        return b
+
+    def needs_redraw(self, a: int, b: int, t: float) -> bool:
+        return b != self.drawn_for
+
+
+def test_a_kept_layout_is_swapped_back_in_without_drawing_and_shows_what_a_new_explorer_shows():
+    keyed = Keyed()
+    keyed.set(b=3)
+    assert keyed.draws == 2 and keyed.drawn_for == 3
+    first_figure = keyed.figure
+    keyed.set(b=2, a=4)
+    assert keyed.draws == 2, "the layout of b=2 was drawn before: it must be swapped in, not drawn again"
+    assert keyed.drawn_for == 2 and keyed.figure is not first_figure
+    assert np.array_equal(png_pixels(keyed.image.value), png_pixels(Keyed(a=4, b=2).image.value))
+    keyed.set(b=3, a=5)
+    assert keyed.draws == 2 and keyed.figure is first_figure
+    assert np.array_equal(png_pixels(keyed.image.value), png_pixels(Keyed(a=5, b=3).image.value))
+
+
+def test_prepared_layouts_are_drawn_ahead_and_leave_the_picture_and_values_as_they_were():
+    keyed = Keyed(a=3)
+    shown, values = keyed.image.value, keyed.values
+    keyed.prepare_layouts([{"b": 4}, {"b": 5}, {"b": 2}])
+    assert keyed.draws == 3 and keyed.values == values and keyed.image.value == shown and keyed.drawn_for == 2
+    keyed.set(b=5)
+    keyed.set(b=4)
+    assert keyed.draws == 3
+    assert np.array_equal(png_pixels(keyed.image.value), png_pixels(Keyed(a=3, b=4).image.value))
+
+
+def test_a_move_computes_on_one_math_thread_and_leaves_the_thread_count_as_it_was():
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen = []
+        tiny = Tiny()
+        original = tiny.update
+        tiny.update = lambda **values: (seen.append(torch.get_num_threads()), original(**values))[1]
+        tiny.set(a=3)
+        tiny.set(b=9)  # a layout change too
+        assert seen == [1, 1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_status_text_is_html_escaped():
     tiny = Tiny()
     tiny._show_status("<b>x & y</b>", ok=True)

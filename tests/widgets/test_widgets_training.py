@@ -7,7 +7,7 @@ import pytest
 
 from attn_helpers import views, widgets
 from attn_helpers.lab import LookupTask, PreviousTokenTask, TrainConfig, train_many
-from widget_support import full_render_differs
+from widget_support import full_render_differs, png_pixels
 
 CONFIG = TrainConfig(steps=20, snapshot_every=5, held_out=32)
 JOBS = {
@@ -59,6 +59,29 @@ def test_run_dropdown_redraws_for_the_runs_heads(explorer, runs):
     explorer.set(run="previous token")
     assert explorer.valid and len(explorer.images) == 2
     assert explorer.last_status.startswith("run=previous token step=10 |")
+
+
+def test_switching_runs_draws_no_figure_and_shows_what_a_new_explorer_shows(runs):
+    explorer = widgets.AttentionSnapshotExplorer(runs, run="lookup", step=10)
+    draws = []
+    explorer.draw = lambda figure: draws.append(figure)  # a run switch must not lay a figure out
+    for run in ("lookup, 2 layers", "previous token", "lookup"):
+        explorer.set(run=run, step=10)
+        fresh = widgets.AttentionSnapshotExplorer(runs, run=run, step=10)
+        assert explorer.last_status == fresh.last_status
+        assert png_pixels(explorer.image.value).shape == png_pixels(fresh.image.value).shape
+        assert (png_pixels(explorer.image.value) != png_pixels(fresh.image.value)).mean() == 0, run
+    assert draws == []
+
+
+def test_the_picture_leaves_room_for_the_controls_on_a_laptop_screen(explorer):
+    """Lesson 08's explorer (controls, status line, picture) must fit the notebook's visible height in JupyterLab
+    on a 1366 x 768 screen: 647 px on a 768-px page with the file browser open, less under a browser's own bars
+    (benchmarks/browser_latency.py measures it). A 400-px picture leaves about 100 px for the controls and the
+    status line within 500 px; the old 448-px one left about 50 px."""
+    for run in ("lookup", "lookup, 2 layers"):
+        explorer.set(run=run)
+        assert explorer.canvas.get_width_height()[1] <= 400
 
 
 def test_a_step_the_run_did_not_reach_is_explained(explorer):
