@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from ..core import Attention, attention_scores, causal_mask, mask_to_additive, padding_mask
 from .example import VOCAB, embed
 from .probes import AttentionStack
+from .seeded import local_random
 from .threads import one_thread
 
 __all__ = [
@@ -159,20 +160,25 @@ def seeded_attention(dim: int, chan: int, num_heads: int = 1, qkv_bias: bool = F
 
 
 def seeded_stack(depth: int, dim: int, chan: int, num_heads: int, *, seed: int, v_scale: float = 1.0,
-                 tail: AttentionStack | None = None) -> AttentionStack:
-    """Lesson 06's ``AttentionStack(depth, dim, chan, num_heads, wiring="none")`` in float64, drawn from ``seed``
-    (see :func:`seeded`: layer 0 draws first, so it is the same for every ``depth``), every ``W_v`` times ``v_scale``.
+                 tail: AttentionStack | None = None, tokens: tuple[int, int] = (2, 8)) -> tuple[AttentionStack, Tensor]:
+    """Lesson 06's stack and input, drawn as its cells draw them after ``torch.manual_seed(seed)``:
+    ``AttentionStack(depth, dim, chan, num_heads, wiring="none").double()``, then the input
+    ``torch.randn(*tokens, dim)`` in float64, so random seed k here is the lesson's seed k. The draws come from a
+    local generator (:func:`~attn_helpers.lab.local_random`); layer 0 draws first, so it is the same for every
+    ``depth``. Every ``W_v`` is then multiplied by ``v_scale``.
 
     ``tail``: a stack whose layers 1 and up are appended (the same modules, not copies), so a narrower input
     ``dim`` can share every layer after the first with a stack of ``dim = chan``.
     """
-    stack = seeded(lambda: AttentionStack(depth, dim, chan, num_heads, wiring="none"), seed=seed, dtype=torch.float64)
+    with local_random(seed):
+        stack = AttentionStack(depth, dim, chan, num_heads, wiring="none").double()
+        x = torch.randn(*tokens, dim, dtype=torch.float64)  # (B, N, dim)
     with torch.no_grad():
         for layer in stack.layers:
             layer.qkv.weight[2 * chan:] *= v_scale  # rows 2*chan.. of qkv.weight (3*chan, in) are W_v
     if tail is not None:
         stack.layers.extend(tail.layers[1:])
-    return stack
+    return stack, x
 
 
 def projected_qkv(tokens: Sequence[str], dim: int, chan: int, num_heads: int = 1, qkv_bias: bool = False, *,

@@ -98,7 +98,7 @@ class RopeExplorer(Explorer):
             self.q_lines.append(ax.plot([0, 0], [0, 0], color=Q_COLOUR, lw=2, marker="o", ms=5, markevery=[1],
                                         label="query at m")[0])
             ax.set_title("", fontsize=9)
-        self.arrow_axes[0].legend(loc="lower left", fontsize=7, frameon=False, handlelength=1.2,
+        self.arrow_axes[0].legend(loc="lower left", fontsize=8, frameon=False, handlelength=1.2,
                                   bbox_to_anchor=(-0.05, -0.22), ncol=2)
         self.ax_curve = figure.add_subplot(grid[0, 3])
         offsets = self.offsets.numpy()
@@ -112,7 +112,7 @@ class RopeExplorer(Explorer):
         self.ax_curve.axhline(0, color="0.8", lw=0.8)
         self.ax_curve.set_xlabel("offset m - n (query position - key position)")
         self.ax_curve.set_ylabel("score")
-        self.ax_curve.legend(loc="upper right", fontsize=7, frameon=False, ncol=2)
+        self.ax_curve.legend(loc="upper right", fontsize=8, frameon=False, ncol=2)
         self.marker = self.ax_curve.axvline(0, color="0.4", ls=":", lw=1.2)
         self.dots = self.ax_curve.plot([0, 0, 0, 0], [0, 0, 0, 0], ls="none", marker="o", ms=5, color="black")[0]
         self.title = figure.suptitle("", fontsize=10)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attn_helpers.core import Attention, attention_scores, causal_mask, scaled_dot_product_attention
-from attn_helpers.lab import (MASK_CONVENTIONS, MASK_TYPES, keep_mask, masked_weights, projected_qkv, scaled_logits,
+from attn_helpers.lab import (AttentionStack, MASK_CONVENTIONS, MASK_TYPES, keep_mask, masked_weights, projected_qkv, scaled_logits,
                               seeded, seeded_attention, seeded_stack, sentence_embeddings, sentence_intermediates,
                               weights_and_outputs, word_vectors)
 
@@ -148,10 +148,23 @@ def test_seeded_refuses_modules_it_cannot_draw_in_full():
 
 def test_seeded_stack_layer_0_is_the_same_for_every_depth_and_w_v_is_scaled():
     state = torch.get_rng_state()
-    full = seeded_stack(4, 49, 16, 2, seed=3)
-    short = seeded_stack(1, 49, 16, 2, seed=3, v_scale=2.0, tail=seeded_stack(4, 16, 16, 2, seed=3))
+    full, x_full = seeded_stack(4, 49, 16, 2, seed=3)
+    short, x_short = seeded_stack(1, 49, 16, 2, seed=3, v_scale=2.0, tail=seeded_stack(4, 16, 16, 2, seed=3)[0])
     assert torch.equal(torch.get_rng_state(), state)
     assert full.layers[0].qkv.weight.dtype == torch.float64 and len(short.layers) == 4
+    assert x_full.shape == x_short.shape == (2, 8, 49) and x_full.dtype == torch.float64
     torch.testing.assert_close(short.layers[0].qkv.weight[:32], full.layers[0].qkv.weight[:32], rtol=0, atol=0)
     torch.testing.assert_close(short.layers[0].qkv.weight[32:], 2.0 * full.layers[0].qkv.weight[32:])
     torch.testing.assert_close(short.layers[0].proj.weight, full.layers[0].proj.weight, rtol=0, atol=0)
+
+
+def test_seeded_stack_draws_what_lesson_06_draws_for_the_same_seed():
+    """The explorer's "random seed k" is lesson 06's seed k: the cells' manual_seed, stack, .double(), input."""
+    with torch.random.fork_rng():
+        torch.manual_seed(5)
+        lesson = AttentionStack(32, 64, 64, 4).double()
+        x_lesson = torch.randn(2, 8, 64, dtype=torch.float64)
+    ours, x_ours = seeded_stack(32, 64, 64, 4, seed=5)
+    torch.testing.assert_close(x_ours, x_lesson, rtol=0, atol=0)
+    for a, b in zip(ours.parameters(), lesson.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)

@@ -169,12 +169,9 @@ def report_figures(path: Path) -> None:
     figure_sizes.write_table(SCREENSHOT_DIR / FIGURE_TABLE, [p.name for p in NOTEBOOKS])
 
 
-# Pictures this change leaves too small, each for a reason outside it; strict: a fix makes the test fail until
-# the mark goes. Explorers are drawn in attn_helpers/widgets (being changed in another part of issue 31).
-SMALL_TEXT_LEFT = {
-    "06_projection_and_skip.ipynb": "SkipExplorer's log-axis exponents are 7.8 px (0.7 of its 10-pt tick labels, at 80 dpi)",
-    "10_positions.ipynb": "RopeExplorer's 7-pt labels at 80 dpi are 7.8 px",
-}
+# Pictures knowingly left too small, notebook name -> why (none today); strict: a fix makes the test fail until
+# the entry goes.
+SMALL_TEXT_LEFT: dict[str, str] = {}
 TEXT_MARKS = {name: pytest.mark.xfail(reason=reason, strict=True) for name, reason in SMALL_TEXT_LEFT.items()}
 
 

@@ -12,7 +12,7 @@ import torch
 from PIL import Image
 
 from attn_helpers import signal_through_stack
-from attn_helpers.lab import seeded_stack
+from attn_helpers.lab import AttentionStack, seeded_stack
 from attn_helpers.widgets import SkipExplorer
 
 
@@ -115,7 +115,7 @@ def test_layers_after_the_first_are_shared_between_widths_and_the_global_rng_is_
 
 def test_a_narrow_input_changes_only_the_first_layer_of_a_full_seeded_build():
     e = SkipExplorer(wiring="values", depth=2, dim=49, seed=3, v_scale=math.sqrt(3.0))
-    full = seeded_stack(32, 49, 64, 4, seed=3)  # what one seeded build of the narrow stack draws
+    full, _ = seeded_stack(32, 49, 64, 4, seed=3)  # what one seeded build of the narrow stack draws
     narrow, wide = e._stack(49, 3, math.sqrt(3.0)), e._stack(64, 3, math.sqrt(3.0))
     torch.testing.assert_close(narrow.layers[0].qkv.weight[:128], full.layers[0].qkv.weight[:128], rtol=0, atol=0)
     torch.testing.assert_close(narrow.layers[0].qkv.weight[128:], full.layers[0].qkv.weight[128:] * math.sqrt(3.0))
@@ -151,3 +151,19 @@ def test_layer_ticks_are_whole_numbers(explorer):
     assert explorer.title.get_text().startswith("2 layers")
     explorer.set(depth=1)
     assert explorer.title.get_text().startswith("1 layer joined")
+
+
+def test_random_seed_k_shows_lesson_06s_seed_k():
+    """The explorer's numbers for seed k are lesson 06's depth_sweep of seed k (its cells' draws)."""
+    from attn_helpers.lab import depth_sweep
+
+    e = SkipExplorer(wiring="identity", depth=32, seed=2)
+    with torch.random.fork_rng():
+        torch.manual_seed(2)
+        stack = AttentionStack(32, 64, 64, 4).double()
+        x = torch.randn(2, 8, 64, dtype=torch.float64)  # (B=2, N=8, chan), as lesson 06 draws it
+    stack.wiring = "identity"
+    lesson = depth_sweep(stack, x, [32])
+    shown = e.measure("identity", 32, 64, 2)
+    assert math.isclose(shown["rms"][-1], lesson["rms"][-1].item(), rel_tol=1e-9)
+    assert math.isclose(shown["grad_norm"][0], lesson["grad_norm"][-1].item(), rel_tol=1e-9)
