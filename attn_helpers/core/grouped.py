@@ -61,10 +61,10 @@ class GroupedQueryAttention(Traceable):
 
     AXES = {
         "x": "batch tokens d_model",
-        "q": "batch heads tokens head_dim",
+        "q": "batch H tokens head_dim",
         "k": "batch kv_heads tokens head_dim",
         "v": "batch kv_heads tokens head_dim",
-        "heads": "batch heads tokens head_dim",
+        "heads": "batch H tokens head_dim",
         "merged": "batch tokens d_model",
         "out": "batch tokens d_model",
     }

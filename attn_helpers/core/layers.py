@@ -42,9 +42,9 @@ class Attention(Traceable):
     """
 
     AXES = {
-        "x": "batch tokens dim", "qkv": "batch tokens 3*chan", "qkv_heads": "qkv batch heads tokens head_dim",
-        **dict.fromkeys(("q", "k", "v"), "batch heads tokens head_dim"),
-        **dict.fromkeys(("scores", "weights"), "batch heads queries keys"), "heads": "batch heads tokens head_dim",
+        "x": "batch tokens dim", "qkv": "batch tokens 3*chan", "qkv_heads": "qkv batch H tokens head_dim",
+        **dict.fromkeys(("q", "k", "v"), "batch H tokens head_dim"),
+        **dict.fromkeys(("scores", "weights"), "batch H queries keys"), "heads": "batch H tokens head_dim",
         **dict.fromkeys(("merged", "projected", "skip", "out"), "batch tokens chan"),
     }
 

@@ -31,10 +31,10 @@ class MultiHeadAttention(Traceable):
     AXES = {
         "query": "batch queries d_model", "key": "batch keys kdim", "value": "batch keys vdim",
         "q": "batch queries d_model", "k": "batch keys d_model", "v": "batch keys d_model",
-        "q_heads": "batch heads queries head_dim", "k_heads": "batch heads keys head_dim",
-        "v_heads": "batch heads keys head_dim",
-        "scores": "batch heads queries keys", "weights": "batch heads queries keys",
-        "heads": "batch heads queries head_dim", "merged": "batch queries d_model", "out": "batch queries d_model",
+        "q_heads": "batch H queries head_dim", "k_heads": "batch H keys head_dim",
+        "v_heads": "batch H keys head_dim",
+        "scores": "batch H queries keys", "weights": "batch H queries keys",
+        "heads": "batch H queries head_dim", "merged": "batch queries d_model", "out": "batch queries d_model",
     }
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0, kdim: int | None = None,

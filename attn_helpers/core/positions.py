@@ -252,7 +252,7 @@ class RotaryAttention(Attention):
     ``0 .. N-1``). Intermediates as ``Attention.AXES`` plus ``q_rot`` and ``k_rot``.
     """
 
-    AXES = {**Attention.AXES, "q_rot": "batch heads tokens head_dim", "k_rot": "batch heads tokens head_dim"}
+    AXES = {**Attention.AXES, "q_rot": "batch H tokens head_dim", "k_rot": "batch H tokens head_dim"}
 
     def __init__(self, dim: int, chan: int, num_heads: int = 1, qkv_bias: bool = False,
                  qk_scale: float | None = None, *, base: float = DEFAULT_BASE, pairing: str = "half", **options) -> None:

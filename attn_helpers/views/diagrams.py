@@ -19,7 +19,7 @@ def pipeline_diagram(
     """Draw a pipeline as a column of boxes, one per step, each with its shape and named axes.
 
     ``steps``: ``(name, shape, axes)`` triples in order, e.g. ``("q", [13, 4, 100, 16],
-    "batch heads tokens head_dim")`` — typically built from a module's intermediates and ``AXES``.
+    "batch H tokens head_dim")`` — typically built from a module's intermediates and ``AXES``.
     Returns the axes (drawn without ticks).
     """
     if not steps:

@@ -1,4 +1,4 @@
-"""Named shape printouts: ``q: [13, 4, 100, 16]  (batch=13, heads=4, tokens=100, head_dim=16)``.
+"""Named shape printouts: ``q: [13, 4, 100, 16]  (batch=13, H=4, tokens=100, head_dim=16)``.
 
 Imports torch only. Printing lives here, never in the math.
 """
@@ -23,8 +23,8 @@ def _axis_names(axes: str | list[str] | tuple[str, ...]) -> list[str]:
 def describe(tensor: Tensor | torch.Size | tuple[int, ...], axes: str | list[str] | tuple[str, ...], name: str = "") -> str:
     """The one-line named shape of ``tensor``; ``axes`` names each dimension (a space-separated string).
 
-    >>> describe(torch.zeros(13, 4, 100, 16), "batch heads tokens head_dim", name="q")
-    'q: [13, 4, 100, 16]  (batch=13, heads=4, tokens=100, head_dim=16)'
+    >>> describe(torch.zeros(13, 4, 100, 16), "batch H tokens head_dim", name="q")
+    'q: [13, 4, 100, 16]  (batch=13, H=4, tokens=100, head_dim=16)'
     """
     shape = list(tensor.shape) if isinstance(tensor, Tensor) else list(tensor)
     names = _axis_names(axes)

@@ -121,7 +121,7 @@ class HeadsExplorer(Explorer):
 
 
 # A step's name and shape never wrap: a browser would otherwise break "[1, 8, 192]" after a comma when the table is
-# narrow (it did at 1366 px with the file browser open). The named axes may wrap between axes ("batch=1, heads=8")
+# narrow (it did at 1366 px with the file browser open). The named axes may wrap between axes ("batch=1, H=8")
 # and the words of the last column between words, so the table still fits a narrow output area. Set on each cell,
 # so it holds wherever the HTML is shown.
 KEEP_ON_ONE_LINE = 'style="white-space:nowrap"'

@@ -297,7 +297,7 @@ def test_shape_trace_prints_the_real_sizes(model):
     with torch.no_grad(), shape_trace(encoder.layers[0], printer=lines.append):
         encoder.layers[0](encoder.embed(batch.input_ids))
     text = "\n".join(lines)
-    for expected in ("x: [1, 13, 384]", "q_heads: [1, 12, 13, 32]", "(batch=1, heads=12, tokens=13, head_dim=32)",
+    for expected in ("x: [1, 13, 384]", "q_heads: [1, 12, 13, 32]", "(batch=1, H=12, tokens=13, head_dim=32)",
                      "weights: [1, 12, 13, 13]", "ffn_hidden: [1, 13, 1536]", "out: [1, 13, 384]"):
         assert expected in text, text
 

@@ -11,7 +11,7 @@ from torch import nn
 from attn_helpers.core import Attention, ConcatHeadsAttention, MultiHeadAttention
 from attn_helpers.views.shapes import describe, shape_table, shape_trace, show
 
-Q_LINE = "q: [13, 4, 100, 16]  (batch=13, heads=4, tokens=100, head_dim=16)"
+Q_LINE = "q: [13, 4, 100, 16]  (batch=13, H=4, tokens=100, head_dim=16)"
 
 
 # --------------------------------------------------------------------------------------------
@@ -20,12 +20,12 @@ Q_LINE = "q: [13, 4, 100, 16]  (batch=13, heads=4, tokens=100, head_dim=16)"
 
 def test_describe_names_every_axis_in_the_house_format():
     q = torch.zeros(13, 4, 100, 16)
-    assert describe(q, "batch heads tokens head_dim", name="q") == Q_LINE
+    assert describe(q, "batch H tokens head_dim", name="q") == Q_LINE
 
 
 @pytest.mark.parametrize("shape", [torch.Size([13, 4, 100, 16]), (13, 4, 100, 16), [13, 4, 100, 16]])
 def test_describe_accepts_a_size_or_a_tuple(shape):
-    assert describe(shape, "batch heads tokens head_dim", name="q") == Q_LINE
+    assert describe(shape, "batch H tokens head_dim", name="q") == Q_LINE
 
 
 def test_describe_accepts_a_list_of_axis_names_and_no_name():
@@ -37,7 +37,7 @@ def test_describe_of_a_scalar_has_no_axes():
 
 
 def test_show_prints_describe(capsys):
-    show(torch.zeros(13, 4, 100, 16), "batch heads tokens head_dim", name="q")
+    show(torch.zeros(13, 4, 100, 16), "batch H tokens head_dim", name="q")
     assert capsys.readouterr().out == Q_LINE + "\n"
 
 
@@ -49,7 +49,7 @@ def test_property_describe_lists_each_axis_once(shape):
     assert line == f"t: {shape}  ({', '.join(f'{n}={s}' for n, s in zip(names, shape))})"
 
 
-@pytest.mark.parametrize(("axes", "n_names"), [("batch tokens", 2), ("batch heads tokens head_dim extra", 5)])
+@pytest.mark.parametrize(("axes", "n_names"), [("batch tokens", 2), ("batch H tokens head_dim extra", 5)])
 def test_describe_rejects_the_wrong_number_of_axis_names_naming_both(axes, n_names):
     with pytest.raises(ValueError, match=rf"axes names {n_names} dimensions \('{axes}'\) but the tensor q "
                                          r"has shape \[13, 4, 100, 16\] \(4 dimensions\)"):
@@ -88,10 +88,10 @@ def test_shape_trace_prints_one_line_per_intermediate_in_forward_order(capsys):
     assert lines[0] == "Attention forward pass"
     assert [line.split(":")[0].strip() for line in lines[1:]] == list(Attention.AXES)
     by_name = {line.split(":")[0].strip(): line.strip() for line in lines[1:]}
-    assert by_name["q"] == "q: [13, 4, 100, 16]     (batch=13, heads=4, tokens=100, head_dim=16)"
+    assert by_name["q"] == "q: [13, 4, 100, 16]     (batch=13, H=4, tokens=100, head_dim=16)"
     assert by_name["qkv"] == "qkv: [13, 100, 192]       (batch=13, tokens=100, 3*chan=192)"
-    assert by_name["qkv_heads"] == "qkv_heads: [3, 13, 4, 100, 16]  (qkv=3, batch=13, heads=4, tokens=100, head_dim=16)"
-    assert by_name["scores"] == "scores: [13, 4, 100, 100]    (batch=13, heads=4, queries=100, keys=100)"
+    assert by_name["qkv_heads"] == "qkv_heads: [3, 13, 4, 100, 16]  (qkv=3, batch=13, H=4, tokens=100, head_dim=16)"
+    assert by_name["scores"] == "scores: [13, 4, 100, 100]    (batch=13, H=4, queries=100, keys=100)"
     assert by_name["out"] == "out: [13, 100, 64]        (batch=13, tokens=100, chan=64)"
 
 
