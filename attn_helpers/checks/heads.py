@@ -84,7 +84,7 @@ def _split_mistakes(x: Tensor, num_heads: int) -> dict[str, tuple[Tensor, str]]:
             "after reshape(B, N, H, head_dim) the heads axis is third; transpose(1, 2) brings it before the tokens."),
         "you transposed first, then reshaped: x.transpose(1, 2).reshape(B, H, N, head_dim)": (
             x.transpose(1, 2).reshape(B, num_heads, N, head_dim),
-            "the transposed tensor is (B, chan, N), so each row of a head holds one feature of several tokens "
+            "the transposed tensor is (B, chan, N), read feature by feature, so a head's rows mix features of several tokens "
             "(option (d) of exercise 5.5): reshape(B, N, H, head_dim) first, then transpose(1, 2)."),
         "you split chan into (head_dim, H) instead of (H, head_dim)": (
             x.reshape(B, N, head_dim, num_heads).permute(0, 3, 1, 2),
