@@ -4,7 +4,7 @@ One query and one key with the same content (``k = q``, ``head_dim`` features, s
 each into ``head_dim / 2`` pairs of features; each pair is an arrow in its own plane, and pair ``i``
 turns by ``θ_i`` per position (:func:`attn_helpers.core.rope_frequencies`). The key sits at
 position ``n = KEY_POSITION``, the query at ``m = n + offset``. The picture shows the arrows of the
-fastest pair, the chosen pair and the slowest pair, and on the right the score ``q_m · k_n`` against
+fastest pair, the chosen pair and the slowest pair, and on the right the raw score ``q_m · k_n`` against
 the offset, with each shown pair's term of it: only the angle *between* the arrows, ``offset · θ_i``,
 matters, so the curve is the same wherever the two tokens sit.
 """
@@ -52,7 +52,7 @@ class RopeExplorer(Explorer):
         self.k = self.q.clone()  # same content: the score changes only through the positions
         self.offsets = torch.arange(-max_offset, max_offset + 1)  # (T,)
         self.terms = rope_pair_scores(self.q, self.k, self.offsets, base=base).numpy()  # (T, P): each pair's term of q·k
-        self.scores = self.terms.sum(axis=1)  # (T,): q_m · k_n at each offset
+        self.raw_scores = self.terms.sum(axis=1)  # (T,): q_m · k_n at each offset
         style = {"description_width": "initial"}
         controls = {
             "offset": W.IntSlider(value=offset, min=-max_offset, max=max_offset, description="offset m - n",
@@ -102,16 +102,16 @@ class RopeExplorer(Explorer):
                                   bbox_to_anchor=(-0.05, -0.22), ncol=2)
         self.ax_curve = figure.add_subplot(grid[0, 3])
         offsets = self.offsets.numpy()
-        self.ax_curve.plot(offsets, self.scores, color="black", lw=1.8, label="score q·k (all pairs)")
+        self.ax_curve.plot(offsets, self.raw_scores, color="black", lw=1.8, label="raw score q·k (all pairs)")
         self.term_lines = [self.ax_curve.plot(offsets, self.terms[:, p], color=c, lw=1.2, label=label)[0]
                             for p, c, label in zip(self.shown_pairs(0), PANEL_COLOURS,
                                                    ("fastest pair 0", "chosen pair", f"slowest pair {self.pairs - 1}"))]
-        top = float(np.abs(self.scores).max())
+        top = float(np.abs(self.raw_scores).max())
         self.ax_curve.set_ylim(-1.1 * top, 1.75 * top)  # room for the legend
         self.ax_curve.set_xlim(offsets[0], offsets[-1])
         self.ax_curve.axhline(0, color="0.8", lw=0.8)
         self.ax_curve.set_xlabel("offset m - n (query position - key position)")
-        self.ax_curve.set_ylabel("score")
+        self.ax_curve.set_ylabel("raw score")
         self.ax_curve.legend(loc="upper right", fontsize=8, frameon=False, ncol=2)
         self.marker = self.ax_curve.axvline(0, color="0.4", ls=":", lw=1.2)
         self.dots = self.ax_curve.plot([0, 0, 0, 0], [0, 0, 0, 0], ls="none", marker="o", ms=5, color="black")[0]
@@ -132,11 +132,11 @@ class RopeExplorer(Explorer):
         self.term_lines[1].set_ydata(self.terms[:, pair])
         self.marker.set_xdata([offset, offset])
         shown = self.shown_pairs(pair)
-        self.dots.set_data([offset] * 4, [self.scores[row], *(self.terms[row, p] for p in shown)])
+        self.dots.set_data([offset] * 4, [self.raw_scores[row], *(self.terms[row, p] for p in shown)])
         self.title.set_text(f"query at m = {KEY_POSITION + offset}, key at n = {KEY_POSITION}: "
-                            f"score q·k = {self.scores[row]:.2f} (at offset 0: {self.scores[self.max_offset]:.2f})")
+                            f"raw score q·k = {self.raw_scores[row]:.2f} (at offset 0: {self.raw_scores[self.max_offset]:.2f})")
         return (f"pair {pair} turns {self.theta[pair].item():.3g} rad per position, "
-                f"arrows {self._degrees(offset, pair):.0f}° apart, term {self.terms[row, pair]:+.2f}; score q·k = {self.scores[row]:.2f}")
+                f"arrows {self._degrees(offset, pair):.0f}° apart, term {self.terms[row, pair]:+.2f}; raw score q·k = {self.raw_scores[row]:.2f}")
 
     def _degrees(self, offset: int, pair: int) -> float:
         """The angle from the key's arrow to the query's, ``offset · θ_pair``, in degrees in (-180, 180]."""
@@ -152,4 +152,4 @@ class RopeExplorer(Explorer):
             f"<td style='text-align:right'>{2 * math.pi / self.theta[p].item():,.0f}</td>"
             f"<td style='text-align:right'>{self.terms[row, p]:+.2f}</td></tr>" for p in range(self.pairs))
         return ("<table><tr><th>pair i</th><th>θ_i (rad per position)</th><th>positions per full turn</th>"
-                f"<th>term of the score</th></tr>{cells}</table>")
+                f"<th>term of the raw score</th></tr>{cells}</table>")

@@ -64,7 +64,7 @@ def test_the_score_is_the_rotated_dot_product_at_the_shown_positions(explorer):
 
 
 def test_the_score_is_largest_at_offset_zero_and_the_arrows_turn_by_the_offset(explorer):
-    assert explorer.scores.argmax() == explorer.max_offset  # q = k: the largest score is q·q, at offset 0
+    assert explorer.raw_scores.argmax() == explorer.max_offset  # q = k: the largest score is q·q, at offset 0
     explorer.set(offset=1, pair=0)
     assert "arrows 57° apart" in explorer.last_status  # the fastest pair turns 1 radian per position
     explorer.set(offset=10, pair=7)
