@@ -27,6 +27,10 @@ __all__ = ["ProjectionExplorer", "SENTENCE"]
 
 SEED_B, SEED_N = 13, 100  # walkthrough 000's batch, for the shapes table
 MAX_DIM, MAX_CHAN, MAX_HEADS = 96, 96, 8
+# One colour scale for every setting, so colours compare across moves and the colour bars are drawn once:
+# for the lesson's sentence, |x| stays under 4.1 and |q|, |k|, |v| under 2.9 for every dim, chan and qkv_bias
+# on offer. A setting that goes beyond (other tokens) widens the scale, which lays the figure out again.
+X_RANGE, QKV_RANGE = 4.5, 3.0
 
 
 class ProjectionExplorer(Explorer):
@@ -51,6 +55,8 @@ class ProjectionExplorer(Explorer):
                                      continuous_update=False),
             "qkv_bias": W.Checkbox(value=qkv_bias, description="qkv_bias", indent=False),
         }
+        self.ranges = (X_RANGE, QKV_RANGE)  # the colour scales of x and of q, k, v (see X_RANGE)
+        self._last: tuple[tuple, dict[str, torch.Tensor]] | None = None  # the last setting computed, and its tensors
         super().__init__(controls, figsize=(10.0, 2.9), dpi=80)
 
     # -- figure ------------------------------------------------------------------------------
@@ -63,8 +69,9 @@ class ProjectionExplorer(Explorer):
         self.images = []
         self.head_lines: list[list] = []
         for i, (ax, name) in enumerate(zip(axes, ("x", "q", "k", "v"))):
+            bound = self.ranges[0] if i == 0 else self.ranges[1]
             image = heatmap(np.zeros((n, 2)), y_labels=self.tokens, ax=ax, title=name, xlabel="feature",
-                            ylabel="token" if i == 0 else "", cmap=SIGNED_CMAP, vmin=-1.0, vmax=1.0,
+                            ylabel="token" if i == 0 else "", cmap=SIGNED_CMAP, vmin=-bound, vmax=bound,
                             annotate=False, colorbar=False)
             if i:
                 ax.set_yticklabels([])
@@ -73,24 +80,41 @@ class ProjectionExplorer(Explorer):
             self.head_lines.append(lines)
         colorbars = [figure.colorbar(self.images[0], cax=figure.add_subplot(grid[0, 1])),
                      figure.colorbar(self.images[1], cax=figure.add_subplot(grid[0, 5]), label="q, k, v value")]
-        # A move changes the widths (x axes), the colour ranges (colour bars), the data, titles and head lines;
-        # the frames and the token labels are kept.
+        # A move changes the widths (x axes), the data, titles and head lines; the frames, the token labels and
+        # the colour bars (one fixed scale, see X_RANGE) are kept.
+        self.colorbars = colorbars
         self.dynamic([*self.images, *(ax.xaxis for ax in axes), *(ax.title for ax in axes),
-                      *(line for lines in self.head_lines for line in lines), *(bar.ax for bar in colorbars)])
+                      *(line for lines in self.head_lines for line in lines)])
 
     def _compute(self, dim: int, chan: int, num_heads: int, qkv_bias: bool) -> dict[str, torch.Tensor]:
         try:
             check_heads(chan, num_heads)
         except ValueError as problem:  # the library's own words for it
             raise InvalidCombination(str(problem)) from None
-        return projected_qkv(self.tokens, dim, chan, num_heads, qkv_bias, seed=1)
+        key = (dim, chan, num_heads, qkv_bias)
+        if self._last is None or self._last[0] != key:
+            self._last = (key, projected_qkv(self.tokens, dim, chan, num_heads, qkv_bias, seed=1))
+        return self._last[1]
+
+    def _needed_ranges(self, t: dict[str, torch.Tensor]) -> tuple[float, float]:
+        """The colour scales (x, q/k/v) that hold ``t``: the fixed ones, or wider where ``t`` goes beyond."""
+        return (max(self.ranges[0], float(t["x"].abs().max())), max(self.ranges[1], float(t["qkv"].abs().max())))
+
+    def needs_redraw(self, dim: int, chan: int, num_heads: int, qkv_bias: bool) -> bool:
+        try:
+            t = self._compute(dim, chan, num_heads, qkv_bias)
+        except InvalidCombination:
+            return False  # update says why
+        needed = self._needed_ranges(t)
+        if needed == self.ranges:
+            return False
+        self.ranges = needed  # wider colour bars: lay the figure out again
+        return True
 
     def update(self, dim: int, chan: int, num_heads: int, qkv_bias: bool) -> str:
         t = self._compute(dim, chan, num_heads, qkv_bias)
         n = len(self.tokens)
         head_dim = chan // num_heads
-        bound_x = float(t["x"].abs().max()) or 1.0
-        bound_qkv = float(t["qkv"].abs().max()) or 1.0
         for i, (ax, image, name) in enumerate(zip(self.axes, self.images, ("x", "q", "k", "v"))):
             values = to_numpy(t[name][0])  # (N, width)
             width = values.shape[1]
@@ -99,8 +123,6 @@ class ProjectionExplorer(Explorer):
             ax.set_xlim(-0.5, width - 0.5)
             ax.set_xticks([0, width - 1])  # first and last feature: two labels draw fast
             ax.set_xticklabels(["0", str(width - 1)], rotation=0)
-            bound = bound_x if i == 0 else bound_qkv
-            image.set_clim(-bound, bound)
             ax.set_title(f"{name}  ({n} × {width})")
             for h, line in enumerate(self.head_lines[i]):
                 boundary = (h + 1) * head_dim

@@ -73,3 +73,27 @@ def test_fast_redraw_shows_the_same_picture_as_a_full_render(explorer):
     explorer.set(dim=10, chan=30, num_heads=3, qkv_bias=True)  # new widths and colour ranges: axes and colour bars move
     # Only the panels' antialiased frame edges may differ (drawn under the heatmaps here, over them there).
     assert full_render_differs(explorer) < 0.01
+
+
+def test_one_colour_scale_for_every_setting_of_the_sentence():
+    """The colour bars are drawn once: the sentence's values stay inside the fixed scale for every setting."""
+    from attn_helpers.widgets.projection import QKV_RANGE, X_RANGE
+
+    e = ProjectionExplorer()
+    for dim, chan, bias in ((2, 2, False), (96, 96, True), (86, 12, True), (49, 64, False)):
+        e.set(dim=dim, chan=chan, qkv_bias=bias)
+        assert e.ranges == (X_RANGE, QKV_RANGE)
+        assert e.images[0].get_clim() == (-X_RANGE, X_RANGE) and e.images[1].get_clim() == (-QKV_RANGE, QKV_RANGE)
+    assert all(bar.ax not in e._dynamic for bar in e.colorbars)
+
+
+def test_values_beyond_the_scale_widen_it_and_redraw():
+    """Values beyond the scale (other tokens can have them) widen it, and the figure is laid out again."""
+    e = ProjectionExplorer()
+    e.ranges = (1.0, 1.0)  # narrower than the sentence's values, as a longer token list's could be wider
+    e.set(dim=50, chan=20)
+    t = e._compute(50, 20, 1, False)
+    widened = (float(t["x"].abs().max()), float(t["qkv"].abs().max()))
+    assert widened[0] > 1.0 and widened[1] > 1.0 and e.ranges == widened
+    assert e.images[0].get_clim() == (-widened[0], widened[0]) and e.images[1].get_clim() == (-widened[1], widened[1])
+    assert e.valid
