@@ -795,8 +795,8 @@ class ExplorerView:
         self.steps.append(f"{what}: {now.status}")
         assert "could not draw this" not in now.status, f"{self.label}: {what} made the explorer fail: {now.status!r}"
         if not now.valid:
-            # Explorer.refresh shows the status line, then hides the picture: two messages, which a busy page
-            # can show apart.
+            # Explorer.refresh hides the picture, then shows the status line: two widget messages, which a busy
+            # page can paint apart.
             deadline = time.monotonic() + 5.0
             while now.visible and time.monotonic() < deadline:
                 self.page.wait_for_timeout(25)

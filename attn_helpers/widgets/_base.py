@@ -169,15 +169,16 @@ class Explorer:
                 self.table_html.value = self.table(**values)
         except InvalidCombination as problem:
             self.valid = False
-            self._show_status(f"{self._values_text(values)} | not possible: {problem}", ok=False)
+            # the picture goes before the words say why: the page never shows the reason beside an old picture
             self.image.layout.visibility = "hidden"
             self.table_html.value = ""  # no shapes for an impossible combination (not the last ones either)
+            self._show_status(f"{self._values_text(values)} | not possible: {problem}", ok=False)
             return
         except Exception as problem:  # a widget never shows a traceback
             self.valid = False
+            self.image.layout.visibility = "hidden"
             self._show_status(f"{self._values_text(values)} | could not draw this: "
                               f"{type(problem).__name__}: {problem}", ok=False)
-            self.image.layout.visibility = "hidden"
             return
         self.valid = True
         self.image.value = self.render_png()

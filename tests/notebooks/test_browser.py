@@ -76,18 +76,14 @@ WITH_WIDGETS = [p for p in NOTEBOOKS if widget_outputs(p)]
 WITH_HEADS = [p for p in NOTEBOOKS if "HeadsExplorer" in widget_outputs(p)]
 
 
-def on_each(paths: list[Path], marks: dict[str, pytest.MarkDecorator] | None = None,
-            report: Callable[[Path], None] | None = None):
+def on_each(paths: list[Path], report: Callable[[Path], None] | None = None):
     """A check run on each notebook's page in the JupyterLab run; the test (one per notebook) reports it.
 
-    ``conftest.py`` reads the plan (which checks on which notebooks) off the collected tests. ``marks``:
-    notebook name -> a mark for that notebook's test (e.g. an xfail); ``report(path)``: called by the test
-    after the verdict, passed or not (e.g. to print what the check measured).
+    ``conftest.py`` reads the plan (which checks on which notebooks) off the collected tests. ``report(path)``:
+    called by the test after the verdict, passed or not (e.g. to print what the check measured).
     """
-    params = [pytest.param(p, id=p.name, marks=(marks or {}).get(p.name, ())) for p in paths]
-
     def wrap(check: LabCheck):
-        @pytest.mark.parametrize("path", params)
+        @pytest.mark.parametrize("path", paths, ids=[p.name for p in paths])
         def test(lab_run, path: Path) -> None:
             try:
                 lab_run.verdict(check, path)
@@ -169,13 +165,7 @@ def report_figures(path: Path) -> None:
     figure_sizes.write_table(SCREENSHOT_DIR / FIGURE_TABLE, [p.name for p in NOTEBOOKS])
 
 
-# Pictures knowingly left too small, notebook name -> why (none today); strict: a fix makes the test fail until
-# the entry goes.
-SMALL_TEXT_LEFT: dict[str, str] = {}
-TEXT_MARKS = {name: pytest.mark.xfail(reason=reason, strict=True) for name, reason in SMALL_TEXT_LEFT.items()}
-
-
-@on_each(NOTEBOOKS, marks=TEXT_MARKS, report=report_figures)
+@on_each(NOTEBOOKS, report=report_figures)
 def test_every_picture_has_readable_text(lesson: LessonPage, screenshot_dir: Path):
     """At 1366x768 with the file browser open: no text of any static figure or explorer below 8 px as displayed.
 
