@@ -5,6 +5,7 @@ Run inside a notebook's kernel (the browser run installs it as an IPython startu
 
 * ``RendererAgg.draw_text``: every piece of text drawn, with its font size in the picture's pixels
   (``points * dpi / 72``; for mathtext the smallest glyph, e.g. an exponent, from matplotlib's own parse);
+  and the series' ``TokenLabels.draw`` (an explorer's token labels, pasted as kept pictures of text), likewise;
 * ``FigureCanvasAgg.draw``: a full draw starts the canvas's list of texts anew (and is kept as the
   background's texts); ``restore_region`` (an explorer's blit) puts that list back;
 * ``FigureCanvasAgg.buffer_rgba``: the pixels are final (the inline backend encodes them as the
@@ -99,10 +100,31 @@ def install(folder: str | os.PathLike[str]) -> None:
         return buffer
 
     renderer_cls.draw_text = recording_draw_text
+    _record_token_labels(texts_of)
     canvas_cls.draw = recording_draw
     canvas_cls.restore_region = recording_restore_region
     canvas_cls.buffer_rgba = recording_buffer_rgba
     setattr(canvas_cls, ENABLED, True)
+
+
+def _record_token_labels(texts_of: Any) -> None:
+    """Wrap the series' ``TokenLabels.draw`` too: it pastes each label's pixels, drawn once by matplotlib's text
+    code at the same size and dpi and kept, instead of calling ``draw_text`` on the figure's renderer."""
+    try:
+        from attn_helpers.views.labels import TokenLabels
+    except ImportError:  # a kernel without the series' helpers draws no such labels
+        return
+    draw = TokenLabels.draw
+
+    def recording_draw(self, renderer):
+        if self.get_visible() and hasattr(renderer, "width"):
+            px = self.fontsize * renderer.dpi / 72.0
+            texts_of(renderer).extend((px, text) for text, (x, y) in zip(self.texts, self.anchors())
+                                      if text.strip() and -1 <= x <= renderer.width + 1
+                                      and -1 <= y <= renderer.height + 1)
+        return draw(self, renderer)
+
+    TokenLabels.draw = recording_draw
 
 
 def read_records(folder: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:

@@ -18,8 +18,8 @@ from matplotlib.image import AxesImage
 from .arrays import _check_labels, to_numpy
 from .colours import WEIGHTS_CMAP, cmap_with_nan
 from .heatmaps import _heatmap
-from .labels import (_fit_fontsize, _panel_inches, _points, _TICK_PAD, _text_width, _tick_texts, _vertical,
-                     _write_labels)
+from .labels import (TokenLabels, _fit_fontsize, _name_axes, _panel_inches, _points, _TICK_PAD, _text_width,
+                     _tick_texts, _vertical)
 
 __all__ = ["head_grid", "LiveHeadGrid", "origin_grid", "plot_all_heads"]
 
@@ -132,7 +132,9 @@ class LiveHeadGrid:
     :meth:`layout` then moves, resizes and relabels the panels it needs (as :func:`head_grid` with
     ``text_labels=True`` would place them; the figure takes the grid's size) and hides the others,
     instead of making new axes: making matplotlib axes is most of the cost of a new grid, and an
-    explorer lays its grid out again whenever the number of heads or tokens moves.
+    explorer lays its grid out again whenever the number of heads or tokens moves. The token labels
+    are :class:`~attn_helpers.views.labels.TokenLabels` (``key_labels`` / ``query_labels``, one each per
+    panel), which paste each word's kept picture instead of laying out and drawing text anew.
     """
 
     def __init__(self, figure: Figure, max_heads: int, *, ncols: int = 4) -> None:
@@ -148,7 +150,9 @@ class LiveHeadGrid:
             ax.set_yticks([])
         self.cax = figure.add_axes((0.0, 0.0, 1.0, 1.0))
         figure.colorbar(self.images[0], cax=self.cax, label="attention weight")
-        self._labels: list = []  # the token labels' text artists, replaced by every layout
+        # each panel's token labels, keys under it and queries left of it (empty where another panel holds them)
+        self.key_labels = [TokenLabels(ax, "x") for ax in self.axes]
+        self.query_labels = [TokenLabels(ax, "y") for ax in self.axes]
 
     def layout(self, num_heads: int, labels: Sequence[str]) -> list[AxesImage]:
         """Show ``num_heads`` panels over ``labels`` (zeros until the caller sets the data); returns
@@ -161,12 +165,12 @@ class LiveHeadGrid:
         g = _grid_geometry(nrows, ncols, n_q=n, n_k=n, x_labels=labels, y_labels=labels, panel_size=None,
                            fontsize=None, ylabel_lines=1, titles_every_row=True, suptitle=False)
         self.figure.set_size_inches(g.width, g.height)
-        for text in self._labels:
-            text.remove()
-        self._labels = []
+        texts = _tick_texts(labels, n)
         for h, (ax, image) in enumerate(zip(self.axes, self.images)):
             ax.set_visible(h < num_heads)
             if h >= num_heads:
+                self.key_labels[h].set_labels([], g.fontsize)
+                self.query_labels[h].set_labels([], g.fontsize)
                 continue
             row, col = divmod(h, ncols)
             lowest = h + ncols >= num_heads  # no panel below this one: it carries the key labels
@@ -176,9 +180,10 @@ class LiveHeadGrid:
             ax.set_xlim(-0.5, n - 0.5)
             ax.set_ylim(n - 0.5, -0.5)
             ax.set_title(f"head {h}")
-            texts = _tick_texts(labels, n)
-            self._labels += _write_labels(ax, texts if lowest else [], texts if col == 0 else [], g.fontsize,
-                                          g.vertical, "key" if lowest else "", "query" if col == 0 else "")
+            keys, queries = (texts if lowest else []), (texts if col == 0 else [])
+            _name_axes(ax, keys, queries, g.fontsize, g.vertical, "key" if lowest else "", "query" if col == 0 else "")
+            self.key_labels[h].set_labels(keys, g.fontsize, g.vertical)
+            self.query_labels[h].set_labels(queries, g.fontsize)
         self.cax.set_position(g.colorbar_rect())
         return self.images[:num_heads]
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.font_manager import FontProperties
 from matplotlib.transforms import ScaledTranslation
@@ -128,12 +129,18 @@ def _write_labels(ax: Axes, x_texts: Sequence[str], y_texts: Sequence[str], font
                   xlabel: str, ylabel: str) -> list:
     """Token labels as text artists where tick labels would stand (no ticks), and the axis labels
     just beyond them; ``[]`` leaves that side unlabelled. Returns the token labels' artists."""
+    _name_axes(ax, x_texts, y_texts, fontsize, vertical, xlabel, ylabel)
+    return _text_row(ax, x_texts, fontsize, vertical) + _text_column(ax, y_texts, fontsize)
+
+
+def _name_axes(ax: Axes, x_texts: Sequence[str], y_texts: Sequence[str], fontsize: float, vertical: bool,
+               xlabel: str, ylabel: str) -> None:
+    """No ticks; the axis labels just beyond where ``x_texts`` / ``y_texts`` stand (:func:`_write_labels`)."""
     ax.set_xticks([])
     ax.set_yticks([])
     x_height = (_text_width(x_texts, fontsize) if vertical else 1.2 * fontsize) if x_texts else 0.0
     ax.set_xlabel(xlabel, labelpad=_TICK_PAD + x_height)
     ax.set_ylabel(ylabel, labelpad=_TICK_PAD + _text_width(y_texts, fontsize) + 4.0)  # 4: matplotlib's gap
-    return _text_row(ax, x_texts, fontsize, vertical) + _text_column(ax, y_texts, fontsize)
 
 
 def _text_row(ax: Axes, texts: Sequence[str], fontsize: float, vertical: bool) -> list:
@@ -148,3 +155,124 @@ def _text_column(ax: Axes, texts: Sequence[str], fontsize: float) -> list:
     left = ax.get_yaxis_transform() + ScaledTranslation(-_TICK_PAD / 72.0, 0.0, ax.figure.dpi_scale_trans)
     return [ax.text(0.0, i, text, transform=left, fontsize=fontsize, ha="right", va="center_baseline")
             for i, text in enumerate(texts)]
+
+
+# -- token labels for a picture that is laid out again while a slider moves --------------------------------------
+
+class TokenLabels(Artist):
+    """One side of a panel's token labels (the keys under it or the queries left of it) in one artist,
+    standing where :func:`_text_row` / :func:`_text_column` put their text artists.
+
+    Why: an explorer's grid of 8 panels over 32 tokens carries 192 labels, and matplotlib lays out and
+    rasterises every text on every full draw (0.8 ms a label on a 2-core CPU: 150 ms of a 190 ms
+    layout change). Here each distinct label (word, size, rotation, dpi) is drawn once by matplotlib's
+    own text code into a small picture of its own (:func:`_label_stamp`), which is kept; every draw
+    then pastes the kept pictures, whole pixels placed where the text artist's anchor would fall
+    (the text artist places glyphs to 1/64 pixel, so a label may stand up to half a pixel aside).
+
+    ``side`` is ``"x"`` (labels under the panel, one per column) or ``"y"`` (left of it, one per row).
+    """
+
+    zorder = 3  # as a text artist
+
+    def __init__(self, ax: Axes, side: str) -> None:
+        super().__init__()
+        if side not in ("x", "y"):
+            raise ValueError(f"side must be 'x' or 'y', got {side!r}")
+        self.side = side
+        self.texts: list[str] = []
+        self.fontsize = 0.0
+        self.vertical = False
+        shift = ScaledTranslation(0.0, -_TICK_PAD / 72.0, ax.figure.dpi_scale_trans) if side == "x" else \
+            ScaledTranslation(-_TICK_PAD / 72.0, 0.0, ax.figure.dpi_scale_trans)
+        self.set_transform((ax.get_xaxis_transform() if side == "x" else ax.get_yaxis_transform()) + shift)
+        self.set_clip_on(False)
+        ax.add_artist(self)
+
+    def set_labels(self, texts: Sequence[str], fontsize: float, vertical: bool = False) -> None:
+        """Show ``texts`` (one per cell, ``[]``: none) at ``fontsize`` points; ``vertical``: column labels upright."""
+        self.texts, self.fontsize, self.vertical = [str(t) for t in texts], float(fontsize), bool(vertical)
+        self.stale = True
+
+    @property
+    def alignment(self) -> tuple[float, str, str]:
+        """Rotation, horizontal and vertical alignment, as the text artists of :func:`_write_labels` have them."""
+        if self.side == "x":
+            return (90.0 if self.vertical else 0.0), "center", "top"
+        return 0.0, "right", "center_baseline"
+
+    def anchors(self) -> np.ndarray:
+        """Each label's anchor in display pixels, ``(len(texts), 2)``."""
+        cells = np.arange(len(self.texts), dtype=float)
+        zeros = np.zeros_like(cells)
+        points = np.column_stack((cells, zeros) if self.side == "x" else (zeros, cells))
+        return self.get_transform().transform(points) if len(cells) else np.zeros((0, 2))
+
+    def draw(self, renderer: Any) -> None:
+        if not self.get_visible() or not self.texts:
+            return
+        rotation, ha, va = self.alignment
+        style = _text_style()
+        gc = renderer.new_gc()
+        for text, (x, y) in zip(self.texts, self.anchors()):
+            stamp, dx, dy = _label_stamp(text, self.fontsize, rotation, ha, va, float(renderer.dpi), style)
+            if stamp.size:
+                renderer.draw_image(gc, round(x) + dx, round(y) + dy, stamp)
+        gc.restore()
+        self.stale = False
+
+
+_STYLE_PARAMS = ("text.color", "font.family", "font.sans-serif", "font.serif", "font.weight", "font.style",
+                 "text.antialiased", "text.hinting", "text.hinting_factor")
+
+
+def _text_style() -> tuple:
+    """The rc settings a label's pixels depend on, as a key: a kept stamp is never reused under another style."""
+    return tuple((name, str(plt.rcParams[name])) for name in _STYLE_PARAMS if name in plt.rcParams)
+
+
+@functools.lru_cache(maxsize=1)
+def _stamp_canvas() -> tuple[Any, Any]:
+    """A transparent figure holding one text artist, on which :func:`_label_stamp` draws each label."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure()
+    figure.patch.set_alpha(0.0)
+    return FigureCanvasAgg(figure), figure.text(0.5, 0.5, "")
+
+
+@functools.lru_cache(maxsize=4096)
+def _label_stamp(text: str, fontsize: float, rotation: float, ha: str, va: str, dpi: float, style: tuple
+                 ) -> tuple[np.ndarray, int, int]:
+    """``text`` as matplotlib's Agg renderer draws it with the current rc ``style`` (see :func:`_text_style`),
+    on a transparent ground, cropped to
+    its ink: ``(rgba, dx, dy)``, the picture's rows bottom first (as ``draw_image`` takes them), and its bottom-left corner's offset in pixels
+    from the text's anchor (the point ``ha`` / ``va`` align to)."""
+    # room for the word any way up around its anchor, a whole pixel in the middle of the canvas (which only grows:
+    # a renderer of the same size is reused)
+    reach = int(np.ceil(1.1 * (_one_text_width(text, fontsize) + 2 * fontsize) * dpi / 72.0)) + 4
+    canvas, artist = _stamp_canvas()
+    figure = canvas.figure
+    size = max(2 * reach, *canvas.get_width_height()) if figure.dpi == dpi else 2 * reach
+    if figure.dpi != dpi or size > canvas.get_width_height()[0]:
+        figure.set_dpi(dpi)
+        figure.set_size_inches(size / dpi, size / dpi)
+    anchor = size // 2
+    artist.set(text=text, fontproperties=FontProperties(size=fontsize), color=plt.rcParams["text.color"],
+               rotation=rotation, ha=ha, va=va, position=(anchor / size, anchor / size))
+    if hasattr(artist, "set_antialiased"):  # matplotlib >= 3.8 keeps it per text, read from rc when made
+        artist.set_antialiased(plt.rcParams["text.antialiased"])
+    renderer = canvas.get_renderer()
+    renderer.clear()  # transparent
+    artist.draw(renderer)  # the text alone: nothing else in the figure is drawn
+    window = np.asarray(renderer.buffer_rgba())[size - anchor - reach:size - anchor + reach,
+                                                anchor - reach:anchor + reach]  # rows top first
+    rows, cols = np.nonzero(window[..., 3])
+    if not rows.size:
+        return np.zeros((0, 0, 4), np.uint8), 0, 0
+    top, bottom, left, right = rows.min(), rows.max() + 1, cols.min(), cols.max() + 1
+    if top == 0 or left == 0 or bottom == 2 * reach or right == 2 * reach:  # pragma: no cover - reach is ample
+        raise RuntimeError(f"label {text!r} at {fontsize} pt reached beyond its {2 * reach}-px stamp")
+    # the window's centre is the anchor; Agg's draw_image takes the picture's rows bottom first
+    return window[top:bottom, left:right][::-1].copy(), int(left - reach), int(reach - bottom)

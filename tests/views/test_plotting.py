@@ -239,8 +239,10 @@ def test_live_head_grid_lays_out_the_same_grid_as_head_grid_without_new_axes():
         for image, ref in zip(images, reference):
             np.testing.assert_allclose(image.axes.get_position().bounds, ref.axes.get_position().bounds, atol=1e-9)
             assert image.axes.get_title() == ref.axes.get_title()
-        labels = [t.get_text() for ax in figure.axes for t in ax.texts]
-        assert len(labels) == n * (min(heads, 4) + -(-heads // 4))  # keys under each column, queries per row
+        shown = [labels for side in (grid.key_labels, grid.query_labels) for labels in side[:heads] if labels.texts]
+        assert len(shown) == min(heads, 4) + -(-heads // 4)  # keys under each column, queries left of each row
+        assert all(labels.texts == SENTENCE[:n] for labels in shown)
+        assert not any(labels.texts for side in (grid.key_labels, grid.query_labels) for labels in side[heads:])
 
 
 def test_live_head_grid_rejects_a_head_count_it_has_no_panels_for():

@@ -147,14 +147,14 @@ def test_equal_words_get_equal_rows(explorer):
 def test_the_sentence_has_32_words_and_the_panels_are_labelled_with_the_first_tokens(explorer):
     assert len(HeadsExplorer.SENTENCE) == 32
     explorer.set(tokens=11)
-    first, last = explorer.images[0].axes, explorer.images[-1].axes
+    grid, last = explorer.grid, len(explorer.images) - 1
     words = list(HeadsExplorer.SENTENCE[:11])
-    # The labels are text artists where tick labels would stand (LiveHeadGrid): queries down the first
-    # panel's left edge, keys under the last panel.
-    assert [t.get_text() for t in first.texts if t.get_rotation() == 0 and t.get_ha() == "right"] == words
-    assert [t.get_text() for t in last.texts if t.get_va() == "top"] == words
+    # The labels stand where tick labels would (LiveHeadGrid's TokenLabels): queries down the first panel's left
+    # edge, keys under the last panel.
+    assert grid.query_labels[0].texts == words and grid.key_labels[last].texts == words
+    assert grid.query_labels[0].fontsize == grid.key_labels[last].fontsize >= 8.0
     explorer.set(tokens=5)  # a new layout replaces the labels, it does not add to them
-    assert [t.get_text() for t in first.texts if t.get_ha() == "right"] == words[:5]
+    assert grid.query_labels[0].texts == words[:5]
 
 
 def test_layout_is_redrawn_only_when_num_heads_or_tokens_change(explorer, monkeypatch):
