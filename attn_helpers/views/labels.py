@@ -167,8 +167,9 @@ class TokenLabels(Artist):
     rasterises every text on every full draw (0.8 ms a label on a 2-core CPU: 150 ms of a 190 ms
     layout change). Here each distinct label (word, size, rotation, dpi) is drawn once by matplotlib's
     own text code into a small picture of its own (:func:`_label_stamp`), which is kept; every draw
-    then pastes the kept pictures, whole pixels placed where the text artist's anchor would fall
-    (the text artist places glyphs to 1/64 pixel, so a label may stand up to half a pixel aside).
+    then pastes the kept pictures, whole pixels placed where the text artist's anchor would fall: a
+    label stands within a pixel of the text artist's place (matplotlib 3.11 places glyphs to 1/64
+    pixel; 3.10, Colab's, rounds each text to whole pixels its own way).
 
     ``side`` is ``"x"`` (labels under the panel, one per column) or ``"y"`` (left of it, one per row).
     """
