@@ -44,6 +44,11 @@ def text_px(renderer: Any, s: str, prop: Any, ismath: Any) -> float:
     return points * renderer.dpi / 72.0
 
 
+def shows_text(renderer: Any, s: str, x: float, y: float) -> bool:
+    """Whether text ``s`` anchored at display ``(x, y)`` is visible text on ``renderer``'s canvas."""
+    return bool(s and s.strip()) and -1 <= x <= renderer.width + 1 and -1 <= y <= renderer.height + 1
+
+
 def install(folder: str | os.PathLike[str]) -> None:
     """Wrap matplotlib's Agg backend in this process so that every rendered picture is recorded in ``folder``."""
     import numpy as np
@@ -64,7 +69,7 @@ def install(folder: str | os.PathLike[str]) -> None:
         return renderer.__dict__.setdefault("_attn_texts", [])
 
     def recording_draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
-        if s and s.strip() and -1 <= x <= self.width + 1 and -1 <= y <= self.height + 1:
+        if shows_text(self, s, x, y):
             texts_of(self).append((text_px(self, s, prop, ismath), s))
         return draw_text(self, gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
 
@@ -120,8 +125,7 @@ def _record_token_labels(texts_of: Any) -> None:
         if self.get_visible() and hasattr(renderer, "width"):
             px = self.fontsize * renderer.dpi / 72.0
             texts_of(renderer).extend((px, text) for text, (x, y) in zip(self.texts, self.anchors())
-                                      if text.strip() and -1 <= x <= renderer.width + 1
-                                      and -1 <= y <= renderer.height + 1)
+                                      if shows_text(renderer, text, x, y))
         return draw(self, renderer)
 
     TokenLabels.draw = recording_draw

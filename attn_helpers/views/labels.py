@@ -143,17 +143,34 @@ def _name_axes(ax: Axes, x_texts: Sequence[str], y_texts: Sequence[str], fontsiz
     ax.set_ylabel(ylabel, labelpad=_TICK_PAD + _text_width(y_texts, fontsize) + 4.0)  # 4: matplotlib's gap
 
 
+def _label_transform(ax: Axes, side: str) -> Any:
+    """Where token labels stand, as a transform from (cell, 0) / (0, cell): just beyond the tick marks'
+    length, under ``ax`` (``side="x"``) or left of it (``"y"``)."""
+    if side == "x":
+        return ax.get_xaxis_transform() + ScaledTranslation(0.0, -_TICK_PAD / 72.0, ax.figure.dpi_scale_trans)
+    return ax.get_yaxis_transform() + ScaledTranslation(-_TICK_PAD / 72.0, 0.0, ax.figure.dpi_scale_trans)
+
+
+def _label_alignment(side: str, vertical: bool = False) -> tuple[float, str, str]:
+    """Rotation, horizontal and vertical alignment of a token label on ``side`` (as tick labels have them)."""
+    if side == "x":
+        return (90.0 if vertical else 0.0), "center", "top"
+    return 0.0, "right", "center_baseline"
+
+
 def _text_row(ax: Axes, texts: Sequence[str], fontsize: float, vertical: bool) -> list:
     """Column labels under ``ax`` as text artists, one per cell, where tick labels would stand."""
-    below = ax.get_xaxis_transform() + ScaledTranslation(0.0, -_TICK_PAD / 72.0, ax.figure.dpi_scale_trans)
-    return [ax.text(i, 0.0, text, transform=below, fontsize=fontsize, ha="center", va="top",
-                    rotation=90 if vertical else 0) for i, text in enumerate(texts)]
+    rotation, ha, va = _label_alignment("x", vertical)
+    below = _label_transform(ax, "x")
+    return [ax.text(i, 0.0, text, transform=below, fontsize=fontsize, ha=ha, va=va, rotation=rotation)
+            for i, text in enumerate(texts)]
 
 
 def _text_column(ax: Axes, texts: Sequence[str], fontsize: float) -> list:
     """Row labels left of ``ax`` as text artists, one per cell, where tick labels would stand."""
-    left = ax.get_yaxis_transform() + ScaledTranslation(-_TICK_PAD / 72.0, 0.0, ax.figure.dpi_scale_trans)
-    return [ax.text(0.0, i, text, transform=left, fontsize=fontsize, ha="right", va="center_baseline")
+    rotation, ha, va = _label_alignment("y")
+    left = _label_transform(ax, "y")
+    return [ax.text(0.0, i, text, transform=left, fontsize=fontsize, ha=ha, va=va, rotation=rotation)
             for i, text in enumerate(texts)]
 
 
@@ -184,9 +201,7 @@ class TokenLabels(Artist):
         self.texts: list[str] = []
         self.fontsize = 0.0
         self.vertical = False
-        shift = ScaledTranslation(0.0, -_TICK_PAD / 72.0, ax.figure.dpi_scale_trans) if side == "x" else \
-            ScaledTranslation(-_TICK_PAD / 72.0, 0.0, ax.figure.dpi_scale_trans)
-        self.set_transform((ax.get_xaxis_transform() if side == "x" else ax.get_yaxis_transform()) + shift)
+        self.set_transform(_label_transform(ax, side))
         self.set_clip_on(False)
         ax.add_artist(self)
 
@@ -194,13 +209,6 @@ class TokenLabels(Artist):
         """Show ``texts`` (one per cell, ``[]``: none) at ``fontsize`` points; ``vertical``: column labels upright."""
         self.texts, self.fontsize, self.vertical = [str(t) for t in texts], float(fontsize), bool(vertical)
         self.stale = True
-
-    @property
-    def alignment(self) -> tuple[float, str, str]:
-        """Rotation, horizontal and vertical alignment, as the text artists of :func:`_write_labels` have them."""
-        if self.side == "x":
-            return (90.0 if self.vertical else 0.0), "center", "top"
-        return 0.0, "right", "center_baseline"
 
     def anchors(self) -> np.ndarray:
         """Each label's anchor in display pixels, ``(len(texts), 2)``."""
@@ -212,7 +220,7 @@ class TokenLabels(Artist):
     def draw(self, renderer: Any) -> None:
         if not self.get_visible() or not self.texts:
             return
-        rotation, ha, va = self.alignment
+        rotation, ha, va = _label_alignment(self.side, self.vertical)
         style = _text_style()
         gc = renderer.new_gc()
         for text, (x, y) in zip(self.texts, self.anchors()):
@@ -246,10 +254,10 @@ def _stamp_canvas() -> tuple[Any, Any]:
 @functools.lru_cache(maxsize=4096)
 def _label_stamp(text: str, fontsize: float, rotation: float, ha: str, va: str, dpi: float, style: tuple
                  ) -> tuple[np.ndarray, int, int]:
-    """``text`` as matplotlib's Agg renderer draws it with the current rc ``style`` (see :func:`_text_style`),
-    on a transparent ground, cropped to
-    its ink: ``(rgba, dx, dy)``, the picture's rows bottom first (as ``draw_image`` takes them), and its bottom-left corner's offset in pixels
-    from the text's anchor (the point ``ha`` / ``va`` align to)."""
+    """``text`` as matplotlib's Agg renderer draws it under the rc ``style`` (see :func:`_text_style`), on a
+    transparent ground, cropped to its ink: ``(rgba, dx, dy)``, the picture's rows bottom first (as
+    ``draw_image`` takes them) and its bottom-left corner's offset in pixels from the text's anchor (the
+    point ``ha`` / ``va`` align to)."""
     # room for the word any way up around its anchor, a whole pixel in the middle of the canvas (which only grows:
     # a renderer of the same size is reused)
     reach = int(np.ceil(1.1 * (_one_text_width(text, fontsize) + 2 * fontsize) * dpi / 72.0)) + 4

@@ -83,5 +83,7 @@ def test_token_labels_name_their_side_and_handle_blank_words():
     with pytest.raises(ValueError, match="side must be 'x' or 'y', got 'z'"):
         TokenLabels(ax, "z")
     assert _label_stamp(" ", 9.0, 0.0, "right", "center_baseline", 80.0, ())[0].size == 0  # no ink, nothing pasted
-    TokenLabels(ax, "x").set_labels([" ", "cat"], 9.0)
+    TokenLabels(ax, "x").set_labels([" ", " "], 9.0)
     canvas.draw()
+    below = np.asarray(canvas.buffer_rgba())[230:, :, :3]  # under the panel, whose frame ends at row 224
+    assert (below == 255).all()  # blank words leave the ground untouched
