@@ -32,6 +32,10 @@ _HOME = {
     # many matrices
     "head_grid": "grids",
     "LiveHeadGrid": "grids",
+    # text for pictures redrawn while a slider moves
+    "StampedText": "stamps",
+    "stamped_title": "stamps",
+    "LiveTicks": "labels",
     "origin_grid": "grids",
     "plot_all_heads": "grids",
     # diagrams of a forward pass

@@ -1,7 +1,8 @@
 """Token labels that stay readable (never overlapping) however many tokens share an axis.
 
 Sizes are measured in points with matplotlib's Agg renderer, so no layout engine runs at draw time.
-Private to this room: :mod:`.heatmaps` and :mod:`.grids` label their panels with it.
+Private to this room (:mod:`.heatmaps` and :mod:`.grids` label their panels with it), but for
+:class:`LiveTicks`, an explorer's x ticks.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from matplotlib.axes import Axes
 from matplotlib.font_manager import FontProperties
 from matplotlib.transforms import ScaledTranslation
 
-__all__: list[str] = []  # private to this room
+from . import stamps
+from .stamps import _measuring_renderer
+
+__all__ = ["LiveTicks"]  # the rest is private to this room
 
 
 MIN_FONTSIZE = 5.0  # points: tick labels never shrink below this
@@ -35,13 +39,6 @@ def _panel_inches(n: int) -> float:
     return float(np.clip(n * 7.5 / 72.0, 2.4, 3.4))
 
 
-@functools.lru_cache(maxsize=1)
-def _measuring_renderer() -> Any:
-    from matplotlib.backends.backend_agg import RendererAgg
-
-    return RendererAgg(1, 1, 72)  # at 72 dpi one pixel is one point
-
-
 def _text_width(texts: Sequence[str], fontsize: float) -> float:
     """The widest of ``texts`` in points at ``fontsize`` (as matplotlib's Agg renderer lays them out)."""
     return max((_one_text_width(str(t), float(fontsize)) for t in texts), default=0.0)
@@ -50,8 +47,7 @@ def _text_width(texts: Sequence[str], fontsize: float) -> float:
 @functools.lru_cache(maxsize=4096)
 def _one_text_width(text: str, fontsize: float) -> float:
     """One text's width in points (remembered: an explorer measures the same labels on every layout)."""
-    prop = FontProperties(size=fontsize)
-    return _measuring_renderer().get_text_width_height_descent(text, prop, ismath=False)[0]
+    return stamps.text_width(text, FontProperties(size=fontsize))
 
 
 def _points(size: Any) -> float:
@@ -182,11 +178,10 @@ class TokenLabels(Artist):
 
     Why: an explorer's grid of 8 panels over 32 tokens carries 192 labels, and matplotlib lays out and
     rasterises every text on every full draw (0.8 ms a label on a 2-core CPU: 150 ms of a 190 ms
-    layout change). Here each distinct label (word, size, rotation, dpi) is drawn once by matplotlib's
-    own text code into a small picture of its own (:func:`_label_stamp`), which is kept; every draw
-    then pastes the kept pictures, whole pixels placed where the text artist's anchor would fall: a
-    label stands within a pixel of the text artist's place (matplotlib 3.11 places glyphs to 1/64
-    pixel; 3.10, Colab's, rounds each text to whole pixels its own way).
+    layout change). Here each label is pasted from a kept picture of itself (:func:`.stamps.paste_text`),
+    its anchor on the whole pixel nearest the text artist's: a label stands within a pixel of the text
+    artist's place (matplotlib 3.11 places glyphs to 1/64 pixel; 3.10, Colab's, rounds each text to
+    whole pixels its own way).
 
     ``side`` is ``"x"`` (labels under the panel, one per column) or ``"y"`` (left of it, one per row).
     """
@@ -221,67 +216,53 @@ class TokenLabels(Artist):
         if not self.get_visible() or not self.texts:
             return
         rotation, ha, va = _label_alignment(self.side, self.vertical)
-        style = _text_style()
-        gc = renderer.new_gc()
+        prop = FontProperties(size=self.fontsize)
         for text, (x, y) in zip(self.texts, self.anchors()):
-            stamp, dx, dy = _label_stamp(text, self.fontsize, rotation, ha, va, float(renderer.dpi), style)
-            if stamp.size:
-                renderer.draw_image(gc, round(x) + dx, round(y) + dy, stamp)
-        gc.restore()
+            stamps.paste_text(renderer, x, y, text, prop, rotation=rotation, ha=ha, va=va)
         self.stale = False
 
 
-_STYLE_PARAMS = ("text.color", "font.family", "font.sans-serif", "font.serif", "font.weight", "font.style",
-                 "text.antialiased", "text.hinting", "text.hinting_factor")
+class LiveTicks:
+    """Whole-number x ticks (marks, labels and vertical grid lines) for an explorer whose x range follows a
+    slider: three artists to register as dynamic (:attr:`artists`), standing where matplotlib's own ticks would,
+    in place of its five artists a tick whose labels are laid out and rasterised anew on every draw (an x axis
+    redrawn on every move cost 17 ms of a 45 ms move; these cost under 2 ms once their labels are kept).
 
+    Made in ``draw`` (it takes the axis's ticks away and leaves the axis label where tick labels would push it);
+    :meth:`set_range` after each ``set_xlim``. Ticks are chosen by ``locator`` (integers from 0 up)."""
 
-def _text_style() -> tuple:
-    """The rc settings a label's pixels depend on, as a key: a kept stamp is never reused under another style."""
-    return tuple((name, str(plt.rcParams[name])) for name in _STYLE_PARAMS if name in plt.rcParams)
+    def __init__(self, ax: Axes, locator: Any, *, grid_alpha: float = 0.3) -> None:
+        from matplotlib.collections import LineCollection
+        from matplotlib.lines import TICKDOWN, Line2D
 
+        rc = plt.rcParams
+        self.ax, self.locator = ax, locator
+        self.fontsize = _points(rc["xtick.labelsize"])
+        ax.set_xticks([])
+        # the axis label where a row of tick labels (a line's height, "lp") would push it
+        row = _measuring_renderer().get_text_width_height_descent("lp", FontProperties(size=self.fontsize), False)[1]
+        ax.xaxis.labelpad = _TICK_PAD + row + rc["axes.labelpad"]
+        along = ax.get_xaxis_transform()  # x in data, y in axes fractions
+        self.grid = LineCollection([], colors=rc["grid.color"], linewidths=rc["grid.linewidth"],
+                                   linestyles=rc["grid.linestyle"], alpha=grid_alpha, transform=along, zorder=0.5)
+        self.marks = Line2D([], [], linestyle="", marker=TICKDOWN, markersize=rc["xtick.major.size"],
+                            markeredgewidth=rc["xtick.major.width"], color=rc["xtick.color"], transform=along,
+                            clip_on=False)
+        ax.add_collection(self.grid, autolim=False)
+        ax.add_line(self.marks)
+        self.labels = TokenLabels(ax, "x")
 
-@functools.lru_cache(maxsize=1)
-def _stamp_canvas() -> tuple[Any, Any]:
-    """A transparent figure holding one text artist, on which :func:`_label_stamp` draws each label."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    @property
+    def artists(self) -> list[Artist]:
+        return [self.grid, self.marks, self.labels]
 
-    figure = Figure()
-    figure.patch.set_alpha(0.0)
-    return FigureCanvasAgg(figure), figure.text(0.5, 0.5, "")
-
-
-@functools.lru_cache(maxsize=4096)
-def _label_stamp(text: str, fontsize: float, rotation: float, ha: str, va: str, dpi: float, style: tuple
-                 ) -> tuple[np.ndarray, int, int]:
-    """``text`` as matplotlib's Agg renderer draws it under the rc ``style`` (see :func:`_text_style`), on a
-    transparent ground, cropped to its ink: ``(rgba, dx, dy)``, the picture's rows bottom first (as
-    ``draw_image`` takes them) and its bottom-left corner's offset in pixels from the text's anchor (the
-    point ``ha`` / ``va`` align to)."""
-    # room for the word any way up around its anchor, a whole pixel in the middle of the canvas (which only grows:
-    # a renderer of the same size is reused)
-    reach = int(np.ceil(1.1 * (_one_text_width(text, fontsize) + 2 * fontsize) * dpi / 72.0)) + 4
-    canvas, artist = _stamp_canvas()
-    figure = canvas.figure
-    size = max(2 * reach, *canvas.get_width_height()) if figure.dpi == dpi else 2 * reach
-    if figure.dpi != dpi or size > canvas.get_width_height()[0]:
-        figure.set_dpi(dpi)
-        figure.set_size_inches(size / dpi, size / dpi)
-    anchor = size // 2
-    artist.set(text=text, fontproperties=FontProperties(size=fontsize), color=plt.rcParams["text.color"],
-               rotation=rotation, ha=ha, va=va, position=(anchor / size, anchor / size))
-    if hasattr(artist, "set_antialiased"):  # matplotlib >= 3.8 keeps it per text, read from rc when made
-        artist.set_antialiased(plt.rcParams["text.antialiased"])
-    renderer = canvas.get_renderer()
-    renderer.clear()  # transparent
-    artist.draw(renderer)  # the text alone: nothing else in the figure is drawn
-    window = np.asarray(renderer.buffer_rgba())[size - anchor - reach:size - anchor + reach,
-                                                anchor - reach:anchor + reach]  # rows top first
-    rows, cols = np.nonzero(window[..., 3])
-    if not rows.size:
-        return np.zeros((0, 0, 4), np.uint8), 0, 0
-    top, bottom, left, right = rows.min(), rows.max() + 1, cols.min(), cols.max() + 1
-    if top == 0 or left == 0 or bottom == 2 * reach or right == 2 * reach:  # pragma: no cover - reach is ample
-        raise RuntimeError(f"label {text!r} at {fontsize} pt reached beyond its {2 * reach}-px stamp")
-    # the window's centre is the anchor; Agg's draw_image takes the picture's rows bottom first
-    return window[top:bottom, left:right][::-1].copy(), int(left - reach), int(reach - bottom)
+    def set_range(self, low: float, high: float) -> np.ndarray:
+        """Ticks for the x range ``low`` to ``high``; returns them."""
+        ticks = [int(t) for t in self.locator.tick_values(low, high) if low <= t <= high and t >= 0]
+        self.grid.set_segments([[(t, 0.0), (t, 1.0)] for t in ticks])
+        self.marks.set_data(ticks, [0.0] * len(ticks))
+        texts = [""] * (max(ticks, default=-1) + 1)
+        for t in ticks:
+            texts[t] = str(t)
+        self.labels.set_labels(texts, self.fontsize)
+        return np.asarray(ticks)

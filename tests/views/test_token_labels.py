@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 
-from attn_helpers.views.labels import TokenLabels, _label_stamp, _text_column, _text_row
+from attn_helpers.views.labels import TokenLabels, _text_column, _text_row
+from attn_helpers.views.stamps import text_stamp
 
 WORDS = "the cat sat on the mat because it was warm and the".split()
 
@@ -82,7 +84,7 @@ def test_token_labels_name_their_side_and_handle_blank_words():
     canvas, ax = panel(2)
     with pytest.raises(ValueError, match="side must be 'x' or 'y', got 'z'"):
         TokenLabels(ax, "z")
-    assert _label_stamp(" ", 9.0, 0.0, "right", "center_baseline", 80.0, ())[0].size == 0  # no ink, nothing pasted
+    assert text_stamp(" ", FontProperties(size=9.0), 80.0, ha="right")[0].size == 0  # no ink, nothing pasted
     TokenLabels(ax, "x").set_labels([" ", " "], 9.0)
     canvas.draw()
     below = np.asarray(canvas.buffer_rgba())[230:, :, :3]  # under the panel, whose frame ends at row 224

@@ -129,7 +129,8 @@ def test_a_move_redraws_only_what_changed_and_shows_the_full_picture(change):
     e = SkipExplorer(wiring="values")
     e.set(**change)
     assert e.valid
-    redrawn = [e.ax.xaxis, e.rms_line, e.token_std_line, e.grad_line, e.title, e.note]
+    redrawn = list(e._dynamic)
+    assert {e.rms_line, e.token_std_line, e.grad_line, e.title, e.note, *e.x_ticks.artists} <= set(redrawn)
     for artist in redrawn:
         artist.set_animated(False)
     buffer = io.BytesIO()
@@ -143,14 +144,15 @@ def test_a_move_redraws_only_what_changed_and_shows_the_full_picture(change):
     assert differing < 0.003  # only where the x grid lines cross the frame (drawn in another order)
 
 
-def test_layer_ticks_are_whole_numbers(explorer):
-    explorer.set(wiring="identity", depth=2, dim=64)
-    explorer.render_png()
-    ticks = [t for t in explorer.ax.get_xticks() if -0.5 <= t <= 2.5]
-    assert ticks and all(float(t).is_integer() for t in ticks)
-    assert explorer.title.get_text().startswith("2 layers")
-    explorer.set(depth=1)
-    assert explorer.title.get_text().startswith("1 layer joined")
+@pytest.mark.parametrize("depth", [1, 2, 8, 32])
+def test_layer_ticks_are_whole_numbers_and_follow_the_depth(explorer, depth):
+    explorer.set(wiring="identity", depth=depth, dim=64)
+    marks = explorer.x_ticks.marks.get_xdata()
+    labels = explorer.x_ticks.labels.texts
+    assert list(explorer.ax.get_xticks()) == []  # matplotlib's own ticks are replaced, not drawn twice
+    assert len(marks) >= 2 and marks[0] == 0 and max(marks) <= depth and max(marks) > depth / 2
+    assert [int(t) for t in labels if t] == list(marks)  # one label per mark, at its layer
+    assert explorer.title.get_text().startswith("1 layer joined" if depth == 1 else f"{depth} layers joined")
 
 
 def test_random_seed_k_shows_lesson_06s_seed_k():
