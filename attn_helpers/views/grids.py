@@ -18,7 +18,7 @@ from matplotlib.image import AxesImage
 from .arrays import _check_labels, to_numpy
 from .colours import WEIGHTS_CMAP, cmap_with_nan
 from .heatmaps import _heatmap
-from .labels import (TokenLabels, _fit_fontsize, _name_axes, _panel_inches, _points, _TICK_PAD, _text_width,
+from .labels import (MIN_FONTSIZE, TokenLabels, _fit_fontsize, _name_axes, _panel_inches, _points, _TICK_PAD, _text_width,
                      _tick_texts, _vertical)
 
 __all__ = ["head_grid", "LiveHeadGrid", "origin_grid", "plot_all_heads"]
@@ -135,12 +135,22 @@ class LiveHeadGrid:
     explorer lays its grid out again whenever the number of heads or tokens moves. The token labels
     are :class:`~attn_helpers.views.labels.TokenLabels` (``key_labels`` / ``query_labels``, one each per
     panel), which paste each word's kept picture instead of laying out and drawing text anew.
+
+    ``max_width`` (inches, ``None``: no limit) narrows the panels of a wider grid until the figure fits, so a
+    page never has to shrink the picture (and its text); ``min_fontsize`` (points) is the smallest label size:
+    where every token's label would be smaller, only every second (third, ...) token is labelled, at a size
+    that fits its slot (``every`` says which, after each :meth:`layout`).
     """
 
-    def __init__(self, figure: Figure, max_heads: int, *, ncols: int = 4) -> None:
+    def __init__(self, figure: Figure, max_heads: int, *, ncols: int = 4, max_width: float | None = None,
+                 min_fontsize: float = MIN_FONTSIZE) -> None:
         if max_heads < 1:
             raise ValueError(f"max_heads must be at least 1, got {max_heads}")
+        if max_width is not None and max_width <= 0:
+            raise ValueError(f"max_width must be positive (inches), got {max_width}")
         self.figure, self.max_heads, self.ncols = figure, max_heads, ncols
+        self.max_width, self.min_fontsize = max_width, float(min_fontsize)
+        self.every = 1  # every how many tokens a label stands (set by layout)
         figure.clear()
         self.axes = [figure.add_axes((0.0, 0.0, 1.0, 1.0)) for _ in range(max_heads)]
         self.images = [ax.imshow(np.zeros((1, 1)), cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0, aspect="auto",
@@ -162,10 +172,8 @@ class LiveHeadGrid:
         n = len(labels)
         ncols = min(num_heads, self.ncols)
         nrows = -(-num_heads // ncols)
-        g = _grid_geometry(nrows, ncols, n_q=n, n_k=n, x_labels=labels, y_labels=labels, panel_size=None,
-                           fontsize=None, ylabel_lines=1, titles_every_row=True, suptitle=False)
+        g, texts = self._geometry(nrows, ncols, _tick_texts(labels, n))
         self.figure.set_size_inches(g.width, g.height)
-        texts = _tick_texts(labels, n)
         for h, (ax, image) in enumerate(zip(self.axes, self.images)):
             ax.set_visible(h < num_heads)
             if h >= num_heads:
@@ -186,6 +194,26 @@ class LiveHeadGrid:
             self.query_labels[h].set_labels(queries, g.fontsize)
         self.cax.set_position(g.colorbar_rect())
         return self.images[:num_heads]
+
+    def _geometry(self, nrows: int, ncols: int, texts: list[str]) -> tuple[_GridGeometry, list[str]]:
+        """The grid's geometry and the token labels it shows: panels as :func:`head_grid` sizes them, narrowed
+        until the figure is at most ``max_width`` inches wide; labels as large as their slots allow, and where
+        that is below ``min_fontsize``, only every second (third, ...) token labelled, at a readable size."""
+        n = len(texts)
+        panel = _panel_inches(n)
+        for _ in range(3):  # the margins follow the labels' size, which follows the panel: settles in two rounds
+            self.every = 1
+            while self.every < n and _fit_fontsize(-(-n // self.every), panel * 72.0) < self.min_fontsize:
+                self.every += 1
+            slots = -(-n // self.every)
+            shown = [t if i % self.every == 0 else "" for i, t in enumerate(texts)]
+            g = _grid_geometry(nrows, ncols, n_q=slots, n_k=slots, x_labels=shown, y_labels=shown, panel_size=panel,
+                               fontsize=_fit_fontsize(slots, panel * 72.0), ylabel_lines=1, titles_every_row=True,
+                               suptitle=False)
+            if self.max_width is None or g.width <= self.max_width + 1e-9:
+                break
+            panel -= (g.width - self.max_width) / ncols
+        return g, shown
 
 
 def head_grid(

@@ -45,6 +45,12 @@ PROBLEM_STYLE = ("color:inherit;font-weight:bold;"
                  "border-left:0.3em solid var(--jp-warn-color0, #b35806);padding-left:0.4em")
 
 
+# The widest picture a page shows at its natural size on a common laptop: JupyterLab's output column at 1366 x 768
+# with the file browser open is 934 CSS px (measured by the browser tests, tools/figure_sizes.py). A wider picture
+# is shrunk to fit, and its text with it: an explorer whose picture grows with a slider keeps within this.
+OUTPUT_WIDTH_PX = 930
+
+
 class InvalidCombination(ValueError):
     """Raised by an explorer's ``update`` for slider values that make no sense together.
 
@@ -191,6 +197,11 @@ class Explorer:
     #: width, sharp on a high-density screen. Kept at 1: a move's PNG then has four times the pixels, and
     #: ``python -m benchmarks.widgets --density 2`` measures what that costs per move.
     pixel_density = 1
+
+    @property
+    def css_dpi(self) -> float:
+        """The picture's pixels per inch as the page shows them (CSS pixels): its dpi over ``pixel_density``."""
+        return self.figure.dpi / self.pixel_density
 
     #: False for an explorer whose ``draw`` lays out again the artists it made the first time
     #: (faster than making new ones); the figure is then not cleared before ``draw``.

@@ -28,7 +28,7 @@ from ..core import Attention
 from ..lab import sentence_intermediates
 from ..lab.example import LONG_SENTENCE as SENTENCE  # 32 words; the explorer shows the first `tokens` of them
 from ..views import LiveHeadGrid, shape_rows, to_numpy
-from ._base import Explorer
+from ._base import OUTPUT_WIDTH_PX, Explorer
 
 __all__ = ["HeadsExplorer"]
 
@@ -59,7 +59,9 @@ class HeadsExplorer(Explorer):
     and the layer's weights are drawn from ``seed`` every time (the notebook's random state is not
     touched). Equal words have equal vectors, so their rows and columns look alike in every head.
     ``num_heads`` offers 1, 2, 4 and 8 only: each divides every ``chan`` on offer (multiples of 8),
-    so every combination of the sliders is a valid layer.
+    so every combination of the sliders is a valid layer. The picture is never wider than a laptop's output
+    column (``OUTPUT_WIDTH_PX``), and its token labels never smaller than 7.5 pt: with many tokens, only every
+    second one is labelled.
     """
 
     SENTENCE = SENTENCE
@@ -101,7 +103,9 @@ class HeadsExplorer(Explorer):
     def draw(self, figure: Figure) -> None:
         num_heads, tokens = self.controls["num_heads"].value, self.controls["tokens"].value
         if self.grid is None:
-            self.grid = LiveHeadGrid(figure, max(HEAD_COUNTS))
+            # never wider than a laptop's output column, labels never smaller than 7.5 pt (8.3 px at 80 dpi)
+            self.grid = LiveHeadGrid(figure, max(HEAD_COUNTS), max_width=OUTPUT_WIDTH_PX / self.css_dpi,
+                                     min_fontsize=7.5)
         self.images = self.grid.layout(num_heads, SENTENCE[:tokens])
         self.dynamic(self.images)
         self.layout = (num_heads, tokens)

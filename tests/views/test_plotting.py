@@ -245,12 +245,36 @@ def test_live_head_grid_lays_out_the_same_grid_as_head_grid_without_new_axes():
         assert not any(labels.texts for side in (grid.key_labels, grid.query_labels) for labels in side[heads:])
 
 
+@pytest.mark.parametrize("heads", [1, 4, 8])
+def test_live_head_grid_keeps_within_its_width_and_labels_every_other_token_rather_than_shrink(heads):
+    long = (SENTENCE * 4)[:32]
+    grid = views.LiveHeadGrid(Figure(dpi=80), 8, max_width=11.0, min_fontsize=7.5)
+    for n in (4, 8, 16, 24, 32):
+        grid.layout(heads, long[:n])
+        width = grid.figure.get_size_inches()[0]
+        assert width <= 11.0 + 1e-9
+        shown = [labels for side in (grid.key_labels, grid.query_labels) for labels in side[:heads] if labels.texts]
+        for labels in shown:
+            assert labels.fontsize >= 7.5
+            assert labels.texts == [t if i % grid.every == 0 else "" for i, t in enumerate(long[:n])]
+        unlimited = views.LiveHeadGrid(Figure(dpi=80), 8)
+        unlimited.layout(heads, long[:n])
+        natural = unlimited.figure.get_size_inches()[0]
+        if natural <= 11.0 and unlimited.key_labels[heads - 1].fontsize >= 7.5:  # fits as it is: the same grid
+            assert grid.every == 1 and width == pytest.approx(natural)
+        elif natural > 11.0:  # narrowed to the width (within the margins its new labels take or give back)
+            assert width > 11.0 - 0.25
+    assert grid.every == 2  # 32 tokens in 11 inches
+
+
 def test_live_head_grid_rejects_a_head_count_it_has_no_panels_for():
     grid = views.LiveHeadGrid(Figure(), 4)
     with pytest.raises(ValueError, match=r"num_heads must be in \[1, 4\], got 8"):
         grid.layout(8, TOKENS)
     with pytest.raises(ValueError, match="max_heads must be at least 1, got 0"):
         views.LiveHeadGrid(Figure(), 0)
+    with pytest.raises(ValueError, match=r"max_width must be positive \(inches\), got -2"):
+        views.LiveHeadGrid(Figure(), 4, max_width=-2)
 
 
 def test_head_grid_cross_attention_labels_the_keys_only():

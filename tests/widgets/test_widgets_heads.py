@@ -8,9 +8,12 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 import torch
+from matplotlib.text import Text
 
 from attn_helpers import widgets
 from attn_helpers.widgets import HeadsExplorer
+from attn_helpers.widgets._base import OUTPUT_WIDTH_PX
+from attn_helpers.widgets.heads import HEAD_COUNTS, TOKENS_MAX, TOKENS_MIN
 from widget_support import PNG_SIGNATURE, full_render_differs
 
 
@@ -155,6 +158,25 @@ def test_the_sentence_has_32_words_and_the_panels_are_labelled_with_the_first_to
     assert grid.query_labels[0].fontsize == grid.key_labels[last].fontsize >= 8.0
     explorer.set(tokens=5)  # a new layout replaces the labels, it does not add to them
     assert grid.query_labels[0].texts == words[:5]
+
+
+def test_every_layout_fits_a_laptops_output_column_with_text_of_8_px_or_more(explorer):
+    """At 1366 x 768 with the file browser open JupyterLab's output column is 934 px: a wider picture is shrunk, and
+    its text with it (8 heads over 32 tokens was 1234 px, its 6-pt labels 5 px as displayed)."""
+    from attn_helpers.views.labels import TokenLabels
+
+    for num_heads in HEAD_COUNTS:
+        for tokens in range(TOKENS_MIN, TOKENS_MAX + 1):
+            explorer.set(num_heads=num_heads, tokens=tokens)
+            width = explorer.canvas.get_width_height()[0] / explorer.pixel_density
+            assert width <= OUTPUT_WIDTH_PX <= 934, (num_heads, tokens, width)
+            px = explorer.figure.dpi / explorer.pixel_density / 72.0  # CSS px per point
+            sizes = [(t.get_fontsize() * px, t.get_text()) for t in explorer.figure.findobj(Text)
+                     if t.get_text().strip() and t.get_visible() and (t.axes is None or t.axes.get_visible())]
+            sizes += [(labels.fontsize * px, labels.texts[0]) for labels in explorer.figure.findobj(TokenLabels)
+                      if any(labels.texts)]
+            assert min(sizes) >= (8.0, ""), (num_heads, tokens, min(sizes))
+    assert explorer.grid.every == 2  # 8 heads over 32 tokens: every second token labelled
 
 
 def test_layout_is_redrawn_only_when_num_heads_or_tokens_change(explorer, monkeypatch):
