@@ -121,12 +121,14 @@ def flow_layout(names: Sequence[str], flow: Flow, *, late: Sequence[str] = ()) -
 
 
 def dataflow_diagram(steps: Sequence[tuple[str, Sequence[int], str]], flow: Flow, *, late: Sequence[str] = (),
-                     ax: Any = None, title: str | None = None) -> Any:
+                     ax: Any = None, title: str | None = None, labels: Mapping[str, str] | None = None) -> Any:
     """Draw a forward pass as boxes (name, shape, named axes) with an arrow from each input to what it feeds.
 
     ``steps``: ``(name, shape, axes)`` triples in the order of the forward pass, e.g. built from
     ``layer(x, return_intermediates=True)`` and ``layer.AXES``; ``flow``: ``{name: input names}`` (e.g.
     :func:`traced_flow`'s). An arrow that skips rows runs beside the boxes in between and enters its box from the side.
+    ``labels``: ``{name: the name a box shows}`` for names the reader knows otherwise (e.g. ``{"q": "q_heads"}``,
+    as :func:`~attn_helpers.views.shape_trace` takes it); the steps and the flow keep the trace's names.
     Returns the matplotlib axes (drawn without ticks).
     """
     import matplotlib.pyplot as plt
@@ -148,7 +150,8 @@ def dataflow_diagram(steps: Sequence[tuple[str, Sequence[int], str]], flow: Flow
     boxes = {}
     for name, shape, axes in steps:
         x, y = xy[name]
-        boxes[name] = ax.text(x, y, f"{name}: {list(shape)}\n{axes}", ha="center", va="center", fontsize=8,
+        shown = (labels or {}).get(name, name)
+        boxes[name] = ax.text(x, y, f"{shown}: {list(shape)}\n{axes}", ha="center", va="center", fontsize=8,
                               family="monospace", linespacing=1.4, zorder=3,
                               bbox=dict(boxstyle="round,pad=0.3", facecolor="#e8eef7", edgecolor="#5b7fb5"))
     renderer = ax.figure.canvas.get_renderer()

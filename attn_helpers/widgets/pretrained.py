@@ -71,7 +71,7 @@ class PretrainedAttentionExplorer(Explorer):
             "head": W.IntSlider(value=head, min=0, max=num_heads - 1, description="head", style=style,
                                 continuous_update=True),
         }
-        super().__init__(controls, figsize=(12.5, 5.6), dpi=80)
+        super().__init__(controls, figsize=(11.6, 5.6), dpi=80)  # 928 px: within OUTPUT_WIDTH_PX
         self.text_box.observe(self._on_text, names="value")
         sliders, *rest = self.widget.children
         self.widget.children = (sliders, self.text_box, *rest)  # the text box under the sliders

@@ -105,6 +105,21 @@ def test_diagram_draws_a_box_per_step_and_an_arrow_per_edge():
     plt.close(ax.figure)
 
 
+def test_labels_rename_the_boxes_only():
+    module, shape = MODULES[0]
+    _, inter = module(torch.randn(*shape), return_intermediates=True)
+    steps = [(n, list(t.shape), module.AXES[n]) for n, t in inter.items()]
+    heads = {"q": "q_heads", "k": "k_heads", "v": "v_heads"}
+    plain = dataflow_diagram(steps, flow_of(module), late=LATE["Attention"])
+    named = dataflow_diagram(steps, flow_of(module), late=LATE["Attention"], labels=heads)
+    texts = [t.get_text() for t in named.texts]
+    assert texts[:len(steps)] == [f"{heads.get(n, n)}: {s}\n{a}" for n, s, a in steps]
+    assert any(t.startswith("q_heads: ") for t in texts) and not any(t.startswith("q: ") for t in texts)
+    assert [a.xy for a in named.texts[len(steps):]] == [a.xy for a in plain.texts[len(steps):]]  # the same arrows
+    plt.close(plain.figure)
+    plt.close(named.figure)
+
+
 def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match="not in the flow: \\['extra'\\]"):
         flow_layout(["x", "extra"], {"x": ()})

@@ -116,3 +116,9 @@ def test_plot_all_heads_draws_one_image_with_gaps(explorer):
     plt.close(figure)
     with pytest.raises(ValueError, match="weights must have shape \\(layers, heads, N, N\\)"):
         views.plot_all_heads(torch.zeros(2, 3, 4))
+
+
+def test_the_picture_fits_a_laptops_output_column_unshrunk(explorer):
+    from attn_helpers.widgets._base import OUTPUT_WIDTH_PX
+
+    assert explorer.canvas.get_width_height()[0] / explorer.pixel_density <= OUTPUT_WIDTH_PX
