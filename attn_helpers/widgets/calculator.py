@@ -61,8 +61,11 @@ class LayerCalculator(Explorer):
         """``(parameters by step, FLOPs by step)`` for these slider values, keyed by :attr:`STEPS`."""
         try:
             check_heads(chan, num_heads)
-        except ValueError as problem:  # the library's own words for it
-            raise InvalidCombination(str(problem)) from None
+        except ValueError as problem:  # the library's own words for it, its suggestions cut to what the slider reaches
+            slider = self.controls["num_heads"]
+            reachable = [h for h in range(slider.min, slider.max + 1) if chan % h == 0]
+            words = str(problem).split(" (try num_heads in ")[0]
+            raise InvalidCombination(f"{words} (try num_heads in {reachable})") from None
         parts = attention_parameters(self.dim, chan, qkv_bias=self.qkv_bias)
         params = dict.fromkeys(self.STEPS, 0)
         params["qkv projection"] = parts["qkv weight"]

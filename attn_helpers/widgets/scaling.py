@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from ..lab import scaled_logits, softmax_statistics
-from ..views import WEIGHTS_CMAP, annotate_cells, heatmap, text_colour, to_numpy
+from ..views import WEIGHTS_CMAP, StampedText, annotate_cells, heatmap, stamped_title, text_colour, to_numpy
 from ._base import Explorer, InvalidCombination
 from .projection import SENTENCE
 
@@ -82,12 +82,15 @@ class ScalingExplorer(Explorer):
         self.ax_bars.set_ylabel("softmax weight")
         self.ax_bars.axhline(1.0 / n, color="grey", ls=":", lw=1, label=f"uniform: 1/{n}")
         self.ax_bars.legend(loc="upper right", fontsize=8, frameon=False)
-        self.bar_labels = [self.ax_bars.text(i, 0, "", ha="center", va="bottom", fontsize=8) for i in range(n)]
-        self.bars_title = self.ax_bars.set_title("")
+        # the texts a move rewrites are pasted from kept pictures of themselves (views.stamps): a value or a title
+        # shown once costs almost nothing the next time
+        self.bar_labels = [self.ax_bars.add_artist(StampedText(i, 0, "", ha="center", va="bottom", fontsize=8))
+                           for i in range(n)]
+        self.bars_title = stamped_title(self.ax_bars)
         zeros = np.zeros((n, n))
         self.map_image = heatmap(zeros, self.tokens, ax=self.ax_map, cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0,
                                  annotate=False, colorbar=False, title="weights = softmax(scores)")
-        self.map_texts = annotate_cells(self.ax_map, zeros, self.map_image)
+        self.map_texts = annotate_cells(self.ax_map, zeros, self.map_image, stamped=True)
         figure.colorbar(self.map_image, ax=self.ax_map, fraction=0.046, pad=0.04)
         self.row_box = Rectangle((-0.5, -0.5), n, 1, fill=False, edgecolor="#e66101", lw=2)
         self.ax_map.add_patch(self.row_box)

@@ -129,3 +129,22 @@ def test_live_ticks_stand_where_matplotlibs_ticks_stand(depth):
     columns_plain, columns_live = plain[inside].sum(axis=0), live[inside].sum(axis=0)
     assert np.array_equal(np.nonzero(columns_plain > 100)[0], np.nonzero(columns_live > 100)[0])
     assert np.allclose(columns_plain, columns_live, rtol=0.1, atol=30)
+
+
+def test_two_stamped_halves_of_a_two_line_title_stand_as_the_whole_title():
+    """An explorer keeps the line that did not change: "first\\n" and "\\nsecond" pasted at one anchor lay out as
+    "first\\nsecond" does (each half keeps the other's line, empty, in its layout)."""
+    pictures = []
+    for halves in (["pair 2, θ = 0.1\napart 17°, term +1.18"], ["pair 2, θ = 0.1\n", "\napart 17°, term +1.18"]):
+        figure = Figure(figsize=(4, 2), dpi=80)
+        canvas = FigureCanvasAgg(figure)
+        for half in halves:
+            figure.add_artist(StampedText(0.5, 0.3, half, fontsize=9, ha="center", va="baseline",
+                                          transform=figure.transFigure))
+        canvas.draw()
+        pictures.append(darkness(canvas))
+    whole, halves = pictures
+    for axis in (0, 1):
+        (c0, a0, a1), (c1, b0, b1) = ink_extent(whole, axis), ink_extent(halves, axis)
+        assert abs(c0 - c1) <= 1.0 and abs(a0 - b0) <= 1 and abs(a1 - b1) <= 1
+    assert abs(whole.sum() - halves.sum()) / whole.sum() < 0.03
