@@ -218,7 +218,8 @@ class TokenLabels(Artist):
         rotation, ha, va = _label_alignment(self.side, self.vertical)
         prop = FontProperties(size=self.fontsize)
         for text, (x, y) in zip(self.texts, self.anchors()):
-            stamps.paste_text(renderer, x, y, text, prop, rotation=rotation, ha=ha, va=va)
+            if text.strip():  # a blank leaves no ink: nothing to paste
+                stamps.paste_text(renderer, x, y, text, prop, rotation=rotation, ha=ha, va=va)
         self.stale = False
 
 
@@ -229,15 +230,18 @@ class LiveTicks:
     redrawn on every move cost 17 ms of a 45 ms move; these cost under 2 ms once their labels are kept).
 
     Made in ``draw`` (it takes the axis's ticks away and leaves the axis label where tick labels would push it);
-    :meth:`set_range` after each ``set_xlim``. Ticks are chosen by ``locator`` (integers from 0 up)."""
+    :meth:`set_range` after each ``set_xlim`` (ticks chosen by ``locator``, integers from 0 up), or
+    :meth:`set_ticks` with the ticks wanted. ``grid=False``: no grid lines; ``fontsize`` (points): the labels'
+    size (``None``: the rc ``xtick.labelsize``)."""
 
-    def __init__(self, ax: Axes, locator: Any, *, grid_alpha: float = 0.3) -> None:
+    def __init__(self, ax: Axes, locator: Any = None, *, grid_alpha: float = 0.3, grid: bool = True,
+                 fontsize: float | None = None) -> None:
         from matplotlib.collections import LineCollection
         from matplotlib.lines import TICKDOWN, Line2D
 
         rc = plt.rcParams
         self.ax, self.locator = ax, locator
-        self.fontsize = _points(rc["xtick.labelsize"])
+        self.fontsize = _points(rc["xtick.labelsize"] if fontsize is None else fontsize)
         ax.set_xticks([])
         # the axis label where a row of tick labels (a line's height, "lp") would push it
         row = _measuring_renderer().get_text_width_height_descent("lp", FontProperties(size=self.fontsize), False)[1]
@@ -248,6 +252,7 @@ class LiveTicks:
         self.marks = Line2D([], [], linestyle="", marker=TICKDOWN, markersize=rc["xtick.major.size"],
                             markeredgewidth=rc["xtick.major.width"], color=rc["xtick.color"], transform=along,
                             clip_on=False)
+        self.grid.set_visible(grid)
         ax.add_collection(self.grid, autolim=False)
         ax.add_line(self.marks)
         self.labels = TokenLabels(ax, "x")
@@ -257,8 +262,12 @@ class LiveTicks:
         return [self.grid, self.marks, self.labels]
 
     def set_range(self, low: float, high: float) -> np.ndarray:
-        """Ticks for the x range ``low`` to ``high``; returns them."""
-        ticks = [int(t) for t in self.locator.tick_values(low, high) if low <= t <= high and t >= 0]
+        """Ticks for the x range ``low`` to ``high``, as ``locator`` chooses them; returns them."""
+        return self.set_ticks([t for t in self.locator.tick_values(low, high) if low <= t <= high])
+
+    def set_ticks(self, ticks: Sequence[float]) -> np.ndarray:
+        """Ticks at the whole numbers ``ticks`` (0 or more); returns them."""
+        ticks = [int(t) for t in ticks if t >= 0]
         self.grid.set_segments([[(t, 0.0), (t, 1.0)] for t in ticks])
         self.marks.set_data(ticks, [0.0] * len(ticks))
         texts = [""] * (max(ticks, default=-1) + 1)

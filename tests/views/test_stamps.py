@@ -148,3 +148,14 @@ def test_two_stamped_halves_of_a_two_line_title_stand_as_the_whole_title():
         (c0, a0, a1), (c1, b0, b1) = ink_extent(whole, axis), ink_extent(halves, axis)
         assert abs(c0 - c1) <= 1.0 and abs(a0 - b0) <= 1 and abs(a1 - b1) <= 1
     assert abs(whole.sum() - halves.sum()) / whole.sum() < 0.03
+
+
+def test_live_ticks_take_the_ticks_they_are_given_and_draw_no_grid_when_asked():
+    figure = Figure(figsize=(4, 2), dpi=80)
+    ax = figure.add_axes((0.1, 0.3, 0.8, 0.6))
+    ax.set_xlim(-0.5, 19.5)
+    ticks = LiveTicks(ax, grid=False, fontsize=7.0)
+    assert list(ticks.set_ticks([0, 19])) == [0, 19]
+    assert [i for i, t in enumerate(ticks.labels.texts) if t] == [0, 19] and ticks.labels.texts[19] == "19"
+    assert list(ticks.marks.get_xdata()) == [0, 19] and ticks.labels.fontsize == 7.0
+    assert not ticks.grid.get_visible()
