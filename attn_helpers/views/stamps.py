@@ -31,6 +31,7 @@ __all__ = ["StampedText", "stamped_title"]  # and, for this room, paste_text, te
 
 _STYLE_PARAMS = ("font.family", "font.sans-serif", "font.serif", "font.monospace", "font.weight", "font.style",
                  "text.antialiased", "text.hinting", "text.hinting_factor", "mathtext.fontset")
+_SPILL = 4  # pixels: how far antialiased ink may reach beyond a text's layout box
 _DEFAULT_LINESPACING = Text()._linespacing  # "normal" in matplotlib 3.11, 1.2 before
 
 
@@ -81,8 +82,8 @@ def text_stamp(text: str, prop: FontProperties, dpi: float, *, color: tuple = (0
     if hasattr(artist, "set_antialiased"):  # matplotlib >= 3.8 keeps it per text, read from rc when made
         artist.set_antialiased(plt.rcParams["text.antialiased"] if antialiased is None else antialiased)
     renderer = canvas.get_renderer()
-    extent = artist.get_window_extent(renderer)  # around the anchor, at (0, 0)
-    reach = int(np.ceil(np.abs(extent.get_points()).max())) + 4  # + antialiasing's spill
+    (x0, y0), (x1, y1) = artist.get_window_extent(renderer).get_points()  # the layout's box around (0, 0), pixels
+    reach = int(np.ceil(max(abs(x0), abs(x1), abs(y0), abs(y1)))) + _SPILL
     size = max(2 * reach, *canvas.get_width_height())  # the canvas only grows: one renderer is reused
     if canvas.get_width_height() != (size, size):
         figure.set_size_inches((size + 0.5) / dpi, (size + 0.5) / dpi)  # + 0.5: whole pixels, never one short
@@ -91,14 +92,18 @@ def text_stamp(text: str, prop: FontProperties, dpi: float, *, color: tuple = (0
     artist.set_position((anchor, anchor))
     renderer.clear()  # transparent
     artist.draw(renderer)  # the text alone: nothing else in the figure is drawn
-    window = np.asarray(renderer.buffer_rgba())[size - anchor - reach:size - anchor + reach,
-                                                anchor - reach:anchor + reach]  # rows top first
-    rows, cols = np.nonzero(window[..., 3])
-    if not rows.size:
+    # only the layout's box (and the antialiasing's spill) can hold ink; the buffer's rows run top first
+    row0, col0 = max(size - anchor - int(np.ceil(y1)) - _SPILL, 0), max(anchor + int(np.floor(x0)) - _SPILL, 0)
+    window = np.asarray(renderer.buffer_rgba())[row0:size - anchor - int(np.floor(y0)) + _SPILL,
+                                                col0:anchor + int(np.ceil(x1)) + _SPILL]
+    alpha = window[..., 3]
+    rows, cols = alpha.any(axis=1), alpha.any(axis=0)
+    if not rows.any():
         return np.zeros((0, 0, 4), np.uint8), 0, 0
-    top, bottom, left, right = rows.min(), rows.max() + 1, cols.min(), cols.max() + 1
-    # the window's centre is the anchor; Agg's draw_image takes the picture's rows bottom first
-    return window[top:bottom, left:right][::-1].copy(), int(left - reach), int(reach - bottom)
+    top, bottom = int(rows.argmax()), len(rows) - int(rows[::-1].argmax())
+    left, right = int(cols.argmax()), len(cols) - int(cols[::-1].argmax())
+    # offsets of the ink's bottom-left corner from the anchor; Agg's draw_image takes the picture's rows bottom first
+    return window[top:bottom, left:right][::-1].copy(), col0 + left - anchor, (size - anchor - row0) - bottom
 
 
 def paste_text(renderer: Any, x: float, y: float, text: str, prop: FontProperties, *, color: Any = None,
