@@ -42,17 +42,18 @@ def check_positive_int(name: str, value: object) -> int:
     return value
 
 
-def check_heads(chan: int, num_heads: int, chan_name: str = "chan", where: str = "") -> int:
+def check_heads(chan: int, num_heads: int, chan_name: str = "chan", where: str = "", most: int | None = None) -> int:
     """``head_dim = chan // num_heads``, or the one "is not divisible by num_heads" error of the package.
 
     ``chan_name`` is how the caller calls the width (``"d_model"``, ``"x.shape[-1]"``); ``where`` is
-    printed after it (e.g. ``" (x has shape [2, 5, 10])"``).
+    printed after it (e.g. ``" (x has shape [2, 5, 10])"``); ``most``: the largest head count to suggest (an
+    explorer's slider end; ``None``: up to ``chan``).
     """
     check_positive_int("num_heads", num_heads)
     if chan % num_heads != 0:
         raise ValueError(f"{chan_name}={chan}{where} is not divisible by num_heads={num_heads}: each head gets "
                          f"{chan_name} / num_heads = {chan / num_heads:g} features, which must be a whole number "
-                         f"(try num_heads in {[h for h in range(1, chan + 1) if chan % h == 0]})")
+                         f"(try num_heads in {[h for h in range(1, min(chan, most or chan) + 1) if chan % h == 0]})")
     return chan // num_heads
 
 

@@ -35,6 +35,8 @@ _HOME = {
     # text for pictures redrawn while a slider moves
     "StampedText": "stamps",
     "stamped_title": "stamps",
+    "stamped_suptitle": "stamps",
+    "text_width": "stamps",
     "LiveTicks": "labels",
     "origin_grid": "grids",
     "plot_all_heads": "grids",

@@ -27,7 +27,7 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.text import Text
 from matplotlib.transforms import IdentityTransform, ScaledTranslation
 
-__all__ = ["StampedText", "stamped_title"]  # and, for this room, paste_text, text_stamp, text_style, text_width
+__all__ = ["StampedText", "stamped_suptitle", "stamped_title", "text_width"]  # and, for this room, paste_text, text_stamp, text_style
 
 _STYLE_PARAMS = ("font.family", "font.sans-serif", "font.serif", "font.monospace", "font.weight", "font.style",
                  "text.antialiased", "text.hinting", "text.hinting_factor", "mathtext.fontset")
@@ -145,11 +145,19 @@ class StampedText(Text):
 
 
 def stamped_title(ax: Any) -> StampedText:
-    """A :class:`StampedText` standing where ``ax.set_title`` puts a title (centred, ``axes.titlepad`` above the
-    axes, in the axes' title font and colour), added to ``ax``; set its words with ``set_text``."""
+    """A :class:`StampedText` taking the place of ``ax``'s title (centred, ``axes.titlepad`` above the axes, in
+    the title's font, colour and words, which ``ax.title`` then no longer shows), added to ``ax``; set its words
+    with ``set_text``."""
     pad = ScaledTranslation(0.0, plt.rcParams["axes.titlepad"] / 72.0, ax.figure.dpi_scale_trans)
-    title = StampedText(0.5, 1.0, "", transform=ax.transAxes + pad, ha="center", va="baseline")
+    title = StampedText(0.5, 1.0, ax.title.get_text(), transform=ax.transAxes + pad, ha="center", va="baseline")
     title.update_from(ax.title)  # font, size, weight and colour as matplotlib gives its own title
     title.set_clip_on(False)
+    ax.title.set_text("")
     ax.add_artist(title)
     return title
+
+
+def stamped_suptitle(figure: Any, fontsize: float) -> StampedText:
+    """A :class:`StampedText` where ``figure.suptitle`` puts a title (centred at the top), added to ``figure``."""
+    return figure.add_artist(StampedText(0.5, 0.98, "", fontsize=fontsize, ha="center", va="top",
+                                         transform=figure.transFigure))

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 
 from ..core import check_heads
 from ..lab import attention_flops, attention_parameters
-from ..views import StampedText
+from ..views import StampedText, stamped_suptitle
 from ._base import Explorer, InvalidCombination
 
 __all__ = ["LayerCalculator"]
@@ -61,12 +61,9 @@ class LayerCalculator(Explorer):
     def counts(self, chan: int, num_heads: int, N: int) -> tuple[dict[str, int], dict[str, int]]:
         """``(parameters by step, FLOPs by step)`` for these slider values, keyed by :attr:`STEPS`."""
         try:
-            check_heads(chan, num_heads)
-        except ValueError as problem:  # the library's own words for it, its suggestions cut to what the slider reaches
-            slider = self.controls["num_heads"]
-            reachable = [h for h in range(slider.min, slider.max + 1) if chan % h == 0]
-            words = str(problem).split(" (try num_heads in ")[0]
-            raise InvalidCombination(f"{words} (try num_heads in {reachable})") from None
+            check_heads(chan, num_heads, most=self.controls["num_heads"].max)  # suggest what the slider reaches
+        except ValueError as problem:  # the library's own words for it
+            raise InvalidCombination(str(problem)) from None
         parts = attention_parameters(self.dim, chan, qkv_bias=self.qkv_bias)
         params = dict.fromkeys(self.STEPS, 0)
         params["qkv projection"] = parts["qkv weight"]
@@ -94,8 +91,7 @@ class LayerCalculator(Explorer):
             ax.spines[["top", "right", "bottom"]].set_visible(False)
         for ax in (self.ax_params, self.ax_flops):
             ax.set_xlim(0, 1.45)  # bars are drawn relative to the panel's largest; labels give the numbers
-        self.title = figure.add_artist(StampedText(0.5, 0.98, "", fontsize=10, ha="center", va="top",
-                                                   transform=figure.transFigure))  # where suptitle puts it
+        self.title = stamped_suptitle(figure, 10)
         figure.subplots_adjust(left=0.17, right=0.97, top=0.83, bottom=0.04, wspace=0.28)
         # only these change on a slider move; the axes, tick labels and titles are drawn once
         self.dynamic([*self.param_bars, *self.flop_bars, *self.param_labels, *self.flop_labels, self.title])

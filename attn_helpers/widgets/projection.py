@@ -87,14 +87,12 @@ class ProjectionExplorer(Explorer):
         # and the colour bars (one fixed scale, see X_RANGE) are kept.
         self.colorbars = colorbars
         self.titles = [stamped_title(ax) for ax in axes]  # pasted from kept pictures of themselves (views.stamps)
-        for ax in axes:
-            ax.set_title("")  # the stamped title stands in its place
         self.dynamic([*self.images, *(artist for ticks in self.x_ticks for artist in ticks.artists), *self.titles,
                       *(line for lines in self.head_lines for line in lines)])
 
     def _compute(self, dim: int, chan: int, num_heads: int, qkv_bias: bool) -> dict[str, torch.Tensor]:
         try:
-            check_heads(chan, num_heads)
+            check_heads(chan, num_heads, most=self.controls["num_heads"].max)  # suggest what the slider reaches
         except ValueError as problem:  # the library's own words for it
             raise InvalidCombination(str(problem)) from None
         key = (dim, chan, num_heads, qkv_bias)

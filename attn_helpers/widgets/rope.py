@@ -19,7 +19,7 @@ import torch
 from matplotlib.figure import Figure
 
 from ..core import DEFAULT_BASE, apply_rope, rope_frequencies, rope_pair_scores
-from ..views import HEAD_COLOURS, StampedText, stamped_title
+from ..views import HEAD_COLOURS, stamped_suptitle, stamped_title
 from ._base import Explorer
 
 __all__ = ["RopeExplorer"]
@@ -122,8 +122,7 @@ class RopeExplorer(Explorer):
         self.ax_curve.legend(loc="upper right", fontsize=8, frameon=False, ncol=2)
         self.marker = self.ax_curve.axvline(0, color="0.4", ls=":", lw=1.2)
         self.dots = self.ax_curve.plot([0, 0, 0, 0], [0, 0, 0, 0], ls="none", marker="o", ms=5, color="black")[0]
-        self.title = figure.add_artist(StampedText(0.5, 0.98, "", fontsize=10, ha="center", va="top",
-                                                   transform=figure.transFigure))  # where suptitle puts it
+        self.title = stamped_suptitle(figure, 10)
         self.dynamic([*self.q_lines, *self.k_lines, *self.pair_titles, *self.move_titles, self.term_lines[1],
                       self.marker, self.dots, self.title])
 

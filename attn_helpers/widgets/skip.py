@@ -32,8 +32,7 @@ from matplotlib.ticker import MaxNLocator
 from matplotlib.transforms import ScaledTranslation
 
 from ..lab import AttentionStack, one_thread, seeded_stack, signal_through_stack
-from ..views import LiveTicks, StampedText, stamped_title
-from ..views.stamps import text_width
+from ..views import LiveTicks, StampedText, stamped_title, text_width
 from ._base import Explorer, InvalidCombination
 
 __all__ = ["SkipExplorer"]

@@ -24,6 +24,7 @@ from attn_helpers.core import (
     MultiHeadAttention,
     attention_scores,
     blocked_to_keep,
+    check_heads,
     causal_mask,
     mask_to_additive,
     merge_heads,
@@ -769,6 +770,13 @@ def test_runs_on_cuda_with_the_same_numbers_as_cpu():
 def test_chan_not_divisible_by_num_heads_is_rejected(build):
     with pytest.raises(ValueError, match=r"chan=10 is not divisible by num_heads=3.*try num_heads in \[1, 2, 5, 10\]"):
         build()
+
+
+def test_the_suggested_head_counts_stop_at_most():
+    with pytest.raises(ValueError, match=r"try num_heads in \[1, 2, 4, 8\]\)$"):
+        check_heads(64, 3, most=10)
+    with pytest.raises(ValueError, match=r"try num_heads in \[1, 2, 4, 8, 16, 32, 64\]\)$"):
+        check_heads(64, 3)
 
 
 def test_d_model_not_divisible_by_num_heads_is_rejected():

@@ -175,7 +175,7 @@ def test_every_layout_fits_a_laptops_output_column_with_text_of_8_px_or_more(exp
                      if t.get_text().strip() and t.get_visible() and (t.axes is None or t.axes.get_visible())]
             sizes += [(labels.fontsize * px, labels.texts[0]) for labels in explorer.figure.findobj(TokenLabels)
                       if any(labels.texts)]
-            assert min(sizes) >= (8.0, ""), (num_heads, tokens, min(sizes))
+            assert min(sizes)[0] >= 8.0, (num_heads, tokens, min(sizes))
     assert explorer.grid.every == 2  # 8 heads over 32 tokens: every second token labelled
 
 

@@ -42,9 +42,10 @@ def test_table_lists_sentence_and_seed_shapes(explorer):
 def test_heads_that_do_not_divide_chan_are_explained(explorer):
     explorer.set(num_heads=5)
     assert not explorer.valid
-    with pytest.raises(ValueError) as problem:  # the library's one message for it
-        check_heads(64, 5)
+    with pytest.raises(ValueError) as problem:  # the library's one message for it, suggesting what the slider reaches
+        check_heads(64, 5, most=8)
     assert f"not possible: {problem.value}" in explorer.last_status
+    assert explorer.last_status.endswith("(try num_heads in [1, 2, 4, 8])")  # the slider stops at 8
     assert "chan / num_heads = 12.8" in explorer.last_status and "Traceback" not in explorer.last_status
     assert explorer.image.layout.visibility == "hidden"
     explorer.set(num_heads=4)
