@@ -318,18 +318,18 @@ def check_cache_flops_prediction(prediction: Any, flops_no_cache: int, flops_cac
 # ------------------------------------------------------------------------------ write the cached generation loop
 
 
-def _recording(model: Any) -> tuple[Any, list[tuple[str, int, int]]]:
-    """A copy of ``model`` whose ``step`` and ``forward`` note each call: (kind, new tokens, tokens cached before)."""
+def _recording(model: Any) -> tuple[Any, list[tuple[str, int, Tensor]]]:
+    """A copy of ``model`` whose ``step`` and ``forward`` note each call: (kind, number of tokens, the tokens)."""
     copy = deepcopy(model)
-    calls: list[tuple[str, int, int]] = []
+    calls: list[tuple[str, int, Tensor]] = []
     step, forward = copy.step, copy.forward
 
     def recorded_step(tokens_new: Tensor, cache: Any) -> Tensor:
-        calls.append(("step", int(tokens_new.shape[-1]), int(getattr(cache, "length", -1))))
+        calls.append(("step", int(tokens_new.shape[-1]), tokens_new.detach().clone()))
         return step(tokens_new, cache)
 
     def recorded_forward(tokens: Tensor) -> Tensor:
-        calls.append(("forward", int(tokens.shape[-1]), 0))
+        calls.append(("forward", int(tokens.shape[-1]), tokens.detach().clone()))
         return forward(tokens)
 
     copy.step, copy.forward = recorded_step, recorded_forward
@@ -377,8 +377,12 @@ def check_generate_with_cache(answer: Any, model: Any, prompt: Tensor, num_new: 
         return wrong("the returned tokens do not start with the prompt.",
                      "start from tokens = prompt and append each new token with torch.cat(..., dim=1).")
     if steps[0][1] != n_prompt:
+        fed = [tokens for _, _, tokens in steps[:n_prompt]]
+        one_by_one = len(fed) == n_prompt and torch.equal(torch.cat(fed, dim=-1), prompt)  # a prompt token a step
+        why = (f"feeding it one token at a time fills the same cache, in {n_prompt} calls instead of one"
+               if one_by_one else "the cache never saw the whole prompt's keys and values")
         return wrong(f"your first model.step fed {steps[0][1]} token(s), not the {n_prompt} of the prompt: the "
-                     "cache never saw the whole prompt's keys and values.",
+                     f"exercise asks for the prefill, one call that feeds the whole prompt at once ({why}).",
                      "the prefill: logits = model.step(prompt, cache)[:, -1], once, before the loop.")
     later = [n for _, n, _ in steps[1:] if n != 1]
     if later:

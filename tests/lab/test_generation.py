@@ -165,9 +165,24 @@ def _loop(prefill: bool = True, refeed: bool = False, rerun: bool = False):
     return generate_with_cache
 
 
+def _prompt_one_by_one(model, prompt, num_new):
+    """Fills the cache right, but one prompt token per step: not the prefill the exercise asks for."""
+    cache = KVCache(max_tokens=prompt.shape[1] + num_new)
+    tokens = prompt
+    for i in range(prompt.shape[1]):
+        logits = model.step(prompt[:, i:i + 1], cache)[:, -1]
+    for _ in range(num_new):
+        newest = logits.argmax(dim=-1, keepdim=True)
+        tokens = torch.cat([tokens, newest], dim=1)
+        logits = model.step(newest, cache)[:, -1]
+    return tokens
+
+
 @pytest.mark.parametrize(("answer", "ok", "says"), [
     (_loop(), True, "the same 12 tokens as the loop without the cache"),
-    (_loop(prefill=False), False, "the prefill: logits = model.step(prompt, cache)"),
+    (_prompt_one_by_one, False, "one call that feeds the whole prompt at once (feeding it one token at a time fills "
+                                "the same cache, in 3 calls instead of one)"),
+    (_loop(prefill=False), False, "the cache never saw the whole prompt's keys and values"),
     (_loop(refeed=True), False, "each step feeds only the newest token"),
     (_loop(rerun=True), False, "the loop without the cache"),
     (lambda model, prompt, num_new: prompt, False, "expected a tensor of shape [2, 15]"),
