@@ -22,7 +22,7 @@ from torch import Tensor
 from ..core import grouped_query_attention, online_softmax, online_softmax_update, repeat_kv_heads
 from ..lab import generate_greedy, kv_cache_bytes
 from ._core import Verdict, as_number, checker, compare_tensors, correct, error_text, not_a_function, wrong
-from ._guard import Watch, run_watching
+from ._guard import Watch, package_calls, run_watching
 from ._predict import prediction_checker
 
 __all__ = ["check_online_softmax_step", "check_kv_cache_size", "check_repeat_kv", "check_cache_flops_prediction",
@@ -123,7 +123,10 @@ def check_online_softmax_step(answer: Any, running_max: Tensor, running_sum: Ten
 #: The library's answers, watched while the learner's function runs: code object -> the name the verdict gives.
 _FOLD_LIBRARY = Watch({online_softmax_update: "online_softmax_update", online_softmax: "online_softmax"})
 _CACHE_LIBRARY = Watch({kv_cache_bytes: "kv_cache_bytes"})
-_REPEAT_LIBRARY = Watch({repeat_kv_heads: "repeat_kv_heads", grouped_query_attention: "grouped_query_attention"})
+#: and anything of ``transformers`` (its ``repeat_kv`` is this exercise's answer, one search away)
+_REPEAT_LIBRARY = package_calls(Watch({repeat_kv_heads: "repeat_kv_heads",
+                                       grouped_query_attention: "grouped_query_attention"}),
+                                {"transformers": "transformers'"})
 _GENERATE_LIBRARY = Watch({generate_greedy: "generate_greedy"})
 
 

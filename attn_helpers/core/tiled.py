@@ -98,7 +98,7 @@ def tiled_attention(
         mask = check_mask(mask, torch.Size(scores_shape)).expand(scores_shape)  # (..., N_q, N_k)
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
     batch = broadcast_shape(q.shape[:-2], k.shape[:-2], v.shape[:-2])  # the output's leading axes
-    out = q.new_zeros(*batch, n_q, d_v)  # (..., N_q, d_v), filled one query block at a time
+    context = q.new_zeros(*batch, n_q, d_v)  # (..., N_q, d_v), filled one query block at a time
     for i0 in range(0, n_q, block_size):
         i1 = min(i0 + block_size, n_q)
         q_blk = q[..., i0:i1, :] * scale  # (..., bq, d_k)
@@ -122,7 +122,7 @@ def tiled_attention(
             l = l * rescale + p.sum(dim=-1, keepdim=True)  # (..., bq, 1)
             acc = acc * rescale + p @ v[..., j0:j1, :]  # (..., bq, d_v)
             m = m_new
-        out[..., i0:i1, :] = acc / l.masked_fill(l == 0, 1.0)  # a row that saw no key stays 0
-    return out  # (..., N_q, d_v)
+        context[..., i0:i1, :] = acc / l.masked_fill(l == 0, 1.0)  # a row that saw no key stays 0
+    return context  # (..., N_q, d_v)
 
 

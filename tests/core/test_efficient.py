@@ -630,3 +630,13 @@ def test_online_softmax_step_checker_runs_the_learners_function_on_several_rows(
     verdict = check_online_softmax_step.judge(answer, torch.tensor(2.0), torch.tensor(1.5), torch.tensor([0.5, 3.0, 1.0, 2.5]))
     assert verdict.ok is ok, verdict
     assert says in verdict.message + verdict.hint
+
+
+def test_repeat_kv_checker_refuses_transformers_repeat_kv():
+    """The exercise's answer in another library, one search away: refused as the library's own is."""
+    from attn_helpers.checks import check_repeat_kv
+
+    llama = pytest.importorskip("transformers.models.llama.modeling_llama")
+    verdict = check_repeat_kv.judge(lambda k, num_heads: llama.repeat_kv(k, num_heads // k.shape[1]),
+                                    torch.randn(1, 2, 3, 2), 6)
+    assert not verdict.ok and "transformers' repeat_kv" in verdict.message, verdict
