@@ -49,6 +49,8 @@ def test_split_accepts_split_chunk_and_reshape():
     (lambda x: x.chunk(3, dim=-1)[::-1], "belongs to v"),
     (lambda x: x, "not three tensors"),
     (torch.zeros(3), "should be a function"),
+    (lambda x: x.split(x.shape[-1] // 3), "default is dim=0"),  # split's axis left out (round 6: told chan)
+    (lambda x: x.chunk(3), "default is dim=0"),
 ])
 def test_split_names_each_mistake(fn, words):
     verdict = checks.check_split_qkv.judge(fn)

@@ -166,6 +166,22 @@ def test_midpoint_weights():
         assert not verdict.ok and words in verdict.message, (answer, verdict)
 
 
+@pytest.mark.parametrize("answer, words", [
+    ([1 / 6] * 6, "mean of ALL the values"),
+    ([0, 1.0, 0, 0, 0, 0], "value 1 itself"),
+    ([0, 0, 0, 0, 0, 1.0], "value 5 itself"),
+    ([0, 0.3, 0, 0, 0, 0.7], "count equally"),
+    ([0.2, 0.4, 0, 0, 0, 0.4], "key 0 gets weight too"),
+    ([0.5, 0, 0, 0, 0.5, 0], "counted from 0"),
+    ([0, 0, 0.5, 0, 0, 0.5], "key 2 gets weight"),
+])
+def test_midpoint_weights_hint_names_the_mistake_not_the_solution(answer, words):
+    v = torch.randn(6, 2, generator=torch.Generator().manual_seed(2))
+    verdict = checks.check_midpoint_weights.judge(torch.tensor(answer), v, 1, 5)
+    assert not verdict.ok and words in verdict.message + verdict.hint, verdict
+    assert "0.5 on keys" not in verdict.hint, verdict  # every wrong answer was once told the solution
+
+
 def test_output_shape_prediction_uses_the_shape_judge():
     q, k, v = torch.randn(3, 30, 8), torch.randn(3, 50, 8), torch.randn(3, 50, 16)
     assert checks.check_output_shape_prediction.judge((3, 30, 16), q, k, v).ok

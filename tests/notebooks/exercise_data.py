@@ -1,20 +1,29 @@
 """The typical wrong answer of every "check yourself" exercise, one lesson per entry.
 
 ``WRONG_ANSWERS[prefix][exercise id] = (code that replaces the exercise's ``<name> = None`` line, a piece
-of the hint the checker must print for it)``; the prefix is the notebook's (``03a`` for the appendix).
+of the hint the checker must print for it)``, or a list of such pairs when an exercise has several typical
+mistakes, each with its own hint; the prefix is the notebook's (``03a`` for the appendix).
 ``tests/notebooks/test_exercises.py`` runs each one, with the exercise's hidden solution and with ``None``.
 """
 
-WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
+WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
     # 00 · Orientation
     "00": {
         # the query's own key points its way, but a longer key has the larger dot product
         "0.1": ('prediction = "cat"', "compare the norms"),
-        "0.2": ("answer = [8, 20, 2, 20]", "heads come before the tokens"),
-        # divided by sqrt(N), the number of tokens: the checker's inputs have N != d_k
-        "0.3": ("def my_weights(x):\n"
-                "    return torch.softmax(x @ x.mT / math.sqrt(x.shape[0]), dim=-1)\n"
-                "answer = my_weights", "not x.shape[0]"),
+        "0.2": [("answer = [8, 20, 2, 20]", "heads come before the tokens"),
+                # int(8.7) = 8 passed once; a size is a whole number
+                ("answer = [8.7, 2, 20, 20]", "whole numbers only")],
+        "0.3": [
+            # divided by sqrt(N), the number of tokens: the checker's inputs have N != d_k
+            ("def my_weights(x):\n"
+             "    return torch.softmax(x @ x.mT / math.sqrt(x.shape[0]), dim=-1)\n"
+             "answer = my_weights", "not x.shape[0]"),
+            # divided by d_k itself: on an input with d_k = sqrt(N) this was once told "sqrt(N)"
+            ("def my_weights(x):\n"
+             "    return torch.softmax(x @ x.mT / x.shape[-1], dim=-1)\n"
+             "answer = my_weights", "not by d_k itself"),
+        ],
     },
     # 01 · QKV projection
     "01": {
@@ -22,7 +31,9 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
         "1.1": ("prediction = (49, 192)", "(out_features, in_features)"),
         "1.2": ("answer = (4, 10, 48)", "3 × chan wide"),
         # the lesson's chan = 4 written in: the checker's inputs have other widths
-        "1.3": ("answer = lambda qkv: qkv.split(4, dim=-1)", "a fixed number fits one width only"),
+        "1.3": [("answer = lambda qkv: qkv.split(4, dim=-1)", "a fixed number fits one width only"),
+                # split's axis left out: split cuts axis 0 by default
+                ("answer = lambda qkv: qkv.split(qkv.shape[-1] // 3)", "their default is dim=0")],
         "1.4": (
             "to_k_ex = nn.Linear(6, 4)\n"
             "with torch.no_grad():\n"
@@ -78,8 +89,16 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
             "attention_fn = my_attention",
             "math.sqrt(d_k)",
         ),
-        # the plain average of all six values, not the midpoint of two
-        "4.3": ("w_ex = torch.ones(6) / 6", "put 0.5 on keys 1 and 5"),
+        "4.3": [
+            # the plain average of all six values, not the midpoint of two
+            ("w_ex = torch.ones(6) / 6", "every other key needs weight 0"),
+            # one end of the segment: all the weight on "cat"
+            ("w_ex = torch.tensor([0.0, 1.0, 0.0, 0.0, 0.0, 0.0])", "weight on both of them"),
+            # both keys, unequal shares
+            ("w_ex = torch.tensor([0.0, 0.3, 0.0, 0.0, 0.0, 0.7])", "both values count equally"),
+            # counted from 1: "the" (key 0) and the second "the" (key 4)
+            ("w_ex = torch.tensor([0.5, 0.0, 0.0, 0.0, 0.5, 0.0])", "keys are counted from 0"),
+        ],
     },
     # 05 · Multi-head reshaping
     "05": {
