@@ -59,8 +59,9 @@ def _judge_split(qkv: Tensor) -> Callable[[Any], Verdict]:
         if (qkv.dim() > 1 and pieces and all(isinstance(t, Tensor) and t.dim() == qkv.dim() for t in pieces)
                 and all(t.shape[-1] == qkv.shape[-1] for t in pieces)):  # the last axis left whole
             axis = next((d for d in range(qkv.dim()) if any(t.shape[d] != qkv.shape[d] for t in pieces)), 0)
-            return wrong(f"your {len(pieces)} piece(s) each keep the whole last axis ({qkv.shape[-1]} columns): the "
-                         f"split ran along axis {axis} (of size {qkv.shape[axis]}), not along the last axis.",
+            got = "one piece, which keeps" if len(pieces) == 1 else f"{len(pieces)} pieces, which all keep"
+            return wrong(f"your function returned {got} the whole last axis ({qkv.shape[-1]} columns): the split "
+                         f"ran along axis {axis} (of size {qkv.shape[axis]}), not along the last axis.",
                          "split and chunk cut axis 0 unless told otherwise (their default is dim=0): name the "
                          "last axis, qkv.split(chan, dim=-1).")
         if not isinstance(answer, (tuple, list)) or len(answer) != 3:
