@@ -72,7 +72,7 @@ def check_midpoint_weights(answer: Any, v: Tensor, i: int, j: int) -> Verdict:
                      "every weight must be >= 0, so the output stays inside the values' convex hull.")
     total = answer.sum().item()
     if not math.isclose(total, 1.0, abs_tol=1e-4):
-        return wrong(f"your weights sum to {total:.3f}, not 1.", "softmax weights always sum to one.")
+        return wrong(f"your weights sum to {total:.6g}, not 1 (to within 1e-4).", "softmax weights always sum to one.")
     target = (v[i] + v[j]) / 2  # (d_v,)
     got = answer @ v  # (d_v,)
     if torch.allclose(got, target, atol=1e-4, rtol=1e-4):
@@ -160,6 +160,9 @@ def check_attention_function(answer: Any) -> Verdict:
                 torch.softmax(fill(raw), dim=-1) @ v, f"divide q @ k.mT by math.sqrt(d_k), with d_k = q.shape[-1] ({d_k} here)."),
             "the scores are divided by d_k, not sqrt(d_k)": (
                 torch.softmax(fill(raw / d_k), dim=-1) @ v, "the scale is 1 / sqrt(d_k)."),
+            f"the scores are divided by sqrt(N_k) = sqrt({k.shape[-2]}), the number of keys, not sqrt(d_k)": (
+                torch.softmax(fill(raw / math.sqrt(k.shape[-2])), dim=-1) @ v,
+                f"d_k is the width of a query and of a key, the LAST axis: q.shape[-1] ({d_k} here), not k.shape[-2]."),
             "the softmax runs over the queries (dim=-2)": (
                 torch.softmax(fill(raw / math.sqrt(d_k)), dim=-2) @ v, "each query's weights over the keys sum to one: dim=-1."),
             "it returns the weights, not weights @ v": (

@@ -135,6 +135,21 @@ def test_attention_function_names_a_keep_mask_added_to_the_scores():  # 03a sect
     assert not verdict.ok and "boolean mask is added" in verdict.message
 
 
+def test_attention_function_names_a_scale_by_the_number_of_keys():  # a later reader's first try (round 7)
+    def by_n_k(q, k, v, mask=None):
+        import math
+
+        return _attention(q * math.sqrt(q.shape[-1] / k.shape[-2]), k, v, mask)  # scores / sqrt(N_k)
+    verdict = checks.check_attention_function.judge(by_n_k)
+    assert not verdict.ok and "sqrt(N_k)" in verdict.message and "k.shape[-2]" in verdict.hint
+
+
+def test_midpoint_weights_sum_is_printed_to_the_digit_that_is_wrong():
+    v = torch.randn(6, 2, generator=torch.Generator().manual_seed(2))
+    verdict = checks.check_midpoint_weights.judge(torch.tensor([0, 0.5, 0, 0, 0, 0.5002]), v, 1, 5)
+    assert not verdict.ok and "1.0002" in verdict.message  # it said "sum to 1.000, not 1"
+
+
 def test_attention_function_names_a_scale_by_sqrt_d_v():
     def by_d_v(q, k, v, mask=None):
         import math
@@ -301,6 +316,7 @@ def test_window_mask_accepts_a_function_written_by_hand():
     (lambda n, w: _window(n, max(w - 1, 1)), "w - 1 keys"),
     (lambda n, w: _window(n, w) | torch.eye(n, dtype=torch.bool), "own key"),
     (lambda n, w: (torch.arange(n)[None, :] - torch.arange(n)[:, None]).abs() >= w, "a band"),
+    (lambda n, w: torch.arange(n)[None, :] <= torch.arange(n)[:, None] - w, "every future key stays visible"),
     (lambda n, w: _window(n, w).float(), "boolean mask"),
     (_window(5, 2), "should be a function"),
 ])

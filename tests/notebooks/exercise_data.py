@@ -33,7 +33,9 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
         # the lesson's chan = 4 written in: the checker's inputs have other widths
         "1.3": [("answer = lambda qkv: qkv.split(4, dim=-1)", "a fixed number fits one width only"),
                 # split's axis left out: split cuts axis 0 by default
-                ("answer = lambda qkv: qkv.split(qkv.shape[-1] // 3)", "their default is dim=0")],
+                ("answer = lambda qkv: qkv.split(qkv.shape[-1] // 3)", "their default is dim=0"),
+                # a fixed size wider than the input's last axis: one piece comes back (round 7: told "axis 0")
+                ("answer = lambda qkv: qkv.split(64, dim=-1)", "a fixed number fits one width only")],
         "1.4": (
             "to_k_ex = nn.Linear(6, 4)\n"
             "with torch.no_grad():\n"
@@ -69,7 +71,10 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
         # SDPA reproduced our output only with the keep mask
         "3.4": ('prediction = "blocked"', "which mask reproduced our output"),
         # the plain causal mask (round 3: it passed the old exercise); the window is ignored
-        "3.5": ("answer = lambda n, w: ~causal_mask(n)", "j <= i - w"),
+        "3.5": [("answer = lambda n, w: ~causal_mask(n)", "j <= i - w"),
+                # the window's far edge only: the future stays visible
+                ("answer = lambda n, w: torch.arange(n)[None, :] <= torch.arange(n)[:, None] - w",
+                 "block the future, j > i, as well")],
         # a multiplicative 1/0 mask added to the scores blocks nothing
         "3.6": ("answer = lambda blocked, dtype: blocked.to(dtype)", "blocks nothing"),
         # section 3a.2's line for a keep mask, copied: this mask is in the blocked convention
@@ -80,7 +85,7 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
         # one output per key instead of one per query
         "4.1": ("prediction = (3, 50, 256)", "one output per QUERY"),
         # the scores not divided by sqrt(d_k)
-        "4.2": (
+        "4.2": [(
             "def my_attention(q, k, v, mask=None):\n"
             "    scores = q @ k.mT\n"
             "    if mask is not None:\n"
@@ -88,7 +93,15 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
             "    return torch.softmax(scores, dim=-1) @ v\n"
             "attention_fn = my_attention",
             "math.sqrt(d_k)",
-        ),
+        ), (  # divided by the square root of the number of keys
+            "def my_attention(q, k, v, mask=None):\n"
+            "    scores = q @ k.mT / math.sqrt(k.shape[-2])\n"
+            "    if mask is not None:\n"
+            "        scores = scores.masked_fill(~mask, float('-inf'))\n"
+            "    return torch.softmax(scores, dim=-1) @ v\n"
+            "attention_fn = my_attention",
+            "not k.shape[-2]",
+        )],
         "4.3": [
             # the plain average of all six values, not the midpoint of two
             ("w_ex = torch.ones(6) / 6", "every other key needs weight 0"),
