@@ -37,6 +37,8 @@ def _judge_window(n: int, w: int) -> Callable[[Any], Verdict]:
             (j >= i) | (j <= i - w), "a token may attend to itself: keep j == i visible."),
         "you let each query see the next w - 1 keys as well (a band, not a causal window)": (
             (j - i).abs() >= w, "a causal window hides every future key: block j > i too."),
+        "you blocked only the keys too far back, and every future key stays visible": (
+            j <= i - w, "a causal window is also causal: block the future, j > i, as well."),
     }
     if w > 1:
         mistakes["you let each query see w - 1 keys"] = (

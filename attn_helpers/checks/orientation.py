@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from ..core import scaled_dot_product_attention
-from ._core import Verdict, checker, compare_tensors, correct, wrong
+from ._core import Verdict, as_shape, checker, compare_tensors, correct, wrong
 from ._function import judge_function, random_cases
 from ._guard import LIBRARY_ATTENTION
 from ._predict import as_choice, prediction_checker
@@ -41,10 +41,9 @@ def check_largest_key(prediction: Any, weights: Tensor, tokens: Sequence[str], q
 @checker
 def check_scores_shape(answer: Any, B: int, num_heads: int, N: int) -> Verdict:
     """Exercise: the shape of the scores of multi-head self-attention, ``(B, H, N, N)``."""
-    try:
-        shape = [int(s) for s in answer]
-    except TypeError:
-        return wrong(f"a shape is a list or tuple of ints, got {answer!r}.", "write it like [B, H, N, N] with numbers.")
+    shape = as_shape(answer, "a shape", hint="write it like [B, H, N, N] with whole numbers.")
+    if isinstance(shape, Verdict):
+        return shape
     expected = [B, num_heads, N, N]
     if shape == expected:
         return correct(f"{expected}: one N × N matrix of scores per batch element and per head.")
@@ -56,8 +55,13 @@ def check_scores_shape(answer: Any, B: int, num_heads: int, N: int) -> Verdict:
     return wrong(f"{shape} is not the scores' shape.", "every query is scored against every key: the last two axes are N and N.")
 
 
-def _judge_weights(x: Tensor) -> Callable[[Any], Verdict]:
-    """The judge of the weights for tokens ``x (N, d_k)`` used as queries and keys."""
+# The inputs (N, d_k) of exercise 0.3: N != d_k, and d_k is neither sqrt(N) nor 2, so no two mistakes below give
+# the same weights (where d_k = sqrt(N), as in (4, 2), dividing by d_k IS dividing by sqrt(N)).
+_CASE_SHAPES = ((5, 3), (7, 5), (6, 8))
+
+
+def _weight_mistakes(x: Tensor) -> tuple[Tensor, dict[str, tuple[Tensor, str]]]:
+    """The right weights for tokens ``x (N, d_k)`` used as queries and keys, ``(N, N)``, and the likely mistakes."""
     (n, d_k), raw = x.shape, x @ x.mT  # raw (N, N)
     _, expected = scaled_dot_product_attention(x, x, x, return_weights=True)  # (N, N): softmax(raw / sqrt(d_k))
     mistakes = {
@@ -69,12 +73,18 @@ def _judge_weights(x: Tensor) -> Callable[[Any], Verdict]:
         "the softmax runs down the columns (dim=0)": (torch.softmax(raw / math.sqrt(d_k), dim=0),
                                                        "each query's row must sum to one: use dim=-1."),
         "the scores are divided by d_k instead of sqrt(d_k)": (torch.softmax(raw / d_k, dim=-1),
-                                                               "the scale is the square root of d_k."),
+                                                               "the scale is the square root of d_k: divide by math.sqrt(d_k), not by d_k itself."),
         "there is no softmax": (raw / math.sqrt(d_k), "turn each row of scores into weights with torch.softmax(..., dim=-1)."),
     }
-    if d_k != 2:
+    if d_k != 2:  # (with d_k = 2 this one is the right answer)
         mistakes["the scores are divided by sqrt(2), the d_k of section 0.1's tokens, not this input's"] = (
             torch.softmax(raw / math.sqrt(2), dim=-1), "read d_k from the input: d_k = x.shape[-1].")
+    return expected, mistakes
+
+
+def _judge_weights(x: Tensor) -> Callable[[Any], Verdict]:
+    """The judge of the weights for tokens ``x (N, d_k)`` used as queries and keys."""
+    expected, mistakes = _weight_mistakes(x)
     return lambda got: compare_tensors(got, expected, name="your weights", likely_mistakes=mistakes)
 
 
@@ -84,7 +94,7 @@ def check_self_attention_weights(answer: Any) -> Verdict:
     ``x (N, d_k)`` used as queries and keys. Run on three made-up inputs whose N differs from d_k; a function
     that is or calls the library's attention is refused."""
     cases = [((x,), f"for x of shape (N, d_k) = {tuple(x.shape)}", _judge_weights(x))
-             for x in random_cases(3, [(4, 2), (3, 5), (6, 8)])]
+             for x in random_cases(3, _CASE_SHAPES)]
     return judge_function(answer, cases, watched=LIBRARY_ATTENTION, example="my_weights(x)",
                           lines="d_k = x.shape[-1]; torch.softmax(x @ x.mT / math.sqrt(d_k), dim=-1).",
                           success="for three inputs of other sizes (N != d_k), every row is a softmax of the dot "

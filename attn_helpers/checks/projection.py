@@ -55,6 +55,21 @@ def _judge_split(qkv: Tensor) -> Callable[[Any], Verdict]:
     names = ("q", "k", "v")
 
     def judge(answer: Any) -> Verdict:
+        pieces = list(answer) if isinstance(answer, (tuple, list)) else []
+        if (qkv.dim() > 1 and pieces and all(isinstance(t, Tensor) and t.dim() == qkv.dim() for t in pieces)
+                and all(t.shape[-1] == qkv.shape[-1] for t in pieces)):  # the last axis left whole
+            axis = next((d for d in range(qkv.dim() - 1) if any(t.shape[d] != qkv.shape[d] for t in pieces)), None)
+            if axis is None:  # one piece, all of qkv: a size at least as large as the axis it cut
+                got = "one piece, the whole input" if len(pieces) == 1 else f"{len(pieces)} pieces, each the whole input"
+                return wrong(f"your function returned {got} {list(qkv.shape)}: the size it split by is not smaller "
+                             "than the axis it cut.",
+                             "read chan from the input, chan = qkv.shape[-1] // 3 (a fixed number fits one width "
+                             "only), and cut the last axis: qkv.split(chan, dim=-1).")
+            got = "one piece, which keeps" if len(pieces) == 1 else f"{len(pieces)} pieces, which all keep"
+            return wrong(f"your function returned {got} the whole last axis ({qkv.shape[-1]} columns): it cut "
+                         f"axis {axis} (of size {qkv.shape[axis]}), not the last axis.",
+                         "cut the last axis, whatever comes in front of it: qkv.split(chan, dim=-1), or slices "
+                         "qkv[..., a:b]. (split and chunk cut axis 0 unless told otherwise: their default is dim=0.)")
         if not isinstance(answer, (tuple, list)) or len(answer) != 3:
             pieces = f" of {len(answer)} pieces" if isinstance(answer, (tuple, list)) else ""
             hint = (f"split(size, dim=-1) cuts pieces `size` columns wide; here chan = {chan}: read it from the "
@@ -83,7 +98,8 @@ def check_split_qkv(answer: Any) -> Verdict:
     """Exercise: a function ``my_split(qkv)``: ``(q, k, v)`` from a fused output ``qkv (..., 3 * chan)`` of any
     ``chan`` (read from the input). Run on three made-up inputs (chan 5, 6 and 10, zero to two axes in front)."""
     generator = torch.Generator().manual_seed(13)
-    inputs = [torch.randn(*shape, generator=generator) for shape in ((2, 4, 18), (30,), (2, 3, 2, 15))]
+    # the first input's axis 0 (8) is longer than its chan (6): a split along it cuts, and the verdict can say so
+    inputs = [torch.randn(*shape, generator=generator) for shape in ((8, 4, 18), (30,), (2, 3, 2, 15))]
     cases = [((qkv,), f"for qkv of shape {tuple(qkv.shape)} (chan = {qkv.shape[-1] // 3})", _judge_split(qkv))
              for qkv in inputs]
     return judge_function(answer, cases, watched=Watch(), example="my_split(qkv)",

@@ -72,14 +72,42 @@ def check_midpoint_weights(answer: Any, v: Tensor, i: int, j: int) -> Verdict:
                      "every weight must be >= 0, so the output stays inside the values' convex hull.")
     total = answer.sum().item()
     if not math.isclose(total, 1.0, abs_tol=1e-4):
-        return wrong(f"your weights sum to {total:.3f}, not 1.", "softmax weights always sum to one.")
+        return wrong(f"your weights sum to {total:.6g}, not 1 (to within 1e-4).", "softmax weights always sum to one.")
     target = (v[i] + v[j]) / 2  # (d_v,)
     got = answer @ v  # (d_v,)
     if torch.allclose(got, target, atol=1e-4, rtol=1e-4):
         return correct(f"weights @ v = {got.tolist()}: halfway between value {i} and value {j}.")
+    cause, hint = _midpoint_mistake(answer, i, j)
     return wrong(f"weights @ v = {[round(x, 3) for x in got.tolist()]}, not the midpoint "
-                 f"{[round(x, 3) for x in target.tolist()]}.",
-                 f"the midpoint is half of value {i} plus half of value {j}: put 0.5 on keys {i} and {j}.")
+                 f"{[round(x, 3) for x in target.tolist()]}: {cause}", hint)
+
+
+def _midpoint_mistake(weights: Tensor, i: int, j: int) -> tuple[str, str]:
+    """What is wrong with non-negative ``weights (N_k,)`` summing to one whose output is not the midpoint of
+    values ``i`` and ``j``, and a hint that names it without giving the answer away."""
+    used = [key for key in range(len(weights)) if weights[key].item() > 1e-6]  # the keys that get weight
+    if torch.allclose(weights, torch.full_like(weights, 1 / len(weights)), atol=1e-4):
+        return ("equal weights on every key give the mean of ALL the values.",
+                f"only values {i} and {j} may count: every other key needs weight 0.")
+    if len(used) == 1 and used[0] in (i, j):
+        return (f"all the weight on key {used[0]} gives value {used[0]} itself, one end of the segment.",
+                "a point between two values needs weight on both of them.")
+    if set(used) == {i, j}:
+        return (f"keys {i} and {j} get {weights[i].item():.3g} and {weights[j].item():.3g}: the output lies "
+                "between their values, nearer the one with more weight.",
+                "halfway means both values count equally.")
+    others = [key for key in used if key not in (i, j)]
+    one = len(others) == 1
+    named = f"key {others[0]} gets" if one else "keys " + ", ".join(map(str, others)) + " get"
+    values = "its value" if one else "their values"
+    if {i, j} <= set(used):
+        return (f"{named} weight too, and {values} {'pulls' if one else 'pull'} the output away.",
+                "give every key other than the two named weight 0.")
+    if set(used) in ({i - 1, j - 1}, {i + 1, j + 1}):
+        return (f"the weight is on keys {used[0]} and {used[1]}, one place off.",
+                f"keys are counted from 0: the two named values are rows {i} and {j} of v.")
+    return (f"{named} weight, but {values} {'is' if one else 'are'} not among the two named.",
+            "weight only the keys whose values the midpoint lies between.")
 
 
 def _attention_cases() -> list[tuple[str, tuple[Tensor, ...], Tensor | None]]:
@@ -132,6 +160,9 @@ def check_attention_function(answer: Any) -> Verdict:
                 torch.softmax(fill(raw), dim=-1) @ v, f"divide q @ k.mT by math.sqrt(d_k), with d_k = q.shape[-1] ({d_k} here)."),
             "the scores are divided by d_k, not sqrt(d_k)": (
                 torch.softmax(fill(raw / d_k), dim=-1) @ v, "the scale is 1 / sqrt(d_k)."),
+            f"the scores are divided by sqrt(N_k) = sqrt({k.shape[-2]}), the number of keys, not sqrt(d_k)": (
+                torch.softmax(fill(raw / math.sqrt(k.shape[-2])), dim=-1) @ v,
+                f"d_k is the width of a query and of a key, the LAST axis: q.shape[-1] ({d_k} here), not k.shape[-2]."),
             "the softmax runs over the queries (dim=-2)": (
                 torch.softmax(fill(raw / math.sqrt(d_k)), dim=-2) @ v, "each query's weights over the keys sum to one: dim=-1."),
             "it returns the weights, not weights @ v": (

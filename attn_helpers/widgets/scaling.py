@@ -89,7 +89,7 @@ class ScalingExplorer(Explorer):
         self.bars_title = stamped_title(self.ax_bars)
         zeros = np.zeros((n, n))
         self.map_image = heatmap(zeros, self.tokens, ax=self.ax_map, cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0,
-                                 annotate=False, colorbar=False, title="weights = softmax(scores)")
+                                 annotate=False, colorbar=False, title="weights = softmax(raw_scores × scale / τ)")
         self.map_texts = annotate_cells(self.ax_map, zeros, self.map_image, stamped=True)
         figure.colorbar(self.map_image, ax=self.ax_map, fraction=0.046, pad=0.04)
         self.row_box = Rectangle((-0.5, -0.5), n, 1, fill=False, edgecolor="#e66101", lw=2)

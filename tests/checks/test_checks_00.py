@@ -28,6 +28,12 @@ def test_scores_shape_checker_rejects_a_non_shape():
     assert not verdict.ok and "list or tuple" in verdict.message
 
 
+@pytest.mark.parametrize("answer", [[8.7, 2, 20, 20], [8.0, 2, 20, 20], ["8", 2, 20, 20]])
+def test_scores_shape_checker_refuses_what_is_not_a_whole_number(answer):  # int(8.7) = 8 passed before
+    verdict = checks.check_scores_shape.judge(answer, B=8, num_heads=2, N=20)
+    assert not verdict.ok and "whole numbers" in verdict.message
+
+
 def test_largest_key_prediction_accepts_the_winner_in_any_case():
     assert checks.check_largest_key.judge(" SAT ", WEIGHTS, TOKENS, query="cat").ok
 
@@ -57,6 +63,9 @@ def test_self_attention_weights_checker_runs_the_function_on_inputs_of_its_own()
     (lambda x: _weights(x, d_k=x.shape[0]), "sqrt(N)"),  # only catchable because the checker's N != d_k
     (lambda x: _weights(x, d_k=3), "different values"),  # the sqrt(3) of one example written in
     (lambda x: _weights(x, d_k=2), "sqrt(2), the d_k of section 0.1"),  # 00 c7's line copied (round 3)
+    (lambda x: torch.softmax(x @ x.mT / x.shape[-1], dim=-1), "instead of sqrt(d_k)"),  # was told sqrt(N)
+    (lambda x: torch.softmax(x @ x.mT, dim=-1), "not divided by sqrt(d_k)"),
+    (lambda x: x @ x.mT / math.sqrt(x.shape[-1]), "no softmax"),
 ])
 def test_self_attention_weights_checker_names_the_mistake(answer, words):
     verdict = checks.check_self_attention_weights.judge(answer)
@@ -73,3 +82,19 @@ def test_self_attention_weights_checker_names_the_mistake(answer, words):
 def test_self_attention_weights_checker_refuses_the_library_and_values(answer, words):
     verdict = checks.check_self_attention_weights.judge(answer)
     assert not verdict.ok and words in verdict.message
+
+
+def test_self_attention_weights_checker_inputs_keep_every_mistake_apart():
+    """On every input the checker uses, no two likely mistakes (nor one and the right answer) give the same weights:
+    on an input of shape (4, 2), dividing by d_k = 2 is dividing by sqrt(N), and the hint named the wrong one."""
+    from attn_helpers.checks._function import random_cases
+    from attn_helpers.checks.orientation import _CASE_SHAPES, _weight_mistakes
+
+    for x in random_cases(3, _CASE_SHAPES):
+        expected, mistakes = _weight_mistakes(x)
+        tables = {"the right answer": expected, **{cause: table for cause, (table, _) in mistakes.items()}}
+        names = list(tables)
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                same = tables[a].shape == tables[b].shape and torch.allclose(tables[a], tables[b], atol=1e-3)
+                assert not same, f"on x of shape {tuple(x.shape)}: {a!r} and {b!r} give the same weights"

@@ -49,6 +49,11 @@ def test_split_accepts_split_chunk_and_reshape():
     (lambda x: x.chunk(3, dim=-1)[::-1], "belongs to v"),
     (lambda x: x, "not three tensors"),
     (torch.zeros(3), "should be a function"),
+    (lambda x: x.split(x.shape[-1] // 3), "default is dim=0"),  # split's axis left out (round 6: told chan)
+    (lambda x: x.chunk(3), "default is dim=0"),
+    (lambda x: x.split(64, dim=-1), "a fixed number fits one width only"),  # 64 > 18: one piece (round 7: told axis)
+    (lambda x: (x[:, :x.shape[-1] // 3], x[:, x.shape[-1] // 3:2 * x.shape[-1] // 3], x[:, 2 * x.shape[-1] // 3:]),
+     "it cut axis 1"),  # slices that assume two axes
 ])
 def test_split_names_each_mistake(fn, words):
     verdict = checks.check_split_qkv.judge(fn)

@@ -135,6 +135,21 @@ def test_attention_function_names_a_keep_mask_added_to_the_scores():  # 03a sect
     assert not verdict.ok and "boolean mask is added" in verdict.message
 
 
+def test_attention_function_names_a_scale_by_the_number_of_keys():  # a later reader's first try (round 7)
+    def by_n_k(q, k, v, mask=None):
+        import math
+
+        return _attention(q * math.sqrt(q.shape[-1] / k.shape[-2]), k, v, mask)  # scores / sqrt(N_k)
+    verdict = checks.check_attention_function.judge(by_n_k)
+    assert not verdict.ok and "sqrt(N_k)" in verdict.message and "k.shape[-2]" in verdict.hint
+
+
+def test_midpoint_weights_sum_is_printed_to_the_digit_that_is_wrong():
+    v = torch.randn(6, 2, generator=torch.Generator().manual_seed(2))
+    verdict = checks.check_midpoint_weights.judge(torch.tensor([0, 0.5, 0, 0, 0, 0.5002]), v, 1, 5)
+    assert not verdict.ok and "1.0002" in verdict.message  # it said "sum to 1.000, not 1"
+
+
 def test_attention_function_names_a_scale_by_sqrt_d_v():
     def by_d_v(q, k, v, mask=None):
         import math
@@ -164,6 +179,22 @@ def test_midpoint_weights():
                           (torch.tensor([-0.5, 1.0, 0, 0, 0, 0.5]), "negative"), (torch.ones(3) / 3, "shape")):
         verdict = checks.check_midpoint_weights.judge(answer, v, 1, 5)
         assert not verdict.ok and words in verdict.message, (answer, verdict)
+
+
+@pytest.mark.parametrize("answer, words", [
+    ([1 / 6] * 6, "mean of ALL the values"),
+    ([0, 1.0, 0, 0, 0, 0], "value 1 itself"),
+    ([0, 0, 0, 0, 0, 1.0], "value 5 itself"),
+    ([0, 0.3, 0, 0, 0, 0.7], "count equally"),
+    ([0.2, 0.4, 0, 0, 0, 0.4], "key 0 gets weight too"),
+    ([0.5, 0, 0, 0, 0.5, 0], "counted from 0"),
+    ([0, 0, 0.5, 0, 0, 0.5], "key 2 gets weight"),
+])
+def test_midpoint_weights_hint_names_the_mistake_not_the_solution(answer, words):
+    v = torch.randn(6, 2, generator=torch.Generator().manual_seed(2))
+    verdict = checks.check_midpoint_weights.judge(torch.tensor(answer), v, 1, 5)
+    assert not verdict.ok and words in verdict.message + verdict.hint, verdict
+    assert "0.5 on keys" not in verdict.hint, verdict  # every wrong answer was once told the solution
 
 
 def test_output_shape_prediction_uses_the_shape_judge():
@@ -285,6 +316,7 @@ def test_window_mask_accepts_a_function_written_by_hand():
     (lambda n, w: _window(n, max(w - 1, 1)), "w - 1 keys"),
     (lambda n, w: _window(n, w) | torch.eye(n, dtype=torch.bool), "own key"),
     (lambda n, w: (torch.arange(n)[None, :] - torch.arange(n)[:, None]).abs() >= w, "a band"),
+    (lambda n, w: torch.arange(n)[None, :] <= torch.arange(n)[:, None] - w, "every future key stays visible"),
     (lambda n, w: _window(n, w).float(), "boolean mask"),
     (_window(5, 2), "should be a function"),
 ])

@@ -1,20 +1,29 @@
 """The typical wrong answer of every "check yourself" exercise, one lesson per entry.
 
 ``WRONG_ANSWERS[prefix][exercise id] = (code that replaces the exercise's ``<name> = None`` line, a piece
-of the hint the checker must print for it)``; the prefix is the notebook's (``03a`` for the appendix).
+of the hint the checker must print for it)``, or a list of such pairs when an exercise has several typical
+mistakes, each with its own hint; the prefix is the notebook's (``03a`` for the appendix).
 ``tests/notebooks/test_exercises.py`` runs each one, with the exercise's hidden solution and with ``None``.
 """
 
-WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
+WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
     # 00 · Orientation
     "00": {
         # the query's own key points its way, but a longer key has the larger dot product
         "0.1": ('prediction = "cat"', "compare the norms"),
-        "0.2": ("answer = [8, 20, 2, 20]", "heads come before the tokens"),
-        # divided by sqrt(N), the number of tokens: the checker's inputs have N != d_k
-        "0.3": ("def my_weights(x):\n"
-                "    return torch.softmax(x @ x.mT / math.sqrt(x.shape[0]), dim=-1)\n"
-                "answer = my_weights", "not x.shape[0]"),
+        "0.2": [("answer = [8, 20, 2, 20]", "heads come before the tokens"),
+                # int(8.7) = 8 passed once; a size is a whole number
+                ("answer = [8.7, 2, 20, 20]", "whole numbers only")],
+        "0.3": [
+            # divided by sqrt(N), the number of tokens: the checker's inputs have N != d_k
+            ("def my_weights(x):\n"
+             "    return torch.softmax(x @ x.mT / math.sqrt(x.shape[0]), dim=-1)\n"
+             "answer = my_weights", "not x.shape[0]"),
+            # divided by d_k itself: on an input with d_k = sqrt(N) this was once told "sqrt(N)"
+            ("def my_weights(x):\n"
+             "    return torch.softmax(x @ x.mT / x.shape[-1], dim=-1)\n"
+             "answer = my_weights", "not by d_k itself"),
+        ],
     },
     # 01 · QKV projection
     "01": {
@@ -22,7 +31,11 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
         "1.1": ("prediction = (49, 192)", "(out_features, in_features)"),
         "1.2": ("answer = (4, 10, 48)", "3 × chan wide"),
         # the lesson's chan = 4 written in: the checker's inputs have other widths
-        "1.3": ("answer = lambda qkv: qkv.split(4, dim=-1)", "a fixed number fits one width only"),
+        "1.3": [("answer = lambda qkv: qkv.split(4, dim=-1)", "a fixed number fits one width only"),
+                # split's axis left out: split cuts axis 0 by default
+                ("answer = lambda qkv: qkv.split(qkv.shape[-1] // 3)", "their default is dim=0"),
+                # a fixed size wider than the input's last axis: one piece comes back (round 7: told "axis 0")
+                ("answer = lambda qkv: qkv.split(64, dim=-1)", "a fixed number fits one width only")],
         "1.4": (
             "to_k_ex = nn.Linear(6, 4)\n"
             "with torch.no_grad():\n"
@@ -58,7 +71,10 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
         # SDPA reproduced our output only with the keep mask
         "3.4": ('prediction = "blocked"', "which mask reproduced our output"),
         # the plain causal mask (round 3: it passed the old exercise); the window is ignored
-        "3.5": ("answer = lambda n, w: ~causal_mask(n)", "j <= i - w"),
+        "3.5": [("answer = lambda n, w: ~causal_mask(n)", "j <= i - w"),
+                # the window's far edge only: the future stays visible
+                ("answer = lambda n, w: torch.arange(n)[None, :] <= torch.arange(n)[:, None] - w",
+                 "block the future, j > i, as well")],
         # a multiplicative 1/0 mask added to the scores blocks nothing
         "3.6": ("answer = lambda blocked, dtype: blocked.to(dtype)", "blocks nothing"),
         # section 3a.2's line for a keep mask, copied: this mask is in the blocked convention
@@ -69,7 +85,7 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
         # one output per key instead of one per query
         "4.1": ("prediction = (3, 50, 256)", "one output per QUERY"),
         # the scores not divided by sqrt(d_k)
-        "4.2": (
+        "4.2": [(
             "def my_attention(q, k, v, mask=None):\n"
             "    scores = q @ k.mT\n"
             "    if mask is not None:\n"
@@ -77,9 +93,25 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
             "    return torch.softmax(scores, dim=-1) @ v\n"
             "attention_fn = my_attention",
             "math.sqrt(d_k)",
-        ),
-        # the plain average of all six values, not the midpoint of two
-        "4.3": ("w_ex = torch.ones(6) / 6", "put 0.5 on keys 1 and 5"),
+        ), (  # divided by the square root of the number of keys
+            "def my_attention(q, k, v, mask=None):\n"
+            "    scores = q @ k.mT / math.sqrt(k.shape[-2])\n"
+            "    if mask is not None:\n"
+            "        scores = scores.masked_fill(~mask, float('-inf'))\n"
+            "    return torch.softmax(scores, dim=-1) @ v\n"
+            "attention_fn = my_attention",
+            "not k.shape[-2]",
+        )],
+        "4.3": [
+            # the plain average of all six values, not the midpoint of two
+            ("w_ex = torch.ones(6) / 6", "every other key needs weight 0"),
+            # one end of the segment: all the weight on "cat"
+            ("w_ex = torch.tensor([0.0, 1.0, 0.0, 0.0, 0.0, 0.0])", "weight on both of them"),
+            # both keys, unequal shares
+            ("w_ex = torch.tensor([0.0, 0.3, 0.0, 0.0, 0.0, 0.7])", "both values count equally"),
+            # counted from 1: "the" (key 0) and the second "the" (key 4)
+            ("w_ex = torch.tensor([0.5, 0.0, 0.0, 0.0, 0.5, 0.0])", "keys are counted from 0"),
+        ],
     },
     # 05 · Multi-head reshaping
     "05": {
