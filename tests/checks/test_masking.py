@@ -1,14 +1,11 @@
-"""The checkers of lessons 03 (softmax and masks) and 04 (weighted values): right answers pass in
-every accepted form, each typical mistake is named, and odd answers get words, never a traceback."""
+"""The checkers of checks/masking.py (lessons 03 and 03a: softmax and masks, mask conventions): right answers pass
+in every accepted form, each typical mistake is named, and odd answers get words, never a traceback."""
 
 import pytest
 import torch
 
 from attn_helpers import causal_mask, checks, mask_to_additive, padding_mask
 from attn_helpers.core import online_softmax
-
-
-# -- 03: check_padding_keep_mask, check_masked_row_prediction; 03a: check_convention_prediction --
 
 LENGTHS = torch.tensor([3, 5])
 
@@ -47,8 +44,6 @@ def test_convention_prediction():
     assert not verdict.ok and "'keep'" in verdict.message
 
 
-# -- 03: check_softmax_axis: scores stored keys-first (exercise 3.3) -----------------------------
-
 def test_softmax_axis_accepts_the_keys_axis_counted_from_the_end():
     assert checks.check_softmax_axis.judge(lambda s: torch.softmax(s, dim=-2)).ok
     assert checks.check_softmax_axis.judge(lambda s: torch.softmax(s.mT, dim=-1).mT).ok
@@ -67,8 +62,6 @@ def test_softmax_axis_names_each_mistake(fn, words):
     verdict = checks.check_softmax_axis.judge(fn)
     assert not verdict.ok and words in verdict.message + verdict.hint, verdict
 
-
-# -- 03a: check_additive_mask: from a blocked mask, in a given dtype (exercise 3.6) --------------
 
 def test_additive_mask_accepts_the_blocked_mask_filled_in_its_dtype():
     fn = lambda blocked, dtype: torch.zeros(blocked.shape, dtype=dtype).masked_fill(blocked, float("-inf"))  # noqa: E731
@@ -98,82 +91,6 @@ def test_padding_keep_mask_names_positions_compared_with_the_lengths():
         side="left")
     assert not verdict.ok and "not with n - lengths" in verdict.message
 
-
-# -- 04: check_attention_function, check_midpoint_weights, check_output_shape_prediction ------------
-
-def _attention(q, k, v, mask=None, *, scale=True, dim=-1, flip=False, use_mask=True, weights_only=False):
-    import math
-
-    scores = q @ k.mT / (math.sqrt(q.shape[-1]) if scale else 1.0)
-    if mask is not None and use_mask:
-        scores = scores.masked_fill(mask if flip else ~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=dim)
-    return weights if weights_only else weights @ v
-
-
-def test_attention_function_accepts_a_correct_function():
-    assert checks.check_attention_function.judge(_attention).ok
-
-
-@pytest.mark.parametrize("kwargs, words", [
-    ({"scale": False}, "not divided by sqrt(d_k)"),
-    ({"dim": -2}, "over the queries"),
-    ({"weights_only": True}, "returns the weights"),
-    ({"use_mask": False}, "mask is ignored"),
-    ({"flip": True}, "True = blocked"),
-])
-def test_attention_function_names_each_mistake(kwargs, words):
-    verdict = checks.check_attention_function.judge(lambda q, k, v, mask=None: _attention(q, k, v, mask, **kwargs))
-    assert not verdict.ok and words in verdict.message
-
-
-def test_attention_function_names_a_keep_mask_added_to_the_scores():  # 03a section 3a.5's bug (round 3)
-    def added(q, k, v, mask=None):
-        s = q @ k.mT / q.shape[-1] ** 0.5
-        return torch.softmax(s if mask is None else s + mask, dim=-1) @ v
-    verdict = checks.check_attention_function.judge(added)
-    assert not verdict.ok and "boolean mask is added" in verdict.message
-
-
-def test_attention_function_names_a_scale_by_sqrt_d_v():
-    def by_d_v(q, k, v, mask=None):
-        import math
-
-        return _attention(q * math.sqrt(q.shape[-1] / v.shape[-1]), k, v, mask)  # scores / sqrt(d_v)
-    verdict = checks.check_attention_function.judge(by_d_v)
-    assert not verdict.ok and "sqrt(d_v)" in verdict.message
-
-
-def test_attention_function_explains_exceptions_tuples_and_non_functions():
-    verdict = checks.check_attention_function.judge(lambda q, k, v, mask=None: torch.softmax(q @ k.T, -1) @ v)
-    assert not verdict.ok and "k.mT" in verdict.hint
-    verdict = checks.check_attention_function.judge(lambda q, k, v, mask=None: (_attention(q, k, v, mask), None))
-    assert not verdict.ok and "tuple" in verdict.message
-    verdict = checks.check_attention_function.judge(42)
-    assert not verdict.ok and "should be a function" in verdict.message
-
-
-def test_midpoint_weights():
-    v = torch.randn(6, 2, generator=torch.Generator().manual_seed(2))
-    w = torch.zeros(6)
-    w[1] = w[5] = 0.5
-    assert checks.check_midpoint_weights.judge(w, v, 1, 5).ok
-    assert checks.check_midpoint_weights.judge([0, 0.5, 0, 0, 0, 0.5], v, 1, 5).ok
-    for answer, words in ((torch.ones(6) / 6, "not the midpoint"), (torch.ones(6), "sum to"),
-                          (torch.tensor([0, 1.0, 0, 0, 0, 0]), "not the midpoint"),
-                          (torch.tensor([-0.5, 1.0, 0, 0, 0, 0.5]), "negative"), (torch.ones(3) / 3, "shape")):
-        verdict = checks.check_midpoint_weights.judge(answer, v, 1, 5)
-        assert not verdict.ok and words in verdict.message, (answer, verdict)
-
-
-def test_output_shape_prediction_uses_the_shape_judge():
-    q, k, v = torch.randn(3, 30, 8), torch.randn(3, 50, 8), torch.randn(3, 50, 16)
-    assert checks.check_output_shape_prediction.judge((3, 30, 16), q, k, v).ok
-    verdict = checks.check_output_shape_prediction.judge((3, 30, 50), q, k, v)
-    assert not verdict.ok and "attention weights" in verdict.message
-
-
-# -- 03: check_padding_keep_mask with left padding (exercise 3.2): a function, padding_mask refused ----
 
 def _left(lengths, n):
     return (torch.arange(n)[None, :] >= (n - lengths)[:, None])[:, None, :]  # (B, 1, n)
@@ -206,65 +123,6 @@ def test_padding_keep_mask_rejects_an_unknown_side():
     verdict = checks.check_padding_keep_mask.judge(padding_mask(LENGTHS, 5), LENGTHS, 5, side="middle")
     assert not verdict.ok and "side must be 'right' or 'left'" in verdict.message
 
-
-# -- 04: check_attention_function refuses the library's own attention ------------------------------
-
-def test_attention_function_refuses_the_library():
-    import torch.nn.functional as F
-
-    from attn_helpers import scaled_dot_product_attention
-
-    def wrapper(q, k, v, mask=None):
-        return scaled_dot_product_attention(q, k, v, mask)
-
-    for fn in (scaled_dot_product_attention, F.scaled_dot_product_attention, wrapper):
-        verdict = checks.check_attention_function.judge(fn)
-        assert not verdict.ok and "write the steps yourself" in verdict.message, fn
-
-
-def test_attention_function_accepts_a_lambda_written_by_hand():
-    import math
-
-    fn = lambda q, k, v, mask=None: torch.softmax(  # noqa: E731
-        (q @ k.mT / math.sqrt(q.shape[-1])).masked_fill(~mask if mask is not None else torch.zeros((), dtype=torch.bool),
-                                                      float("-inf")), dim=-1) @ v
-    assert checks.check_attention_function.judge(fn).ok
-
-
-def _bypasses_of_the_library():
-    """The ways round a search of the source text the grader found (round 2): a renamed torch function, a lambda,
-    the package's function under another name, its tiled attention, torch.ops operators, nn.MultiheadAttention."""
-    import functools
-
-    import torch.nn.functional as F
-
-    from attn_helpers import scaled_dot_product_attention as sdpa_lib
-    from attn_helpers.core import tiled_attention
-
-    sdpa = F.scaled_dot_product_attention
-
-    def renamed(q, k, v, mask=None):
-        return sdpa(q, k, v, attn_mask=mask)
-
-    def layer(q, k, v, mask=None):
-        mha = torch.nn.MultiheadAttention(q.shape[-1], 1, batch_first=True, bias=False)
-        return mha(q, k, v)[0]
-
-    return [renamed, lambda q, k, v, mask=None: sdpa(q, k, v, attn_mask=mask),
-            lambda q, k, v, mask=None: sdpa_lib(q, k, v, mask), lambda q, k, v, mask=None: tiled_attention(q, k, v, mask),
-            lambda q, k, v, mask=None: torch.ops.aten.scaled_dot_product_attention(q, k, v, mask),
-            lambda q, k, v, mask=None: torch.ops.aten.scaled_dot_product_attention.default(q, k, v, mask),
-            lambda q, k, v, mask=None: torch._scaled_dot_product_attention_math(q, k, v, mask)[0],
-            functools.partial(sdpa, dropout_p=0.0), torch.ops.aten.scaled_dot_product_attention, layer]
-
-
-@pytest.mark.parametrize("fn", _bypasses_of_the_library())
-def test_attention_function_refuses_the_library_under_another_name(fn):
-    verdict = checks.check_attention_function.judge(fn)
-    assert not verdict.ok and "library's own attention" in verdict.message, verdict.message
-
-
-# -- 03a: check_window_blocked_mask: a causal window of w keys, True = blocked (exercise 3.5) ------
 
 def _window(n, w):
     i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
