@@ -166,8 +166,12 @@ class LiveHeadGrid:
             ax.set_yticks([])
         self.cax = figure.add_axes((0.0, 0.0, 1.0, 1.0))
         figure.colorbar(self.images[0], cax=self.cax, label="attention weight")
+        # each panel's text artists for keys and for queries, made now for the first column's (the only ones labelled)
+        self._kept = [([], []) for _ in self.axes]
+        for h in range(0, max_heads, ncols):
+            for side, kept in zip("xy", self._kept[h]):
+                _relabel(self.axes[h], kept, side, ["."] * self.MAX_LABELS, MIN_FONTSIZE)
         # each panel's token labels, keys under it and queries left of it (none where another panel holds them)
-        self._kept = [([], []) for _ in self.axes]  # each panel's text artists for keys and for queries
         self.key_labels: list[list] = [[] for _ in self.axes]
         self.query_labels: list[list] = [[] for _ in self.axes]
 

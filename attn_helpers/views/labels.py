@@ -172,14 +172,15 @@ def _text_column(ax: Axes, texts: Sequence[str], fontsize: float) -> list:
 
 
 def _relabel(ax: Axes, kept: list, side: str, texts: Sequence[str], fontsize: float, vertical: bool = False) -> list:
-    """Show ``texts`` on ``side`` of ``ax`` as :func:`_text_row` / :func:`_text_column` place them, rewriting the
-    text artists in ``kept`` (made on first need, kept for the next call: making a text artist costs more than
-    changing one) and blanking those left over; returns the artists showing ``texts``."""
+    """Show the non-blank of ``texts`` (one per cell) on ``side`` of ``ax`` as :func:`_text_row` /
+    :func:`_text_column` place them, rewriting the text artists in ``kept`` (made on first need and kept: making a
+    text artist costs more than changing one) and blanking those left over; returns the artists showing them."""
     rotation, ha, va = _label_alignment(side, vertical)
-    while len(kept) < len(texts):
-        cell = len(kept)
-        kept.append(ax.text(*((cell, 0.0) if side == "x" else (0.0, cell)), "", transform=_label_transform(ax, side),
-                            ha=ha, va=va))
-    for i, text in enumerate(kept):
-        text.set(text=str(texts[i]) if i < len(texts) else "", fontsize=fontsize, rotation=rotation)
-    return kept[:len(texts)]
+    shown = [(cell, str(text)) for cell, text in enumerate(texts) if str(text).strip()]
+    while len(kept) < len(shown):
+        kept.append(ax.text(0.0, 0.0, "", transform=_label_transform(ax, side), ha=ha, va=va))
+    for i, artist in enumerate(kept):
+        cell, text = shown[i] if i < len(shown) else (0, "")
+        artist.set(text=text, position=(cell, 0.0) if side == "x" else (0.0, cell), fontsize=fontsize,
+                   rotation=rotation)
+    return kept[:len(shown)]
