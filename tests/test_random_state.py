@@ -1,7 +1,8 @@
 """No helper touches the global random state.
 
 (a) Statically: no module of ``attn_helpers`` (any room) calls a function that seeds or sets a global
-generator (torch's, numpy's or Python's), or imports one under another name.
+generator (torch's, numpy's or Python's), or imports one under another name, except inside a
+``with torch.random.fork_rng(...)`` block, which puts the generator's state back when it ends.
 (b) At run time: every public function and class of ``attn_helpers.lab`` that a notebook calls leaves
 ``torch.random.get_rng_state()`` as it was. One exception, by design: a module a notebook builds itself right
 after its own ``torch.manual_seed`` (``AttentionStack`` in lesson 06) draws its initial parameters from the
@@ -29,7 +30,7 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 #: Calls that seed or set a global generator, by their dotted name.
 GLOBAL_SEEDING = {
     "torch.manual_seed", "torch.random.manual_seed", "torch.seed", "torch.random.seed",
-    "torch.set_rng_state", "torch.random.set_rng_state", "torch.random.fork_rng",
+    "torch.set_rng_state", "torch.random.set_rng_state", "torch.default_generator.manual_seed",
     "torch.cuda.manual_seed", "torch.cuda.manual_seed_all", "torch.cuda.set_rng_state",
     "np.random.seed", "numpy.random.seed", "np.random.set_state", "numpy.random.set_state",
     "random.seed", "random.setstate",
@@ -47,11 +48,32 @@ def _dotted(node: ast.expr) -> str | None:
     return ".".join([node.id, *reversed(parts)])
 
 
+#: The context manager that saves the CPU generator's state and puts it back, and the seeding it undoes: inside
+#: it, seeding the CPU generator is allowed (``torch.manual_seed`` would seed a GPU's generators too).
+FORK = {"torch.random.fork_rng"}
+UNDONE_BY_FORK = {"torch.default_generator.manual_seed"}
+
+
+def _forked(tree: ast.AST) -> set[int]:
+    """The ``id`` of every node inside the body of a ``with torch.random.fork_rng(...)`` block."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.With) and any(isinstance(item.context_expr, ast.Call)
+                                              and _dotted(item.context_expr.func) in FORK for item in node.items):
+            inside.update(id(child) for statement in node.body for child in ast.walk(statement))
+    return inside
+
+
 def global_seeding_calls(source: str, filename: str = "<snippet>") -> list[str]:
-    """``file:line name`` of every call in ``source`` that seeds or sets a global generator, and of every
-    import that brings such a function in under a bare name (``from torch import manual_seed``)."""
+    """``file:line name`` of every call in ``source`` that seeds or sets a global generator outside a
+    ``torch.random.fork_rng`` block, and of every import that brings such a function in under a bare name
+    (``from torch import manual_seed``)."""
     found = []  # (line, name)
-    for node in ast.walk(ast.parse(source, filename)):
+    tree = ast.parse(source, filename)
+    forked = _forked(tree)
+    for node in ast.walk(tree):
+        if id(node) in forked and isinstance(node, ast.Call) and _dotted(node.func) in UNDONE_BY_FORK:
+            continue
         if isinstance(node, ast.Call) and _dotted(node.func) in GLOBAL_SEEDING:
             found.append((node.lineno, _dotted(node.func)))
         elif isinstance(node, ast.ImportFrom) and node.module:
@@ -69,18 +91,22 @@ def test_the_scan_finds_a_planted_violation_and_passes_local_generators():
         "def f(seed):\n"
         "    torch.manual_seed(seed)\n"
         "    with torch.random.fork_rng(devices=[]):\n"
-        "        np.random.seed(1)\n"
+        "        torch.default_generator.manual_seed(seed)\n"  # fine: fork_rng puts the state back
+        "        np.random.seed(1)\n"  # numpy's generator is not forked
+        "        torch.manual_seed(seed)\n"  # seeds a GPU's generators too, which fork_rng(devices=[]) leaves
         "    random.seed(2)\n"
         "    g.manual_seed(3)\n"  # fine
         "    torch.random.set_rng_state(torch.random.get_rng_state())\n"
+        "    torch.default_generator.manual_seed(4)\n"
     )
     assert global_seeding_calls(snippet, "planted.py") == [
         "planted.py:3 torch.manual_seed",
         "planted.py:6 torch.manual_seed",
-        "planted.py:7 torch.random.fork_rng",
-        "planted.py:8 np.random.seed",
-        "planted.py:9 random.seed",
-        "planted.py:11 torch.random.set_rng_state",
+        "planted.py:9 np.random.seed",
+        "planted.py:10 torch.manual_seed",
+        "planted.py:11 random.seed",
+        "planted.py:13 torch.random.set_rng_state",
+        "planted.py:14 torch.default_generator.manual_seed",
     ]
 
 
@@ -292,8 +318,7 @@ def test_a_model_for_a_task_is_seeded_by_its_config():
     lambda: torch.nn.functional.dropout(torch.ones(8), 0.5),
 ], ids=["randn", "rand", "randint_low", "randint", "randperm", "normal_", "Linear", "dropout"])
 def test_local_random_draws_what_a_manual_seed_would_and_leaves_the_global_generator(draw):
-    # randn, rand, randint and randperm have an overload without a generator (it reads the global one): local_random
-    # must switch them to their generator twin, or the draw silently comes from the notebook's generator
+    # every kind of draw (with or without a generator overload, a module's init, dropout) gives manual_seed's numbers
     before = torch.random.get_rng_state()
     with local_random(606):
         mine = draw()

@@ -5,8 +5,6 @@ Run inside a notebook's kernel (the browser run installs it as an IPython startu
 
 * ``RendererAgg.draw_text``: every piece of text drawn, with its font size in the picture's pixels
   (``points * dpi / 72``; for mathtext the smallest glyph, e.g. an exponent, from matplotlib's own parse);
-  and the series' ``stamps.paste_text`` (an explorer's token labels, titles and notes, pasted as kept pictures
-  of text), likewise;
 * ``FigureCanvasAgg.draw``: a full draw starts the canvas's list of texts anew (and is kept as the
   background's texts); ``restore_region`` (an explorer's blit) puts that list back;
 * ``FigureCanvasAgg.buffer_rgba``: the pixels are final (the inline backend encodes them as the
@@ -106,32 +104,10 @@ def install(folder: str | os.PathLike[str]) -> None:
         return buffer
 
     renderer_cls.draw_text = recording_draw_text
-    _record_pasted_text(texts_of)
     canvas_cls.draw = recording_draw
     canvas_cls.restore_region = recording_restore_region
     canvas_cls.buffer_rgba = recording_buffer_rgba
     setattr(canvas_cls, ENABLED, True)
-
-
-def _record_pasted_text(texts_of: Any) -> None:
-    """Wrap the series' ``stamps.paste_text`` too: an explorer's token labels, titles and notes are pasted as kept
-    pictures of text (drawn once by matplotlib's text code at the same size and dpi) instead of being drawn with
-    ``draw_text`` on the figure's renderer."""
-    try:
-        from attn_helpers.views import stamps
-    except ImportError:  # a kernel without the series' helpers pastes no text
-        return
-    from matplotlib import cbook
-
-    paste = stamps.paste_text
-
-    def recording_paste(renderer, x, y, text, prop, **layout):
-        if hasattr(renderer, "width") and shows_text(renderer, text, x, y):
-            ismath = layout.get("parse_math", True) and cbook.is_math_text(text)
-            texts_of(renderer).append((text_px(renderer, text, prop, ismath), text))
-        return paste(renderer, x, y, text, prop, **layout)
-
-    stamps.paste_text = recording_paste
 
 
 def read_records(folder: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:

@@ -1,11 +1,12 @@
 """The checkers' one guard against a learner's function handing its work to the library.
 
-A :class:`Watch` says what a learner's function may not be or call: library functions, methods and layers
-(recognised by their code objects, so an alias, a copy or a ``functools.partial`` is recognised too), PyTorch
-functions written in C and ``torch.ops`` operators (by themselves, or by a word of their name, ``"attention"``).
-:func:`library` builds the watch of what the rooms ``core`` and ``lab`` export, by name; :func:`run_watching`
-runs the learner's function under ``sys.setprofile`` and returns the names of the watched calls it made, under
-any name; :meth:`Watch.itself` says whether the answer *is* a watched function."""
+A :class:`Watch` is a fixed list of what a learner's function may not be or call: library functions, methods and
+layers (recognised by their code objects, so an alias, a copy or a ``functools.partial`` is recognised too),
+PyTorch functions written in C and ``torch.ops`` operators (recognised as the objects themselves), and, for a
+function the notebook defines, its name (:class:`FunctionNamed`). :func:`library` builds the watch of what the
+rooms ``core`` and ``lab`` export, by name; :data:`TORCH_ATTENTION` lists PyTorch's attention entry points;
+:func:`run_watching` runs the learner's function under ``sys.setprofile`` and returns the names of the watched
+calls it made, under any name; :meth:`Watch.itself` says whether the answer *is* a watched function."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import inspect
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from types import CodeType
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -23,11 +25,16 @@ import torch.nn.functional as F
 from .. import core, lab
 
 __all__ = ["ATTENTION_NAMES", "LIBRARY_ATTENTION", "MASK_BUILDERS", "TORCH_ATTENTION", "TORCH_MULTI_HEAD",
-           "Watch", "array_calls", "codes_called", "library", "package_calls",
-           "run_watching"]
+           "FunctionNamed", "Watch", "array_calls", "codes_called", "library", "package_calls", "run_watching"]
 
-#: The Python frames through which every ``torch.ops`` operator is called (their ``self`` is the operator).
-_OPERATOR_CALLS = {torch._ops.OpOverload.__call__.__code__, torch._ops.OpOverloadPacket.__call__.__code__}
+_PACKAGE = str(Path(core.__file__).parents[1])  # the folder of attn_helpers: its own functions are not the notebook's
+
+
+class FunctionNamed(NamedTuple):
+    """A watch key for a Python function defined outside the package by its name (``measure_depths``, which a
+    lesson's notebook defines): watched whatever object the notebook holds under that name."""
+
+    name: str
 
 
 def _key(obj: Any) -> Any:
@@ -39,14 +46,29 @@ def _key(obj: Any) -> Any:
     return getattr(obj, "__code__", obj)
 
 
-def _op_name(op: Any) -> str:
-    return str(getattr(op, "_qualified_op_name", "") or getattr(op, "_name", "") or op)
+#: Where ``words`` look for PyTorch's functions written in C (and ``torch.Tensor`` for its methods): public names only.
+_WORD_NAMESPACES = (("", torch), ("", torch.special), ("", F), ("", torch.linalg), ("Tensor.", torch.Tensor))
+
+
+@functools.lru_cache(maxsize=None)
+def _named_by_words(words: tuple[str, ...]) -> dict[Any, str]:
+    """The fixed list ``words`` stands for: every public function written in C of :data:`_WORD_NAMESPACES` and
+    every public method of ``torch.Tensor`` whose name holds one of ``words``, listed once per ``words``."""
+    found: dict[Any, str] = {}
+    for prefix, namespace in _WORD_NAMESPACES if words else ():
+        for name in dir(namespace):
+            obj = getattr(namespace, name, None) if not name.startswith("_") else None
+            if (any(word in name for word in words) and callable(obj) and not inspect.isclass(obj)
+                    and not hasattr(obj, "__code__")):
+                found.setdefault(obj, f"PyTorch's {prefix}{getattr(obj, '__name__', name)}")
+    return found
 
 
 class Watch(dict):
-    """``key -> the name a verdict gives it``, keys made by :func:`_key` from functions, classes or code objects,
-    plus a rule: a PyTorch C function, tensor method or ``torch.ops`` operator whose name holds one of ``words``
-    is watched too, named after itself. ``a | b`` joins two watches (``b``'s names win)."""
+    """``key -> the name a verdict gives it``, keys made by :func:`_key` from functions, classes, code objects, C
+    functions or ``torch.ops`` operators, or a :class:`FunctionNamed`. ``words``: a shorthand for more of the
+    list, every public PyTorch function and ``Tensor`` method whose name holds one of them (listed once, when
+    the watch is made). ``a | b`` joins two watches (``b``'s names win)."""
 
     def __init__(self, entries: Mapping[Any, str] | None = None, words: Iterable[str] = ()) -> None:
         super().__init__({_key(obj): name for obj, name in (entries or {}).items()})
@@ -65,26 +87,21 @@ class Watch(dict):
         try:
             if dict.__contains__(self, key):
                 return dict.__getitem__(self, key)
+            by_words = _named_by_words(self.words)
+            if key in by_words:
+                return by_words[key]
         except TypeError:  # an unhashable callable
             return ""
         if type(key) is CodeType:
+            named = FunctionNamed(key.co_name)
+            if dict.__contains__(self, named) and not key.co_filename.startswith(_PACKAGE):
+                return dict.__getitem__(self, named)
             return ""
         if isinstance(key, functools.partial):
             return self.name(key.func) or self.name(_key(key.func))
-        if not self.words:
-            return ""
-        if isinstance(key, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
-            label = f"torch.ops.{_op_name(key).replace('::', '.')}"
-        elif isinstance(getattr(key, "__self__", None), torch.Tensor):  # a tensor's method: w.xlogy(w)
-            label = f"PyTorch's Tensor.{getattr(key, '__name__', '')}"
-        elif callable(key) and not hasattr(key, "__code__"):  # written in C (or pybind)
-            module = getattr(key, "__module__", None) or getattr(getattr(key, "__self__", None), "__name__", "")
-            if not str(module).startswith("torch"):
-                return ""
-            label = f"PyTorch's {getattr(key, '__name__', '')}"
-        else:
-            return ""
-        return label if any(word in label for word in self.words) else ""
+        if isinstance(getattr(key, "__self__", None), torch.Tensor):  # a tensor's method, bound: w.xlogy(w)
+            return self.name(getattr(torch.Tensor, getattr(key, "__name__", ""), None))
+        return ""
 
     def itself(self, answer: Any) -> str:
         """The watched name ``answer`` *is* (``answer = split_heads``, a layer, a watched C function), or ``''``."""
@@ -125,19 +142,39 @@ def library(only: Iterable[str] | None = None, *, skip: Iterable[str] = MASK_BUI
     return Watch(entries)
 
 
-#: PyTorch's own attention: its layer and functional forms, and every C function or operator whose name holds
-#: "attention", "multi_head" or "transformer" (``torch._native_multi_head_attention``, ``torch.ops.aten....``).
-TORCH_ATTENTION = Watch({
-    torch.nn.MultiheadAttention: "torch.nn.MultiheadAttention",
-    F.multi_head_attention_forward: "F.multi_head_attention_forward",
-    F.scaled_dot_product_attention: "F.scaled_dot_product_attention",
-}, words=("attention", "multi_head", "transformer"))
+def _torch_entry_points(layers: Iterable[Any], functions: Iterable[Any], operators: Iterable[str]) -> Watch:
+    """PyTorch's ``layers`` (their forward) and C ``functions`` by their public names, and each of ``operators`` as
+    ``torch.<name>`` and as ``torch.ops.aten.<name>`` with every overload (those this PyTorch has), by name."""
+    entries: dict[Any, str] = {layer: f"torch.nn.{layer.__name__}" for layer in layers}
+    entries.update({f: f"F.{f.__name__}" for f in functions})
+    for name in operators:
+        function = getattr(torch, name, None)
+        if function is not None:
+            entries[function] = f"torch.{name}"
+        packet = getattr(torch.ops.aten, name, None)
+        if packet is not None:
+            entries[packet] = f"torch.ops.aten.{name}"
+            entries.update({getattr(packet, overload): f"torch.ops.aten.{name}.{overload}"
+                            for overload in packet.overloads()})
+    return Watch(entries)
+
+
+_TORCH_LAYERS = (torch.nn.MultiheadAttention, torch.nn.Transformer, torch.nn.TransformerEncoder,
+                 torch.nn.TransformerEncoderLayer, torch.nn.TransformerDecoder, torch.nn.TransformerDecoderLayer)
+#: PyTorch's multi-head and transformer kernels, as the layers above call them (refused when called directly).
+_MULTI_HEAD_OPERATORS = ("_native_multi_head_attention", "_transformer_encoder_layer_fwd")
+
+#: PyTorch's own attention: its layers and functional forms, and the operators behind them (a fixed list; a
+#: learner who calls ``torch.ops.aten.scaled_dot_product_attention`` or the math kernel is refused too).
+TORCH_ATTENTION = _torch_entry_points(
+    _TORCH_LAYERS, (F.multi_head_attention_forward, F.scaled_dot_product_attention),
+    ("scaled_dot_product_attention", "_scaled_dot_product_attention_math", "_scaled_dot_product_flash_attention",
+     "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
+     *_MULTI_HEAD_OPERATORS))
 
 #: PyTorch's multi-head attention only: where one head's attention step (an SDPA) is allowed (exercise 5.6).
-TORCH_MULTI_HEAD = Watch({
-    torch.nn.MultiheadAttention: "torch.nn.MultiheadAttention",
-    F.multi_head_attention_forward: "F.multi_head_attention_forward",
-}, words=("multi_head", "transformer"))
+TORCH_MULTI_HEAD = _torch_entry_points(_TORCH_LAYERS, (F.multi_head_attention_forward,), _MULTI_HEAD_OPERATORS)
+
 
 class _PackageCalls(Watch):
     """A watch that also names every call into some packages (``{"numpy": "NumPy's"}``): a function, a method of
@@ -189,12 +226,12 @@ def _watcher(watched: Watch, seen: list[str], only_if: Mapping[Any, Callable[[di
              ) -> Callable[[Any, str, Any], None]:
     """A ``sys.setprofile`` function appending to ``seen`` the name of every watched call: a Python function
     (counted only when ``only_if[its key]``, if given, passes on the call's arguments), a C function, or a
-    ``torch.ops`` operator (called through ``OpOverload(Packet).__call__``, whose ``self`` is the operator)."""
+    watched object's ``__call__`` written in Python (a ``torch.ops`` operator: the call's ``self`` is watched)."""
 
     def profile(frame: Any, event: str, arg: Any) -> None:
         if event == "call":
             code = frame.f_code
-            if code in _OPERATOR_CALLS:
+            if code.co_name == "__call__" and watched.name(frame.f_locals.get("self")):
                 name = watched.name(frame.f_locals.get("self"))
             else:
                 name = watched.name(code)

@@ -101,8 +101,8 @@ def check_qkv_entry(answer: Any) -> Verdict:
 
 #: What counts a layer's numbers instead of computing them: building a module, reading its parameters, numel.
 _COUNTING = Watch({nn.Module.__init__: "a module it builds", nn.Module.parameters: ".parameters()",
-                   nn.Module.named_parameters: ".named_parameters()", nn.Module.state_dict: ".state_dict()"},
-                  words=("numel",))
+                   nn.Module.named_parameters: ".named_parameters()", nn.Module.state_dict: ".state_dict()",
+                   torch.numel: "PyTorch's numel", torch.Tensor.numel: "PyTorch's Tensor.numel"})
 
 
 def _parameter_count(d_model: int, num_heads: int) -> int:
@@ -219,7 +219,7 @@ SUSPECT_LAYER: tuple[SuspectLine, ...] = (
 #: (from 1): ``(is_bug, explanation, hint)``; every other line is fine and unexplained. Kept apart from the listing
 #: so that the listing the exercise prints (:func:`numbered_listing`) does not carry the answer. Plain text, not
 #: hidden: the explanations are prose nothing could compute, and a learner who opens this file reads the answer,
-#: as they could work it out from the library's layer. tests/test_checks_07.py proves that fixing exactly the lines
+#: as they could work it out from the library's layer. tests/checks/test_layer.py proves that fixing exactly the lines
 #: noted as bugs gives the library's ``Attention``.
 _REVIEW: dict[int, tuple[bool, str, str]] = {
     2: (

@@ -156,11 +156,13 @@ def _softmax_rows(seed: int, shapes: list[tuple[int, ...]]) -> list[Tensor]:
 
 
 #: Ready-made entropies, refused in exercise 2.4 besides the attention functions: they count 0 * log(0) as 0
-#: for the learner (torch.special.entr and xlogy by name, as functions and as tensor methods).
+#: for the learner (torch.special.entr and xlogy, as functions and as tensor methods).
 ENTROPY_WATCH = LIBRARY_ATTENTION | Watch({
     torch.distributions.Categorical.entropy: "torch.distributions' Categorical.entropy",
     torch.distributions.OneHotCategorical.entropy: "torch.distributions' OneHotCategorical.entropy",
-}, words=("entr", "xlogy"))
+    torch.special.entr: "torch.special.entr", torch.xlogy: "torch.xlogy", torch.special.xlogy: "torch.special.xlogy",
+    torch.Tensor.xlogy: "PyTorch's Tensor.xlogy", torch.Tensor.xlogy_: "PyTorch's Tensor.xlogy_",
+})
 
 
 @checker

@@ -226,7 +226,6 @@ from .explorer_math import (  # noqa: E402
     weights_and_outputs,
     scaled_logits,
     sentence_embeddings,
-    seeded,
     seeded_attention,
     seeded_stack,
     projected_qkv,

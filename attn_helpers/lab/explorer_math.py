@@ -4,15 +4,16 @@ Each function is a small, seeded computation on :mod:`attn_helpers.core`: the ma
 conventions of lesson 03, one query's weighted values of lesson 04, the scaled logits of lesson 02,
 the projected token vectors of lesson 01, the forward pass of lesson 05's heads explorer and the
 seeded stacks of lesson 06's skip explorer.
-None of them touches the notebook's random state: every random number comes from a local ``torch.Generator``.
+None of them touches the notebook's random state: every random number comes from a local ``torch.Generator``
+or inside :func:`~attn_helpers.lab.local_random`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from ..core import Attention, attention_scores, causal_mask, mask_to_additive, padding_mask
 from .example import VOCAB, embed
@@ -29,7 +30,6 @@ __all__ = [
     "weights_and_outputs",
     "scaled_logits",
     "sentence_embeddings",
-    "seeded",
     "seeded_attention",
     "seeded_stack",
     "projected_qkv",
@@ -127,36 +127,11 @@ def sentence_embeddings(tokens: Sequence[str], dim: int, *, seed: int = 0) -> Te
     return table[ids][None]  # (1, N, dim)
 
 
-def seeded(make: Callable[[], nn.Module], *, seed: int, dtype: torch.dtype = torch.float32) -> nn.Module:
-    """The module ``make()`` builds, with ``dtype`` parameters drawn from ``seed`` by a local generator.
-
-    ``make`` runs on the ``meta`` device (shapes only), so the global random state is neither read nor
-    advanced; then every ``nn.Linear``, in module order, gets PyTorch's default distribution
-    ``U(-1/sqrt(in_features), 1/sqrt(in_features))`` for its weight and then its bias. Only for modules
-    whose parameters all belong to ``nn.Linear`` layers and that hold no buffers (``TypeError`` otherwise).
-    """
-    with torch.device("meta"):
-        module = make()  # no numbers drawn yet
-    if any(True for _ in module.buffers()):
-        raise TypeError(f"make must build a module without buffers, got {type(module).__name__} with buffers")
-    generator = torch.Generator().manual_seed(seed)
-    for linear in (m for m in module.modules() if isinstance(m, nn.Linear)):
-        bound = linear.in_features ** -0.5
-        for name in ("weight", "bias"):  # (out_features, in_features), (out_features,)
-            shape = getattr(linear, name).shape if getattr(linear, name) is not None else None
-            if shape is not None:
-                values = torch.empty(shape, dtype=dtype).uniform_(-bound, bound, generator=generator)
-                setattr(linear, name, nn.Parameter(values))
-    missing = [name for name, p in module.named_parameters() if p.is_meta]
-    if missing:
-        raise TypeError(f"make must build a module whose parameters all belong to nn.Linear layers; "
-                        f"{type(module).__name__} also has {missing}")
-    return module
-
-
 def seeded_attention(dim: int, chan: int, num_heads: int = 1, qkv_bias: bool = False, *, seed: int = 0) -> Attention:
-    """``Attention(dim, chan, num_heads, qkv_bias)`` with parameters drawn from ``seed`` (see :func:`seeded`)."""
-    return seeded(lambda: Attention(dim, chan, num_heads=num_heads, qkv_bias=qkv_bias), seed=seed)
+    """``Attention(dim, chan, num_heads, qkv_bias)`` as built after ``torch.manual_seed(seed)``
+    (:func:`~attn_helpers.lab.local_random`: the global random state is left as it was)."""
+    with local_random(seed):
+        return Attention(dim, chan, num_heads=num_heads, qkv_bias=qkv_bias)
 
 
 def seeded_stack(depth: int, dim: int, chan: int, num_heads: int, *, seed: int, v_scale: float = 1.0,

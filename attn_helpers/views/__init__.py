@@ -32,12 +32,6 @@ _HOME = {
     # many matrices
     "head_grid": "grids",
     "LiveHeadGrid": "grids",
-    # text for pictures redrawn while a slider moves
-    "StampedText": "stamps",
-    "stamped_title": "stamps",
-    "stamped_suptitle": "stamps",
-    "text_width": "stamps",
-    "LiveTicks": "labels",
     "origin_grid": "grids",
     "plot_all_heads": "grids",
     # diagrams of a forward pass

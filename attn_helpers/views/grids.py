@@ -18,7 +18,7 @@ from matplotlib.image import AxesImage
 from .arrays import _check_labels, to_numpy
 from .colours import WEIGHTS_CMAP, cmap_with_nan
 from .heatmaps import _heatmap
-from .labels import (MIN_FONTSIZE, TokenLabels, _fit_fontsize, _name_axes, _panel_inches, _points, _TICK_PAD, _text_width,
+from .labels import (MIN_FONTSIZE, _fit_fontsize, _name_axes, _panel_inches, _points, _relabel, _TICK_PAD, _text_width,
                      _tick_texts, _vertical)
 
 __all__ = ["head_grid", "LiveHeadGrid", "origin_grid", "plot_all_heads"]
@@ -133,14 +133,20 @@ class LiveHeadGrid:
     ``text_labels=True`` would place them; the figure takes the grid's size) and hides the others,
     instead of making new axes: making matplotlib axes is most of the cost of a new grid, and an
     explorer lays its grid out again whenever the number of heads or tokens moves. The token labels
-    are :class:`~attn_helpers.views.labels.TokenLabels` (``key_labels`` / ``query_labels``, one each per
-    panel), which paste each word's kept picture instead of laying out and drawing text anew.
+    are plain text artists where tick labels would stand (``key_labels`` / ``query_labels``: each panel's
+    list of those it shows), made once and rewritten by each :meth:`layout`. Only the first column's panels
+    carry them (queries left of each, keys under the lowest), at most ``MAX_LABELS`` a side: matplotlib lays
+    out and draws every text anew on each full draw (about 0.5 ms a word on a 2-core CPU), and a grid labelled
+    on every panel carried 192 words.
 
     ``max_width`` (inches, ``None``: no limit) narrows the panels of a wider grid until the figure fits, so a
     page never has to shrink the picture (and its text); ``min_fontsize`` (points) is the smallest label size:
-    where every token's label would be smaller, only every second (third, ...) token is labelled, at a size
-    that fits its slot (``every`` says which, after each :meth:`layout`).
+    where every token's label would be smaller (or more than ``MAX_LABELS`` would stand on a side), only every
+    second (third, ...) token is labelled, at a size that fits its slot (``every`` says which, after each
+    :meth:`layout`).
     """
+
+    MAX_LABELS = 16
 
     def __init__(self, figure: Figure, max_heads: int, *, ncols: int = 4, max_width: float | None = None,
                  min_fontsize: float = MIN_FONTSIZE) -> None:
@@ -160,9 +166,14 @@ class LiveHeadGrid:
             ax.set_yticks([])
         self.cax = figure.add_axes((0.0, 0.0, 1.0, 1.0))
         figure.colorbar(self.images[0], cax=self.cax, label="attention weight")
-        # each panel's token labels, keys under it and queries left of it (empty where another panel holds them)
-        self.key_labels = [TokenLabels(ax, "x") for ax in self.axes]
-        self.query_labels = [TokenLabels(ax, "y") for ax in self.axes]
+        # each panel's text artists for keys and for queries, made now for the first column's (the only ones labelled)
+        self._kept = [([], []) for _ in self.axes]
+        for h in range(0, max_heads, ncols):
+            for side, kept in zip("xy", self._kept[h]):
+                _relabel(self.axes[h], kept, side, ["."] * self.MAX_LABELS, MIN_FONTSIZE)
+        # each panel's token labels, keys under it and queries left of it (none where another panel holds them)
+        self.key_labels: list[list] = [[] for _ in self.axes]
+        self.query_labels: list[list] = [[] for _ in self.axes]
 
     def layout(self, num_heads: int, labels: Sequence[str]) -> list[AxesImage]:
         """Show ``num_heads`` panels over ``labels`` (zeros until the caller sets the data); returns
@@ -177,11 +188,11 @@ class LiveHeadGrid:
         for h, (ax, image) in enumerate(zip(self.axes, self.images)):
             ax.set_visible(h < num_heads)
             if h >= num_heads:
-                self.key_labels[h].set_labels([], g.fontsize)
-                self.query_labels[h].set_labels([], g.fontsize)
+                self.key_labels[h] = _relabel(ax, self._kept[h][0], "x", [], g.fontsize)
+                self.query_labels[h] = _relabel(ax, self._kept[h][1], "y", [], g.fontsize)
                 continue
             row, col = divmod(h, ncols)
-            lowest = h + ncols >= num_heads  # no panel below this one: it carries the key labels
+            lowest = col == 0 and h + ncols >= num_heads  # the first column's lowest panel carries the key labels
             ax.set_position(g.panel_rect(row, col))
             image.set_data(np.zeros((n, n)))
             image.set_extent((-0.5, n - 0.5, n - 0.5, -0.5))
@@ -190,8 +201,8 @@ class LiveHeadGrid:
             ax.set_title(f"head {h}")
             keys, queries = (texts if lowest else []), (texts if col == 0 else [])
             _name_axes(ax, keys, queries, g.fontsize, g.vertical, "key" if lowest else "", "query" if col == 0 else "")
-            self.key_labels[h].set_labels(keys, g.fontsize, g.vertical)
-            self.query_labels[h].set_labels(queries, g.fontsize)
+            self.key_labels[h] = _relabel(ax, self._kept[h][0], "x", keys, g.fontsize, g.vertical)
+            self.query_labels[h] = _relabel(ax, self._kept[h][1], "y", queries, g.fontsize)
         self.cax.set_position(g.colorbar_rect())
         return self.images[:num_heads]
 
@@ -203,7 +214,8 @@ class LiveHeadGrid:
         panel = _panel_inches(n)
         for _ in range(3):  # the margins follow the labels' size, which follows the panel: settles in two rounds
             self.every = 1
-            while self.every < n and _fit_fontsize(-(-n // self.every), panel * 72.0) < self.min_fontsize:
+            while self.every < n and (_fit_fontsize(-(-n // self.every), panel * 72.0) < self.min_fontsize
+                                      or -(-n // self.every) > self.MAX_LABELS):
                 self.every += 1
             slots = -(-n // self.every)
             shown = [t if i % self.every == 0 else "" for i, t in enumerate(texts)]

@@ -19,7 +19,6 @@ from matplotlib.image import AxesImage
 from .arrays import _check_labels, _matrix
 from .colours import HEAD_COLOURS, SIGNED_CMAP, WEIGHTS_CMAP, text_colour
 from .labels import _axes_points, _cell_inches, _label_axes
-from .stamps import StampedText
 
 __all__ = ["heatmap", "annotate_cells", "block_heatmap"]
 
@@ -107,12 +106,10 @@ def _heatmap(values: Any, x_labels: Sequence[str] | None, y_labels: Sequence[str
 
 
 def annotate_cells(ax: Axes, array: np.ndarray, image: AxesImage, *, fmt: str = "{:.2f}",
-                   fontsize: float | None = None, stamped: bool = False) -> list:
+                   fontsize: float | None = None) -> list:
     """Write each value of ``array (N_q, N_k)`` in its cell, dark on light colours and light on dark.
 
-    ``fontsize=None`` fits the text to the cell size (at most 8 points). Returns the text artists:
-    ``stamped=True`` makes them :class:`~attn_helpers.views.stamps.StampedText` (for an explorer that
-    rewrites them on every move: a value shown once is pasted after, not drawn anew).
+    ``fontsize=None`` fits the text to the cell size (at most 8 points). Returns the text artists.
     """
     n_rows, n_cols = array.shape
     if fontsize is None:
@@ -121,8 +118,7 @@ def annotate_cells(ax: Axes, array: np.ndarray, image: AxesImage, *, fmt: str = 
     texts = []
     for (i, j), value in np.ndenumerate(array):
         props = dict(ha="center", va="center", fontsize=fontsize, color=text_colour(image, value))
-        texts.append(ax.add_artist(StampedText(j, i, fmt.format(value), **props)) if stamped
-                     else ax.text(j, i, fmt.format(value), **props))
+        texts.append(ax.text(j, i, fmt.format(value), **props))
     return texts
 
 

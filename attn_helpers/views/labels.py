@@ -1,8 +1,7 @@
 """Token labels that stay readable (never overlapping) however many tokens share an axis.
 
 Sizes are measured in points with matplotlib's Agg renderer, so no layout engine runs at draw time.
-Private to this room (:mod:`.heatmaps` and :mod:`.grids` label their panels with it), but for
-:class:`LiveTicks`, an explorer's x ticks.
+Private to this room (:mod:`.heatmaps` and :mod:`.grids` label their panels with it).
 """
 
 from __future__ import annotations
@@ -13,15 +12,12 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.artist import Artist
 from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.font_manager import FontProperties
 from matplotlib.transforms import ScaledTranslation
 
-from . import stamps
-from .stamps import _measuring_renderer
-
-__all__ = ["LiveTicks"]  # the rest is private to this room
+__all__: list[str] = []  # private to this room
 
 
 MIN_FONTSIZE = 5.0  # points: tick labels never shrink below this
@@ -39,6 +35,11 @@ def _panel_inches(n: int) -> float:
     return float(np.clip(n * 7.5 / 72.0, 2.4, 3.4))
 
 
+@functools.lru_cache(maxsize=1)
+def _measuring_renderer() -> RendererAgg:
+    return RendererAgg(1, 1, 72)  # at 72 dpi one pixel is one point
+
+
 def _text_width(texts: Sequence[str], fontsize: float) -> float:
     """The widest of ``texts`` in points at ``fontsize`` (as matplotlib's Agg renderer lays them out)."""
     return max((_one_text_width(str(t), float(fontsize)) for t in texts), default=0.0)
@@ -47,7 +48,7 @@ def _text_width(texts: Sequence[str], fontsize: float) -> float:
 @functools.lru_cache(maxsize=4096)
 def _one_text_width(text: str, fontsize: float) -> float:
     """One text's width in points (remembered: an explorer measures the same labels on every layout)."""
-    return stamps.text_width(text, FontProperties(size=fontsize))
+    return _measuring_renderer().get_text_width_height_descent(text, FontProperties(size=fontsize), ismath=False)[0]
 
 
 def _points(size: Any) -> float:
@@ -170,108 +171,16 @@ def _text_column(ax: Axes, texts: Sequence[str], fontsize: float) -> list:
             for i, text in enumerate(texts)]
 
 
-# -- token labels for a picture that is laid out again while a slider moves --------------------------------------
-
-class TokenLabels(Artist):
-    """One side of a panel's token labels (the keys under it or the queries left of it) in one artist,
-    standing where :func:`_text_row` / :func:`_text_column` put their text artists.
-
-    Why: an explorer's grid of 8 panels over 32 tokens carries 192 labels, and matplotlib lays out and
-    rasterises every text on every full draw (0.8 ms a label on a 2-core CPU: 150 ms of a 190 ms
-    layout change). Here each label is pasted from a kept picture of itself (:func:`.stamps.paste_text`),
-    its anchor on the whole pixel nearest the text artist's: a label stands within a pixel of the text
-    artist's place (matplotlib 3.11 places glyphs to 1/64 pixel; 3.10, Colab's, rounds each text to
-    whole pixels its own way).
-
-    ``side`` is ``"x"`` (labels under the panel, one per column) or ``"y"`` (left of it, one per row).
-    """
-
-    zorder = 3  # as a text artist
-
-    def __init__(self, ax: Axes, side: str) -> None:
-        super().__init__()
-        if side not in ("x", "y"):
-            raise ValueError(f"side must be 'x' or 'y', got {side!r}")
-        self.side = side
-        self.texts: list[str] = []
-        self.fontsize = 0.0
-        self.vertical = False
-        self.set_transform(_label_transform(ax, side))
-        self.set_clip_on(False)
-        ax.add_artist(self)
-
-    def set_labels(self, texts: Sequence[str], fontsize: float, vertical: bool = False) -> None:
-        """Show ``texts`` (one per cell, ``[]``: none) at ``fontsize`` points; ``vertical``: column labels upright."""
-        self.texts, self.fontsize, self.vertical = [str(t) for t in texts], float(fontsize), bool(vertical)
-        self.stale = True
-
-    def anchors(self) -> np.ndarray:
-        """Each label's anchor in display pixels, ``(len(texts), 2)``."""
-        cells = np.arange(len(self.texts), dtype=float)
-        zeros = np.zeros_like(cells)
-        points = np.column_stack((cells, zeros) if self.side == "x" else (zeros, cells))
-        return self.get_transform().transform(points) if len(cells) else np.zeros((0, 2))
-
-    def draw(self, renderer: Any) -> None:
-        if not self.get_visible() or not self.texts:
-            return
-        rotation, ha, va = _label_alignment(self.side, self.vertical)
-        prop = FontProperties(size=self.fontsize)
-        for text, (x, y) in zip(self.texts, self.anchors()):
-            if text.strip():  # a blank leaves no ink: nothing to paste
-                stamps.paste_text(renderer, x, y, text, prop, rotation=rotation, ha=ha, va=va)
-        self.stale = False
-
-
-class LiveTicks:
-    """Whole-number x ticks (marks, labels and vertical grid lines) for an explorer whose x range follows a
-    slider: three artists to register as dynamic (:attr:`artists`), standing where matplotlib's own ticks would,
-    in place of its five artists a tick whose labels are laid out and rasterised anew on every draw (an x axis
-    redrawn on every move cost 17 ms of a 45 ms move; these cost under 2 ms once their labels are kept).
-
-    Made in ``draw`` (it takes the axis's ticks away and leaves the axis label where tick labels would push it);
-    :meth:`set_range` after each ``set_xlim`` (ticks chosen by ``locator``, integers from 0 up), or
-    :meth:`set_ticks` with the ticks wanted. ``grid=False``: no grid lines; ``fontsize`` (points): the labels'
-    size (``None``: the rc ``xtick.labelsize``)."""
-
-    def __init__(self, ax: Axes, locator: Any = None, *, grid_alpha: float = 0.3, grid: bool = True,
-                 fontsize: float | None = None) -> None:
-        from matplotlib.collections import LineCollection
-        from matplotlib.lines import TICKDOWN, Line2D
-
-        rc = plt.rcParams
-        self.ax, self.locator = ax, locator
-        self.fontsize = _points(rc["xtick.labelsize"] if fontsize is None else fontsize)
-        ax.set_xticks([])
-        # the axis label where a row of tick labels (a line's height, "lp") would push it
-        row = _measuring_renderer().get_text_width_height_descent("lp", FontProperties(size=self.fontsize), False)[1]
-        ax.xaxis.labelpad = _TICK_PAD + row + rc["axes.labelpad"]
-        along = ax.get_xaxis_transform()  # x in data, y in axes fractions
-        self.grid = LineCollection([], colors=rc["grid.color"], linewidths=rc["grid.linewidth"],
-                                   linestyles=rc["grid.linestyle"], alpha=grid_alpha, transform=along, zorder=0.5)
-        self.marks = Line2D([], [], linestyle="", marker=TICKDOWN, markersize=rc["xtick.major.size"],
-                            markeredgewidth=rc["xtick.major.width"], color=rc["xtick.color"], transform=along,
-                            clip_on=False)
-        self.grid.set_visible(grid)
-        ax.add_collection(self.grid, autolim=False)
-        ax.add_line(self.marks)
-        self.labels = TokenLabels(ax, "x")
-
-    @property
-    def artists(self) -> list[Artist]:
-        return [self.grid, self.marks, self.labels]
-
-    def set_range(self, low: float, high: float) -> np.ndarray:
-        """Ticks for the x range ``low`` to ``high``, as ``locator`` chooses them; returns them."""
-        return self.set_ticks([t for t in self.locator.tick_values(low, high) if low <= t <= high])
-
-    def set_ticks(self, ticks: Sequence[float]) -> np.ndarray:
-        """Ticks at the whole numbers ``ticks`` (0 or more); returns them."""
-        ticks = [int(t) for t in ticks if t >= 0]
-        self.grid.set_segments([[(t, 0.0), (t, 1.0)] for t in ticks])
-        self.marks.set_data(ticks, [0.0] * len(ticks))
-        texts = [""] * (max(ticks, default=-1) + 1)
-        for t in ticks:
-            texts[t] = str(t)
-        self.labels.set_labels(texts, self.fontsize)
-        return np.asarray(ticks)
+def _relabel(ax: Axes, kept: list, side: str, texts: Sequence[str], fontsize: float, vertical: bool = False) -> list:
+    """Show the non-blank of ``texts`` (one per cell) on ``side`` of ``ax`` as :func:`_text_row` /
+    :func:`_text_column` place them, rewriting the text artists in ``kept`` (made on first need and kept: making a
+    text artist costs more than changing one) and blanking those left over; returns the artists showing them."""
+    rotation, ha, va = _label_alignment(side, vertical)
+    shown = [(cell, str(text)) for cell, text in enumerate(texts) if str(text).strip()]
+    while len(kept) < len(shown):
+        kept.append(ax.text(0.0, 0.0, "", transform=_label_transform(ax, side), ha=ha, va=va))
+    for i, artist in enumerate(kept):
+        cell, text = shown[i] if i < len(shown) else (0, "")
+        artist.set(text=text, position=(cell, 0.0) if side == "x" else (0.0, cell), fontsize=fontsize,
+                   rotation=rotation)
+    return kept[:len(shown)]

@@ -12,7 +12,6 @@ from matplotlib.figure import Figure
 
 from ..core import check_heads
 from ..lab import attention_flops, attention_parameters
-from ..views import StampedText, stamped_suptitle
 from ._base import Explorer, InvalidCombination
 
 __all__ = ["LayerCalculator"]
@@ -80,10 +79,8 @@ class LayerCalculator(Explorer):
         self.flop_bars = self.ax_flops.barh(rows, [0] * len(rows), color=FLOPS_COLOUR)
         self.ax_params.set_yticks(rows, self.STEPS)
         self.ax_params.invert_yaxis()  # the forward pass reads top to bottom
-        # the texts a move rewrites are pasted from kept pictures of themselves (views.stamps): a count shown
-        # before (every "0", the parameters while N moves) costs almost nothing the next time
-        self.param_labels = [self.ax_params.add_artist(StampedText(0, r, "", va="center", fontsize=8)) for r in rows]
-        self.flop_labels = [self.ax_flops.add_artist(StampedText(0, r, "", va="center", fontsize=8)) for r in rows]
+        self.param_labels = [self.ax_params.text(0, r, "", va="center", fontsize=8) for r in rows]
+        self.flop_labels = [self.ax_flops.text(0, r, "", va="center", fontsize=8) for r in rows]
         self.ax_params.set_title("learnable parameters", fontsize=10)
         self.ax_flops.set_title("FLOPs for one sequence", fontsize=10)
         for ax in (self.ax_params, self.ax_flops):
@@ -91,7 +88,7 @@ class LayerCalculator(Explorer):
             ax.spines[["top", "right", "bottom"]].set_visible(False)
         for ax in (self.ax_params, self.ax_flops):
             ax.set_xlim(0, 1.45)  # bars are drawn relative to the panel's largest; labels give the numbers
-        self.title = stamped_suptitle(figure, 10)
+        self.title = figure.suptitle("", fontsize=10)
         figure.subplots_adjust(left=0.17, right=0.97, top=0.83, bottom=0.04, wspace=0.28)
         # only these change on a slider move; the axes, tick labels and titles are drawn once
         self.dynamic([*self.param_bars, *self.flop_bars, *self.param_labels, *self.flop_labels, self.title])

@@ -7,10 +7,8 @@ offer cuts it into equal heads: no slider position is impossible. The picture sh
 shape of every step of :class:`attn_helpers.Attention` for the current values.
 
 Speed: matplotlib draws the grid of labelled heatmaps once per layout (number of heads and
-tokens), moving the panels it made the first time (:class:`~attn_helpers.views.LiveHeadGrid`). The
-token labels stand where tick labels would, each word pasted from a picture of it drawn once by
-matplotlib's text code (8 heads over 32 tokens carry 192 labels; drawing each as text took most of a
-layout change). A move that keeps the layout (``chan``) only changes the heatmaps' data, and only
+tokens), moving the panels it made the first time (:class:`~attn_helpers.views.LiveHeadGrid`), with
+token labels as plain text where tick labels would stand. A move that keeps the layout (``chan``) only changes the heatmaps' data, and only
 they are drawn again onto the kept picture (:class:`~attn_helpers.widgets.Explorer`). ``make bench``
 times both kinds of move against redrawing everything, as ``interact`` would.
 """

@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from ..core import check_heads
 from ..lab import projected_qkv
 from ..lab.example import SENTENCE
-from ..views import SIGNED_CMAP, LiveTicks, heatmap, stamped_title, to_numpy
+from ..views import SIGNED_CMAP, heatmap, to_numpy
 from ._base import Explorer, InvalidCombination
 
 __all__ = ["ProjectionExplorer", "SENTENCE"]
@@ -67,7 +67,6 @@ class ProjectionExplorer(Explorer):
         n = len(self.tokens)
         self.axes = axes
         self.images = []
-        self.x_ticks: list[LiveTicks] = []
         self.head_lines: list[list] = []
         for i, (ax, name) in enumerate(zip(axes, ("x", "q", "k", "v"))):
             bound = self.ranges[0] if i == 0 else self.ranges[1]
@@ -76,18 +75,16 @@ class ProjectionExplorer(Explorer):
                             annotate=False, colorbar=False)
             if i:
                 ax.set_yticklabels([])
+            ax.set_xticks([])  # the title gives the width: a number under the axis would be drawn anew on each move
             self.images.append(image)
-            # the first and last feature numbered: the widths follow the sliders, so these are redrawn on each move
-            self.x_ticks.append(LiveTicks(ax, grid=False, fontsize=ax.xaxis.get_majorticklabels()[0].get_fontsize()))
             lines = [ax.axvline(0, color="black", lw=0.8, ls="--", visible=False) for _ in range(MAX_HEADS - 1)]
             self.head_lines.append(lines)
         colorbars = [figure.colorbar(self.images[0], cax=figure.add_subplot(grid[0, 1])),
                      figure.colorbar(self.images[1], cax=figure.add_subplot(grid[0, 5]), label="q, k, v value")]
-        # A move changes the widths (x ticks), the data, titles and head lines; the frames, the axis and token labels
-        # and the colour bars (one fixed scale, see X_RANGE) are kept.
+        # A move changes the data, the titles (with the widths) and the head lines; the frames, the axis and token
+        # labels and the colour bars (one fixed scale, see X_RANGE) are kept.
         self.colorbars = colorbars
-        self.titles = [stamped_title(ax) for ax in axes]  # pasted from kept pictures of themselves (views.stamps)
-        self.dynamic([*self.images, *(artist for ticks in self.x_ticks for artist in ticks.artists), *self.titles,
+        self.dynamic([*self.images, *(ax.title for ax in axes),
                       *(line for lines in self.head_lines for line in lines)])
 
     def _compute(self, dim: int, chan: int, num_heads: int, qkv_bias: bool) -> dict[str, torch.Tensor]:
@@ -119,15 +116,13 @@ class ProjectionExplorer(Explorer):
         t = self._compute(dim, chan, num_heads, qkv_bias)
         n = len(self.tokens)
         head_dim = chan // num_heads
-        panels = zip(self.axes, self.images, self.x_ticks, self.titles, ("x", "q", "k", "v"))
-        for i, (ax, image, ticks, title, name) in enumerate(panels):
+        for i, (ax, image, name) in enumerate(zip(self.axes, self.images, ("x", "q", "k", "v"))):
             values = to_numpy(t[name][0])  # (N, width)
             width = values.shape[1]
             image.set_data(values)
             image.set_extent((-0.5, width - 0.5, n - 0.5, -0.5))
             ax.set_xlim(-0.5, width - 0.5)
-            ticks.set_ticks([0, width - 1])  # first and last feature
-            title.set_text(f"{name}  ({n} × {width})")
+            ax.set_title(f"{name}  ({n} × {width})")
             for h, line in enumerate(self.head_lines[i]):
                 boundary = (h + 1) * head_dim
                 show = i > 0 and h + 1 < num_heads

@@ -19,7 +19,7 @@ import torch
 from matplotlib.figure import Figure
 
 from ..core import DEFAULT_BASE, apply_rope, rope_frequencies, rope_pair_scores
-from ..views import HEAD_COLOURS, stamped_suptitle, stamped_title
+from ..views import HEAD_COLOURS
 from ._base import Explorer
 
 __all__ = ["RopeExplorer"]
@@ -97,14 +97,7 @@ class RopeExplorer(Explorer):
                                         label="key at n")[0])  # wider, so a query on top of it leaves it visible
             self.q_lines.append(ax.plot([0, 0], [0, 0], color=Q_COLOUR, lw=2, marker="o", ms=5, markevery=[1],
                                         label="query at m")[0])
-        # Each panel's two-line title is two kept pictures of text (views.stamps): "pair p, θ" and "\n apart, term",
-        # laid out as one two-line title would be, so a move that keeps the pair draws only the second line anew.
-        self.pair_titles, self.move_titles = [], []
-        for ax in self.arrow_axes:
-            self.pair_titles.append(stamped_title(ax))
-            self.move_titles.append(stamped_title(ax))
-            for title in (self.pair_titles[-1], self.move_titles[-1]):
-                title.set_fontsize(9)
+        self.titles = [ax.set_title("", fontsize=9) for ax in self.arrow_axes]  # two lines: the pair; the angle
         self.arrow_axes[0].legend(loc="lower left", fontsize=8, frameon=False, handlelength=1.2,
                                   bbox_to_anchor=(-0.05, -0.22), ncol=2)
         self.ax_curve = figure.add_subplot(grid[0, 3])
@@ -122,20 +115,19 @@ class RopeExplorer(Explorer):
         self.ax_curve.legend(loc="upper right", fontsize=8, frameon=False, ncol=2)
         self.marker = self.ax_curve.axvline(0, color="0.4", ls=":", lw=1.2)
         self.dots = self.ax_curve.plot([0, 0, 0, 0], [0, 0, 0, 0], ls="none", marker="o", ms=5, color="black")[0]
-        self.title = stamped_suptitle(figure, 10)
-        self.dynamic([*self.q_lines, *self.k_lines, *self.pair_titles, *self.move_titles, self.term_lines[1],
+        self.title = figure.suptitle("", fontsize=10)
+        self.dynamic([*self.q_lines, *self.k_lines, *self.titles, self.term_lines[1],
                       self.marker, self.dots, self.title])
 
     def update(self, offset: int, pair: int) -> str:
         q_pairs, k_pairs = self.arrows(offset)  # (P, 2) each
         row = offset + self.max_offset  # index into self.offsets
         names = ("fastest", "chosen", "slowest")
-        panels = zip(self.pair_titles, self.move_titles, self.q_lines, self.k_lines, self.shown_pairs(pair), names)
-        for pair_title, move_title, q_line, k_line, p, name in panels:
+        for title, q_line, k_line, p, name in zip(self.titles, self.q_lines, self.k_lines, self.shown_pairs(pair), names):
             q_line.set_data([0, q_pairs[p, 0]], [0, q_pairs[p, 1]])
             k_line.set_data([0, k_pairs[p, 0]], [0, k_pairs[p, 1]])
-            pair_title.set_text(f"{name}: pair {p}, θ = {self.theta[p].item():.3g}\n")
-            move_title.set_text(f"\napart {self._degrees(offset, p):.0f}°, term {self.terms[row, p]:+.2f}")
+            title.set_text(f"{name}: pair {p}, θ = {self.theta[p].item():.3g}\n"
+                           f"apart {self._degrees(offset, p):.0f}°, term {self.terms[row, p]:+.2f}")
         self.term_lines[1].set_ydata(self.terms[:, pair])
         self.marker.set_xdata([offset, offset])
         shown = self.shown_pairs(pair)

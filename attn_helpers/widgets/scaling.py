@@ -2,7 +2,8 @@
 
 A ``d_k`` slider, a "divide by √d_k" switch and a temperature slider act on the scores of a short
 labelled sentence, ``q @ k^T * scale / temperature``. The picture shows one query's softmax weights
-as bars and the whole weights matrix as a heatmap; the status line prints the variance of the
+as bars, each with its number, and the whole weights matrix as a heatmap (colours only: numbers in its 36 cells
+would be laid out and drawn anew on every move); the status line prints the variance of the
 scores, the largest weight and the entropy, averaged over the rows.
 
 The sentence's q and k have ``MAX_D_K`` independent standard-normal features per word (equal
@@ -22,7 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from ..lab import scaled_logits, softmax_statistics
-from ..views import WEIGHTS_CMAP, StampedText, annotate_cells, heatmap, stamped_title, text_colour, to_numpy
+from ..views import WEIGHTS_CMAP, heatmap, to_numpy
 from ._base import Explorer, InvalidCombination
 from .projection import SENTENCE
 
@@ -82,20 +83,16 @@ class ScalingExplorer(Explorer):
         self.ax_bars.set_ylabel("softmax weight")
         self.ax_bars.axhline(1.0 / n, color="grey", ls=":", lw=1, label=f"uniform: 1/{n}")
         self.ax_bars.legend(loc="upper right", fontsize=8, frameon=False)
-        # the texts a move rewrites are pasted from kept pictures of themselves (views.stamps): a value or a title
-        # shown once costs almost nothing the next time
-        self.bar_labels = [self.ax_bars.add_artist(StampedText(i, 0, "", ha="center", va="bottom", fontsize=8))
-                           for i in range(n)]
-        self.bars_title = stamped_title(self.ax_bars)
+        self.bar_labels = [self.ax_bars.text(i, 0, "", ha="center", va="bottom", fontsize=8) for i in range(n)]
+        self.bars_title = self.ax_bars.set_title("")
         zeros = np.zeros((n, n))
         self.map_image = heatmap(zeros, self.tokens, ax=self.ax_map, cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0,
                                  annotate=False, colorbar=False, title="weights = softmax(raw_scores × scale / τ)")
-        self.map_texts = annotate_cells(self.ax_map, zeros, self.map_image, stamped=True)
         figure.colorbar(self.map_image, ax=self.ax_map, fraction=0.046, pad=0.04)
         self.row_box = Rectangle((-0.5, -0.5), n, 1, fill=False, edgecolor="#e66101", lw=2)
         self.ax_map.add_patch(self.row_box)
         # only these change on a move; the axes, tick labels, legend and colour bar are kept
-        self.dynamic([*self.bars, *self.bar_labels, self.bars_title, self.map_image, *self.map_texts, self.row_box])
+        self.dynamic([*self.bars, *self.bar_labels, self.bars_title, self.map_image, self.row_box])
 
     def _logits(self, d_k: int, scaled: bool, temperature: float) -> torch.Tensor:
         if temperature <= 0:
@@ -116,9 +113,6 @@ class ScalingExplorer(Explorer):
         self.bars_title.set_text(f"weights of query {query} '{self.tokens[query]}'")
         array = to_numpy(weights)
         self.map_image.set_data(array)
-        for text, value in zip(self.map_texts, array.ravel()):
-            text.set_text(f"{value:.2f}")
-            text.set_color(text_colour(self.map_image, value))
         self.row_box.set_y(query - 0.5)
         stats = softmax_statistics(logits)
         scale = (d_k ** -0.5 if scaled else 1.0) / temperature

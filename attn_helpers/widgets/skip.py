@@ -13,10 +13,9 @@ uses the first layers of the same stack, and both widths share every layer after
 difference on screen comes from the control that moved.
 
 A move redraws only what changes (see :class:`~attn_helpers.widgets.Explorer`): the three
-curves, the title, the note's numbers and the x ticks (the range follows the depth); the y axis, legend,
-axis labels and frame are kept from the first picture. The texts that change are pasted from kept pictures
-of themselves (:mod:`attn_helpers.views.stamps`): matplotlib draws each glyph anew on every draw, which was
-most of a move's time.
+curves, the title and the x axis (its range follows the depth); the y axis, legend and frame are kept
+from the first picture. The numbers at the output are in the status line, not in the picture: matplotlib
+lays out and draws every text anew on each draw.
 """
 
 from __future__ import annotations
@@ -27,12 +26,9 @@ import ipywidgets as W
 import numpy as np
 import torch
 from matplotlib.figure import Figure
-from matplotlib.font_manager import FontProperties
 from matplotlib.ticker import MaxNLocator
-from matplotlib.transforms import ScaledTranslation
 
 from ..lab import AttentionStack, one_thread, seeded_stack, signal_through_stack
-from ..views import LiveTicks, StampedText, stamped_title, text_width
 from ._base import Explorer, InvalidCombination
 
 __all__ = ["SkipExplorer"]
@@ -41,8 +37,6 @@ WIRING_OPTIONS = (("x + attention(x)", "identity"), ("v + attention (walkthrough
 MAX_DEPTH = 32
 MAX_SEED = 7
 V_SCALES = (("default", 1.0), ("× √3", math.sqrt(3.0)))  # PyTorch's Linear init, and that times sqrt(3)
-NOTE_AT = (0.67, 0.16)  # the note's lower left corner, in figure fractions
-NOTE_COLUMN = 11  # its numbers start this many characters right of its words
 Y_RANGE = (1e-18, 1e6)  # fixed, so switching the wiring shows the change in size instead of a rescaled axis
 
 
@@ -126,24 +120,18 @@ class SkipExplorer(Explorer):
         self.ax.set_ylim(*Y_RANGE)
         self.ax.set_ylabel("size (log scale)")
         self.ax.tick_params(axis="y", labelsize=11.5)  # its exponents are 0.7 of this: 9 px at 80 dpi
-        self.ax.grid(True, axis="y", which="major", alpha=0.3)
-        # the x range follows the depth: its ticks are redrawn on every move, its label is kept
-        self.x_ticks = LiveTicks(self.ax, MaxNLocator(integer=True))  # layers are whole numbers
+        self.ax.grid(True, which="major", alpha=0.3)
+        # the x range follows the depth: the x axis (ticks, grid lines, label) is redrawn on every move
+        # layers are whole numbers; at most 6 ticks (each tick label is laid out and drawn anew on every move)
+        self.ax.xaxis.set_major_locator(MaxNLocator(nbins=5, integer=True))
         self.ax.set_xlabel("layer (0 = the input)")
         self.rms_line, = self.ax.plot([], [], "o-", color="#5b7fb5", ms=3, label="RMS of the hidden state")
         self.token_std_line, = self.ax.plot([], [], "s--", color="#1b9e77", ms=3, label="token std (across tokens)")
         self.grad_line, = self.ax.plot([], [], "^-", color="#e66101", ms=3, label="gradient at the layer's parameters")
         self.ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
-        self.title = stamped_title(self.ax)
-        # the note's words are kept; its numbers, a column beside them, change on every move
-        note = {"fontsize": 8, "va": "bottom", "family": "monospace", "linespacing": 1.25}
-        figure.text(NOTE_AT[0], NOTE_AT[1], "at the output:\n RMS\n token std\ngradient at\n layer 1", **note)
-        column = ScaledTranslation(_advance(NOTE_COLUMN, 8), 0.0, figure.dpi_scale_trans)
-        self.note = StampedText(*NOTE_AT, "", transform=figure.transFigure + column, **note)
-        figure.add_artist(self.note)
-        # redrawn on every move (the texts as kept pictures of themselves: see views.stamps)
-        self.dynamic([*self.x_ticks.artists, self.rms_line, self.token_std_line, self.grad_line, self.title,
-                      self.note])
+        self.title = self.ax.set_title("")
+        # redrawn on every move
+        self.dynamic([self.ax.xaxis, self.rms_line, self.token_std_line, self.grad_line, self.title])
 
     def update(self, wiring: str, depth: int, dim: int, seed: int, v_scale: float) -> str:
         m = self.measure(wiring, depth, dim, seed, v_scale)
@@ -153,15 +141,9 @@ class SkipExplorer(Explorer):
         self.token_std_line.set_data(layers, np.maximum(m["token_std"], floor))
         self.grad_line.set_data(layers[1:], np.maximum(m["grad_norm"], floor))
         self.ax.set_xlim(-0.5, depth + 0.5)
-        self.x_ticks.set_range(-0.5, depth + 0.5)
         label = dict((v, k) for k, v in WIRING_OPTIONS)[wiring]
         scale = dict((v, k) for k, v in V_SCALES)[v_scale]
         self.title.set_text(f"{depth} layer{'s' if depth > 1 else ''} joined by: {label}; random seed {seed}, W_v {scale}")
-        token_std = f"{m['token_std'][-1]:.2g}"
-        self.note.set_text(f"\n{m['rms'][-1]:.2g}\n{token_std}\n\n{m['grad_norm'][0]:.2g}")
-        return f"output RMS {m['rms'][-1]:.2g}, token std {token_std}, gradient at layer 1 {m['grad_norm'][0]:.2g}"
+        return (f"output RMS {m['rms'][-1]:.2g}, token std {m['token_std'][-1]:.2g}, "
+                f"gradient at layer 1 {m['grad_norm'][0]:.2g}")
 
-
-def _advance(columns: int, fontsize: float) -> float:
-    """How far ``columns`` characters of the monospace font reach, in inches."""
-    return text_width("0" * columns, FontProperties(family="monospace", size=fontsize)) / 72.0

@@ -78,7 +78,7 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
         # a multiplicative 1/0 mask added to the scores blocks nothing
         "3.6": ("answer = lambda blocked, dtype: blocked.to(dtype)", "blocks nothing"),
         # section 3a.2's line for a keep mask, copied: this mask is in the blocked convention
-        # (the harness keeps one case per exercise, so this one is covered in test_checks_03_04.py)
+        # (the harness keeps one case per exercise, so this one is covered in tests/checks/test_masking.py)
     },
     # 04 · Weighted values and cross-attention
     "04": {

@@ -150,21 +150,22 @@ def test_equal_words_get_equal_rows(explorer):
 def test_the_sentence_has_32_words_and_the_panels_are_labelled_with_the_first_tokens(explorer):
     assert len(HeadsExplorer.SENTENCE) == 32
     explorer.set(tokens=11)
-    grid, last = explorer.grid, len(explorer.images) - 1
+    grid, heads = explorer.grid, len(explorer.images)
+    last = (-(-heads // 4) - 1) * 4  # the first column's lowest panel
     words = list(HeadsExplorer.SENTENCE[:11])
-    # The labels stand where tick labels would (LiveHeadGrid's TokenLabels): queries down the first panel's left
-    # edge, keys under the last panel.
-    assert grid.query_labels[0].texts == words and grid.key_labels[last].texts == words
-    assert grid.query_labels[0].fontsize == grid.key_labels[last].fontsize >= 8.0
+    # The labels stand where tick labels would (LiveHeadGrid's text labels): queries down the first panel's left
+    # edge, keys under the first column's lowest panel.
+    assert [t.get_text() for t in grid.query_labels[0]] == words == [t.get_text() for t in grid.key_labels[last]]
+    assert grid.query_labels[0][0].get_fontsize() == grid.key_labels[last][0].get_fontsize() >= 8.0
     explorer.set(tokens=5)  # a new layout replaces the labels, it does not add to them
-    assert grid.query_labels[0].texts == words[:5]
+    assert [t.get_text() for t in grid.query_labels[0]] == words[:5]
+    shown = [t for panel in (*grid.key_labels, *grid.query_labels) for t in panel]
+    assert sum(t.get_text() == words[0] for t in explorer.figure.findobj(Text)) == sum(t.get_text() == words[0] for t in shown)
 
 
 def test_every_layout_fits_a_laptops_output_column_with_text_of_8_px_or_more(explorer):
     """At 1366 x 768 with the file browser open JupyterLab's output column is 934 px: a wider picture is shrunk, and
     its text with it (8 heads over 32 tokens was 1234 px, its 6-pt labels 5 px as displayed)."""
-    from attn_helpers.views.labels import TokenLabels
-
     for num_heads in HEAD_COUNTS:
         for tokens in range(TOKENS_MIN, TOKENS_MAX + 1):
             explorer.set(num_heads=num_heads, tokens=tokens)
@@ -173,8 +174,6 @@ def test_every_layout_fits_a_laptops_output_column_with_text_of_8_px_or_more(exp
             px = explorer.figure.dpi / explorer.pixel_density / 72.0  # CSS px per point
             sizes = [(t.get_fontsize() * px, t.get_text()) for t in explorer.figure.findobj(Text)
                      if t.get_text().strip() and t.get_visible() and (t.axes is None or t.axes.get_visible())]
-            sizes += [(labels.fontsize * px, labels.texts[0]) for labels in explorer.figure.findobj(TokenLabels)
-                      if any(labels.texts)]
             assert min(sizes)[0] >= 8.0, (num_heads, tokens, min(sizes))
     assert explorer.grid.every == 2  # 8 heads over 32 tokens: every second token labelled
 

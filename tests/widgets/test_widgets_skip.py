@@ -130,7 +130,7 @@ def test_a_move_redraws_only_what_changed_and_shows_the_full_picture(change):
     e.set(**change)
     assert e.valid
     redrawn = list(e._dynamic)
-    assert {e.rms_line, e.token_std_line, e.grad_line, e.title, e.note, *e.x_ticks.artists} <= set(redrawn)
+    assert {e.rms_line, e.token_std_line, e.grad_line, e.title, e.ax.xaxis} <= set(redrawn)
     for artist in redrawn:
         artist.set_animated(False)
     buffer = io.BytesIO()
@@ -147,11 +147,10 @@ def test_a_move_redraws_only_what_changed_and_shows_the_full_picture(change):
 @pytest.mark.parametrize("depth", [1, 2, 8, 32])
 def test_layer_ticks_are_whole_numbers_and_follow_the_depth(explorer, depth):
     explorer.set(wiring="identity", depth=depth, dim=64)
-    marks = explorer.x_ticks.marks.get_xdata()
-    labels = explorer.x_ticks.labels.texts
-    assert list(explorer.ax.get_xticks()) == []  # matplotlib's own ticks are replaced, not drawn twice
+    low, high = explorer.ax.get_xlim()
+    marks = [t for t in explorer.ax.get_xticks() if low <= t <= high]
     assert len(marks) >= 2 and marks[0] == 0 and max(marks) <= depth and max(marks) > depth / 2
-    assert [int(t) for t in labels if t] == list(marks)  # one label per mark, at its layer
+    assert all(float(t).is_integer() for t in marks)
     assert explorer.title.get_text().startswith("1 layer joined" if depth == 1 else f"{depth} layers joined")
 
 
