@@ -54,6 +54,8 @@ from .probes import (  # noqa: F401
     AttentionStack,
     signal_through_stack,
     depth_sweep,
+    weights_after_steps,
+    window_reach,
 )
 from .tasks import (  # noqa: F401
     IGNORE,
@@ -161,6 +163,8 @@ __all__ = [
     "AttentionStack",
     "signal_through_stack",
     "depth_sweep",
+    "weights_after_steps",
+    "window_reach",
     "IGNORE",
     "HELD_OUT_SEED",
     "Task",
