@@ -188,8 +188,8 @@ def alibi_bias(num_heads: int, n_q: int, n_k: int | None = None) -> Tensor:
     """
     check_positive_int("n_q", n_q)
     n_k = n_q if n_k is None else check_positive_int("n_k", n_k)
-    offset = torch.arange(n_q, dtype=torch.float64)[:, None] - torch.arange(n_k, dtype=torch.float64)  # (n_q, n_k): i - j
-    return -alibi_slopes(num_heads)[:, None, None] * offset  # (H, n_q, n_k)
+    back = torch.arange(n_k, dtype=torch.float64) - torch.arange(n_q, dtype=torch.float64)[:, None]  # (n_q, n_k): j - i
+    return alibi_slopes(num_heads)[:, None, None] * back  # (H, n_q, n_k): -slope * (i - j)
 
 
 # --- Absolute positions: sinusoidal and learned ---

@@ -5,7 +5,8 @@ Modules: ``example`` (the running sentence and its embedding table), ``tasks`` (
 tasks), ``wiring`` (lesson 06's skip wirings), ``tiny_model``, ``training`` (Adam and the training loop),
 ``experiments`` (head knockouts, accuracy at other lengths), ``tables`` (every text table, through one
 formatter), ``probes`` (softmax saturation, stacks of layers), ``generation`` (lesson 09's character model),
-``measure`` (cost formulas and measuring tools), ``bert`` and ``pretrained`` (lesson 11), ``seeded`` and
+``measure`` (cost formulas and measuring tools), ``bert`` and ``pretrained`` (lesson 11), ``references``
+(lesson 12's ``transformers`` layers), ``seeded`` and
 ``threads`` (seeded draws that leave the global random state alone; one math thread). Lessons call every
 name through this face (``lab.TrainConfig``).
 """
@@ -56,6 +57,11 @@ from .probes import (  # noqa: F401
     depth_sweep,
     weights_after_steps,
     window_reach,
+)
+from .references import (  # noqa: F401
+    REFERENCE_LAYERS,
+    reference_layer,
+    reference_forward,
 )
 from .tasks import (  # noqa: F401
     IGNORE,
@@ -165,6 +171,9 @@ __all__ = [
     "depth_sweep",
     "weights_after_steps",
     "window_reach",
+    "REFERENCE_LAYERS",
+    "reference_layer",
+    "reference_forward",
     "IGNORE",
     "HELD_OUT_SEED",
     "Task",
