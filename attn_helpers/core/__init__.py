@@ -30,7 +30,7 @@ from .multihead import MultiHeadAttention  # noqa: F401
 from .positions import (DEFAULT_BASE, PAIRINGS, LearnedPositions, RotaryAttention, alibi_bias, alibi_slopes,  # noqa: F401
                         apply_rope,
                         equivariance_gap, permute_tokens, rope_frequencies, rope_pair_scores, sinusoidal_encoding)
-from .grouped import GroupedQueryAttention, grouped_query_attention  # noqa: F401
+from .grouped import TRANSFORMERS_LAYERS, GroupedQueryAttention, grouped_query_attention  # noqa: F401
 from .kv_cache import KVCache, cached_attention_step  # noqa: F401
 from .tiled import online_softmax, online_softmax_update, tiled_attention  # noqa: F401
 from .block import ACTIVATIONS, TransformerBlock  # noqa: F401
@@ -42,6 +42,6 @@ __all__ = [
     "split_heads", "merge_heads", "repeat_kv_heads", "Intermediates", "Observer", "Traceable", "Attention", "AttentionHead",
     "ConcatHeadsAttention", "MultiHeadAttention", "DEFAULT_BASE", "PAIRINGS", "alibi_slopes", "alibi_bias", "rope_frequencies", "apply_rope",
     "rope_pair_scores", "sinusoidal_encoding", "LearnedPositions", "permute_tokens", "equivariance_gap",
-    "RotaryAttention", "grouped_query_attention", "GroupedQueryAttention", "KVCache", "cached_attention_step",
+    "RotaryAttention", "grouped_query_attention", "GroupedQueryAttention", "TRANSFORMERS_LAYERS", "KVCache", "cached_attention_step",
     "online_softmax_update", "online_softmax", "tiled_attention", "TransformerBlock", "ACTIVATIONS",
 ]
