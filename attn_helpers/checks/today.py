@@ -19,6 +19,7 @@ from ..core import alibi_bias, alibi_slopes, sliding_window_mask, softmax_with_s
 from ._core import Verdict, checker, compare_tensors, correct, wrong
 from ._function import judge_function
 from ._guard import library, package_calls
+from .masking import boolean_mask_judge
 from ._predict import as_choice, prediction_checker
 
 __all__ = ["check_cache_window_mask", "check_sink_softmax", "check_alibi", "check_softcap_prediction"]
@@ -53,13 +54,8 @@ def _judge_cache_window(n_q: int, n_k: int, window: int) -> Callable[[Any], Verd
         mistakes["you let each query see window - 1 keys"] = (keep(window - 1), "keep i - window < j <= i: "
                                                                                 "`window` keys with the query's own.")
 
-    def judge(got: Any) -> Verdict:
-        if isinstance(got, Tensor) and got.dtype != torch.bool:
-            return wrong(f"your function returns dtype {got.dtype}; the mask should be boolean (True = may attend).",
-                         "a comparison such as j <= i gives booleans directly.")
-        return compare_tensors(got, expected, name="your mask", likely_mistakes=mistakes)
-
-    return judge
+    return boolean_mask_judge(expected, mistakes, needs="the mask should be boolean (True = may attend)",
+                              example="j <= i")
 
 
 @checker
@@ -83,8 +79,9 @@ def _judge_sinks(scores: Tensor, sinks: Tensor) -> Callable[[Any], Verdict]:
     expected = softmax_with_sinks(scores, sinks)  # (B, H, N_q, N_k)
     finite = scores.masked_fill(torch.isneginf(scores), -1e30)  # (B, H, N_q, N_k): no -inf, for the variants
     mistakes = {
-        "you ignored the sinks (a plain softmax)": (
-            torch.softmax(scores, dim=-1), "add exp(sinks[h]) to each row's denominator of head h."),
+        "your rows sum to one, as a plain softmax's (no sink, or the rows normalised again after dropping it)": (
+            torch.softmax(scores, dim=-1), "add exp(sinks[h]) to each row's denominator of head h, and keep the rows "
+                                           "summing to less than one."),
         "you added sinks[h] itself to the denominator, not exp(sinks[h])": (
             torch.exp(finite) / (sinks[:, None, None] + torch.exp(finite).sum(-1, keepdim=True)),
             "the sink is a logit like the scores: it enters the softmax as exp(sinks[h])."),
@@ -95,9 +92,6 @@ def _judge_sinks(scores: Tensor, sinks: Tensor) -> Callable[[Any], Verdict]:
             torch.exp(finite) / (torch.exp(sinks)[None, None, :, None] + torch.exp(finite).sum(-1, keepdim=True))
             if scores.shape[-2] == sinks.shape[0] else scores, "heads are axis -3: sinks[:, None, None] reaches "
                                                                "(H, N_q, 1)."),
-        "you normalised the weights again after dropping the sink (rows sum to one)": (
-            expected / expected.sum(-1, keepdim=True).clamp_min(1e-300),
-            "dropping the sink's column leaves rows that sum to less than one: keep them so."),
     }
 
     def judge(got: Any) -> Verdict:
