@@ -49,6 +49,11 @@ def _judge_cache_window(n_q: int, n_k: int, window: int) -> Callable[[Any], Verd
         "you let each query see window + 1 keys": (keep(window + 1), "the window holds `window` keys counting the "
                                                                      "query's own: keep j > i - window."),
         "you kept only the causal part (no window)": (j <= i, "also drop the keys window or more places back."),
+        "you kept keys to the right of the query (no j <= i)": (
+            j > i - window, "a causal window also hides every key after the query's own position: j <= i."),
+        "every row has the last query's window": (
+            keep(window, torch.full_like(i, n_k - 1)), "row r is the query at position n_k - n_q + r: each row its "
+                                                        "own window."),
     }
     if window > 1:
         mistakes["you let each query see window - 1 keys"] = (keep(window - 1), "keep i - window < j <= i: "
@@ -67,8 +72,8 @@ def check_cache_window_mask(answer: Any) -> Verdict:
     cases = [((n_q, n_k, w), f"for n_q = {n_q}, n_k = {n_k}, window = {w}", _judge_cache_window(n_q, n_k, w))
              for n_q, n_k, w in ((1, 9, 4), (3, 11, 5), (5, 5, 2), (2, 6, 20))]
     return judge_function(answer, cases, watched=_TODAY_LIBRARY, example="window_mask(n_q, n_k, window)",
-                          lines="i = torch.arange(n_k - n_q, n_k)[:, None] (the queries' positions), "
-                                "j = torch.arange(n_k)[None, :], keep (j <= i) & (j > i - window).",
+                          lines="place the queries at the newest positions, n_k - n_q ... n_k - 1, the keys at "
+                                "0 ... n_k - 1, and keep key j for query i when i - window < j <= i.",
                           success="for one query, a prefill, a square mask and a window longer than the cache: each "
                                   "new token keeps itself and the window - 1 keys before it.")
 
@@ -131,8 +136,10 @@ def check_sink_softmax(answer: Any) -> Verdict:
     cases = [((scores, sinks), description, _judge_sinks(scores, sinks))
              for scores, sinks, description in _sink_cases()]
     return judge_function(answer, cases, watched=_TODAY_LIBRARY, example="sink_softmax(scores, sinks)",
-                          lines="sink = sinks[:, None, None].expand(*scores.shape[:-1], 1), then "
-                                "torch.softmax(torch.cat([scores, sink], dim=-1), dim=-1)[..., :-1].",
+                          lines="give every row of head h one more logit, sinks[h], take the softmax over the keys "
+                                "and that logit, then drop the sink's weight.",
+                          raised="sinks has shape (H,): to line up with the heads axis of scores (B, H, N_q, N_k) "
+                                 "it must become (H, 1, 1); a trailing axis added to (H,) lines H up with N_q.",
                           success="on three sizes and on masked rows: each row's weights are exp(score) / "
                                   "(exp(sink) + Σ exp(scores)), summing to less than one, and a fully masked "
                                   "row is all zeros.")
@@ -159,9 +166,26 @@ def _judge_alibi(num_heads: int, n: int) -> Callable[[Any], Verdict]:
                                   "2 ** (-8 / num_heads), not 1."),
         "your slopes are in reverse order": (
             -slopes.flip(0) * (i - j), "head 0 has the largest slope, 2 ** (-8 / num_heads)."),
+        "your slopes are those of 8 heads, 2^-(h+1), whatever num_heads is": (
+            -(2.0 ** -(torch.arange(num_heads, dtype=torch.float64) + 1))[:, None, None] * (i - j),
+            "the exponent is -8 (h + 1) / num_heads: 8 heads give 1/2 ... 1/256, 4 heads 1/4 ... 1/256."),
+        "the exponent is rounded down (// instead of /)": (
+            -(2.0 ** -((8 * (torch.arange(num_heads) + 1)) // num_heads).to(torch.float64))[:, None, None] * (i - j),
+            "divide with /, not //: for 16 heads the slopes are 2^-0.5, 2^-1, 2^-1.5, ..."),
+        "the keys to the right of the query got 0 (the distance clamped)": (
+            -slopes * (i - j).clamp_min(0), "write -slope (i - j) for every i and j, also where j > i; the causal "
+                                            "mask removes those keys later."),
     }
-    return lambda got: compare_tensors(got, expected, name="your bias", likely_mistakes=mistakes, atol=1e-6,
-                                       rtol=1e-6)  # a float32 answer is right
+
+    def judge(got: Any) -> Verdict:
+        if isinstance(got, Tensor) and got.is_floating_point() and torch.isinf(got).any():
+            return wrong("your bias holds -inf: that is the causal mask.",
+                         "leave the mask out: the exercise asks for -slope (i - j) for every i and j, and the model "
+                         "adds the mask separately.")
+        return compare_tensors(got, expected, name="your bias", likely_mistakes=mistakes, atol=1e-6,
+                               rtol=1e-6)  # a float32 answer is right
+
+    return judge
 
 
 @checker
@@ -172,8 +196,8 @@ def check_alibi(answer: Any) -> Verdict:
     ``build_alibi_tensor``) are refused."""
     cases = [((h, n), f"for num_heads = {h}, n = {n}", _judge_alibi(h, n)) for h, n in ((4, 5), (2, 9), (16, 3))]
     return judge_function(answer, cases, watched=_TODAY_LIBRARY, example="alibi(num_heads, n)",
-                          lines="slopes = 2 ** (-8 * torch.arange(1, num_heads + 1) / num_heads); "
-                                "offset = i - j from two aranges; return -slopes[:, None, None] * offset.",
+                          lines="head h (from 0) has the slope 2 ** (-8 (h + 1) / num_heads); query i and key j get "
+                                "-slope (i - j): one (n, n) matrix per head.",
                           success="for 2, 4 and 16 heads: zero on the diagonal, -slope_h for the key one place back, "
                                   "each head its own slope.")
 

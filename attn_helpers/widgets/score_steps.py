@@ -72,7 +72,7 @@ class ScoreStepsExplorer(Explorer):
         ax.text(n - 0.3, -0.8, "row sum", ha="left", va="center", fontsize=8, fontweight="bold", clip_on=False)
         figure.colorbar(self.artist, ax=ax, fraction=0.046, pad=0.13, label="attention weight")
         self.dynamic([self.artist, ax.title, *self.sum_texts])  # what update changes; the rest is kept
-        figure.subplots_adjust(left=0.14, right=0.95, bottom=0.16, top=0.9)
+        figure.subplots_adjust(left=0.14, right=0.95, bottom=0.2, top=0.9)
 
     def update(self, window: int, softcap: float, use_sink: bool, sink: float, spread: float) -> str:
         scores = self.base_scores * spread  # (N, N)
