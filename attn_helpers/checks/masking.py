@@ -44,10 +44,17 @@ def _judge_window(n: int, w: int) -> Callable[[Any], Verdict]:
         mistakes["you let each query see w - 1 keys"] = (
             window(w - 1), "the window holds w keys counting the query itself: keep i - w < j <= i.")
 
+    return boolean_mask_judge(expected, mistakes, needs="masked_fill needs a boolean mask", example="j > i")
+
+
+def boolean_mask_judge(expected: Tensor, mistakes: dict[str, tuple[Tensor, str]], *, needs: str,
+                       example: str) -> Callable[[Any], Verdict]:
+    """The judge of a boolean mask: a non-boolean answer is told ``needs`` (a comparison such as ``example`` gives
+    booleans), any other answer is compared with ``expected`` and its ``mistakes``."""
     def judge(got: Any) -> Verdict:
         if isinstance(got, Tensor) and got.dtype != torch.bool:
-            return wrong(f"your function returns dtype {got.dtype}; masked_fill needs a boolean mask.",
-                         "a comparison such as j > i gives booleans directly.")
+            return wrong(f"your function returns dtype {got.dtype}; {needs}.",
+                         f"a comparison such as {example} gives booleans directly.")
         return compare_tensors(got, expected, name="your mask", likely_mistakes=mistakes)
 
     return judge

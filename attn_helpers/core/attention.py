@@ -11,10 +11,10 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from .arguments import check_mask, check_probability, check_qkv, check_tensor, shape_of
+from .arguments import broadcast_shape, check_mask, check_probability, check_qkv, check_tensor, shape_of
 from .masks import apply_mask
 
-__all__ = ["attention_scores", "attend", "scaled_dot_product_attention"]
+__all__ = ["attention_scores", "softcap_scores", "softmax_with_sinks", "attend", "scaled_dot_product_attention"]
 
 
 def attention_scores(q: Tensor, k: Tensor, *, scale: float | None = None) -> Tensor:
@@ -31,18 +31,58 @@ def attention_scores(q: Tensor, k: Tensor, *, scale: float | None = None) -> Ten
     return (q @ k.transpose(-2, -1)) * scale  # (..., N_q, N_k)
 
 
+def softcap_scores(scores: Tensor, cap: float) -> Tensor:
+    """Gemma 2's logit soft-capping (lesson 12): ``cap * tanh(scores / cap)``, same shape as ``scores``.
+
+    Near zero it changes almost nothing (``tanh(t) ≈ t``); every score is squashed into ``(-cap, cap)``.
+    """
+    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not cap > 0:
+        raise ValueError(f"softcap must be a number greater than 0, got {cap!r}")
+    return cap * torch.tanh(scores / cap)  # (..., N_q, N_k)
+
+
+def _check_sinks(sinks: object, scores: Tensor) -> Tensor:
+    """``sinks`` as a tensor that broadcasts to ``scores.shape[:-1]``: ``(H,)`` becomes ``(H, 1)``."""
+    if not isinstance(sinks, Tensor) or not sinks.is_floating_point() or sinks.ndim not in (1, 2):
+        raise TypeError(f"sinks must be a floating tensor of one logit per head, shape (H,), got "
+                        f"{getattr(sinks, 'dtype', type(sinks).__name__)} {list(getattr(sinks, 'shape', []))}")
+    given = shape_of(sinks)
+    sinks = sinks[:, None] if sinks.ndim == 1 else sinks  # (H, 1), or (H, N_q): one per head and query row
+    if scores.ndim < 3 or broadcast_shape(sinks.shape, scores.shape[:-1]) != tuple(scores.shape[:-1]):
+        raise ValueError(f"sinks of shape {given} must give one logit per head of the scores (..., H, N_q, N_k), "
+                         f"got scores of shape {shape_of(scores)}")
+    return sinks
+
+
+def softmax_with_sinks(scores: Tensor, sinks: Tensor) -> Tensor:
+    """The softmax over the keys with one more logit per head, a *sink*, whose weight is dropped (gpt-oss).
+
+    ``scores (..., H, N_q, N_k)``, ``sinks (H,)`` -> ``weights (..., H, N_q, N_k)``:
+    ``weights[..., h, i, j] = exp(scores[..., h, i, j]) / (exp(sinks[h]) + Σ_j' exp(scores[..., h, i, j']))``.
+    Each row sums to less than one; the rest went to the sink, which has no value.
+    """
+    sink = _check_sinks(sinks, scores).to(scores.dtype)[..., None].expand(*scores.shape[:-1], 1)  # (..., H, N_q, 1)
+    return torch.softmax(torch.cat([scores, sink], dim=-1), dim=-1)[..., :-1]  # (..., H, N_q, N_k): sink dropped
+
+
 def attend(
-    q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None = None, scale: float | None = None, dropout_p: float = 0.0
+    q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None = None, scale: float | None = None, dropout_p: float = 0.0,
+    softcap: float | None = None, sinks: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The attention formula with its two intermediates: returns ``(out, scores, weights)``.
 
     ``q (..., N_q, d_k)``, ``k (..., N_k, d_k)``, ``v (..., N_k, d_v)`` -> ``out (..., N_q, d_v)``,
-    ``scores (..., N_q, N_k)`` (scaled, then masked) and ``weights (..., N_q, N_k)`` (each row sums to one).
+    ``scores (..., N_q, N_k)`` (scaled, capped, then masked) and ``weights (..., N_q, N_k)`` (each row sums to one).
 
     ``mask``: boolean (``True`` = may attend) or floating (added to the scores), broadcastable to
     ``(..., N_q, N_k)``. ``scale=None`` means ``d_k ** -0.5``; ``scale=0.0`` really means zero (every
     weight equal). ``dropout_p`` drops weights like PyTorch's SDPA does (always, when > 0); the returned
     weights are then the ones after dropout, as used for the output.
+
+    Two steps of today's models (lesson 12), off by default: ``softcap`` squashes the scaled scores to
+    ``softcap * tanh(scores / softcap)`` before the mask (Gemma 2, :func:`softcap_scores`); ``sinks``, one
+    logit per head ``(H,)`` for ``q (..., H, N_q, d_k)``, joins each row's softmax and takes its share of the
+    weight with it (gpt-oss, :func:`softmax_with_sinks`): rows then sum to less than one.
 
     A query row whose keys are *all* blocked (boolean ``False`` or ``-inf`` everywhere) gets zero
     weights and a zero output, never NaN. (A plain ``torch.softmax`` over such a row, and
@@ -51,11 +91,14 @@ def attend(
     q, k, v = check_qkv(q, k, v)
     dropout_p = check_probability("dropout_p", dropout_p)
     scores = attention_scores(q, k, scale=scale)  # (..., N_q, N_k)
+    if softcap is not None:
+        scores = softcap_scores(scores, softcap)  # (..., N_q, N_k): squashed into (-softcap, softcap)
     if mask is not None:
         scores = apply_mask(scores, check_mask(mask, scores.shape))  # (..., N_q, N_k)
     # A row whose every key is blocked has only -inf scores; softmax would give NaN (0/0). Its weights are zeros.
     dead_rows = torch.isneginf(scores).all(dim=-1, keepdim=True)  # (..., N_q, 1)
-    weights = torch.softmax(scores.masked_fill(dead_rows, 0.0), dim=-1)  # (..., N_q, N_k)
+    live = scores.masked_fill(dead_rows, 0.0)  # (..., N_q, N_k)
+    weights = torch.softmax(live, dim=-1) if sinks is None else softmax_with_sinks(live, sinks)  # (..., N_q, N_k)
     weights = weights.masked_fill(dead_rows, 0.0)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p, training=True)
@@ -72,10 +115,12 @@ def scaled_dot_product_attention(
     scale: float | None = None,
     dropout_p: float = 0.0,
     return_weights: bool = False,
+    softcap: float | None = None,
+    sinks: Tensor | None = None,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """``softmax(q @ k^T * scale + mask) @ v`` under PyTorch's name: :func:`attend`'s ``out``, ``(..., N_q, d_v)``.
 
     Same arguments as :func:`attend`; ``return_weights=True`` also returns the weights ``(..., N_q, N_k)``.
     """
-    out, _, weights = attend(q, k, v, mask=mask, scale=scale, dropout_p=dropout_p)
+    out, _, weights = attend(q, k, v, mask=mask, scale=scale, dropout_p=dropout_p, softcap=softcap, sinks=sinks)
     return (out, weights) if return_weights else out

@@ -100,6 +100,9 @@ def _check_step(layer: object, x_new: object, cache: object) -> None:
                         f"got {type(layer).__name__}")
     if not isinstance(cache, KVCache):
         raise TypeError(f"cache must be an attn_helpers.KVCache, got {type(cache).__name__}")
+    if isinstance(layer, GroupedQueryAttention) and not layer.plain:
+        raise ValueError(f"cached_attention_step runs Llama-style layers; this one changes the scores ({layer.extra_repr()}): "
+                         "scale, softcap and sinks are not applied here")
     if isinstance(layer, MultiHeadAttention) and not layer.kdim == layer.vdim == layer.d_model:
         raise ValueError(f"layer must be a self-attention layer (kdim = vdim = d_model={layer.d_model}); "
                          f"got kdim={layer.kdim}, vdim={layer.vdim}")

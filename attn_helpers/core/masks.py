@@ -14,7 +14,7 @@ from torch import Tensor
 
 from .arguments import check_positive_int, shape_of
 
-__all__ = ["causal_mask", "padding_mask", "blocked_to_keep", "mask_to_additive", "apply_mask", "mask_for_heads"]
+__all__ = ["causal_mask", "sliding_window_mask", "padding_mask", "blocked_to_keep", "mask_to_additive", "apply_mask", "mask_for_heads"]
 
 
 def causal_mask(n_q: int, n_k: int | None = None, *, device: torch.device | str | None = None) -> Tensor:
@@ -26,6 +26,25 @@ def causal_mask(n_q: int, n_k: int | None = None, *, device: torch.device | str 
     check_positive_int("n_q", n_q)
     n_k = n_q if n_k is None else check_positive_int("n_k", n_k)
     return torch.ones(n_q, n_k, dtype=torch.bool, device=device).tril()
+
+
+def sliding_window_mask(n_q: int, n_k: int | None = None, *, window: int,
+                        device: torch.device | str | None = None) -> Tensor:
+    """Boolean sliding-window mask (lesson 12), ``True`` where query ``i`` may attend to key ``j``:
+    ``j <= i`` and ``j > i - window``, the key of the query's own position and the ``window - 1`` before it.
+
+    Shape ``(n_q, n_k)`` (``n_k`` defaults to ``n_q``), aligned at the top-left corner like :func:`causal_mask`;
+    a ``window`` of ``n_q`` or more gives the causal mask. The rule of Mistral's and Gemma 2's local layers
+    (``transformers.masking_utils.sliding_window_causal_mask_function``).
+    """
+    check_positive_int("n_q", n_q)
+    n_k = n_q if n_k is None else check_positive_int("n_k", n_k)
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ValueError(f"window must be an int of at least 1 (the number of keys a query may see, its own "
+                         f"included), got {window!r} for a ({n_q}, {n_k}) mask")
+    i = torch.arange(n_q, device=device)[:, None]  # (n_q, 1): query positions
+    j = torch.arange(n_k, device=device)[None, :]  # (1, n_k): key positions
+    return (j <= i) & (j > i - window)  # (n_q, n_k)
 
 
 def padding_mask(lengths: Tensor | list[int], n: int) -> Tensor:

@@ -38,7 +38,7 @@ from .arguments import check_positive_int, check_tensor, shape_of
 from .layers import Attention
 from .observers import Intermediates
 
-__all__ = ["PAIRINGS", "DEFAULT_BASE", "rope_frequencies", "apply_rope", "rope_pair_scores", "sinusoidal_encoding",
+__all__ = ["PAIRINGS", "DEFAULT_BASE", "alibi_slopes", "alibi_bias", "rope_frequencies", "apply_rope", "rope_pair_scores", "sinusoidal_encoding",
            "LearnedPositions", "permute_tokens", "equivariance_gap", "RotaryAttention"]
 
 PAIRINGS = ("half", "interleaved")
@@ -160,6 +160,36 @@ def rope_pair_scores(q: Tensor, k: Tensor, offsets: Tensor | Sequence[int], *, b
         half = q.shape[0] // 2
         return products[:, :half] + products[:, half:]  # (T, head_dim/2)
     return products[:, 0::2] + products[:, 1::2]  # (T, head_dim/2)
+
+
+# --- ALiBi: a bias on the scores instead of positions (lesson 12) ---
+
+def alibi_slopes(num_heads: int) -> Tensor:
+    """The slope of each head's ALiBi bias (Press et al., 2022, section 3): ``(num_heads,)`` float64.
+
+    For ``H`` a power of two, the geometric sequence ``2^(-8/H), 2^(-16/H), ..., 2^(-8)``. Otherwise the
+    ``2^⌊log2 H⌋`` slopes of the power of two below ``H``, then every other slope of the sequence for twice
+    that power (``2^(-4/p), 2^(-12/p), ...``) until there are ``H``: the rule of the paper's code and of
+    Bloom's ``_get_alibi_slopes`` in ``transformers``.
+    """
+    check_positive_int("num_heads", num_heads)
+    power = 2 ** (num_heads.bit_length() - 1)  # the largest power of two <= num_heads
+    slopes = 2.0 ** (-8.0 * torch.arange(1, power + 1, dtype=torch.float64) / power)  # (power,)
+    extra = 2.0 ** (-4.0 * torch.arange(1, 2 * power, 2, dtype=torch.float64) / power)  # (power,): odd steps of 2*power
+    return torch.cat([slopes, extra[: num_heads - power]])  # (num_heads,)
+
+
+def alibi_bias(num_heads: int, n_q: int, n_k: int | None = None) -> Tensor:
+    """ALiBi's bias, added to the scores: ``-slope_h * (i - j)`` for query ``i`` and key ``j``, ``(H, n_q, n_k)``
+    float64 (``n_k`` defaults to ``n_q``; positions aligned at the top-left, like :func:`causal_mask`).
+
+    Zero on the diagonal, more negative the further back the key: each head forgets at its own rate. Meant
+    with a causal mask; keys to the right (``j > i``) get a positive bias, which the mask removes.
+    """
+    check_positive_int("n_q", n_q)
+    n_k = n_q if n_k is None else check_positive_int("n_k", n_k)
+    back = torch.arange(n_k, dtype=torch.float64) - torch.arange(n_q, dtype=torch.float64)[:, None]  # (n_q, n_k): j - i
+    return alibi_slopes(num_heads)[:, None, None] * back  # (H, n_q, n_k): -slope * (i - j)
 
 
 # --- Absolute positions: sinusoidal and learned ---

@@ -5,7 +5,8 @@ Modules: ``example`` (the running sentence and its embedding table), ``tasks`` (
 tasks), ``wiring`` (lesson 06's skip wirings), ``tiny_model``, ``training`` (Adam and the training loop),
 ``experiments`` (head knockouts, accuracy at other lengths), ``tables`` (every text table, through one
 formatter), ``probes`` (softmax saturation, stacks of layers), ``generation`` (lesson 09's character model),
-``measure`` (cost formulas and measuring tools), ``bert`` and ``pretrained`` (lesson 11), ``seeded`` and
+``measure`` (cost formulas and measuring tools), ``bert`` and ``pretrained`` (lesson 11), ``references``
+(lesson 12's ``transformers`` layers), ``seeded`` and
 ``threads`` (seeded draws that leave the global random state alone; one math thread). Lessons call every
 name through this face (``lab.TrainConfig``).
 """
@@ -33,6 +34,8 @@ from .measure import (  # noqa: F401
     attention_parameters,
     attention_flops,
     kv_cache_bytes,
+    WINDOWED_ATTENTION_SIZES,
+    windowed_kv_cache_bytes,
     TensorMemoryTracker,
     measure_peak_memory,
     MatmulFlopCounter,
@@ -52,6 +55,13 @@ from .probes import (  # noqa: F401
     AttentionStack,
     signal_through_stack,
     depth_sweep,
+    weights_after_steps,
+    window_reach,
+)
+from .references import (  # noqa: F401
+    REFERENCE_LAYERS,
+    reference_layer,
+    reference_forward,
 )
 from .tasks import (  # noqa: F401
     IGNORE,
@@ -142,6 +152,8 @@ __all__ = [
     "attention_parameters",
     "attention_flops",
     "kv_cache_bytes",
+    "WINDOWED_ATTENTION_SIZES",
+    "windowed_kv_cache_bytes",
     "TensorMemoryTracker",
     "measure_peak_memory",
     "MatmulFlopCounter",
@@ -157,6 +169,11 @@ __all__ = [
     "AttentionStack",
     "signal_through_stack",
     "depth_sweep",
+    "weights_after_steps",
+    "window_reach",
+    "REFERENCE_LAYERS",
+    "reference_layer",
+    "reference_forward",
     "IGNORE",
     "HELD_OUT_SEED",
     "Task",

@@ -21,6 +21,7 @@ from torch.utils._pytree import tree_flatten
 from ..core.arguments import check_heads, check_positive_int
 
 __all__ = ["SOFTMAX_FLOPS_PER_SCORE", "MODEL_ATTENTION_SIZES", "attention_parameters", "attention_flops", "kv_cache_bytes",
+           "WINDOWED_ATTENTION_SIZES", "windowed_kv_cache_bytes",
            "TensorMemoryTracker", "measure_peak_memory", "MatmulFlopCounter", "count_matmul_flops",
            "fastest_seconds", "growth_exponent"]
 
@@ -126,6 +127,44 @@ MODEL_ATTENTION_SIZES: dict[str, dict[str, int]] = {
     "Llama-2-70B": dict(num_layers=80, num_heads=64, num_kv_heads=8, head_dim=128),  # hidden_size 8192, GQA
     "Mistral-7B": dict(num_layers=32, num_heads=32, num_kv_heads=8, head_dim=128),  # hidden_size 4096, GQA
 }
+
+
+# Lesson 12: models whose local layers attend to (and keep) only the last ``window`` tokens, from their published
+# configs. ``local_layers`` of the ``num_layers`` are sliding-window layers, the rest global.
+# - Mistral-7B-v0.1 (``config.json``; Jiang et al., 2023, arXiv:2310.06825, section 2): every layer, window 4096.
+# - Gemma-2-9B (``config.json``: 42 layers, 16 heads, 8 KV heads, head_dim 256, sliding_window 4096; Gemma Team,
+#   2024, arXiv:2408.00118): local and global layers alternate, layer 0 local (transformers' Gemma2Config
+#   ``layer_types``), so 21 local.
+# - Gemma-3-27B (``config.json``: 62 layers, 32 heads, 16 KV heads, head_dim 128, sliding_window 1024; Gemma Team,
+#   2025, arXiv:2503.19786, on its architecture: five local layers per global one): layer i is global when (i + 1) % 6 == 0
+#   (transformers' Gemma3TextConfig ``sliding_window_pattern`` 6), so 10 global and 52 local.
+# - gpt-oss-20b (``config.json``: 24 layers, 64 heads, 8 KV heads, head_dim 64, sliding_window 128,
+#   ``layer_types`` alternating from "sliding_attention"; OpenAI, 2025, arXiv:2508.10925): 12 local.
+WINDOWED_ATTENTION_SIZES: dict[str, dict[str, int]] = {
+    "Mistral-7B-v0.1": dict(num_layers=32, num_heads=32, num_kv_heads=8, head_dim=128, window=4096, local_layers=32),
+    "Gemma-2-9B": dict(num_layers=42, num_heads=16, num_kv_heads=8, head_dim=256, window=4096, local_layers=21),
+    "Gemma-3-27B": dict(num_layers=62, num_heads=32, num_kv_heads=16, head_dim=128, window=1024, local_layers=52),
+    "gpt-oss-20b": dict(num_layers=24, num_heads=64, num_kv_heads=8, head_dim=64, window=128, local_layers=12),
+}
+
+
+def windowed_kv_cache_bytes(*, num_layers: int, local_layers: int, window: int | None, num_kv_heads: int,
+                            head_dim: int, seq_len: int, batch: int = 1, dtype_bytes: int = 2) -> int:
+    """Bytes of the KV cache of a model whose ``local_layers`` (of ``num_layers``) keep only the last ``window``
+    tokens (a ring buffer of ``min(seq_len, window)`` slots) and whose other layers keep all ``seq_len``:
+    :func:`kv_cache_bytes` of each kind of layer, added. ``window=None`` (or ``local_layers=0``): every layer global."""
+    check_positive_int("num_layers", num_layers)
+    if isinstance(local_layers, bool) or not isinstance(local_layers, int) or not 0 <= local_layers <= num_layers:
+        raise ValueError(f"local_layers must be an int in [0, num_layers={num_layers}], got {local_layers!r}")
+    if window is None or local_layers == 0:
+        local_layers, window = 0, seq_len
+    check_positive_int("window", window)
+    sizes = dict(num_kv_heads=num_kv_heads, head_dim=head_dim, batch=batch, dtype_bytes=dtype_bytes)
+    kept = min(seq_len, window)  # the tokens a local layer keeps
+    local = kv_cache_bytes(num_layers=local_layers, seq_len=kept, **sizes) if local_layers else 0
+    global_ = kv_cache_bytes(num_layers=num_layers - local_layers, seq_len=seq_len, **sizes) \
+        if local_layers < num_layers else 0
+    return local + global_
 
 
 # --------------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Imports torch only. Softmax saturation (lesson 02: why scores are divided by sqrt(d_k)), the entropy
 of attention rows, and stacks of attention layers (lesson 06: what the skip connection does to
-signal and gradient).
+signal and gradient). Lesson 12: the weights after a sliding window, a soft cap and a sink, and how far a stack
+of sliding-window layers reaches.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from ..core import Attention
+from ..core import Attention, apply_mask, sliding_window_mask, softcap_scores, softmax_with_sinks
 from ..core.arguments import check_positive_int, check_tensor, shape_of
 from .threads import one_thread
 from .wiring import SKIP_KINDS, check_wiring, next_hidden
 
 __all__ = ["attention_entropy", "softmax_grad_norm", "softmax_statistics", "SKIP_KINDS", "AttentionStack",
-           "signal_through_stack", "depth_sweep"]
+           "signal_through_stack", "depth_sweep", "weights_after_steps", "window_reach"]
 
 
 def attention_entropy(weights: Tensor) -> Tensor:
@@ -208,3 +209,32 @@ def depth_sweep(stack: AttentionStack, x: Tensor, depths: Sequence[int]) -> dict
             grads.append(torch.sqrt(sum(t.pow(2).sum() for t in g)))
     rms, token_std = _size_and_token_std([hidden[L] for L in depths])  # (len(depths),) each
     return {"rms": rms, "token_std": token_std, "grad_norm": torch.stack(grads)}
+
+
+# --------------------------------------------------------------------------------------------
+# Lesson 12: a window, a soft cap and a sink between the scores and the weights; the reach of a stack
+# --------------------------------------------------------------------------------------------
+
+def weights_after_steps(scores: Tensor, *, window: int, softcap: float | None = None,
+                        sink: float | None = None) -> Tensor:
+    """The weights of one head's scaled ``scores (N, N)`` under a sliding window of ``window`` keys, after a soft
+    cap (``None`` or 0: none) and with one sink logit (``None``: none), in the order of Gemma 2's and gpt-oss's
+    eager attention: cap, mask, softmax (with the sink). ``(N, N)``; rows sum to 1, or less with a sink."""
+    scores = check_tensor("scores", scores, ndim=2)
+    capped = softcap_scores(scores, softcap) if softcap else scores  # (N, N)
+    masked = apply_mask(capped, sliding_window_mask(scores.shape[0], scores.shape[1], window=window))  # (N, N)
+    if sink is None:
+        return torch.softmax(masked, dim=-1)  # (N, N)
+    return softmax_with_sinks(masked[None], torch.tensor([float(sink)], dtype=scores.dtype))[0]  # (N, N), one head
+
+
+def window_reach(n: int, window: int, num_layers: int) -> Tensor:
+    """Which inputs each position can draw on after ``num_layers`` sliding-window layers with a residual:
+    ``(n, n)`` boolean, ``[i, j]`` True when token ``j``'s input can reach position ``i``'s output. One layer lets
+    ``i`` read ``j`` when ``sliding_window_mask`` allows it; a stack composes those paths (a boolean matrix power)."""
+    check_positive_int("num_layers", num_layers)
+    step = sliding_window_mask(n, window=window).to(torch.int64)  # (n, n): one layer's paths
+    reach = torch.eye(n, dtype=torch.int64)  # (n, n): before any layer, each position has its own input
+    for _ in range(num_layers):
+        reach = ((step @ reach) > 0).to(torch.int64)  # (n, n): one more layer's hop
+    return reach.bool()

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from ..core.arguments import check_positive_int
 from ..core import Attention, merge_heads
-from ..core import RotaryAttention, sinusoidal_encoding
+from ..core import RotaryAttention, alibi_bias, causal_mask, mask_to_additive, sinusoidal_encoding
 from .seeded import local_random
 from .tasks import Task
 from .wiring import check_wiring, next_hidden
@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 __all__ = ["POSITION_SCHEMES", "TinyAttentionModel"]
 
-POSITION_SCHEMES = ("learned", "none", "sinusoidal", "rope")  # how the model is told where a token sits (lesson 10)
+# how the model is told where a token sits (lesson 10; "alibi": lesson 12)
+POSITION_SCHEMES = ("learned", "none", "sinusoidal", "rope", "alibi")
 
 
 class TinyAttentionModel(nn.Module):
@@ -47,7 +48,10 @@ class TinyAttentionModel(nn.Module):
       longer sequences than ``seq_len`` are refused (there is no row for their positions);
     - ``"none"``: nothing; the model sees the tokens as a set;
     - ``"sinusoidal"``: :func:`attn_helpers.positions.sinusoidal_encoding` added to the tokens, any length;
-    - ``"rope"``: :class:`attn_helpers.positions.RotaryAttention` layers rotate ``q`` and ``k``, any length.
+    - ``"rope"``: :class:`attn_helpers.positions.RotaryAttention` layers rotate ``q`` and ``k``, any length;
+    - ``"alibi"`` (lesson 12): nothing is added to the tokens; every layer adds ALiBi's bias
+      ``-slope_h * (i - j)`` to its scores, under a causal mask, as Press et al. (2022) train it
+      (:meth:`attention_bias`), any length. The other schemes have no mask.
 
     The position table is drawn for every scheme (and kept only for ``"learned"``), so models that
     differ only in ``position_scheme`` start from the same token embeddings, layers and read-out.
@@ -113,9 +117,10 @@ class TinyAttentionModel(nn.Module):
                              f"position embeddings (shape {list(tokens.shape)})")
         h = self.embed_with_positions(tokens)  # (B, N, dim)
         keep = self._check_keep_heads(keep_heads, h.dtype)
+        bias = self.attention_bias(tokens.shape[1], h.dtype)  # (1, H, N, N) or None
         layers = []
         for index, layer in enumerate(self.layers):
-            out, inter = layer(h, return_intermediates=True)  # (B, N, dim)
+            out, inter = layer(h, bias, return_intermediates=True)  # (B, N, dim)
             if keep is not None:  # knock heads out: zero their outputs before the output projection
                 heads = inter["heads"] * keep[index][None, :, None, None]  # (B, H, N, head_dim)
                 merged = merge_heads(heads)  # (B, N, dim)
@@ -130,6 +135,14 @@ class TinyAttentionModel(nn.Module):
         if return_weights:
             return logits, torch.stack([inter["weights"] for inter in layers], dim=1)  # (B, L, H, N, N)
         return logits
+
+    def attention_bias(self, n: int, dtype: torch.dtype = torch.float32) -> Tensor | None:
+        """What every layer adds to its scores for ``n`` tokens: ``None``, or for ``"alibi"`` ALiBi's bias
+        ``-slope_h * (i - j)`` with ``-inf`` above the diagonal (a causal mask), ``(1, H, n, n)``."""
+        if self.position_scheme != "alibi":
+            return None
+        causal = mask_to_additive(causal_mask(n), dtype=torch.float64)  # (n, n): 0 or -inf
+        return (alibi_bias(self.layers[0].num_heads, n) + causal)[None].to(dtype)  # (1, H, n, n)
 
     def _check_keep_heads(self, keep_heads: object, dtype: torch.dtype) -> Tensor | None:
         if keep_heads is None:

@@ -18,6 +18,7 @@ from .masking import MaskExplorer
 from .pretrained import PretrainedAttentionExplorer
 from .projection import SENTENCE, ProjectionExplorer
 from .rope import RopeExplorer
+from .score_steps import ScoreStepsExplorer
 from .scaling import ScalingExplorer
 from .skip import SkipExplorer
 from .training import AttentionSnapshotExplorer, TrainingProgress
@@ -35,6 +36,7 @@ __all__ = [
     "ProjectionExplorer",
     "SENTENCE",
     "RopeExplorer",
+    "ScoreStepsExplorer",
     "ScalingExplorer",
     "SkipExplorer",
     "TrainingProgress",

@@ -4,6 +4,10 @@ head (multi-head), per group of query heads (grouped-query) or one for all (mult
 Three bars, always in the same order, so moving a slider shows at once what sharing key/value
 heads saves; the numbers come from :func:`attn_helpers.lab.kv_cache_bytes`. A menu of real models
 (:data:`attn_helpers.lab.MODEL_ATTENTION_SIZES`) sets the sliders to a model the learner has heard of.
+
+With ``windows=True`` (lesson 12) two more controls say how many layers are sliding-window layers and how many
+tokens they keep (:func:`attn_helpers.lab.windowed_kv_cache_bytes`), and the menu adds models with local layers
+(:data:`attn_helpers.lab.WINDOWED_ATTENTION_SIZES`).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import ipywidgets as W
 from matplotlib.figure import Figure
 
 from ..core import check_kv_heads
-from ..lab import MODEL_ATTENTION_SIZES, kv_cache_bytes
+from ..lab import MODEL_ATTENTION_SIZES, WINDOWED_ATTENTION_SIZES, kv_cache_bytes, windowed_kv_cache_bytes
 from ._base import Explorer, InvalidCombination
 
 __all__ = ["KVCacheCalculator"]
@@ -25,6 +29,7 @@ SEQ_LENS = tuple(2 ** p for p in range(9, 18))  # 512 ... 131072 tokens
 DTYPES = (("float32 (4 bytes)", 4), ("float16 / bfloat16 (2 bytes)", 2), ("8-bit (1 byte)", 1))
 HEAD_DIMS = (32, 64, 96, 128, 256)
 OWN_SIZES = "(your own sizes)"
+WINDOWS = (("none (all global)", 0), ("128", 128), ("512", 512), ("1,024", 1024), ("4,096", 4096))
 
 
 def format_bytes(n: float) -> str:
@@ -47,7 +52,7 @@ class KVCacheCalculator(Explorer):
     """
 
     def __init__(self, num_heads: int = 64, kv_groups: int = 8, num_layers: int = 80, seq_len: int = 4096,
-                 dtype_bytes: int = 2, *, head_dim: int = 128, batch: int = 1) -> None:
+                 dtype_bytes: int = 2, *, head_dim: int = 128, batch: int = 1, windows: bool = False) -> None:
         kv_cache_bytes(num_layers=num_layers, num_kv_heads=kv_groups, head_dim=head_dim, seq_len=seq_len,
                        batch=batch, dtype_bytes=dtype_bytes)  # reject bad sizes before building anything
         if seq_len not in SEQ_LENS:
@@ -57,6 +62,7 @@ class KVCacheCalculator(Explorer):
         if head_dim not in HEAD_DIMS:
             raise ValueError(f"head_dim must be one of {list(HEAD_DIMS)}, got {head_dim}")
         self.batch = batch
+        self.presets = {**MODEL_ATTENTION_SIZES, **(WINDOWED_ATTENTION_SIZES if windows else {})}
         style = {"description_width": "initial"}
         controls = {
             "num_heads": W.IntSlider(value=num_heads, min=1, max=128, description="query heads H", style=style,
@@ -70,7 +76,11 @@ class KVCacheCalculator(Explorer):
             "dtype_bytes": W.Dropdown(options=DTYPES, value=dtype_bytes, description="dtype", style=style),
             "head_dim": W.Dropdown(options=HEAD_DIMS, value=head_dim, description="head_dim", style=style),
         }
-        self.model_menu = W.Dropdown(options=[OWN_SIZES, *MODEL_ATTENTION_SIZES], value=OWN_SIZES,
+        if windows:  # lesson 12: how many layers keep only a window of tokens
+            controls["window"] = W.Dropdown(options=WINDOWS, value=0, description="window", style=style)
+            controls["local_layers"] = W.IntSlider(value=0, min=0, max=128, description="sliding-window layers",
+                                                   style=style, continuous_update=False)
+        self.model_menu = W.Dropdown(options=[OWN_SIZES, *self.presets], value=OWN_SIZES,
                                      description="model", style=style)
         self._syncing_menu = False
         super().__init__(controls, figsize=(8.0, 2.8))
@@ -79,21 +89,25 @@ class KVCacheCalculator(Explorer):
 
     # -- real models ----------------------------------------------------------------------------
     def choose_model(self, name: str) -> None:
-        """Set the sliders to the published sizes of model ``name`` (a key of ``MODEL_ATTENTION_SIZES``)."""
+        """Set the sliders to the published sizes of model ``name`` (a key of ``MODEL_ATTENTION_SIZES``, or with
+        ``windows`` of ``WINDOWED_ATTENTION_SIZES``)."""
         if self._syncing_menu or name == OWN_SIZES:
             return
-        if name not in MODEL_ATTENTION_SIZES:
-            raise ValueError(f"name must be one of {list(MODEL_ATTENTION_SIZES)}, got {name!r}")
-        sizes = MODEL_ATTENTION_SIZES[name]
+        if name not in self.presets:
+            raise ValueError(f"name must be one of {list(self.presets)}, got {name!r}")
+        sizes = self.presets[name]
+        window = {"window": sizes.get("window", 0), "local_layers": sizes.get("local_layers", 0)} \
+            if "window" in self.controls else {}
         self.set(num_heads=sizes["num_heads"], kv_groups=sizes["num_kv_heads"], num_layers=sizes["num_layers"],
-                 head_dim=sizes["head_dim"])
+                 head_dim=sizes["head_dim"], **window)
 
-    @staticmethod
-    def model_matching(num_heads: int, kv_groups: int, num_layers: int, head_dim: int) -> str | None:
-        """The name of the published model with these sizes, or ``None``."""
-        for name, sizes in MODEL_ATTENTION_SIZES.items():
-            if (sizes["num_heads"], sizes["num_kv_heads"], sizes["num_layers"], sizes["head_dim"]) == \
-                    (num_heads, kv_groups, num_layers, head_dim):
+    def model_matching(self, num_heads: int, kv_groups: int, num_layers: int, head_dim: int, window: int = 0,
+                       local_layers: int = 0) -> str | None:
+        """The name of the published model with these sizes (and window and local layers), or ``None``."""
+        for name, sizes in self.presets.items():
+            if (sizes["num_heads"], sizes["num_kv_heads"], sizes["num_layers"], sizes["head_dim"],
+                    sizes.get("window", 0), sizes.get("local_layers", 0)) == \
+                    (num_heads, kv_groups, num_layers, head_dim, window, local_layers):
                 return name
         return None
 
@@ -106,13 +120,21 @@ class KVCacheCalculator(Explorer):
 
     # -- counting -------------------------------------------------------------------------------
     def sizes(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int,
-              dtype_bytes: int, head_dim: int) -> dict[str, int]:
+              dtype_bytes: int, head_dim: int, window: int = 0, local_layers: int = 0) -> dict[str, int]:
         """Bytes of the cache for each kind (:data:`KINDS`) at these control values."""
         try:
             check_kv_heads(num_heads, kv_groups)  # the library's one message for a group count that does not divide
         except ValueError as problem:
             raise InvalidCombination(str(problem)) from None
+        if local_layers > num_layers:
+            raise InvalidCombination(f"{local_layers} sliding-window layers in a model of {num_layers} layers: "
+                                     "move the layers slider up or the sliding-window layers down")
         groups = {"multi-head": num_heads, "grouped-query": kv_groups, "multi-query": 1}
+        if window:  # lesson 12: local layers keep only the last `window` tokens
+            return {kind: windowed_kv_cache_bytes(num_layers=num_layers, local_layers=local_layers, window=window,
+                                                  num_kv_heads=g, head_dim=head_dim, seq_len=seq_len,
+                                                  batch=self.batch, dtype_bytes=dtype_bytes)
+                    for kind, g in groups.items()}
         return {kind: kv_cache_bytes(num_layers=num_layers, num_kv_heads=g, head_dim=head_dim,
                                      seq_len=seq_len, batch=self.batch, dtype_bytes=dtype_bytes)
                 for kind, g in groups.items()}
@@ -133,28 +155,34 @@ class KVCacheCalculator(Explorer):
         self.dynamic([*self.bars, *self.labels, self.title])  # the axes and their labels are drawn once
 
     def update(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int, dtype_bytes: int,
-               head_dim: int) -> str:
-        model = self.model_matching(num_heads, kv_groups, num_layers, head_dim)
+               head_dim: int, window: int = 0, local_layers: int = 0) -> str:
+        model = self.model_matching(num_heads, kv_groups, num_layers, head_dim, window, local_layers)
         self._sync_menu(model)  # the menu names the model whenever the sliders match one
-        sizes = self.sizes(num_heads, kv_groups, num_layers, seq_len, dtype_bytes, head_dim)
+        sizes = self.sizes(num_heads, kv_groups, num_layers, seq_len, dtype_bytes, head_dim, window, local_layers)
         top = sizes["multi-head"]
         groups = {"multi-head": num_heads, "grouped-query": kv_groups, "multi-query": 1}
         for bar, label, kind in zip(self.bars, self.labels, KINDS):
             bar.set_width(sizes[kind] / top)
             label.set_x(sizes[kind] / top + 0.02)
             label.set_text(f"{format_bytes(sizes[kind])}  (G = {groups[kind]}, {100 * sizes[kind] / top:.3g}%)")
+        kept = (f"{num_layers - local_layers} layers × {seq_len:,} tokens + {local_layers} layers × "
+                f"{min(window, seq_len):,} tokens" if window else f"{num_layers} layers × {seq_len:,} tokens")
         self.title.set_text((f"{model}: " if model else "") +
-                            f"KV cache = 2 × {num_layers} layers × {seq_len:,} tokens × G × head_dim {head_dim} × "
+                            f"KV cache = 2 × {kept} × G × head_dim {head_dim} × "
                             f"{dtype_bytes} bytes (batch {self.batch})")
         saved = top - sizes["grouped-query"]
         return ((f"{model} | " if model else "") + f"grouped-query {format_bytes(sizes['grouped-query'])} vs multi-head {format_bytes(top)}: "
                 f"saves {format_bytes(saved)} ({100 * saved / top:.3g}%)")
 
     def table(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int, dtype_bytes: int,
-              head_dim: int) -> str:
-        sizes = self.sizes(num_heads, kv_groups, num_layers, seq_len, dtype_bytes, head_dim)
+              head_dim: int, window: int = 0, local_layers: int = 0) -> str:
+        sizes = self.sizes(num_heads, kv_groups, num_layers, seq_len, dtype_bytes, head_dim, window, local_layers)
         formula = (f"2 (K and V) x {num_layers} layers x {self.batch} batch x G x {seq_len:,} tokens x "
                    f"{head_dim} head_dim x {dtype_bytes} bytes")
+        if window:  # lesson 12: the sliding-window layers keep at most `window` tokens
+            formula = (f"2 (K and V) x ({num_layers - local_layers} global layers x {seq_len:,} tokens + "
+                       f"{local_layers} sliding-window layers x {min(window, seq_len):,} tokens) x {self.batch} batch "
+                       f"x G x {head_dim} head_dim x {dtype_bytes} bytes")
         rows = "".join(f"<tr><td>{kind}</td><td style='text-align:right'>{g}</td>"
                        f"<td style='text-align:right'>{sizes[kind]:,}</td></tr>"
                        for kind, g in zip(KINDS, (num_heads, kv_groups, 1)))

@@ -103,8 +103,8 @@ def test_only_the_learned_table_refuses_longer_sequences():
 
 
 def test_unknown_schemes_are_refused():
-    with pytest.raises(ValueError, match=r"position_scheme must be one of \['learned', 'none', 'sinusoidal', 'rope'\]"):
-        TrainConfig(position_scheme="alibi")
+    with pytest.raises(ValueError, match=r"position_scheme must be one of \['learned', 'none', 'sinusoidal', 'rope', 'alibi'\]"):
+        TrainConfig(position_scheme="xpos")
     with pytest.raises(ValueError, match="position_scheme must be one of"):
         TinyAttentionModel(16, 16, 8, position_scheme="absolute")
 

@@ -257,4 +257,25 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
         "11.3": ("def keep_mask(attention_mask):\n    return attention_mask[:, None, :]\nanswer = keep_mask",
                  "refuse an integer mask"),
     },
+    # 12 · Attention in today's models
+    "12": {
+        # "a cap only ever squashes": scores far inside (-cap, cap) barely move, and the weights with them
+        "12.1": ('prediction = "both"', "tanh(t) ≈ t only while t is small"),
+        # the library's top-left alignment: the newest queries sit at n_k - n_q + r, not at r
+        "12.2": ("def window_mask(n_q, n_k, window):\n"
+                 "    i = torch.arange(n_q)[:, None]\n"
+                 "    j = torch.arange(n_k)[None, :]\n"
+                 "    return (j <= i) & (j > i - window)\n"
+                 "answer = window_mask", "query row r sits at position n_k - n_q + r"),
+        # the sink added to the denominator as a number, not as exp(sink)
+        "12.3": ("def sink_softmax(scores, sinks):\n"
+                 "    e = torch.exp(scores)\n"
+                 "    return e / (sinks[:, None, None] + e.sum(dim=-1, keepdim=True))\n"
+                 "answer = sink_softmax", "it enters the softmax as exp(sinks[h])"),
+        # Bloom's form, slope * j: equal after a causal softmax, not as a bias
+        "12.4": ("def alibi(num_heads, n):\n"
+                 "    slopes = 2.0 ** (-8 * torch.arange(1, num_heads + 1) / num_heads)\n"
+                 "    return slopes[:, None, None] * torch.arange(n)[None, None, :].expand(num_heads, n, n)\n"
+                 "answer = alibi", "Bloom's form differs from it by slope * i"),
+    },
 }

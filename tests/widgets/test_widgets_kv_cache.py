@@ -123,3 +123,26 @@ def test_fast_redraw_shows_the_same_picture_as_a_full_render(calc):
     calc.set(num_heads=8, kv_groups=2, seq_len=512)
     assert full_render_differs(calc) < 0.005  # only edges where the drawing order differs
     calc.set(**DEFAULTS)
+
+
+def test_with_windows_the_presets_of_models_with_local_layers_count_only_their_window():
+    from attn_helpers.lab import WINDOWED_ATTENTION_SIZES, kv_cache_bytes, windowed_kv_cache_bytes
+
+    calc = KVCacheCalculator(seq_len=32768, windows=True)
+    for name, sizes in WINDOWED_ATTENTION_SIZES.items():
+        calc.choose_model(name)
+        assert calc.valid and f"| {name} |" in calc.last_status
+        local = kv_cache_bytes(num_layers=sizes["local_layers"], num_kv_heads=sizes["num_kv_heads"],
+                               head_dim=sizes["head_dim"], seq_len=min(32768, sizes["window"]))
+        rest = sizes["num_layers"] - sizes["local_layers"]
+        full = kv_cache_bytes(num_layers=rest, num_kv_heads=sizes["num_kv_heads"], head_dim=sizes["head_dim"],
+                              seq_len=32768) if rest else 0
+        assert windowed_kv_cache_bytes(seq_len=32768, **{k: sizes[k] for k in (
+            "num_layers", "local_layers", "window", "num_kv_heads", "head_dim")}) == local + full
+    calc.set(local_layers=100)
+    assert not calc.valid and "100 sliding-window layers in a model of 24 layers" in calc.last_status
+
+
+def test_without_windows_the_calculator_is_lesson_09s():
+    assert "window" not in KVCacheCalculator().controls
+    assert "Gemma-3-27B" not in KVCacheCalculator().model_menu.options

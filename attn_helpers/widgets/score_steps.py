@@ -1,0 +1,88 @@
+"""Lesson 12's explorer: three steps today's models put between the scores and the weights, on one set of scores.
+
+``ScoreStepsExplorer()`` shows the causal attention weights of an 8-token sentence after a sliding window (the
+last ``window`` keys), Gemma 2's soft-capping ``softcap * tanh(scores / softcap)`` and gpt-oss's sink logit (one
+extra logit in each row's softmax, its weight dropped). The scores are seeded, a few units in size, or ten times
+that (``spread``). The status line prints each row's sum: 1.00 without a sink, less with one.
+"""
+
+from __future__ import annotations
+
+import ipywidgets as W
+import torch
+from matplotlib.figure import Figure
+from torch import Tensor
+
+from ..core import attention_scores
+from ..lab import weights_after_steps
+from ..lab.example import LONG_SENTENCE
+from ..views import heatmap, to_numpy
+from ._base import Explorer
+
+__all__ = ["ScoreStepsExplorer"]
+
+TOKENS = LONG_SENTENCE[:8]
+SPREADS = (("a few units (×1)", 1.0), ("tens (×10)", 10.0))
+
+
+def _default_scores(n: int) -> Tensor:
+    generator = torch.Generator().manual_seed(12)
+    q = torch.randn(n, 16, generator=generator, dtype=torch.float64)  # (N, d_k)
+    k = torch.randn(n, 16, generator=generator, dtype=torch.float64)  # (N, d_k)
+    return attention_scores(q, k)  # (N, N), scaled by 1/sqrt(16)
+
+
+class ScoreStepsExplorer(Explorer):
+    """Window, soft-cap and sink controls over one sentence's causal attention weights.
+
+    ``ScoreStepsExplorer(window=8, softcap=0.0, sink=None, spread=1.0)``: ``window`` 1-8 keys (8 = plain causal),
+    ``softcap`` 0 (off) to 10, ``sink`` a logit from -4 to 6 when ``use_sink`` is ticked, ``spread`` 1 or 10 (the
+    scores' size). The heatmap and the row sums are redrawn on every move; ``self.weights`` holds the weights shown.
+    """
+
+    def __init__(self, window: int = 8, softcap: float = 0.0, sink: float | None = None,
+                 spread: float = 1.0) -> None:
+        self.tokens = list(TOKENS)
+        self.base_scores = _default_scores(len(self.tokens))  # (N, N)
+        n = len(self.tokens)
+        if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= n:
+            raise ValueError(f"window must be an int in [1, {n}], got {window!r}")
+        if spread not in dict((v, k) for k, v in SPREADS):
+            raise ValueError(f"spread must be one of {[v for _, v in SPREADS]}, got {spread!r}")
+        controls = {
+            "window": W.IntSlider(value=window, min=1, max=n, description="window"),
+            "softcap": W.FloatSlider(value=softcap, min=0.0, max=10.0, step=0.5, description="softcap (0 = off)",
+                                     style={"description_width": "initial"}, readout_format=".1f"),
+            "use_sink": W.Checkbox(value=sink is not None, description="sink", indent=False),
+            "sink": W.FloatSlider(value=0.0 if sink is None else float(sink), min=-4.0, max=6.0, step=0.5,
+                                  description="sink logit", readout_format=".1f"),
+            "spread": W.Dropdown(options=SPREADS, value=spread, description="scores"),
+        }
+        self.weights = torch.zeros(n, n, dtype=torch.float64)
+        super().__init__(controls, figsize=(6.4, 5.0), dpi=80)
+
+    def draw(self, figure: Figure) -> None:
+        ax = figure.add_subplot(1, 1, 1)
+        n = len(self.tokens)
+        self.ax = ax
+        self.artist = heatmap(torch.zeros(n, n), self.tokens, ax=ax, vmin=0.0, vmax=1.0, annotate=False,
+                              colorbar=False)
+        self.sum_texts = [ax.text(n - 0.3, i, "", ha="left", va="center", fontsize=8, clip_on=False)
+                          for i in range(n)]
+        ax.text(n - 0.3, -0.8, "row sum", ha="left", va="center", fontsize=8, fontweight="bold", clip_on=False)
+        figure.colorbar(self.artist, ax=ax, fraction=0.046, pad=0.13, label="attention weight")
+        self.dynamic([self.artist, ax.title, *self.sum_texts])  # what update changes; the rest is kept
+        figure.subplots_adjust(left=0.14, right=0.95, bottom=0.2, top=0.9)
+
+    def update(self, window: int, softcap: float, use_sink: bool, sink: float, spread: float) -> str:
+        scores = self.base_scores * spread  # (N, N)
+        self.weights = weights_after_steps(scores, window=window, softcap=softcap,
+                                           sink=sink if use_sink else None)  # (N, N)
+        self.artist.set_data(to_numpy(self.weights))
+        sums = [float(s) for s in self.weights.sum(dim=-1)]
+        for text, s in zip(self.sum_texts, sums):
+            text.set_text(f"{s:.2f}")
+        steps = [f"window {window}", f"softcap {softcap:g}" if softcap else "no cap",
+                 f"sink {sink:g}" if use_sink else "no sink"]
+        self.ax.set_title(f"weights: {', '.join(steps)}; scores ×{spread:g}", fontsize=10)
+        return "row sums: " + " ".join(f"{s:.2f}" for s in sums)
