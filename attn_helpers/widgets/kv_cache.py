@@ -4,6 +4,11 @@ head (multi-head), per group of query heads (grouped-query) or one for all (mult
 Three bars, always in the same order, so moving a slider shows at once what sharing key/value
 heads saves; the numbers come from :func:`attn_helpers.lab.kv_cache_bytes`. A menu of real models
 (:data:`attn_helpers.lab.MODEL_ATTENTION_SIZES`) sets the sliders to a model the learner has heard of.
+
+13 · The cache that does not grow: the menu also holds models whose cache is something else
+(:data:`attn_helpers.lab.MODEL_CACHE_SIZES`: DeepSeek-V3's latents, Qwen3-Next's hybrid of attention and
+linear layers); while the sliders show such a model, a fourth bar gives its cache as published
+(:func:`attn_helpers.lab.model_cache_bytes`).
 """
 
 from __future__ import annotations
@@ -14,12 +19,14 @@ import ipywidgets as W
 from matplotlib.figure import Figure
 
 from ..core import check_kv_heads
-from ..lab import MODEL_ATTENTION_SIZES, kv_cache_bytes
+from ..lab import MODEL_ATTENTION_SIZES, MODEL_CACHE_SIZES, kv_cache_bytes, model_cache_bytes
 from ._base import Explorer, InvalidCombination
 
 __all__ = ["KVCacheCalculator"]
 
 BAR_COLOURS = ("#0072B2", "#E69F00", "#009E73")  # Okabe-Ito: multi-head, grouped-query, multi-query
+PUBLISHED_COLOUR = "#CC79A7"  # Okabe-Ito reddish purple: the fourth bar, a model's cache as published
+PUBLISHED_KINDS = {"latent": "latent (MLA)", "hybrid": "hybrid: 1 in 4 layers attends"}
 KINDS = ("multi-head", "grouped-query", "multi-query")
 SEQ_LENS = tuple(2 ** p for p in range(9, 18))  # 512 ... 131072 tokens
 DTYPES = (("float32 (4 bytes)", 4), ("float16 / bfloat16 (2 bytes)", 2), ("8-bit (1 byte)", 1))
@@ -70,7 +77,7 @@ class KVCacheCalculator(Explorer):
             "dtype_bytes": W.Dropdown(options=DTYPES, value=dtype_bytes, description="dtype", style=style),
             "head_dim": W.Dropdown(options=HEAD_DIMS, value=head_dim, description="head_dim", style=style),
         }
-        self.model_menu = W.Dropdown(options=[OWN_SIZES, *MODEL_ATTENTION_SIZES], value=OWN_SIZES,
+        self.model_menu = W.Dropdown(options=[OWN_SIZES, *MODEL_ATTENTION_SIZES, *MODEL_CACHE_SIZES], value=OWN_SIZES,
                                      description="model", style=style)
         self._syncing_menu = False
         super().__init__(controls, figsize=(8.0, 2.8))
@@ -82,16 +89,17 @@ class KVCacheCalculator(Explorer):
         """Set the sliders to the published sizes of model ``name`` (a key of ``MODEL_ATTENTION_SIZES``)."""
         if self._syncing_menu or name == OWN_SIZES:
             return
-        if name not in MODEL_ATTENTION_SIZES:
-            raise ValueError(f"name must be one of {list(MODEL_ATTENTION_SIZES)}, got {name!r}")
-        sizes = MODEL_ATTENTION_SIZES[name]
+        models = {**MODEL_ATTENTION_SIZES, **MODEL_CACHE_SIZES}
+        if name not in models:
+            raise ValueError(f"name must be one of {list(models)}, got {name!r}")
+        sizes = models[name]
         self.set(num_heads=sizes["num_heads"], kv_groups=sizes["num_kv_heads"], num_layers=sizes["num_layers"],
                  head_dim=sizes["head_dim"])
 
     @staticmethod
     def model_matching(num_heads: int, kv_groups: int, num_layers: int, head_dim: int) -> str | None:
         """The name of the published model with these sizes, or ``None``."""
-        for name, sizes in MODEL_ATTENTION_SIZES.items():
+        for name, sizes in {**MODEL_ATTENTION_SIZES, **MODEL_CACHE_SIZES}.items():
             if (sizes["num_heads"], sizes["num_kv_heads"], sizes["num_layers"], sizes["head_dim"]) == \
                     (num_heads, kv_groups, num_layers, head_dim):
                 return name
@@ -120,9 +128,9 @@ class KVCacheCalculator(Explorer):
     # -- drawing ----------------------------------------------------------------------------------
     def draw(self, figure: Figure) -> None:
         self.ax = figure.subplots()
-        rows = list(range(len(KINDS)))
-        self.bars = self.ax.barh(rows, [1] * len(rows), color=BAR_COLOURS)
-        self.ax.set_yticks(rows, KINDS)
+        rows = list(range(len(KINDS) + 1))  # the last row: a model's cache as published, shown for such a model
+        self.bars = self.ax.barh(rows, [1] * len(rows), color=[*BAR_COLOURS, PUBLISHED_COLOUR])
+        self.ax.set_yticks(rows, [*KINDS, ""])  # the fourth bar names itself in its label
         self.ax.invert_yaxis()  # multi-head on top
         self.labels = [self.ax.text(0, r, "", va="center", fontsize=9) for r in rows]
         self.ax.set_xticks([])  # each bar carries its number
@@ -143,10 +151,22 @@ class KVCacheCalculator(Explorer):
             bar.set_width(sizes[kind] / top)
             label.set_x(sizes[kind] / top + 0.02)
             label.set_text(f"{format_bytes(sizes[kind])}  (G = {groups[kind]}, {100 * sizes[kind] / top:.3g}%)")
+        published = model_cache_bytes(model, seq_len=seq_len, batch=self.batch, dtype_bytes=dtype_bytes) \
+            if model in MODEL_CACHE_SIZES else None
+        self.bars[-1].set_visible(published is not None)
+        self.labels[-1].set_visible(published is not None)
+        if published is not None:
+            self.bars[-1].set_width(published / top)
+            self.labels[-1].set_x(published / top + 0.02)
+            self.labels[-1].set_text(f"as published: {format_bytes(published)}  ({PUBLISHED_KINDS[MODEL_CACHE_SIZES[model]['kind']]}, "
+                                     f"{100 * published / top:.3g}%)")
         self.title.set_text((f"{model}: " if model else "") +
                             f"KV cache = 2 × {num_layers} layers × {seq_len:,} tokens × G × head_dim {head_dim} × "
                             f"{dtype_bytes} bytes (batch {self.batch})")
         saved = top - sizes["grouped-query"]
+        if published is not None:
+            return (f"{model} | as published {format_bytes(published)} vs multi-head {format_bytes(top)} "
+                    f"({100 * published / top:.3g}%)")
         return ((f"{model} | " if model else "") + f"grouped-query {format_bytes(sizes['grouped-query'])} vs multi-head {format_bytes(top)}: "
                 f"saves {format_bytes(saved)} ({100 * saved / top:.3g}%)")
 
@@ -158,5 +178,10 @@ class KVCacheCalculator(Explorer):
         rows = "".join(f"<tr><td>{kind}</td><td style='text-align:right'>{g}</td>"
                        f"<td style='text-align:right'>{sizes[kind]:,}</td></tr>"
                        for kind, g in zip(KINDS, (num_heads, kv_groups, 1)))
+        model = self.model_matching(num_heads, kv_groups, num_layers, head_dim)
+        if model in MODEL_CACHE_SIZES:
+            published = model_cache_bytes(model, seq_len=seq_len, batch=self.batch, dtype_bytes=dtype_bytes)
+            rows += (f"<tr><td>{html.escape(model)} as published</td><td></td>"
+                     f"<td style='text-align:right'>{published:,}</td></tr>")
         return (f"<p><code>{html.escape(formula)}</code></p><table><tr><th>kind</th><th>G</th>"
                 f"<th>bytes</th></tr>{rows}</table>")
