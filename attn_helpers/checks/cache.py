@@ -85,7 +85,7 @@ def check_latent_cache_size(answer: Any) -> Verdict:
 
 # ------------------------------------------------------------------------------ one linear-attention step
 
-_STEP_LIBRARY = package_calls(library(("linear_attention_step", "linear_attention", "gated_delta_rule",
+_STEP_LIBRARY = package_calls(library(("linear_attention_step", "linear_attention", "gated_delta_rule", "gated_delta_step",
                                        "elu_feature_map")), {"transformers": "transformers'"})
 _STEP_SHAPES = ((3, 5), (2, 4, 6), (1, 2, 3))  # (..., d_k, d_v): d_k != d_v, so a transposed state shows
 

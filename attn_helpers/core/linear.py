@@ -20,7 +20,7 @@ from torch.nn import functional as F
 
 from .arguments import check_positive_int, check_tensor, shape_of
 
-__all__ = ["elu_feature_map", "linear_attention", "linear_attention_step", "gated_delta_rule"]
+__all__ = ["elu_feature_map", "linear_attention", "linear_attention_step", "gated_delta_rule", "gated_delta_step"]
 
 
 def elu_feature_map(x: Tensor) -> Tensor:
@@ -120,17 +120,27 @@ def gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, beta: T
     return _gated_delta_chunked(q, k, v, log_decay, beta, check_positive_int("chunk_size", chunk_size))
 
 
+def gated_delta_step(state: Tensor, q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor,
+                     beta: Tensor) -> tuple[Tensor, Tensor]:
+    """One token of the gated delta rule: returns ``(o_t (..., d_v), S_t (..., d_k, d_v))``.
+
+    ``state (..., d_k, d_v)`` is ``S_{t-1}``; ``q, k (..., d_k)`` (``q`` already scaled), ``v (..., d_v)``,
+    ``log_decay, beta (...)``. ``S_t = α_t S_{t-1} + β_t k_t (v_t - α_t S_{t-1}ᵀ k_t)ᵀ``, ``o_t = S_tᵀ q_t``.
+    """
+    state = log_decay[..., None, None].exp() * state  # (..., d_k, d_v): α_t S_{t-1}, the old state faded
+    recalled = (k[..., None, :] @ state)[..., 0, :]  # (..., d_v): what the memory returns for k_t
+    correction = beta[..., None] * (v - recalled)  # (..., d_v): β_t (v_t - recalled)
+    state = state + k[..., :, None] * correction[..., None, :]  # (..., d_k, d_v): write k_t ⊗ correction
+    return (q[..., None, :] @ state)[..., 0, :], state  # o_t = S_tᵀ q_t (..., d_v), S_t
+
+
 def _gated_delta_recurrent(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, beta: Tensor) -> Tensor:
-    """Token by token: decay the state, read what it returns for ``k_t``, write the correction, read ``q_t``."""
+    """Token by token, one :func:`gated_delta_step` each, from ``S_0 = 0``."""
     state = q.new_zeros(*q.shape[:2], q.shape[-1], v.shape[-1])  # (B, H, d_k, d_v): S_0 = 0
     outputs = []
     for t in range(q.shape[-2]):
-        q_t, k_t, v_t = q[:, :, t], k[:, :, t], v[:, :, t]  # (B, H, d_k), (B, H, d_k), (B, H, d_v)
-        state = log_decay[:, :, t, None, None].exp() * state  # α_t S_{t-1}
-        recalled = (k_t[..., None, :] @ state)[..., 0, :]  # (B, H, d_v): what the memory returns for k_t
-        correction = beta[:, :, t, None] * (v_t - recalled)  # (B, H, d_v): β_t (v_t - recalled)
-        state = state + k_t[..., :, None] * correction[..., None, :]  # (B, H, d_k, d_v): write k_t ⊗ correction
-        outputs.append((q_t[..., None, :] @ state)[..., 0, :])  # (B, H, d_v): o_t = S_tᵀ q_t
+        out, state = gated_delta_step(state, q[:, :, t], k[:, :, t], v[:, :, t], log_decay[:, :, t], beta[:, :, t])
+        outputs.append(out)  # (B, H, d_v)
     return torch.stack(outputs, dim=-2)  # (B, H, N, d_v)
 
 

@@ -86,7 +86,8 @@ class KVCacheCalculator(Explorer):
 
     # -- real models ----------------------------------------------------------------------------
     def choose_model(self, name: str) -> None:
-        """Set the sliders to the published sizes of model ``name`` (a key of ``MODEL_ATTENTION_SIZES``)."""
+        """Set the sliders to the published sizes of model ``name`` (a key of ``MODEL_ATTENTION_SIZES`` or
+        ``MODEL_CACHE_SIZES``)."""
         if self._syncing_menu or name == OWN_SIZES:
             return
         models = {**MODEL_ATTENTION_SIZES, **MODEL_CACHE_SIZES}
@@ -129,16 +130,17 @@ class KVCacheCalculator(Explorer):
     def draw(self, figure: Figure) -> None:
         self.ax = figure.subplots()
         rows = list(range(len(KINDS) + 1))  # the last row: a model's cache as published, shown for such a model
-        self.bars = self.ax.barh(rows, [1] * len(rows), color=[*BAR_COLOURS, PUBLISHED_COLOUR])
+        *self.bars, self.published_bar = self.ax.barh(rows, [1] * len(rows), color=[*BAR_COLOURS, PUBLISHED_COLOUR])
         self.ax.set_yticks(rows, [*KINDS, ""])  # the fourth bar names itself in its label
         self.ax.invert_yaxis()  # multi-head on top
-        self.labels = [self.ax.text(0, r, "", va="center", fontsize=9) for r in rows]
+        *self.labels, self.published_label = [self.ax.text(0, r, "", va="center", fontsize=9) for r in rows]
         self.ax.set_xticks([])  # each bar carries its number
         self.ax.spines[["top", "right", "bottom"]].set_visible(False)
         self.ax.set_xlim(0, 1.6)  # bar lengths relative to multi-head's; the labels give the numbers
         self.title = self.ax.set_title("", fontsize=10)
         figure.subplots_adjust(left=0.17, right=0.98, top=0.83, bottom=0.06)
-        self.dynamic([*self.bars, *self.labels, self.title])  # the axes and their labels are drawn once
+        # the axes and their labels are drawn once
+        self.dynamic([*self.bars, *self.labels, self.published_bar, self.published_label, self.title])
 
     def update(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int, dtype_bytes: int,
                head_dim: int) -> str:
@@ -153,13 +155,13 @@ class KVCacheCalculator(Explorer):
             label.set_text(f"{format_bytes(sizes[kind])}  (G = {groups[kind]}, {100 * sizes[kind] / top:.3g}%)")
         published = model_cache_bytes(model, seq_len=seq_len, batch=self.batch, dtype_bytes=dtype_bytes) \
             if model in MODEL_CACHE_SIZES else None
-        self.bars[-1].set_visible(published is not None)
-        self.labels[-1].set_visible(published is not None)
+        self.published_bar.set_visible(published is not None)
+        self.published_label.set_visible(published is not None)
         if published is not None:
-            self.bars[-1].set_width(published / top)
-            self.labels[-1].set_x(published / top + 0.02)
-            self.labels[-1].set_text(f"as published: {format_bytes(published)}  ({PUBLISHED_KINDS[MODEL_CACHE_SIZES[model]['kind']]}, "
-                                     f"{100 * published / top:.3g}%)")
+            self.published_bar.set_width(published / top)
+            self.published_label.set_x(published / top + 0.02)
+            kind = PUBLISHED_KINDS[str(MODEL_CACHE_SIZES[model]["kind"])]
+            self.published_label.set_text(f"as published: {format_bytes(published)}  ({kind}, {100 * published / top:.3g}%)")
         self.title.set_text((f"{model}: " if model else "") +
                             f"KV cache = 2 × {num_layers} layers × {seq_len:,} tokens × G × head_dim {head_dim} × "
                             f"{dtype_bytes} bytes (batch {self.batch})")
