@@ -34,7 +34,8 @@ def inputs(B, H, N, d_k, d_v, seed, dtype=torch.float64):
 
 def theirs(fn, q, k, v, log_decay, beta, **kw):
     logging.getLogger("transformers").setLevel(logging.ERROR)
-    out, _ = fn(*(t.transpose(1, 2) for t in (q, k, v, log_decay, beta)), **kw)  # (B, N, H, d_v)
+    out, _ = fn(*(t.transpose(1, 2) for t in (q, k, v, log_decay, beta)), initial_state=None,
+                output_final_state=False, **kw)  # (B, N, H, d_v)
     return out.transpose(1, 2)
 
 
