@@ -74,8 +74,8 @@ from .core import (
 )
 from .core import TransformerBlock
 # Lesson 13 (the cache that does not grow): latent attention, linear attention, the gated delta rule.
-from .core import (LatentAttention, elu_feature_map, gated_delta_rule, gated_delta_step, linear_attention,
-                   linear_attention_step)
+from .core import (LatentAttention, elu_feature_map, gated_delta_chunk, gated_delta_rule, gated_delta_step,
+                   linear_attention, linear_attention_step)
 from .views.shapes import shape_table, shape_trace, show
 from .views.source import show_source
 # Lesson 11 (a real pretrained model): tokenizers, safetensors and huggingface_hub load inside the loader.
@@ -148,6 +148,7 @@ __all__ = [
     "elu_feature_map",
     "gated_delta_rule",
     "gated_delta_step",
+    "gated_delta_chunk",
     "linear_attention",
     "linear_attention_step",
     *_LAZY_SUBMODULES,

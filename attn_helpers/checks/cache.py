@@ -85,7 +85,7 @@ def check_latent_cache_size(answer: Any) -> Verdict:
 
 # ------------------------------------------------------------------------------ one linear-attention step
 
-_STEP_LIBRARY = package_calls(library(("linear_attention_step", "linear_attention", "gated_delta_rule", "gated_delta_step",
+_STEP_LIBRARY = package_calls(library(("linear_attention_step", "linear_attention", "gated_delta_rule", "gated_delta_step", "gated_delta_chunk",
                                        "elu_feature_map")), {"transformers": "transformers'"})
 _STEP_SHAPES = ((3, 5), (2, 4, 6), (1, 2, 3))  # (..., d_k, d_v): d_k != d_v, so a transposed state shows
 
@@ -129,6 +129,14 @@ def _judge_step(state: Tensor, normalizer: Tensor, phi_q: Tensor, phi_k: Tensor,
     return judge
 
 
+def _step_raised(problem: BaseException) -> str:
+    """The hint for a step that raised: on these inputs d_k != d_v and some have batch axes, so the two usual
+    causes are a state built the other way round and an operation for single vectors."""
+    return ("the state is (..., d_k, d_v), with d_k != d_v here: build the outer product as phi_k[..., :, None] * "
+            "v[..., None, :] (not v times phi_k) and read it with phi_q[..., None, :] @ state; operations made for "
+            "single vectors (torch.outer, torch.dot, phi_q @ normalizer) fail on inputs with batch axes (...).")
+
+
 @checker
 def check_linear_attention_step(answer: Any) -> Verdict:
     """Exercise: a function ``answer(state, normalizer, phi_q, phi_k, v) -> (out, state, normalizer)``: one token of
@@ -139,6 +147,7 @@ def check_linear_attention_step(answer: Any) -> Verdict:
         inputs = _step_inputs(seed + 11, shape)
         cases.append((inputs, f"for state of shape {tuple(inputs[0].shape)} (..., d_k, d_v)", _judge_step(*inputs)))
     return judge_function(answer, cases, watched=_STEP_LIBRARY, example="step(state, normalizer, phi_q, phi_k, v)",
+                          raised=_step_raised,
                           lines="state = state + phi_k[..., :, None] * v[..., None, :]; normalizer = normalizer + "
                                 "phi_k; out = (phi_q[..., None, :] @ state)[..., 0, :] / (phi_q * normalizer)"
                                 ".sum(-1, keepdim=True).",

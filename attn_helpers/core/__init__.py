@@ -34,7 +34,8 @@ from .kv_cache import KVCache, cached_attention_step  # noqa: F401
 from .tiled import online_softmax, online_softmax_update, tiled_attention  # noqa: F401
 from .block import ACTIVATIONS, TransformerBlock  # noqa: F401
 from .latent import LatentAttention  # noqa: F401
-from .linear import elu_feature_map, gated_delta_rule, gated_delta_step, linear_attention, linear_attention_step  # noqa: F401
+from .linear import (elu_feature_map, gated_delta_chunk, gated_delta_rule, gated_delta_step, linear_attention,  # noqa: F401
+                     linear_attention_step)  # noqa: F401
 
 __all__ = [
     "broadcast_shape", "check_heads", "check_kv_heads", "causal_mask", "padding_mask", "blocked_to_keep", "mask_to_additive",
@@ -45,5 +46,5 @@ __all__ = [
     "RotaryAttention", "grouped_query_attention", "GroupedQueryAttention", "KVCache", "cached_attention_step",
     "online_softmax_update", "online_softmax", "tiled_attention", "TransformerBlock", "ACTIVATIONS",
     "LatentAttention", "elu_feature_map", "linear_attention", "linear_attention_step", "gated_delta_rule",
-    "gated_delta_step",
+    "gated_delta_step", "gated_delta_chunk",
 ]

@@ -7,7 +7,8 @@ feature map ``φ``; then a causal output is ``φ(q_t)ᵀ S_t / φ(q_t)ᵀ z_t`` 
 The delta rule (Schlag et al., 2021) writes only the correction, ``S_t = S_{t-1} + β_t k_t (v_t - S_{t-1}ᵀ k_t)ᵀ``;
 Gated DeltaNet (Yang et al., 2025) also lets the state decay, ``S_t = α_t (I - β_t k_t k_tᵀ) S_{t-1} + β_t k_t v_tᵀ``
 with ``α_t = exp(log_decay_t)``; the output is ``o_t = S_tᵀ q_t``. :func:`gated_delta_rule` computes it token by
-token, or chunk by chunk (the same numbers; the form ``transformers``' Qwen3-Next uses for long inputs).
+token (:func:`gated_delta_step`), or chunk by chunk (:func:`gated_delta_chunk`: the same numbers; the form
+``transformers``' Qwen3-Next uses for long inputs).
 
 Layout: ``(B, H, N, d)`` like the rest of the series; ``log_decay`` and ``beta`` are ``(B, H, N)``.
 """
@@ -20,7 +21,7 @@ from torch.nn import functional as F
 
 from .arguments import check_positive_int, check_tensor, shape_of
 
-__all__ = ["elu_feature_map", "linear_attention", "linear_attention_step", "gated_delta_rule", "gated_delta_step"]
+__all__ = ["elu_feature_map", "linear_attention", "linear_attention_step", "gated_delta_rule", "gated_delta_step", "gated_delta_chunk"]
 
 
 def elu_feature_map(x: Tensor) -> Tensor:
@@ -144,28 +145,40 @@ def _gated_delta_recurrent(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, b
     return torch.stack(outputs, dim=-2)  # (B, H, N, d_v)
 
 
+def gated_delta_chunk(state: Tensor, q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor,
+                      beta: Tensor) -> tuple[Tensor, Tensor]:
+    """One chunk of ``C`` tokens of the gated delta rule at once: returns ``(o (..., C, d_v), S (..., d_k, d_v))``,
+    the same as ``C`` calls of :func:`gated_delta_step`.
+
+    ``state (..., d_k, d_v)`` is the state before the chunk; ``q, k (..., C, d_k)`` (``q`` already scaled),
+    ``v (..., C, d_v)``, ``log_decay, beta (..., C)``. With ``γ_i`` the summed ``log_decay`` from the chunk's start to
+    token ``i``: ``T = I + strictly_lower(β_i (k_i·k_j) e^{γ_i-γ_j})``, ``U = T⁻¹ (β v)``, ``W = T⁻¹ (β e^γ k)``,
+    ``corrections = U - W S``, ``o = (e^γ q) S + lower((q_i·k_j) e^{γ_i-γ_j}) corrections``,
+    ``S <- e^{γ_C} S + (e^{γ_C - γ} k)ᵀ corrections``.
+    """
+    gamma = log_decay.cumsum(dim=-1)  # (..., C): log of the decay from the chunk's start to each token
+    c = gamma.shape[-1]
+    lower = torch.ones(c, c, dtype=torch.bool, device=q.device).tril()  # (C, C): j <= i
+    decay_ij = (gamma[..., :, None] - gamma[..., None, :]).masked_fill(~lower, float("-inf")).exp()  # (..., C, C)
+    b = beta[..., None]  # (..., C, 1)
+    system = (b * k @ k.mT * decay_ij).tril(-1) + torch.eye(c, dtype=q.dtype, device=q.device)  # (..., C, C): T
+    u = torch.linalg.solve_triangular(system, b * v, upper=False, unitriangular=True)  # (..., C, d_v)
+    w = torch.linalg.solve_triangular(system, b * gamma[..., None].exp() * k, upper=False, unitriangular=True)  # (..., C, d_k)
+    corrections = u - w @ state  # (..., C, d_v): what each token writes, given the state before the chunk
+    inside = (q @ k.mT) * decay_ij  # (..., C, C): reads of this chunk's own writes (decay_ij is 0 above the diagonal)
+    out = gamma[..., None].exp() * q @ state + inside @ corrections  # (..., C, d_v): the old state read, plus the new
+    to_end = (gamma[..., -1:] - gamma).exp()[..., None]  # (..., C, 1): decay from token i to the chunk's end
+    state = gamma[..., -1, None, None].exp() * state + (to_end * k).mT @ corrections  # (..., d_k, d_v)
+    return out, state
+
+
 def _gated_delta_chunked(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, beta: Tensor, size: int) -> Tensor:
-    """Chunk by chunk: inside a chunk the ``C`` corrections solve one triangular system; between chunks the
-    state carries over. Per chunk, with ``γ_i`` the summed ``log_decay`` from the chunk's start to token ``i``:
-    ``T = I + strictly_lower(β_i (k_i·k_j) e^{γ_i-γ_j})``, ``U = T⁻¹ (β v)``, ``W = T⁻¹ (β e^γ k)``,
-    ``corrections = U - W S``, ``o = (e^γ q) S + lower(q_i·k_j e^{γ_i-γ_j}) corrections``,
-    ``S <- e^{γ_C} S + (e^{γ_C - γ} k)ᵀ corrections``."""
+    """Chunk by chunk, one :func:`gated_delta_chunk` each (the last chunk may be shorter), from ``S_0 = 0``."""
     state = q.new_zeros(*q.shape[:2], q.shape[-1], v.shape[-1])  # (B, H, d_k, d_v): S_0 = 0
     outputs = []
     for start in range(0, q.shape[-2], size):
-        qc, kc, vc = (t[:, :, start:start + size] for t in (q, k, v))  # (B, H, C, d_k), (B, H, C, d_k), (B, H, C, d_v)
-        bc = beta[:, :, start:start + size, None]  # (B, H, C, 1)
-        gamma = log_decay[:, :, start:start + size].cumsum(dim=-1)  # (B, H, C): log of the decay since the chunk start
-        c = gamma.shape[-1]
-        lower = torch.ones(c, c, dtype=torch.bool, device=q.device).tril()  # (C, C): j <= i
-        decay_ij = (gamma[..., :, None] - gamma[..., None, :]).masked_fill(~lower, float("-inf")).exp()  # (B, H, C, C)
-        system = (bc * kc @ kc.mT * decay_ij).tril(-1) + torch.eye(c, dtype=q.dtype, device=q.device)  # (B, H, C, C): T
-        u = torch.linalg.solve_triangular(system, bc * vc, upper=False, unitriangular=True)  # (B, H, C, d_v)
-        w = torch.linalg.solve_triangular(system, bc * gamma[..., None].exp() * kc, upper=False,
-                                          unitriangular=True)  # (B, H, C, d_k)
-        corrections = u - w @ state  # (B, H, C, d_v): what each token writes, given the state before the chunk
-        inside = (qc @ kc.mT) * decay_ij  # (B, H, C, C): reads of this chunk's own writes (decay_ij is 0 above)
-        outputs.append(gamma[..., None].exp() * qc @ state + inside @ corrections)  # (B, H, C, d_v)
-        to_end = (gamma[..., -1:] - gamma).exp()[..., None]  # (B, H, C, 1): decay from token i to the chunk's end
-        state = gamma[..., -1, None, None].exp() * state + (to_end * kc).mT @ corrections  # (B, H, d_k, d_v)
+        chunk = slice(start, start + size)
+        out, state = gated_delta_chunk(state, q[:, :, chunk], k[:, :, chunk], v[:, :, chunk], log_decay[:, :, chunk],
+                                       beta[:, :, chunk])
+        outputs.append(out)  # (B, H, C, d_v)
     return torch.cat(outputs, dim=-2)  # (B, H, N, d_v)

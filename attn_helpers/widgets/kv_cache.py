@@ -137,7 +137,7 @@ class KVCacheCalculator(Explorer):
         self.ax.set_xticks([])  # each bar carries its number
         self.ax.spines[["top", "right", "bottom"]].set_visible(False)
         self.ax.set_xlim(0, 1.6)  # bar lengths relative to multi-head's; the labels give the numbers
-        self.title = self.ax.set_title("", fontsize=10)
+        self.title = self.ax.set_title("", fontsize=9)  # 9 points: the longest model names fit
         figure.subplots_adjust(left=0.17, right=0.98, top=0.83, bottom=0.06)
         # the axes and their labels are drawn once
         self.dynamic([*self.bars, *self.labels, self.published_bar, self.published_label, self.title])

@@ -76,3 +76,16 @@ def test_linear_attention_step_refuses_the_library_by_any_name():
     assert not verdict.ok and "linear_attention_step" in verdict.message
     verdict = checks.check_linear_attention_step.judge(lambda *a: linear_attention_step(*a))
     assert not verdict.ok and "calls attn_helpers' linear_attention_step" in verdict.message
+
+
+def test_linear_attention_step_that_crashes_on_the_shapes_gets_the_orientation_hint():
+    def turned(state, normalizer, phi_q, phi_k, v):  # (d_v, d_k) outer product added to a (d_k, d_v) state
+        return None, state + v[..., :, None] * phi_k[..., None, :], normalizer + phi_k
+
+    def one_d(state, normalizer, phi_q, phi_k, v):  # torch.outer is for single vectors only: right without batch axes
+        state, normalizer = state + torch.outer(phi_k, v), normalizer + phi_k
+        return (phi_q[..., None, :] @ state)[..., 0, :] / (phi_q * normalizer).sum(-1, keepdim=True), state, normalizer
+
+    for fn in (turned, one_d):
+        verdict = checks.check_linear_attention_step.judge(fn)
+        assert not verdict.ok and "phi_k[..., :, None] * v[..., None, :]" in verdict.hint, verdict

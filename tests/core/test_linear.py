@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from attn_helpers import gated_delta_rule, gated_delta_step, linear_attention, linear_attention_step
+from attn_helpers import gated_delta_chunk, gated_delta_rule, gated_delta_step, linear_attention, linear_attention_step
 
 transformers = pytest.importorskip("transformers")
 from transformers.models.qwen3_next.modeling_qwen3_next import (  # noqa: E402
@@ -104,3 +104,15 @@ def test_bad_inputs_are_named():
         linear_attention_step(torch.zeros(2, 4, 3), torch.zeros(2, 4), torch.ones(2, 4), torch.ones(4), torch.ones(2, 3))
     with pytest.raises(ValueError, match=r"v must have shape \(..., d_v\) = \[2, 3\]"):
         linear_attention_step(torch.zeros(2, 4, 3), torch.zeros(2, 4), torch.ones(2, 4), torch.ones(2, 4), torch.ones(2, 4))
+
+
+def test_one_chunk_is_its_steps():
+    q, k, v, log_decay, beta = inputs(2, 2, 6, 4, 3, 6)
+    state = torch.randn(2, 2, 4, 3, dtype=torch.float64)
+    out, after = gated_delta_chunk(state, q, k, v, log_decay, beta)
+    step_state, outs = state, []
+    for t in range(6):
+        o, step_state = gated_delta_step(step_state, q[:, :, t], k[:, :, t], v[:, :, t], log_decay[:, :, t], beta[:, :, t])
+        outs.append(o)
+    torch.testing.assert_close(out, torch.stack(outs, dim=-2), rtol=0, atol=1e-12)
+    torch.testing.assert_close(after, step_state, rtol=0, atol=1e-12)
