@@ -11,7 +11,7 @@ modules' ``__all__`` is imported here by name (tests/test_import.py checks that 
 from __future__ import annotations
 
 from ._core import NOT_ATTEMPTED, Verdict, checker, compare_tensors
-from .cache import check_latent_cache_size, check_linear_attention_step
+from .cache import check_delta_rule_write, check_latent_cache_size, check_linear_attention_step
 from .efficient import (
     check_cache_flops_prediction,
     check_generate_with_cache,
@@ -67,6 +67,7 @@ __all__ = [
     # cache (13)
     "check_latent_cache_size",
     "check_linear_attention_step",
+    "check_delta_rule_write",
     # efficient
     "check_online_softmax_step",
     "check_kv_cache_size",

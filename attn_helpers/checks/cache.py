@@ -1,5 +1,5 @@
-"""Checkers for 13 · The cache that does not grow: the size of a latent (MLA) cache, and one step of causal
-linear attention's recurrence.
+"""Checkers for 13 · The cache that does not grow: the size of a latent (MLA) cache, one step of causal
+linear attention's recurrence, and one write of the delta rule.
 
 Each judge runs the learner's function on sizes or tensors the lesson never printed, recomputes the right
 answer with the library, names the typical mistakes (K and V counted twice, the rotary key forgotten, every head
@@ -15,13 +15,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..core import linear_attention_step
+from ..core import gated_delta_step, linear_attention_step
 from ..lab import latent_cache_bytes
 from ._core import Verdict, checker, compare_tensors, correct, wrong
 from ._function import judge_function
 from ._guard import library, package_calls
 
-__all__ = ["check_latent_cache_size", "check_linear_attention_step"]
+__all__ = ["check_latent_cache_size", "check_linear_attention_step", "check_delta_rule_write"]
 
 
 # ------------------------------------------------------------------------------ the latent cache
@@ -154,3 +154,62 @@ def check_linear_attention_step(answer: Any) -> Verdict:
                           success="right for three inputs of other sizes (d_k != d_v, with and without batch axes): "
                                   "the state grows by φ(k_t) v_tᵀ, the normaliser by φ(k_t), and the output divides "
                                   "the two reads.")
+
+
+# ------------------------------------------------------------------------------ one delta-rule write
+
+_DELTA_LIBRARY = package_calls(library(("gated_delta_step", "gated_delta_chunk", "gated_delta_rule",
+                                        "linear_attention_step")), {"transformers": "transformers'"})
+_DELTA_SHAPES = ((4, 3), (2, 5, 2), (3, 6))  # (..., d_k, d_v): d_k != d_v, so a turned-over state shows
+
+
+def _delta_inputs(seed: int, shape: tuple[int, ...]) -> tuple[Tensor, ...]:
+    """``state (..., d_k, d_v)``, a unit key ``k (..., d_k)``, ``v (..., d_v)``, ``beta (...)`` in (0, 1)."""
+    g = torch.Generator().manual_seed(seed)
+    *lead, d_k, d_v = shape
+    k = torch.randn(*lead, d_k, generator=g, dtype=torch.float64)
+    return (torch.randn(*lead, d_k, d_v, generator=g, dtype=torch.float64), k / k.norm(dim=-1, keepdim=True),
+            torch.randn(*lead, d_v, generator=g, dtype=torch.float64),
+            torch.rand(tuple(lead), generator=g, dtype=torch.float64) * 0.8 + 0.1)
+
+
+def _judge_delta(state: Tensor, k: Tensor, v: Tensor, beta: Tensor) -> Any:
+    zero = torch.zeros_like(beta)
+    _, expected = gated_delta_step(state, torch.zeros_like(k), k, v, zero, beta)  # no decay: log_decay = 0
+    recalled = (k[..., None, :] @ state)[..., 0, :]  # (..., d_v)
+    b, bb = beta[..., None], beta[..., None, None]  # (..., 1), (..., 1, 1)
+    mistakes = {
+        "nothing is subtracted (plain linear attention's write, β k vᵀ)": (
+            state + bb * k[..., :, None] * v[..., None, :], "write the difference: v_t minus what the state returns "
+            "for k_t, S_{t-1}ᵀ k_t = (k[..., None, :] @ state)[..., 0, :]."),
+        "β scales only v, not the whole difference": (
+            state + k[..., :, None] * (b * v - recalled)[..., None, :], "multiply the whole difference by β: "
+            "beta[..., None] * (v - recalled)."),
+        "there is no β (β = 1)": (state + k[..., :, None] * (v - recalled)[..., None, :],
+                                  "scale the difference by beta[..., None]: β is how much of it is written."),
+        "the difference is subtracted instead of added": (
+            state - bb * k[..., :, None] * (v - recalled)[..., None, :], "S_t = S_{t-1} + β k (v - S_{t-1}ᵀ k)ᵀ."),
+    }
+    return lambda got: compare_tensors(got, expected, name="the new state", likely_mistakes=mistakes)
+
+
+def _delta_raised(problem: BaseException) -> str:
+    return ("the state is (..., d_k, d_v), with d_k != d_v here: what it returns for k is (k[..., None, :] @ state)"
+            "[..., 0, :] (shape (..., d_v)), and the write is k[..., :, None] * correction[..., None, :]; operations "
+            "made for single vectors (torch.outer, torch.dot) fail on inputs with batch axes (...).")
+
+
+@checker
+def check_delta_rule_write(answer: Any) -> Verdict:
+    """Exercise: a function ``answer(state, k, v, beta) -> new state``: one write of the delta rule, no decay,
+    ``S + β k (v - Sᵀ k)ᵀ`` (``state (..., d_k, d_v)``, unit ``k (..., d_k)``, ``v (..., d_v)``, ``beta (...)``).
+    Run on three made-up inputs with ``d_k != d_v``; ``gated_delta_step`` and its neighbours are refused."""
+    cases = []
+    for seed, shape in enumerate(_DELTA_SHAPES):
+        inputs = _delta_inputs(seed + 21, shape)
+        cases.append((inputs, f"for state of shape {tuple(inputs[0].shape)} (..., d_k, d_v)", _judge_delta(*inputs)))
+    return judge_function(answer, cases, watched=_DELTA_LIBRARY, example="write(state, k, v, beta)", raised=_delta_raised,
+                          lines="recalled = (k[..., None, :] @ state)[..., 0, :]; return state + k[..., :, None] * "
+                                "(beta[..., None] * (v - recalled))[..., None, :].",
+                          success="right for three inputs of other sizes (d_k != d_v, with and without batch axes): "
+                                  "the state returns what it held for k, and β times the difference is written.")

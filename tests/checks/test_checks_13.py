@@ -89,3 +89,33 @@ def test_linear_attention_step_that_crashes_on_the_shapes_gets_the_orientation_h
     for fn in (turned, one_d):
         verdict = checks.check_linear_attention_step.judge(fn)
         assert not verdict.ok and "phi_k[..., :, None] * v[..., None, :]" in verdict.hint, verdict
+
+
+def write(state, k, v, beta):
+    recalled = (k[..., None, :] @ state)[..., 0, :]
+    return state + k[..., :, None] * (beta[..., None] * (v - recalled))[..., None, :]
+
+
+def test_delta_rule_write_names_each_mistake_and_refuses_the_library():
+    from attn_helpers import gated_delta_step
+
+    assert checks.check_delta_rule_write.judge(write).ok
+
+    def beta_on_v(state, k, v, beta):
+        recalled = (k[..., None, :] @ state)[..., 0, :]
+        return state + k[..., :, None] * (beta[..., None] * v - recalled)[..., None, :]
+
+    def no_beta(state, k, v, beta):
+        return write(state, k, v, torch.ones_like(beta))
+
+    def turned_read(state, k, v, beta):  # S k instead of S^T k: fails when d_k != d_v
+        return state + k[..., :, None] * (beta[..., None] * (v - state @ k))[..., None, :]
+
+    for fn, words in ((beta_on_v, "β scales only v"), (no_beta, "there is no β")):
+        verdict = checks.check_delta_rule_write.judge(fn)
+        assert not verdict.ok and words in verdict.message, (fn.__name__, verdict.message)
+    verdict = checks.check_delta_rule_write.judge(turned_read)
+    assert not verdict.ok and "(k[..., None, :] @ state)[..., 0, :]" in verdict.hint
+    verdict = checks.check_delta_rule_write.judge(
+        lambda state, k, v, beta: gated_delta_step(state, k, k, v, torch.zeros_like(beta), beta)[1])
+    assert not verdict.ok and "gated_delta_step" in verdict.message

@@ -237,5 +237,9 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
                  "    out = (phi_q[..., None, :] @ new_state)[..., 0, :] / (phi_q * normalizer).sum(-1, keepdim=True)\n"
                  "    return out, new_state, normalizer + phi_k\n"
                  "answer = step", "before you divide"),
+        # plain linear attention's write: nothing subtracted
+        "13.3": ("def write(state, k, v, beta):\n"
+                 "    return state + beta[..., None, None] * k[..., :, None] * v[..., None, :]\n"
+                 "answer = write", "write the difference"),
     },
 }
