@@ -73,6 +73,9 @@ from .core import (
     sinusoidal_encoding,
 )
 from .core import TransformerBlock
+# Lesson 13 (the cache that does not grow): latent attention, linear attention, the gated delta rule.
+from .core import (LatentAttention, elu_feature_map, gated_delta_chunk, gated_delta_rule, gated_delta_step,
+                   linear_attention, linear_attention_step)
 from .views.shapes import shape_table, shape_trace, show
 from .views.source import show_source
 # Lesson 11 (a real pretrained model): tokenizers, safetensors and huggingface_hub load inside the loader.
@@ -141,6 +144,13 @@ __all__ = [
     "attention_shares",
     "PretrainedModel",
     "load_pretrained",
+    "LatentAttention",
+    "elu_feature_map",
+    "gated_delta_rule",
+    "gated_delta_step",
+    "gated_delta_chunk",
+    "linear_attention",
+    "linear_attention_step",
     *_LAZY_SUBMODULES,
 ]
 

@@ -248,6 +248,11 @@ def _tasks() -> None:
         torch.zeros(1, 4, dtype=torch.long))
 
 
+def _cache_sizes() -> None:
+    for name in lab.MODEL_CACHE_SIZES:
+        lab.model_cache_bytes(name, seq_len=3)
+
+
 #: Per name a notebook uses, what calls it here (several names share one call). Constants have no call.
 CALLS: dict[str, Callable[[], object]] = {
     **dict.fromkeys(["IGNORE", "HELD_OUT_SEED", "MODEL_ATTENTION_SIZES", "GENERATION_TEXT", "PATTERNS"], _constant),
@@ -266,6 +271,7 @@ CALLS: dict[str, Callable[[], object]] = {
                      "growth_exponent", "attention_flops", "attention_parameters", "kv_cache_bytes"], _measuring),
     **dict.fromkeys(["attention_entropy", "softmax_grad_norm", "softmax_statistics"], _probes),
     **dict.fromkeys(["AttentionStack", "depth_sweep"], _depth_sweep),
+    **dict.fromkeys(["MODEL_CACHE_SIZES", "model_cache_bytes"], _cache_sizes),
     "embed": _embed,
     "one_thread": _one_thread,
     "load_pretrained": _load_pretrained,

@@ -11,6 +11,7 @@ modules' ``__all__`` is imported here by name (tests/test_import.py checks that 
 from __future__ import annotations
 
 from ._core import NOT_ATTEMPTED, Verdict, checker, compare_tensors
+from .cache import check_delta_rule_write, check_latent_cache_size, check_linear_attention_step
 from .efficient import (
     check_cache_flops_prediction,
     check_generate_with_cache,
@@ -64,6 +65,10 @@ __all__ = [
     "Verdict",
     "checker",
     "compare_tensors",
+    # cache (13)
+    "check_latent_cache_size",
+    "check_linear_attention_step",
+    "check_delta_rule_write",
     # efficient
     "check_online_softmax_step",
     "check_kv_cache_size",

@@ -14,6 +14,8 @@ One module per idea, each importing only the ones above it:
     kv_cache    KVCache and cached_attention_step (lesson 09)
     tiled       online softmax and tiled attention (lesson 09's loop)
     block       TransformerBlock (pre-LayerNorm, = torch.nn.TransformerEncoderLayer)
+    latent      LatentAttention: multi-head latent attention, DeepSeek's MLA (lesson 13)
+    linear      linear attention and the gated delta rule: a state of fixed size (lesson 13)
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ from .grouped import TRANSFORMERS_LAYERS, GroupedQueryAttention, grouped_query_a
 from .kv_cache import KVCache, cached_attention_step  # noqa: F401
 from .tiled import online_softmax, online_softmax_update, tiled_attention  # noqa: F401
 from .block import ACTIVATIONS, TransformerBlock  # noqa: F401
+from .latent import LatentAttention  # noqa: F401
+from .linear import (elu_feature_map, gated_delta_chunk, gated_delta_rule, gated_delta_step, linear_attention,  # noqa: F401
+                     linear_attention_step)  # noqa: F401
 
 __all__ = [
     "broadcast_shape", "check_heads", "check_kv_heads", "causal_mask", "sliding_window_mask", "padding_mask", "blocked_to_keep", "mask_to_additive",
@@ -44,4 +49,6 @@ __all__ = [
     "rope_pair_scores", "sinusoidal_encoding", "LearnedPositions", "permute_tokens", "equivariance_gap",
     "RotaryAttention", "grouped_query_attention", "GroupedQueryAttention", "TRANSFORMERS_LAYERS", "KVCache", "cached_attention_step",
     "online_softmax_update", "online_softmax", "tiled_attention", "TransformerBlock", "ACTIVATIONS",
+    "LatentAttention", "elu_feature_map", "linear_attention", "linear_attention_step", "gated_delta_rule",
+    "gated_delta_step", "gated_delta_chunk",
 ]

@@ -252,3 +252,13 @@ from .explorer_math import (  # noqa: E402
 from . import explorer_math as _explorer_math  # noqa: E402
 
 __all__ += _explorer_math.__all__
+
+# Lesson 13 (the cache that does not grow): the caches of latent and hybrid models, counted.
+from .measure import (  # noqa: E402
+    MODEL_CACHE_SIZES,
+    latent_cache_bytes,
+    linear_state_bytes,
+    model_cache_bytes,
+)
+
+__all__ += ["MODEL_CACHE_SIZES", "latent_cache_bytes", "linear_state_bytes", "model_cache_bytes"]

@@ -165,6 +165,70 @@ def windowed_kv_cache_bytes(*, num_layers: int, local_layers: int, window: int |
     global_ = kv_cache_bytes(num_layers=num_layers - local_layers, seq_len=seq_len, **sizes) \
         if local_layers < num_layers else 0
     return local + global_
+# Lesson 13: caches that are not H/G key/value heads in every layer.
+__all__ += ["MODEL_CACHE_SIZES", "latent_cache_bytes", "linear_state_bytes", "model_cache_bytes"]
+
+
+def latent_cache_bytes(*, num_layers: int, kv_lora_rank: int, qk_rope_head_dim: int, seq_len: int,
+                       batch: int = 1, dtype_bytes: int = 2) -> int:
+    """Bytes of a multi-head latent attention cache: ``num_layers * batch * seq_len * (kv_lora_rank +
+    qk_rope_head_dim) * dtype_bytes``. Each token leaves one latent and one rotary key per layer, shared by every
+    head (no factor 2: the keys and the values are both rebuilt from the latent)."""
+    for name, value in (("num_layers", num_layers), ("kv_lora_rank", kv_lora_rank),
+                        ("qk_rope_head_dim", qk_rope_head_dim), ("seq_len", seq_len), ("batch", batch),
+                        ("dtype_bytes", dtype_bytes)):
+        check_positive_int(name, value)
+    return num_layers * batch * seq_len * (kv_lora_rank + qk_rope_head_dim) * dtype_bytes
+
+
+def linear_state_bytes(*, num_layers: int, num_heads: int, key_head_dim: int, value_head_dim: int,
+                       conv_numbers: int = 0, batch: int = 1, dtype_bytes: int = 2) -> int:
+    """Bytes of the fixed-size state of linear-attention layers: ``num_layers * batch * (num_heads * key_head_dim *
+    value_head_dim + conv_numbers) * dtype_bytes``, whatever the number of tokens. ``conv_numbers``: numbers a layer
+    keeps besides its ``(key_head_dim, value_head_dim)`` states (Qwen3-Next's short convolution keeps its last
+    ``linear_conv_kernel_dim`` inputs of ``conv_dim`` channels)."""
+    for name, value in (("num_layers", num_layers), ("num_heads", num_heads), ("key_head_dim", key_head_dim),
+                        ("value_head_dim", value_head_dim), ("batch", batch), ("dtype_bytes", dtype_bytes)):
+        check_positive_int(name, value)
+    if isinstance(conv_numbers, bool) or not isinstance(conv_numbers, int) or conv_numbers < 0:
+        raise ValueError(f"conv_numbers must be an int >= 0, got {conv_numbers!r}")
+    return num_layers * batch * (num_heads * key_head_dim * value_head_dim + conv_numbers) * dtype_bytes
+
+
+# Two models whose cache is not "H/G key/value heads in every layer", from their published configuration files
+# (Hugging Face config.json of deepseek-ai/DeepSeek-V3 and Qwen/Qwen3-Next-80B-A3B-Instruct; transformers'
+# DeepseekV3Config and Qwen3NextConfig have the same defaults). num_heads, num_kv_heads, head_dim and num_layers are
+# the attention layers' sizes, the ones the KV-cache calculator's sliders take. DeepSeek-V3 (multi-head latent
+# attention): head_dim is v_head_dim = qk_nope_head_dim = 128 (each key also has qk_rope_head_dim 64 rotary features).
+# Qwen3-Next: full_attention_interval 4, so 12 of the 48 layers attend (grouped-query) and 36 are Gated DeltaNet
+# layers with 32 value heads of 128 x 128 states and a convolution of kernel 4 over conv_dim = 2 * 16 * 128 + 32 * 128
+# channels.
+MODEL_CACHE_SIZES: dict[str, dict[str, int | str]] = {
+    "DeepSeek-V3": dict(kind="latent", num_layers=61, num_heads=128, num_kv_heads=128, head_dim=128,
+                        kv_lora_rank=512, qk_rope_head_dim=64),
+    "Qwen3-Next": dict(kind="hybrid", num_layers=48, num_heads=16, num_kv_heads=2, head_dim=256,
+                               attention_layers=12, linear_num_value_heads=32, linear_key_head_dim=128,
+                               linear_value_head_dim=128, conv_numbers=(2 * 16 * 128 + 32 * 128) * 4),
+}
+
+
+def model_cache_bytes(name: str, *, seq_len: int, batch: int = 1, dtype_bytes: int = 2) -> int:
+    """Bytes the cache of model ``name`` (a key of :data:`MODEL_CACHE_SIZES`) holds after ``seq_len`` tokens: the
+    latents of every layer (DeepSeek-V3), or the attention layers' keys and values plus the linear layers' states
+    (Qwen3-Next), all at ``dtype_bytes`` per number."""
+    if name not in MODEL_CACHE_SIZES:
+        raise ValueError(f"name must be one of {list(MODEL_CACHE_SIZES)}, got {name!r}")
+    m = MODEL_CACHE_SIZES[name]
+    if m["kind"] == "latent":
+        return latent_cache_bytes(num_layers=m["num_layers"], kv_lora_rank=m["kv_lora_rank"],
+                                  qk_rope_head_dim=m["qk_rope_head_dim"], seq_len=seq_len, batch=batch,
+                                  dtype_bytes=dtype_bytes)
+    attention = kv_cache_bytes(num_layers=m["attention_layers"], num_kv_heads=m["num_kv_heads"], head_dim=m["head_dim"],
+                               seq_len=seq_len, batch=batch, dtype_bytes=dtype_bytes)
+    linear = linear_state_bytes(num_layers=m["num_layers"] - m["attention_layers"], num_heads=m["linear_num_value_heads"],
+                                key_head_dim=m["linear_key_head_dim"], value_head_dim=m["linear_value_head_dim"],
+                                conv_numbers=m["conv_numbers"], batch=batch, dtype_bytes=dtype_bytes)
+    return attention + linear
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,6 +8,11 @@ heads saves; the numbers come from :func:`attn_helpers.lab.kv_cache_bytes`. A me
 With ``windows=True`` (lesson 12) two more controls say how many layers are sliding-window layers and how many
 tokens they keep (:func:`attn_helpers.lab.windowed_kv_cache_bytes`), and the menu adds models with local layers
 (:data:`attn_helpers.lab.WINDOWED_ATTENTION_SIZES`).
+
+13 · The cache that does not grow: the menu also holds models whose cache is something else
+(:data:`attn_helpers.lab.MODEL_CACHE_SIZES`: DeepSeek-V3's latents, Qwen3-Next's hybrid of attention and
+linear layers); while the sliders show such a model, a fourth bar gives its cache as published
+(:func:`attn_helpers.lab.model_cache_bytes`).
 """
 
 from __future__ import annotations
@@ -18,12 +23,15 @@ import ipywidgets as W
 from matplotlib.figure import Figure
 
 from ..core import check_kv_heads
-from ..lab import MODEL_ATTENTION_SIZES, WINDOWED_ATTENTION_SIZES, kv_cache_bytes, windowed_kv_cache_bytes
+from ..lab import (MODEL_ATTENTION_SIZES, MODEL_CACHE_SIZES, WINDOWED_ATTENTION_SIZES, kv_cache_bytes, model_cache_bytes,
+                   windowed_kv_cache_bytes)
 from ._base import Explorer, InvalidCombination
 
 __all__ = ["KVCacheCalculator"]
 
 BAR_COLOURS = ("#0072B2", "#E69F00", "#009E73")  # Okabe-Ito: multi-head, grouped-query, multi-query
+PUBLISHED_COLOUR = "#CC79A7"  # Okabe-Ito reddish purple: the fourth bar, a model's cache as published
+PUBLISHED_KINDS = {"latent": "latent (MLA)", "hybrid": "hybrid: 1 in 4 layers attends"}
 KINDS = ("multi-head", "grouped-query", "multi-query")
 SEQ_LENS = tuple(2 ** p for p in range(9, 18))  # 512 ... 131072 tokens
 DTYPES = (("float32 (4 bytes)", 4), ("float16 / bfloat16 (2 bytes)", 2), ("8-bit (1 byte)", 1))
@@ -62,7 +70,7 @@ class KVCacheCalculator(Explorer):
         if head_dim not in HEAD_DIMS:
             raise ValueError(f"head_dim must be one of {list(HEAD_DIMS)}, got {head_dim}")
         self.batch = batch
-        self.presets = {**MODEL_ATTENTION_SIZES, **(WINDOWED_ATTENTION_SIZES if windows else {})}
+        self.presets = {**MODEL_ATTENTION_SIZES, **MODEL_CACHE_SIZES, **(WINDOWED_ATTENTION_SIZES if windows else {})}
         style = {"description_width": "initial"}
         controls = {
             "num_heads": W.IntSlider(value=num_heads, min=1, max=128, description="query heads H", style=style,
@@ -89,8 +97,8 @@ class KVCacheCalculator(Explorer):
 
     # -- real models ----------------------------------------------------------------------------
     def choose_model(self, name: str) -> None:
-        """Set the sliders to the published sizes of model ``name`` (a key of ``MODEL_ATTENTION_SIZES``, or with
-        ``windows`` of ``WINDOWED_ATTENTION_SIZES``)."""
+        """Set the sliders to the published sizes of model ``name`` (a key of ``MODEL_ATTENTION_SIZES`` or
+        ``MODEL_CACHE_SIZES``, or with ``windows`` of ``WINDOWED_ATTENTION_SIZES``)."""
         if self._syncing_menu or name == OWN_SIZES:
             return
         if name not in self.presets:
@@ -142,17 +150,18 @@ class KVCacheCalculator(Explorer):
     # -- drawing ----------------------------------------------------------------------------------
     def draw(self, figure: Figure) -> None:
         self.ax = figure.subplots()
-        rows = list(range(len(KINDS)))
-        self.bars = self.ax.barh(rows, [1] * len(rows), color=BAR_COLOURS)
-        self.ax.set_yticks(rows, KINDS)
+        rows = list(range(len(KINDS) + 1))  # the last row: a model's cache as published, shown for such a model
+        *self.bars, self.published_bar = self.ax.barh(rows, [1] * len(rows), color=[*BAR_COLOURS, PUBLISHED_COLOUR])
+        self.ax.set_yticks(rows, [*KINDS, ""])  # the fourth bar names itself in its label
         self.ax.invert_yaxis()  # multi-head on top
-        self.labels = [self.ax.text(0, r, "", va="center", fontsize=9) for r in rows]
+        *self.labels, self.published_label = [self.ax.text(0, r, "", va="center", fontsize=9) for r in rows]
         self.ax.set_xticks([])  # each bar carries its number
         self.ax.spines[["top", "right", "bottom"]].set_visible(False)
         self.ax.set_xlim(0, 1.6)  # bar lengths relative to multi-head's; the labels give the numbers
-        self.title = self.ax.set_title("", fontsize=10)
+        self.title = self.ax.set_title("", fontsize=9)  # 9 points: the longest model names fit
         figure.subplots_adjust(left=0.17, right=0.98, top=0.83, bottom=0.06)
-        self.dynamic([*self.bars, *self.labels, self.title])  # the axes and their labels are drawn once
+        # the axes and their labels are drawn once
+        self.dynamic([*self.bars, *self.labels, self.published_bar, self.published_label, self.title])
 
     def update(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int, dtype_bytes: int,
                head_dim: int, window: int = 0, local_layers: int = 0) -> str:
@@ -165,12 +174,24 @@ class KVCacheCalculator(Explorer):
             bar.set_width(sizes[kind] / top)
             label.set_x(sizes[kind] / top + 0.02)
             label.set_text(f"{format_bytes(sizes[kind])}  (G = {groups[kind]}, {100 * sizes[kind] / top:.3g}%)")
+        published = model_cache_bytes(model, seq_len=seq_len, batch=self.batch, dtype_bytes=dtype_bytes) \
+            if model in MODEL_CACHE_SIZES else None
+        self.published_bar.set_visible(published is not None)
+        self.published_label.set_visible(published is not None)
+        if published is not None:
+            self.published_bar.set_width(published / top)
+            self.published_label.set_x(published / top + 0.02)
+            kind = PUBLISHED_KINDS[str(MODEL_CACHE_SIZES[model]["kind"])]
+            self.published_label.set_text(f"as published: {format_bytes(published)}  ({kind}, {100 * published / top:.3g}%)")
         kept = (f"{num_layers - local_layers} layers × {seq_len:,} tokens + {local_layers} layers × "
                 f"{min(window, seq_len):,} tokens" if window else f"{num_layers} layers × {seq_len:,} tokens")
         self.title.set_text((f"{model}: " if model else "") +
                             f"KV cache = 2 × {kept} × G × head_dim {head_dim} × "
-                            f"{dtype_bytes} bytes (batch {self.batch})")
+                            f"{dtype_bytes} bytes" + (f" × batch {self.batch}" if self.batch != 1 else ""))
         saved = top - sizes["grouped-query"]
+        if published is not None:
+            return (f"{model} | as published {format_bytes(published)} vs multi-head {format_bytes(top)} "
+                    f"({100 * published / top:.3g}%)")
         return ((f"{model} | " if model else "") + f"grouped-query {format_bytes(sizes['grouped-query'])} vs multi-head {format_bytes(top)}: "
                 f"saves {format_bytes(saved)} ({100 * saved / top:.3g}%)")
 
@@ -186,5 +207,10 @@ class KVCacheCalculator(Explorer):
         rows = "".join(f"<tr><td>{kind}</td><td style='text-align:right'>{g}</td>"
                        f"<td style='text-align:right'>{sizes[kind]:,}</td></tr>"
                        for kind, g in zip(KINDS, (num_heads, kv_groups, 1)))
+        model = self.model_matching(num_heads, kv_groups, num_layers, head_dim, window, local_layers)
+        if model in MODEL_CACHE_SIZES:
+            published = model_cache_bytes(model, seq_len=seq_len, batch=self.batch, dtype_bytes=dtype_bytes)
+            rows += (f"<tr><td>{html.escape(model)} as published</td><td></td>"
+                     f"<td style='text-align:right'>{published:,}</td></tr>")
         return (f"<p><code>{html.escape(formula)}</code></p><table><tr><th>kind</th><th>G</th>"
                 f"<th>bytes</th></tr>{rows}</table>")

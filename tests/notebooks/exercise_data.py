@@ -278,4 +278,21 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
                  "    return slopes[:, None, None] * torch.arange(n)[None, None, :].expand(num_heads, n, n)\n"
                  "answer = alibi", "Bloom's form differs from it by slope * i"),
     },
+    # 13 · The cache that does not grow
+    "13": {
+        # K and V counted as in a multi-head cache: the latent is one vector for both
+        "13.1": ("def mla_cache_bytes(num_layers, num_heads, kv_lora_rank, qk_rope_head_dim, head_dim, seq_len, dtype_bytes):\n"
+                 "    return 2 * num_layers * seq_len * (kv_lora_rank + qk_rope_head_dim) * dtype_bytes\n"
+                 "answer = mla_cache_bytes", "no factor 2"),
+        # divided by the normaliser from before this token's update
+        "13.2": ("def step(state, normalizer, phi_q, phi_k, v):\n"
+                 "    new_state = state + phi_k[..., :, None] * v[..., None, :]\n"
+                 "    out = (phi_q[..., None, :] @ new_state)[..., 0, :] / (phi_q * normalizer).sum(-1, keepdim=True)\n"
+                 "    return out, new_state, normalizer + phi_k\n"
+                 "answer = step", "before you divide"),
+        # plain linear attention's write: nothing subtracted
+        "13.3": ("def write(state, k, v, beta):\n"
+                 "    return state + beta[..., None, None] * k[..., :, None] * v[..., None, :]\n"
+                 "answer = write", "write the difference"),
+    },
 }

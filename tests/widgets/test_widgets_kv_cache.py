@@ -146,3 +146,21 @@ def test_with_windows_the_presets_of_models_with_local_layers_count_only_their_w
 def test_without_windows_the_calculator_is_lesson_09s():
     assert "window" not in KVCacheCalculator().controls
     assert "Gemma-3-27B" not in KVCacheCalculator().model_menu.options
+
+
+@pytest.mark.parametrize("name", ["DeepSeek-V3", "Qwen3-Next"])
+def test_a_model_with_another_cache_shows_it_as_a_fourth_bar(calc, name):
+    from attn_helpers.lab import model_cache_bytes
+
+    calc.set(**DEFAULTS)
+    assert not calc.published_bar.get_visible()
+    calc.choose_model(name)
+    calc.set(seq_len=32768)
+    published = model_cache_bytes(name, seq_len=32768)
+    assert calc.valid and calc.model_menu.value == name
+    assert calc.published_bar.get_visible()
+    assert f"as published {format_bytes(published)}" in calc.last_status
+    assert f"{published:,}" in calc.table_html.value
+    calc.set(num_layers=60)  # no longer that model: the fourth bar goes
+    assert not calc.published_bar.get_visible() and calc.model_menu.value != name
+    calc.set(**DEFAULTS)

@@ -1,0 +1,215 @@
+"""Checkers for 13 · The cache that does not grow: the size of a latent (MLA) cache, one step of causal
+linear attention's recurrence, and one write of the delta rule.
+
+Each judge runs the learner's function on sizes or tensors the lesson never printed, recomputes the right
+answer with the library, names the typical mistakes (K and V counted twice, the rotary key forgotten, every head
+counted; the normaliser from before the update, the state transposed, no normaliser) and refuses a function that
+is, or calls, the library's answer (``latent_cache_bytes``, ``model_cache_bytes``, ``linear_attention_step``,
+``linear_attention``, or anything of ``transformers``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..core import gated_delta_step, linear_attention_step
+from ..lab import latent_cache_bytes
+from ._core import Verdict, checker, compare_tensors, correct, wrong
+from ._function import judge_function
+from ._guard import library, package_calls
+
+__all__ = ["check_latent_cache_size", "check_linear_attention_step", "check_delta_rule_write"]
+
+
+# ------------------------------------------------------------------------------ the latent cache
+
+_LATENT_LIBRARY = package_calls(library(("latent_cache_bytes", "model_cache_bytes", "kv_cache_bytes",
+                                         "LatentAttention")), {"transformers": "transformers'"})
+#: (num_layers, num_heads, kv_lora_rank, qk_rope_head_dim, head_dim, seq_len, dtype_bytes): DeepSeek-V2's sizes
+#: (DeepSeek-AI, 2024, section 3.1.2), a small made-up model, and one whose rotary key is wider than its latent.
+_LATENT_CASES = ((60, 128, 512, 64, 128, 4096, 2), (4, 3, 16, 8, 10, 7, 4), (2, 5, 6, 12, 4, 100, 1))
+_LATENT_KEYS = ("num_layers", "num_heads", "kv_lora_rank", "qk_rope_head_dim", "head_dim", "seq_len", "dtype_bytes")
+
+
+def _judge_latent(sizes: dict[str, int]) -> Any:
+    """The judge of the bytes for one set of ``sizes``: right, or the typical mistake named."""
+    L, H, r, d_r, d_h, n, b = (sizes[k] for k in _LATENT_KEYS)
+    expected = latent_cache_bytes(num_layers=L, kv_lora_rank=r, qk_rope_head_dim=d_r, seq_len=n, dtype_bytes=b)
+    mistakes = {
+        L * n * r * b: ("the rotary key is missing", "each token also leaves its rotary key, qk_rope_head_dim numbers, "
+                        "shared by every head: (kv_lora_rank + qk_rope_head_dim)."),
+        2 * expected: ("K and V are counted twice", "the latent is one vector for both: the keys and the values are "
+                       "rebuilt from it, so there is no factor 2."),
+        H * expected: ("every head has its own latent", "the latent and the rotary key are shared by all heads: "
+                       "num_heads does not appear."),
+        n * (r + d_r) * b: ("one layer only", "every layer keeps its own latents: multiply by num_layers."),
+        L * n * (r + d_r): ("the dtype is missing", "the count is numbers; multiply by dtype_bytes for bytes."),
+        2 * L * H * n * d_h * b: ("it is the multi-head KV cache", "that is what MLA replaces; count what MLA keeps: "
+                                  "kv_lora_rank + qk_rope_head_dim numbers per token and layer."),
+    }
+
+    def judge(got: Any) -> Verdict:
+        if isinstance(got, Tensor) and got.numel() == 1:
+            got = got.item()
+        if isinstance(got, bool) or not isinstance(got, (int, float)) or int(got) != got:
+            return wrong(f"your function returned {got!r:.40}; expected a whole number of bytes.",
+                         "return the product of the sizes: an int.")
+        if int(got) == expected:
+            return correct()
+        if int(got) in mistakes:
+            cause, hint = mistakes[int(got)]
+            return wrong(f"{int(got):,} bytes, expected {expected:,}: matches what you get when {cause}.", hint)
+        return wrong(f"{int(got):,} bytes, expected {expected:,}.",
+                     "layers x tokens x (kv_lora_rank + qk_rope_head_dim) x bytes per number.")
+    return judge
+
+
+@checker
+def check_latent_cache_size(answer: Any) -> Verdict:
+    """Exercise: a function ``answer(num_layers, num_heads, kv_lora_rank, qk_rope_head_dim, head_dim, seq_len,
+    dtype_bytes) -> int``, the bytes of one sequence's MLA cache (``num_heads`` and ``head_dim`` are distractors).
+    Run on three models the lesson never printed; ``latent_cache_bytes`` and its neighbours are refused."""
+    cases = [(case, ", ".join(f"{k}={v}" for k, v in zip(_LATENT_KEYS, case)), _judge_latent(dict(zip(_LATENT_KEYS, case))))
+             for case in _LATENT_CASES]
+    return judge_function(answer, cases, watched=_LATENT_LIBRARY,
+                          example="mla_cache_bytes(num_layers, num_heads, kv_lora_rank, qk_rope_head_dim, head_dim, "
+                                  "seq_len, dtype_bytes)",
+                          lines="return num_layers * seq_len * (kv_lora_rank + qk_rope_head_dim) * dtype_bytes.",
+                          raised="keep the seven parameters of the exercise's def line, in that order.",
+                          success="right for three models of other sizes: layers x tokens x (latent + rotary key) x "
+                                  "bytes, with no factor 2 and no head count.")
+
+
+# ------------------------------------------------------------------------------ one linear-attention step
+
+_STEP_LIBRARY = package_calls(library(("linear_attention_step", "linear_attention", "gated_delta_rule", "gated_delta_step", "gated_delta_chunk",
+                                       "elu_feature_map")), {"transformers": "transformers'"})
+_STEP_SHAPES = ((3, 5), (2, 4, 6), (1, 2, 3))  # (..., d_k, d_v): d_k != d_v, so a transposed state shows
+
+
+def _step_inputs(seed: int, shape: tuple[int, ...]) -> tuple[Tensor, ...]:
+    """``state (..., d_k, d_v)``, ``normalizer (..., d_k)``, ``phi_q, phi_k (..., d_k)`` (positive), ``v (..., d_v)``."""
+    g = torch.Generator().manual_seed(seed)
+    *lead, d_k, d_v = shape
+    phi = lambda *s: torch.rand(*s, generator=g, dtype=torch.float64) + 0.1  # noqa: E731 - positive features
+    return (phi(*lead, d_k, d_v), phi(*lead, d_k), phi(*lead, d_k), phi(*lead, d_k),
+            torch.randn(*lead, d_v, generator=g, dtype=torch.float64))
+
+
+def _judge_step(state: Tensor, normalizer: Tensor, phi_q: Tensor, phi_k: Tensor, v: Tensor) -> Any:
+    out, new_state, new_normalizer = linear_attention_step(state, normalizer, phi_q, phi_k, v)
+    numerator = (phi_q[..., None, :] @ new_state)[..., 0, :]  # (..., d_v)
+    old_read = (phi_q[..., None, :] @ state)[..., 0, :] / (phi_q * normalizer).sum(-1, keepdim=True)
+    out_mistakes = {
+        "the normaliser is the old one, z_{t-1}, not z_t": (
+            numerator / (phi_q * normalizer).sum(-1, keepdim=True), "add φ(k_t) to the normaliser before you divide."),
+        "there is no normaliser (φ(q_t)ᵀ S_t alone)": (numerator, "divide by φ(q_t)ᵀ z_t, one number per row."),
+        "the output is read from the old state S_{t-1}": (old_read, "update S and z first, then read the output."),
+    }
+
+    def judge(got: Any) -> Verdict:
+        if not isinstance(got, (tuple, list)) or len(got) != 3:
+            return wrong(f"your function returned {type(got).__name__}; expected three tensors (out, state, normalizer).",
+                         "end the function with return out, state, normalizer.")
+        got_out, got_state, got_normalizer = got
+        if isinstance(got_state, Tensor) and got_state.shape == new_state.mT.shape:
+            return wrong(f"the new state has shape {list(got_state.shape)}, (..., d_v, d_k): the outer product is "
+                         f"v_t φ(k_t)ᵀ, turned over.", "the state is (d_k, d_v): state + phi_k[..., :, None] * v[..., None, :].")
+        verdict = compare_tensors(got_state, new_state, name="the new state")
+        if not verdict.ok:
+            return verdict
+        verdict = compare_tensors(got_normalizer, new_normalizer, name="the new normalizer", likely_mistakes={
+            "the normaliser was not updated": (normalizer, "z_t = z_{t-1} + φ(k_t).")})
+        if not verdict.ok:
+            return verdict
+        return compare_tensors(got_out, out, name="out", likely_mistakes=out_mistakes)
+    return judge
+
+
+def _step_raised(problem: BaseException) -> str:
+    """The hint for a step that raised: on these inputs d_k != d_v and some have batch axes, so the two usual
+    causes are a state built the other way round and an operation for single vectors."""
+    return ("the state is (..., d_k, d_v), with d_k != d_v here: build the outer product as phi_k[..., :, None] * "
+            "v[..., None, :] (not v times phi_k) and read it with phi_q[..., None, :] @ state; operations made for "
+            "single vectors (torch.outer, torch.dot, phi_q @ normalizer) fail on inputs with batch axes (...).")
+
+
+@checker
+def check_linear_attention_step(answer: Any) -> Verdict:
+    """Exercise: a function ``answer(state, normalizer, phi_q, phi_k, v) -> (out, state, normalizer)``: one token of
+    causal linear attention (``state (..., d_k, d_v)``, ``normalizer (..., d_k)``, features already mapped).
+    Run on three made-up inputs with ``d_k != d_v``; ``linear_attention_step`` and its neighbours are refused."""
+    cases = []
+    for seed, shape in enumerate(_STEP_SHAPES):
+        inputs = _step_inputs(seed + 11, shape)
+        cases.append((inputs, f"for state of shape {tuple(inputs[0].shape)} (..., d_k, d_v)", _judge_step(*inputs)))
+    return judge_function(answer, cases, watched=_STEP_LIBRARY, example="step(state, normalizer, phi_q, phi_k, v)",
+                          raised=_step_raised,
+                          lines="state = state + phi_k[..., :, None] * v[..., None, :]; normalizer = normalizer + "
+                                "phi_k; out = (phi_q[..., None, :] @ state)[..., 0, :] / (phi_q * normalizer)"
+                                ".sum(-1, keepdim=True).",
+                          success="right for three inputs of other sizes (d_k != d_v, with and without batch axes): "
+                                  "the state grows by φ(k_t) v_tᵀ, the normaliser by φ(k_t), and the output divides "
+                                  "the two reads.")
+
+
+# ------------------------------------------------------------------------------ one delta-rule write
+
+_DELTA_LIBRARY = package_calls(library(("gated_delta_step", "gated_delta_chunk", "gated_delta_rule",
+                                        "linear_attention_step")), {"transformers": "transformers'"})
+_DELTA_SHAPES = ((4, 3), (2, 5, 2), (3, 6))  # (..., d_k, d_v): d_k != d_v, so a turned-over state shows
+
+
+def _delta_inputs(seed: int, shape: tuple[int, ...]) -> tuple[Tensor, ...]:
+    """``state (..., d_k, d_v)``, a unit key ``k (..., d_k)``, ``v (..., d_v)``, ``beta (...)`` in (0, 1)."""
+    g = torch.Generator().manual_seed(seed)
+    *lead, d_k, d_v = shape
+    k = torch.randn(*lead, d_k, generator=g, dtype=torch.float64)
+    return (torch.randn(*lead, d_k, d_v, generator=g, dtype=torch.float64), k / k.norm(dim=-1, keepdim=True),
+            torch.randn(*lead, d_v, generator=g, dtype=torch.float64),
+            torch.rand(tuple(lead), generator=g, dtype=torch.float64) * 0.8 + 0.1)
+
+
+def _judge_delta(state: Tensor, k: Tensor, v: Tensor, beta: Tensor) -> Any:
+    zero = torch.zeros_like(beta)
+    _, expected = gated_delta_step(state, torch.zeros_like(k), k, v, zero, beta)  # no decay: log_decay = 0
+    recalled = (k[..., None, :] @ state)[..., 0, :]  # (..., d_v)
+    b, bb = beta[..., None], beta[..., None, None]  # (..., 1), (..., 1, 1)
+    mistakes = {
+        "nothing is subtracted (plain linear attention's write, β k vᵀ)": (
+            state + bb * k[..., :, None] * v[..., None, :], "write the difference: v_t minus what the state returns "
+            "for k_t, S_{t-1}ᵀ k_t = (k[..., None, :] @ state)[..., 0, :]."),
+        "β scales only v, not the whole difference": (
+            state + k[..., :, None] * (b * v - recalled)[..., None, :], "multiply the whole difference by β: "
+            "beta[..., None] * (v - recalled)."),
+        "there is no β (β = 1)": (state + k[..., :, None] * (v - recalled)[..., None, :],
+                                  "scale the difference by beta[..., None]: β is how much of it is written."),
+        "the difference is subtracted instead of added": (
+            state - bb * k[..., :, None] * (v - recalled)[..., None, :], "S_t = S_{t-1} + β k (v - S_{t-1}ᵀ k)ᵀ."),
+    }
+    return lambda got: compare_tensors(got, expected, name="the new state", likely_mistakes=mistakes)
+
+
+def _delta_raised(problem: BaseException) -> str:
+    return ("the state is (..., d_k, d_v), with d_k != d_v here: what it returns for k is (k[..., None, :] @ state)"
+            "[..., 0, :] (shape (..., d_v)), and the write is k[..., :, None] * correction[..., None, :]; operations "
+            "made for single vectors (torch.outer, torch.dot) fail on inputs with batch axes (...).")
+
+
+@checker
+def check_delta_rule_write(answer: Any) -> Verdict:
+    """Exercise: a function ``answer(state, k, v, beta) -> new state``: one write of the delta rule, no decay,
+    ``S + β k (v - Sᵀ k)ᵀ`` (``state (..., d_k, d_v)``, unit ``k (..., d_k)``, ``v (..., d_v)``, ``beta (...)``).
+    Run on three made-up inputs with ``d_k != d_v``; ``gated_delta_step`` and its neighbours are refused."""
+    cases = []
+    for seed, shape in enumerate(_DELTA_SHAPES):
+        inputs = _delta_inputs(seed + 21, shape)
+        cases.append((inputs, f"for state of shape {tuple(inputs[0].shape)} (..., d_k, d_v)", _judge_delta(*inputs)))
+    return judge_function(answer, cases, watched=_DELTA_LIBRARY, example="write(state, k, v, beta)", raised=_delta_raised,
+                          lines="recalled = (k[..., None, :] @ state)[..., 0, :]; return state + k[..., :, None] * "
+                                "(beta[..., None] * (v - recalled))[..., None, :].",
+                          success="right for three inputs of other sizes (d_k != d_v, with and without batch axes): "
+                                  "the state returns what it held for k, and β times the difference is written.")
