@@ -51,6 +51,7 @@ from .pretrained import check_head_rows, check_keep_mask, check_padding_predicti
 from .projection import check_key_layer, check_qkv_shape, check_split_qkv, check_weight_shape_prediction
 from .scaling import check_row_entropy, check_scaled_scores, check_score_variance, check_trend_prediction
 from .skip import check_layer_grad, check_gradient_trend_prediction, check_residual_line, check_skip_through_v
+from .induction import check_induction_scores, check_knockout_loss, check_knockout_loss_prediction
 from .training import check_knockout, check_knockout_prediction, check_pattern_match, check_previous_token_pattern
 from .values import (
     check_attention_function,
@@ -120,6 +121,10 @@ __all__ = [
     "check_gradient_trend_prediction",
     "check_layer_grad",
     "check_residual_line",
+    # induction
+    "check_knockout_loss_prediction",
+    "check_induction_scores",
+    "check_knockout_loss",
     # training
     "check_knockout_prediction",
     "check_previous_token_pattern",
