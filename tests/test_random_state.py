@@ -253,6 +253,20 @@ def _cache_sizes() -> None:
         lab.model_cache_bytes(name, seq_len=3)
 
 
+def _lesson_14() -> None:
+    task = lab.InductionTask(seq_len=8, vocab_size=4, min_repeat=2, max_repeat=3)
+    config = lab.INDUCTION_CONFIG.replace(dim=4, steps=2, snapshot_every=1, held_out=4)
+    model, run = lab.train_induction_model(seed=0, config=config, task=task)
+    lab.train_many({"a": (task, config)}, measures=lab.INDUCTION_MEASURES)
+    tokens = lab.induction_task(3, seed=1, task=task)
+    lab.repeat_spans(tokens), lab.induction_pattern(tokens), lab.attention_weights(model, tokens)
+    lab.previous_token_scores(model, tokens), lab.induction_scores(model, tokens)
+    lab.repeated_loss(model, tokens, [(0, 0)]), lab.layer_weights(model.layers[1], model.embed(tokens),
+                                                                 model.embed(tokens))
+    lab.circuit_table({0: lab.find_circuit(model, tokens)}, {0: lab.loss_drop_step(run)})
+    lab.text_table([["a", "b"]], ["<2", ">2"])
+
+
 #: Per name a notebook uses, what calls it here (several names share one call). Constants have no call.
 CALLS: dict[str, Callable[[], object]] = {
     **dict.fromkeys(["IGNORE", "HELD_OUT_SEED", "MODEL_ATTENTION_SIZES", "GENERATION_TEXT", "PATTERNS"], _constant),
@@ -272,6 +286,10 @@ CALLS: dict[str, Callable[[], object]] = {
     **dict.fromkeys(["attention_entropy", "softmax_grad_norm", "softmax_statistics"], _probes),
     **dict.fromkeys(["AttentionStack", "depth_sweep"], _depth_sweep),
     **dict.fromkeys(["MODEL_CACHE_SIZES", "model_cache_bytes"], _cache_sizes),
+    **dict.fromkeys(["INDUCTION_CONFIG", "INDUCTION_MEASURES", "InductionTask", "attention_weights", "circuit_table",
+                     "find_circuit", "induction_pattern", "induction_scores", "induction_task", "layer_weights",
+                     "loss_drop_step", "previous_token_scores", "repeat_spans", "repeated_loss", "text_table",
+                     "train_induction_model"], _lesson_14),
     "embed": _embed,
     "one_thread": _one_thread,
     "load_pretrained": _load_pretrained,

@@ -53,6 +53,7 @@ from .projection import check_key_layer, check_qkv_shape, check_split_qkv, check
 from .scaling import check_row_entropy, check_scaled_scores, check_score_variance, check_trend_prediction
 from .skip import check_layer_grad, check_gradient_trend_prediction, check_residual_line, check_skip_through_v
 from .today import check_alibi, check_cache_window_mask, check_sink_softmax, check_softcap_prediction
+from .induction import check_induction_scores, check_knockout_loss, check_knockout_loss_prediction
 from .training import check_knockout, check_knockout_prediction, check_pattern_match, check_previous_token_pattern
 from .values import (
     check_attention_function,
@@ -131,6 +132,10 @@ __all__ = [
     "check_sink_softmax",
     "check_alibi",
     "check_softcap_prediction",
+    # induction
+    "check_knockout_loss_prediction",
+    "check_induction_scores",
+    "check_knockout_loss",
     # training
     "check_knockout_prediction",
     "check_previous_token_pattern",

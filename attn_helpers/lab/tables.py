@@ -12,11 +12,12 @@ from torch import Tensor
 
 from .bert import PATTERNS
 from .experiments import HeadKnockout
+from .induction import Circuit
 from .tasks import LETTERS
 from .training import TrainingRun
 
 __all__ = ["text_table", "results_table", "timing_table", "pattern_match_table", "steps_table", "knockout_table",
-           "knockout_summary", "accuracy_table", "shares_by_layer_table"]
+           "knockout_summary", "accuracy_table", "shares_by_layer_table", "circuit_table"]
 
 COLUMN_GAP = "  "  # between two cells of a row
 
@@ -182,3 +183,33 @@ def shares_by_layer_table(shares: Tensor) -> str:
         rows.append([str(layer), *[f"{shares[layer, :, p].mean():.2f}/{shares[layer, :, p].max():.2f}"
                                    for p in range(len(PATTERNS))]])
     return text_table(rows, [">5", *[">9"] * len(PATTERNS), ""])
+
+
+# --------------------------------------------------------------------------------------------
+# The induction circuit (lesson 14)
+# --------------------------------------------------------------------------------------------
+
+def _heads_text(heads: list[tuple[int, int]], scores: Tensor) -> str:
+    return ", ".join(f"L{layer}H{head} {scores[layer, head].item():.2f}" for layer, head in heads) or "none"
+
+
+def circuit_table(circuits: Mapping[object, Circuit], drop_steps: Mapping[object, int | None] | None = None, *,
+                  key_name: str = "seed") -> str:
+    """One line per circuit (e.g. per seed): the previous-token heads and induction heads with their scores
+    (``L0H1 0.99``: layer 0, head 1), the best score of each kind, the loss drop step (if given), the repeated
+    part's loss and the loss with each group knocked out, in nats."""
+    def loss(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    drop = {} if drop_steps is None else drop_steps
+    rows = [[key_name, "previous-token heads", "induction heads", "best prev", "best ind", "drop at", "loss",
+             "w/o prev", "w/o ind"]]
+    for key, c in circuits.items():
+        step = drop.get(key) if drop_steps is not None else None
+        rows.append([str(key), _heads_text(c.previous_heads, c.previous), _heads_text(c.induction_heads, c.induction),
+                     f"{c.previous[0].max().item():.2f}", f"{c.induction[1:].max().item():.2f}",
+                     "never" if step is None else str(step), loss(c.loss), loss(c.loss_without_previous),
+                     loss(c.loss_without_induction)])
+    wide = [max(len(row[i]) for row in rows) for i in range(3)]
+    return text_table(rows, [f">{max(len(key_name), max(len(r[0]) for r in rows))}", f"<{wide[1]}", f"<{wide[2]}",
+                             ">9", ">8", ">7", ">5", ">8", ">7"])

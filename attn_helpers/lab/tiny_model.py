@@ -53,13 +53,16 @@ class TinyAttentionModel(nn.Module):
       ``-slope_h * (i - j)`` to its scores, under a causal mask, as Press et al. (2022) train it
       (:meth:`attention_bias`), any length. The other schemes have no mask.
 
+    ``causal=True`` lets a query see only the keys at or before it (:func:`attn_helpers.causal_mask`), so
+    position ``i``'s output can predict token ``i + 1`` (lesson 14).
+
     The position table is drawn for every scheme (and kept only for ``"learned"``), so models that
     differ only in ``position_scheme`` start from the same token embeddings, layers and read-out.
     """
 
     def __init__(self, vocab_size: int, n_classes: int, seq_len: int, *, dim: int = 32, num_heads: int = 2,
                  num_layers: int = 1, wiring: str = "identity", scaled: bool = True,
-                 position_scheme: str = "learned") -> None:
+                 position_scheme: str = "learned", causal: bool = False) -> None:
         super().__init__()
         for name, value in (("vocab_size", vocab_size), ("n_classes", n_classes), ("seq_len", seq_len),
                             ("dim", dim), ("num_heads", num_heads), ("num_layers", num_layers)):
@@ -68,7 +71,7 @@ class TinyAttentionModel(nn.Module):
         if position_scheme not in POSITION_SCHEMES:
             raise ValueError(f"position_scheme must be one of {list(POSITION_SCHEMES)}, got {position_scheme!r}")
         self.seq_len, self.wiring, self.scaled = seq_len, wiring, bool(scaled)
-        self.position_scheme = position_scheme
+        self.position_scheme, self.causal = position_scheme, bool(causal)
 
         self.embed = nn.Embedding(vocab_size, dim)
         table = nn.Embedding(seq_len, dim)  # drawn for every scheme: the parameters after it start the same
@@ -85,7 +88,7 @@ class TinyAttentionModel(nn.Module):
         with local_random(config.seed):
             return cls(task.vocab_size, task.n_classes, task.seq_len, dim=config.dim, num_heads=config.num_heads,
                        num_layers=config.num_layers, wiring=config.wiring, scaled=config.scaled,
-                       position_scheme=config.position_scheme)
+                       position_scheme=config.position_scheme, causal=config.causal)
 
     def embed_with_positions(self, tokens: Tensor) -> Tensor:
         """``tokens (B, N) -> h (B, N, dim)``: the token vectors plus the scheme's positions, if any."""
@@ -117,7 +120,9 @@ class TinyAttentionModel(nn.Module):
                              f"position embeddings (shape {list(tokens.shape)})")
         h = self.embed_with_positions(tokens)  # (B, N, dim)
         keep = self._check_keep_heads(keep_heads, h.dtype)
-        bias = self.attention_bias(tokens.shape[1], h.dtype)  # (1, H, N, N) or None
+        bias = self.attention_bias(tokens.shape[1], h.dtype)  # (1, H, N, N): ALiBi's bias, causal; or None
+        if bias is None and self.causal:
+            bias = causal_mask(tokens.shape[1], device=tokens.device)  # (N, N): key j <= query i
         layers = []
         for index, layer in enumerate(self.layers):
             out, inter = layer(h, bias, return_intermediates=True)  # (B, N, dim)

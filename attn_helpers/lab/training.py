@@ -27,7 +27,7 @@ from .threads import one_thread
 from .tiny_model import POSITION_SCHEMES, TinyAttentionModel
 from .wiring import check_wiring
 
-__all__ = ["TrainConfig", "TrainingRun", "Adam", "initial_model", "batch_generator", "training_step", "train",
+__all__ = ["TrainConfig", "TrainingRun", "Measure", "Adam", "initial_model", "batch_generator", "training_step", "train",
            "train_many"]
 
 
@@ -36,7 +36,8 @@ class TrainConfig:
     """Everything that decides a training run besides the task; same config, same numbers.
 
     Model: ``dim``, ``num_heads``, ``num_layers``, ``wiring`` (lesson 06's: ``"identity"``, ``"values"``, ``"none"``),
-    ``scaled``, ``position_scheme`` (:data:`POSITION_SCHEMES`, lesson 10). Training: ``steps`` of Adam with
+    ``scaled``, ``position_scheme`` (:data:`POSITION_SCHEMES`, lesson 10), ``causal`` (each query sees only the keys
+    at or before it, lesson 14). Training: ``steps`` of Adam with
     learning rate ``lr`` on ``batch_size`` fresh sequences each; ``seed`` fixes the initial parameters and the training sequences. Snapshots
     every ``snapshot_every`` steps (and at the last step), measured on ``held_out`` sequences.
     """
@@ -53,6 +54,7 @@ class TrainConfig:
     held_out: int = 256
     seed: int = 0
     position_scheme: str = "learned"
+    causal: bool = False
 
     def __post_init__(self) -> None:
         for name in ("dim", "num_heads", "num_layers", "steps", "batch_size", "snapshot_every", "held_out"):
@@ -75,7 +77,8 @@ class TrainConfig:
         layers = f"{self.num_layers} layer{'s' if self.num_layers > 1 else ''}"
         heads = f"{self.num_heads} head{'s' if self.num_heads > 1 else ''} of {self.dim // self.num_heads}"
         scheme = "" if self.position_scheme == "learned" else f", position_scheme={self.position_scheme}"
-        return f"{layers}, {heads}, {'scaled' if self.scaled else 'not scaled'}, wiring={self.wiring}{scheme}"
+        causal = ", causal" if self.causal else ""
+        return f"{layers}, {heads}, {'scaled' if self.scaled else 'not scaled'}, wiring={self.wiring}{scheme}{causal}"
 
 
 @dataclass
@@ -90,7 +93,8 @@ class TrainingRun:
     - ``held_out_tokens (held_out, N)``, ``held_out_targets (held_out, N)``: the held-out sequences
       (the same for every run of the task; the probe is the first);
     - ``held_out_seen_in_training``: held-out sequences that also came up as training batches;
-    - ``seconds``: wall-clock time of the training loop (differs between runs; print it apart).
+    - ``seconds``: wall-clock time of the training loop (differs between runs; print it apart);
+    - ``measured``: ``{name: (S, ...)}``, what the ``measures`` given to :func:`train` gave at each snapshot.
     """
 
     task: Task
@@ -109,6 +113,7 @@ class TrainingRun:
     held_out_seen_in_training: int
     seconds: float
     model: TinyAttentionModel = field(repr=False)
+    measured: dict[str, Tensor] = field(default_factory=dict, repr=False)
 
     @property
     def final_accuracy(self) -> float:
@@ -179,8 +184,12 @@ def _snapshot_steps(steps: int, every: int) -> list[int]:
     return marks if marks[-1] == steps else marks + [steps]
 
 
+Measure = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]  # (tokens, targets, logits, weights) -> a tensor
+
+
 def train(task: Task, config: TrainConfig = TrainConfig(), *,
-          progress: Callable[[int, int], None] | None = None) -> TrainingRun:
+          progress: Callable[[int, int], None] | None = None,
+          measures: Mapping[str, Measure] | None = None) -> TrainingRun:
     """Train a :class:`TinyAttentionModel` on ``task`` from scratch and record snapshots.
 
     Each step draws ``config.batch_size`` new sequences and takes one Adam step on the
@@ -189,7 +198,9 @@ def train(task: Task, config: TrainConfig = TrainConfig(), *,
     (the same ones for every run of a task): loss, accuracy, :func:`pattern_match` of every head,
     and every head's weights on the first held-out sequence (the probe).
 
-    ``progress(step, total)`` is called at every snapshot (for a progress bar). Deterministic:
+    ``measures`` (``{name: fn}``) adds measurements: at every snapshot ``fn(tokens, targets, logits, weights)``
+    on the held-out sequences (``(B, N)``, ``(B, N)``, ``(B, N, C)``, ``(B, L, H, N, N)``), kept stacked in
+    ``run.measured[name]``. ``progress(step, total)`` is called at every snapshot (for a progress bar). Deterministic:
     float64, one CPU thread (the previous thread count is restored), the global random state
     untouched. Returns a :class:`TrainingRun`.
     """
@@ -198,7 +209,7 @@ def train(task: Task, config: TrainConfig = TrainConfig(), *,
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     with one_thread():  # tiny tensors: one thread is faster, and the sums always run in one order
-        return _train(task, config, progress)
+        return _train(task, config, progress, dict(measures or {}))
 
 
 def initial_model(task: Task, config: TrainConfig) -> TinyAttentionModel:
@@ -231,7 +242,8 @@ def training_step(model: nn.Module, optimizer: Adam, task: Task, batches: torch.
     return tokens, loss.item()
 
 
-def _train(task: Task, config: TrainConfig, progress: Callable[[int, int], None] | None) -> TrainingRun:
+def _train(task: Task, config: TrainConfig, progress: Callable[[int, int], None] | None,
+           measures: dict[str, Measure]) -> TrainingRun:
     dtype = torch.float64
     model = initial_model(task, config)
     optimizer = Adam(model.parameters(), lr=config.lr)
@@ -242,6 +254,7 @@ def _train(task: Task, config: TrainConfig, progress: Callable[[int, int], None]
     seen: set[tuple[int, ...]] = set()
     marks = _snapshot_steps(config.steps, config.snapshot_every)
     train_loss, held_loss, held_acc, matches, probe = [], [], [], [], []
+    measured: dict[str, list[Tensor]] = {name: [] for name in measures}
     start = time.perf_counter()
     for step in range(config.steps + 1):
         if step in marks:
@@ -254,6 +267,8 @@ def _train(task: Task, config: TrainConfig, progress: Callable[[int, int], None]
                 held_acc.append((logits.argmax(dim=-1) == held_targets)[scored].to(dtype).mean().item())
                 matches.append(pattern_match(weights, held_ideal))  # (L, H)
                 probe.append(weights[0])  # (L, H, N, N)
+                for name, measure in measures.items():
+                    measured[name].append(measure(held_tokens, held_targets, logits, weights))
             model.train()
             if progress is not None:
                 progress(step, config.steps)
@@ -274,14 +289,17 @@ def _train(task: Task, config: TrainConfig, progress: Callable[[int, int], None]
         probe_ideal=held_ideal[0], probe_weights=torch.stack(probe),  # (N, N), (S, L, H, N, N)
         held_out_tokens=held_tokens, held_out_targets=held_targets,
         held_out_seen_in_training=len(held_set & seen), seconds=seconds, model=model,
+        measured={name: torch.stack(values) for name, values in measured.items()},
     )
 
 
 def train_many(jobs: Mapping[str, tuple[Task, TrainConfig]], *,
-               progress: Callable[[str, int, int], None] | None = None) -> dict[str, TrainingRun]:
-    """:func:`train` each ``name -> (task, config)`` in order; ``progress(name, step, total)`` at every snapshot."""
+               progress: Callable[[str, int, int], None] | None = None,
+               measures: Mapping[str, Measure] | None = None) -> dict[str, TrainingRun]:
+    """:func:`train` each ``name -> (task, config)`` in order (each with ``measures``); ``progress(name, step,
+    total)`` at every snapshot."""
     runs = {}
     for name, (task, config) in jobs.items():
         report = None if progress is None else (lambda step, total, name=name: progress(name, step, total))
-        runs[name] = train(task, config, progress=report)
+        runs[name] = train(task, config, progress=report, measures=measures)
     return runs

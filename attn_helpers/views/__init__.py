@@ -49,6 +49,7 @@ _HOME = {
     "weights_panel": "learning",
     "head_name": "learning",
     "runs_by_name": "learning",
+    "plot_circuit_forming": "learning",
 }
 
 __all__ = list(_HOME)

@@ -1,4 +1,5 @@
-"""Lesson 08's static pictures of training runs: learning curves, and every head over training.
+"""Lesson 08's static pictures of training runs: learning curves, and every head over training (and lesson 14's
+loss and scores while its circuit forms).
 
 They draw a finished run's records (a :class:`attn_helpers.lab.TrainingRun`: ``train_loss (steps,)``,
 ``held_out_accuracy (S,)``, ``pattern_match (S, L, H)``, ``probe_weights (S, L, H, N, N)``, ...) and
@@ -20,7 +21,8 @@ from .arrays import to_numpy
 from .colours import HEAD_COLOURS, WEIGHTS_CMAP
 from .heatmaps import heatmap
 
-__all__ = ["plot_learning_curves", "plot_snapshots", "weights_panel", "head_name", "runs_by_name"]
+__all__ = ["plot_learning_curves", "plot_snapshots", "weights_panel", "head_name", "runs_by_name",
+           "plot_circuit_forming"]
 
 RUN_RECORDS = ("task", "config", "steps", "train_loss", "held_out_accuracy", "pattern_match", "probe_weights")
 
@@ -128,4 +130,27 @@ def plot_snapshots(run: Any, steps: Sequence[int], *, title: str | None = None) 
     cax = figure.add_axes((1.0 - 0.85 / width, 0.55 / height, 0.12 / width, 1.0 - 1.1 / height))
     figure.colorbar(image, cax=cax, label="attention weight")
     figure.suptitle(title or f"{run.task.name}: every head over training", fontsize=11)
+    return figure
+
+
+def plot_circuit_forming(steps: Sequence[int], loss: Any, previous: Any, induction: Any, *, guessing: float,
+                         drop_step: int | None = None, drop_below: float = 1.0,
+                         figsize: tuple[float, float] = (9.2, 3.6)) -> Figure:
+    """Lesson 14: a run's loss on the repeated part ``(S,)`` (left, with the uniform guess ``guessing`` and the
+    ``drop_below`` line) and the best previous-token score ``(S,)`` and best induction score ``(S,)`` (right),
+    over the snapshot ``steps``; ``drop_step`` marked on both. Returns the figure."""
+    steps = np.asarray(steps)
+    figure, (left, right) = plt.subplots(1, 2, figsize=figsize, layout="constrained")
+    left.plot(steps, to_numpy(loss), color=HEAD_COLOURS[0], label="loss on the repeated part")
+    left.axhline(guessing, color="0.4", ls="--", lw=1.0, label=f"uniform guess ({guessing:.2f})")
+    left.axhline(drop_below, color="0.4", ls=":", lw=1.0, label=f"{drop_below:g} nat")
+    left.set(xlabel="training step", ylabel="loss (nats)", ylim=(0.0, guessing * 1.15), title="held-out loss")
+    right.plot(steps, to_numpy(previous), color=HEAD_COLOURS[1], label="best layer-0 previous-token score")
+    right.plot(steps, to_numpy(induction), color=HEAD_COLOURS[2], ls="--", label="best layer-1 induction score")
+    right.set(xlabel="training step", ylabel="score", ylim=(0.0, 1.03), title="the two heads' scores")
+    for ax in (left, right):
+        if drop_step is not None:
+            ax.axvline(drop_step, color="#b35806", lw=1.5, label=f"loss below {drop_below:g} (step {drop_step})")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, loc="best")
     return figure

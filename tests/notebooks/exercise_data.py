@@ -295,4 +295,26 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
                  "    return state + beta[..., None, None] * k[..., :, None] * v[..., None, :]\n"
                  "answer = write", "write the difference"),
     },
+    # 14 · Two heads that compose
+    "14": {
+        # the weight on the earlier copy itself: a duplicate-token score, not the token after the copy
+        "14.1": ("def my_induction_scores(weights, tokens):\n"
+                 "    N = tokens.shape[1]\n"
+                 "    same = tokens[:, :, None] == tokens[:, None, :]\n"
+                 "    copies = (same & torch.ones(N, N, dtype=torch.bool).tril(-1)).to(weights.dtype)[:, None, None]\n"
+                 "    on = (weights * copies).sum(dim=-1)\n"
+                 "    rows = (copies.sum(dim=-1) > 0).to(weights.dtype)\n"
+                 "    return (on * rows).sum(dim=(0, -1)) / rows.sum(dim=(0, -1))\n"
+                 "answer = my_induction_scores", "key j + 1, not key j"),
+        # "the other heads cover for it": but the induction heads' keys need what it wrote
+        "14.2": ('prediction = "same"', "which key would the induction head's query match"),
+        # every position scored, also those whose next token no model can know
+        "14.3": ("def knockout_loss(model, tokens, layer, head):\n"
+                 "    keep = torch.ones(len(model.layers), model.layers[0].num_heads)\n"
+                 "    keep[layer, head] = 0.0\n"
+                 "    with torch.no_grad():\n"
+                 "        logits = model(tokens, keep_heads=keep)\n"
+                 "    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1)).item()\n"
+                 "answer = knockout_loss", "keep only the positions lab.repeated_part(tokens) marks"),
+    },
 }
