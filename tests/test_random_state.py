@@ -248,6 +248,21 @@ def _tasks() -> None:
         torch.zeros(1, 4, dtype=torch.long))
 
 
+def _lesson_12() -> None:
+    layer, rotary = lab.reference_layer("mistral", hidden_size=16, num_attention_heads=2, num_key_value_heads=1,
+                                        head_dim=8, sliding_window=2)
+    x = torch.ones(1, 3, 16, dtype=torch.float64)
+    lab.reference_forward(layer, rotary, x, torch.ones(3, 3, dtype=torch.bool).tril())
+    lab.weights_after_steps(torch.linspace(-1, 1, 9).reshape(3, 3), window=2, softcap=1.0, sink=0.0)
+    lab.window_reach(4, 2, 2)
+    lab.windowed_kv_cache_bytes(num_layers=2, local_layers=1, window=2, num_kv_heads=1, head_dim=4, seq_len=3)
+
+
+def _examples() -> None:
+    lab.embedding_table(4)
+    lab.sentence_intermediates(lab.SENTENCE, lab.VOCAB, 2, 4, 4, seed=0)
+
+
 def _cache_sizes() -> None:
     for name in lab.MODEL_CACHE_SIZES:
         lab.model_cache_bytes(name, seq_len=3)
@@ -286,6 +301,9 @@ CALLS: dict[str, Callable[[], object]] = {
     **dict.fromkeys(["attention_entropy", "softmax_grad_norm", "softmax_statistics"], _probes),
     **dict.fromkeys(["AttentionStack", "depth_sweep"], _depth_sweep),
     **dict.fromkeys(["MODEL_CACHE_SIZES", "model_cache_bytes"], _cache_sizes),
+    **dict.fromkeys(["WINDOWED_ATTENTION_SIZES", "reference_forward", "reference_layer", "weights_after_steps",
+                     "window_reach", "windowed_kv_cache_bytes"], _lesson_12),
+    **dict.fromkeys(["embedding_table", "sentence_intermediates"], _examples),
     **dict.fromkeys(["INDUCTION_CONFIG", "INDUCTION_MEASURES", "InductionTask", "attention_weights", "circuit_table",
                      "find_circuit", "induction_pattern", "induction_scores", "induction_task", "layer_weights",
                      "loss_drop_step", "previous_token_scores", "repeat_spans", "repeated_loss", "text_table",
