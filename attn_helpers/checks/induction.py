@@ -60,6 +60,8 @@ def _scores(weights: Tensor, tokens: Tensor, mistake: str | None = None) -> Tens
     N = tokens.shape[1]
     same = tokens[:, :, None] == tokens[:, None, :]  # (B, N, N): key j holds query i's token
     earlier = torch.ones(N, N, dtype=torch.bool).tril(0 if mistake == "itself" else -1)  # (N, N): j < i
+    if mistake == "any copy":
+        earlier = ~torch.eye(N, dtype=torch.bool)  # every other position
     copies = same & earlier  # (B, N, N)
     if mistake == "copy":
         ideal = copies
@@ -86,6 +88,8 @@ _SCORE_MISTAKES = {
                "the token after the earlier copy is key j + 1, not j - 1."),
     "itself": ("the query's own position was counted as an earlier copy (j <= i)",
                "an earlier copy sits strictly before the query: j < i (tril(-1), not tril(0))."),
+    "any copy": ("every copy was counted, also those after the query (no j < i)",
+                 "keep only the copies before the query: same & torch.ones(N, N, dtype=torch.bool).tril(-1)."),
     "every row": ("every query was averaged, also those whose token has no earlier copy",
                   "average only over the queries with at least one earlier copy (rows of the pattern with a 1)."),
     "per sequence": ("each sequence was averaged first, then the sequences",
@@ -133,20 +137,22 @@ LOSS_SHORTCUTS = library(("repeated_loss",))
 
 def _mistaken_loss(model: TinyAttentionModel, tokens: Tensor, layer: int, head: int, mistake: str) -> float:
     L, H = len(model.layers), model.layers[0].num_heads
-    keep = torch.ones(L, H)
+    kept_heads = torch.ones(L, H)
     if mistake == "only that head kept":
-        keep = torch.zeros(L, H)
-        keep[layer, head] = 1.0
+        kept_heads = torch.zeros(L, H)
+        kept_heads[layer, head] = 1.0
     elif mistake == "whole layer":
-        keep[layer] = 0.0
+        kept_heads[layer] = 0.0
     elif mistake != "nothing":
-        keep[layer, head] = 0.0
+        kept_heads[layer, head] = 0.0
     with torch.no_grad():
-        logits = model(tokens, keep_heads=keep)  # (B, N, V)
+        logits = model(tokens, keep_heads=kept_heads)  # (B, N, V)
     scored = repeated_part(tokens)  # (B, N)
     nxt = torch.cat([tokens[:, 1:], tokens[:, :1]], dim=1)  # (B, N)
     if mistake == "not shifted":
         return F.cross_entropy(logits[scored], tokens[scored]).item()
+    if mistake == "previous token":
+        return F.cross_entropy(logits[scored], tokens.roll(1, dims=1)[scored]).item()
     if mistake == "every position":
         return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1)).item()
     if mistake == "copy end":
@@ -164,8 +170,11 @@ _LOSS_MISTAKES = {
                  "the last token of the copy predicts a token outside it: lab.repeated_part leaves it out."),
     "only that head kept": ("every head but the chosen one was knocked out",
                             "keep_heads holds 1 for the heads kept and 0 for the one knocked out."),
-    "whole layer": ("the whole layer was knocked out", "zero one entry of keep_heads: keep[layer, head] = 0."),
-    "nothing": ("nothing was knocked out", "set keep[layer, head] = 0 and pass keep_heads=keep to the model."),
+    "whole layer": ("the whole layer was knocked out", "zero one entry: kept_heads[layer, head] = 0."),
+    "nothing": ("nothing was knocked out",
+                "set kept_heads[layer, head] = 0 and pass keep_heads=kept_heads to the model."),
+    "previous token": ("the target was the previous token, not the next one",
+                       "position i predicts token i + 1: tokens.roll(-1, dims=1), not roll(1)."),
 }
 
 
@@ -208,6 +217,7 @@ def check_knockout_loss(answer: Any, model: TinyAttentionModel) -> Verdict:
                 cases.append(((net, tokens, layer, head), f"{described}, layer {layer} head {head}", judge))
     return judge_function(
         answer, cases, watched=LOSS_SHORTCUTS, example="knockout_loss(model, tokens, layer, head)",
-        lines="keep = torch.ones(L, H); keep[layer, head] = 0; logits = model(tokens, keep_heads=keep); score the "
-              "positions of lab.repeated_part(tokens) against the next token with F.cross_entropy.",
+        lines="kept_heads = torch.ones(L, H); kept_heads[layer, head] = 0; logits = model(tokens, "
+              "keep_heads=kept_heads); score the positions of lab.repeated_part(tokens) against the next token "
+              "with F.cross_entropy.",
         success="the repeated part's loss with each head knocked out, on new sequences and on another model.")

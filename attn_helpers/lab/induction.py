@@ -180,13 +180,13 @@ def induction_scores(model: TinyAttentionModel, tokens: Tensor) -> Tensor:
 def repeated_loss(model: TinyAttentionModel, tokens: Tensor, knocked_out: Sequence[tuple[int, int]] = ()) -> float:
     """The next-token loss (nats) on the repeated part of ``tokens (B, N)`` (:func:`repeated_part`), with the
     heads ``knocked_out`` (``(layer, head)`` pairs) zeroed together before their layer's projection."""
-    keep = torch.ones(len(model.layers), model.layers[0].num_heads)  # (L, H)
+    kept_heads = torch.ones(len(model.layers), model.layers[0].num_heads)  # (L, H): 1 = kept, 0 = knocked out
     for layer, head in knocked_out:
-        keep[layer, head] = 0.0
+        kept_heads[layer, head] = 0.0
     scored = repeated_part(tokens)  # (B, N)
     targets = torch.cat([tokens[:, 1:], tokens[:, :1]], dim=1)  # (B, N): the next token
     with torch.no_grad(), one_thread():
-        logits = model(_check_tokens(tokens), keep_heads=keep)  # (B, N, V)
+        logits = model(_check_tokens(tokens), keep_heads=kept_heads)  # (B, N, V)
     return F.cross_entropy(logits[scored], targets[scored]).item()
 
 

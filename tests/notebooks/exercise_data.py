@@ -310,10 +310,10 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
         "14.2": ('prediction = "same"', "which key would the induction head's query match"),
         # every position scored, also those whose next token no model can know
         "14.3": ("def knockout_loss(model, tokens, layer, head):\n"
-                 "    keep = torch.ones(len(model.layers), model.layers[0].num_heads)\n"
-                 "    keep[layer, head] = 0.0\n"
+                 "    kept_heads = torch.ones(len(model.layers), model.layers[0].num_heads)\n"
+                 "    kept_heads[layer, head] = 0.0\n"
                  "    with torch.no_grad():\n"
-                 "        logits = model(tokens, keep_heads=keep)\n"
+                 "        logits = model(tokens, keep_heads=kept_heads)\n"
                  "    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1)).item()\n"
                  "answer = knockout_loss", "keep only the positions lab.repeated_part(tokens) marks"),
     },
