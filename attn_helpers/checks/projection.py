@@ -132,6 +132,11 @@ def check_key_layer(answer: Any, fused: nn.Linear, chan: int) -> Verdict:
     if no_bias is not None:
         mistakes["the weight matrix is right but the bias is missing"] = (
             no_bias, f"the fused layer has a bias too: copy fused.bias[{chan}:{2 * chan}] into your layer's bias.")
+        for block, rows_of in ((0, "query's"), (2, "value's")):  # the right weight rows, a neighbour's bias
+            bias_rows = f"fused.bias[{block * chan}:{(block + 1) * chan}]"
+            mistakes[f"you copied the key rows of the weight matrix but the {rows_of} bias ({bias_rows})"] = (
+                no_bias + fused.bias[block * chan:(block + 1) * chan],
+                f"the bias needs the key rows too: copy fused.bias[{chan}:{2 * chan}] into your layer's bias.")
         if answer.bias is not None and not torch.allclose(answer.bias, fused.bias[chan:2 * chan], atol=1e-6):
             mistakes["you copied the key rows of the weight matrix but not of the bias"] = (
                 no_bias + answer.bias.detach(), f"your layer still has its own random bias: copy "

@@ -98,6 +98,18 @@ def test_key_layer_names_weight_rows_copied_without_the_bias():
     assert not verdict.ok and "not of the bias" in verdict.message and "fused.bias[4:8]" in verdict.hint, verdict
 
 
+def test_key_layer_names_the_query_or_value_bias_copied_with_the_key_weight():
+    fused = _fused()
+    for rows, word in ((slice(0, 4), "query's bias (fused.bias[0:4])"), (slice(8, 12), "value's bias (fused.bias[8:12])")):
+        layer = nn.Linear(6, 4)
+        with torch.no_grad():
+            layer.weight.copy_(fused.weight[4:8])
+            layer.bias.copy_(fused.bias[rows])  # a reader's slip (reader a2): the weight right, a neighbour's bias
+        verdict = checks.check_key_layer.judge(layer, fused, chan=4)
+        assert not verdict.ok and word in verdict.message and "fused.bias[4:8]" in verdict.hint, verdict
+        assert "own random bias" not in verdict.hint, verdict
+
+
 def test_key_layer_without_bias_in_the_fused_layer():
     fused = _fused(bias=False)
     assert checks.check_key_layer.judge(_copy(fused, slice(4, 8), bias=False), fused, chan=4).ok

@@ -36,7 +36,7 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
                 ("answer = lambda qkv: qkv.split(qkv.shape[-1] // 3)", "their default is dim=0"),
                 # a fixed size wider than the input's last axis: one piece comes back (round 7: told "axis 0")
                 ("answer = lambda qkv: qkv.split(64, dim=-1)", "a fixed number fits one width only")],
-        "1.4": (
+        "1.4": [(
             "to_k_ex = nn.Linear(6, 4)\n"
             "with torch.no_grad():\n"
             "    to_k_ex.weight.copy_(fused_ex.weight[0:4])\n"
@@ -44,6 +44,13 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
             "answer = to_k_ex",
             "the keys are the second block",
         ),
+            # the key rows of the weight but the query's bias: once told "its own random bias"
+            ("to_k_ex = nn.Linear(6, 4)\n"
+             "with torch.no_grad():\n"
+             "    to_k_ex.weight.copy_(fused_ex.weight[4:8])\n"
+             "    to_k_ex.bias.copy_(fused_ex.bias[0:4])\n"
+             "answer = to_k_ex",
+             "the bias needs the key rows too")],
     },
     # 02 · Scores and scaling
     "02": {
