@@ -156,7 +156,8 @@ class SkipExplorer(Explorer):
         self.x_ticks.set_range(-0.5, depth + 0.5)
         label = dict((v, k) for k, v in WIRING_OPTIONS)[wiring]
         scale = dict((v, k) for k, v in V_SCALES)[v_scale]
-        self.title.set_text(f"{depth} layer{'s' if depth > 1 else ''} joined by: {label}; random seed {seed}, W_v {scale}")
+        wiring_words = label.split(" (")[0]  # the button's words without "(walkthrough 000)": the title fits the figure
+        self.title.set_text(f"{depth} layer{'s' if depth > 1 else ''} joined by {wiring_words}; random seed {seed}, W_v {scale}")
         token_std = f"{m['token_std'][-1]:.2g}"
         self.note.set_text(f"\n{m['rms'][-1]:.2g}\n{token_std}\n\n{m['grad_norm'][0]:.2g}")
         return f"output RMS {m['rms'][-1]:.2g}, token std {token_std}, gradient at layer 1 {m['grad_norm'][0]:.2g}"
