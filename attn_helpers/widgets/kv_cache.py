@@ -145,7 +145,7 @@ class KVCacheCalculator(Explorer):
             label.set_text(f"{format_bytes(sizes[kind])}  (G = {groups[kind]}, {100 * sizes[kind] / top:.3g}%)")
         self.title.set_text((f"{model}: " if model else "") +
                             f"KV cache = 2 × {num_layers} layers × {seq_len:,} tokens × G × head_dim {head_dim} × "
-                            f"{dtype_bytes} bytes (batch {self.batch})")
+                            f"{dtype_bytes} bytes" + (f" × batch {self.batch}" if self.batch != 1 else ""))
         saved = top - sizes["grouped-query"]
         return ((f"{model} | " if model else "") + f"grouped-query {format_bytes(sizes['grouped-query'])} vs multi-head {format_bytes(top)}: "
                 f"saves {format_bytes(saved)} ({100 * saved / top:.3g}%)")

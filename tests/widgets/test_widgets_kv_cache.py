@@ -123,3 +123,13 @@ def test_fast_redraw_shows_the_same_picture_as_a_full_render(calc):
     calc.set(num_heads=8, kv_groups=2, seq_len=512)
     assert full_render_differs(calc) < 0.005  # only edges where the drawing order differs
     calc.set(**DEFAULTS)
+
+
+@pytest.mark.parametrize("name", list(MODEL_ATTENTION_SIZES))
+def test_the_title_fits_in_the_figure_for_every_model_at_the_longest_sequence(calc, name):
+    calc.set(**DEFAULTS)
+    calc.model_menu.value = name
+    calc.set(seq_len=131072)
+    calc.render_png()
+    box = calc.title.get_window_extent(calc.canvas.get_renderer())
+    assert 0 <= box.x0 and box.x1 <= calc.figure.bbox.x1, (box, calc.title.get_text())
