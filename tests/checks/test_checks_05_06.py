@@ -175,9 +175,9 @@ def test_split_line_runs_every_option_and_explains_the_wrong_ones():
     assert ", ".join(f"{value:.2f}" for value in first_wrong) in a.message
     c = verdict(checks.check_split_line, "c", SPLIT_OPTIONS, q, 2)
     assert not c.ok and "does not even run: RuntimeError: view size is not compatible" in c.message
-    assert "contiguous" in c.hint
+    assert "transposes before it splits" in c.hint and "reshape would run, and still be wrong" in c.message
     d = verdict(checks.check_split_line, "d", SPLIT_OPTIONS, q, 2)
-    assert not d.ok and "head 0, token 0" in d.message and "one token's block" in d.hint
+    assert not d.ok and "head 0, token 0" in d.message and "transposes before it splits" in d.hint
     e = verdict(checks.check_split_line, "e", SPLIT_OPTIONS, q, 2)
     assert not e.ok and "one of the letters" in e.message
 
@@ -432,6 +432,15 @@ def test_layer_grad_accepts_any_layer_and_names_layer_one_and_off_by_one():
     assert not first.ok and "layer 1 whatever" in first.message
     measure_depths_copy = checks.check_layer_grad.judge(lambda s, x, L, layer: depth_sweep(s, x, [L])["grad_norm"][0])
     assert not measure_depths_copy.ok
+
+
+def test_layer_grad_names_an_answer_that_ignores_L():
+    """The whole stack run whatever L is: the right layer, through the wrong depth (it got the indexing hint)."""
+    def whole_stack(stack, x, L, layer):
+        grads = torch.autograd.grad(stack(x).norm(), list(stack.layers[layer - 1].parameters()))
+        return torch.sqrt(sum(g.pow(2).sum() for g in grads)).item()
+    v = checks.check_layer_grad.judge(whole_stack)
+    assert not v.ok and "ran 3 layers, not L = 2" in v.message and "pass L to the stack" in v.hint, v
 
 
 @pytest.mark.parametrize("fn, expected", [
