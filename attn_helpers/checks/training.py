@@ -181,7 +181,8 @@ def check_pattern_match(answer: Any, weights: Tensor, ideal: Tensor) -> Verdict:
             mistakes["you averaged over every row, also the rows without a target"] = (
                 on_target.sum(dim=-1).mean(dim=-1),
                 f"a row of ideal that is all zeros has no target (the set R of 8.2.1 leaves it out): average over "
-                f"the rows with a target only, ideal.sum(dim=-1) > 0, not over all {N}.")
+                f"the rows with a target only, ideal.sum(dim=-1) > 0, not over all {N} (a sum over the queries, dim=-2, "
+                f"averaged over all {N} gives these numbers too: sum over the keys, dim=-1).")
         verdict = compare_tensors(got, expected, name=f"your match on {described}", likely_mistakes=mistakes,
                                   atol=1e-6)
         if not verdict.ok:
