@@ -63,6 +63,21 @@ def problems(nb: nbformat.NotebookNode) -> list[str]:
     return found
 
 
+def joined_streams(outputs: list) -> list:
+    """``outputs`` with each run of consecutive stream outputs of one name (stdout, stderr) joined into one: a busy
+    kernel flushes one cell's printing in several messages, which a front end shows as one text anyway, so the saved
+    notebook does not depend on the machine's load."""
+    joined: list = []
+    for output in outputs:
+        last = joined[-1] if joined else None
+        if (output.output_type == "stream" and last is not None and last.output_type == "stream"
+                and last.name == output.name):
+            last.text += output.text
+        else:
+            joined.append(output)
+    return joined
+
+
 def execute(path: Path) -> float:
     """Execute ``path`` in place and return the seconds it took."""
     for name in LEAKY_VARIABLES:
@@ -82,6 +97,9 @@ def execute(path: Path) -> float:
     # Keep the metadata the same on every machine and exactly what a front end writes on opening the
     # notebook: ipykernel's own kernelspec, without the interpreter path (JupyterLab replaces a
     # kernelspec that differs, marks the notebook changed and autosaves it).
+    for cell in nb.cells:
+        if cell.get("outputs"):
+            cell.outputs = joined_streams(cell.outputs)
     nb.metadata["kernelspec"] = kernelspec()
     nbformat.validate(nb)
     nbformat.write(nb, path)

@@ -321,18 +321,19 @@ def check_cache_flops_prediction(prediction: Any, flops_no_cache: int, flops_cac
 # ------------------------------------------------------------------------------ write the cached generation loop
 
 
-def _recording(model: Any) -> tuple[Any, list[tuple[str, int, Tensor]]]:
-    """A copy of ``model`` whose ``step`` and ``forward`` note each call: (kind, number of tokens, the tokens)."""
+def _recording(model: Any) -> tuple[Any, list[tuple[str, int, Tensor, Any]]]:
+    """A copy of ``model`` whose ``step`` and ``forward`` note each call: (kind, number of tokens, the tokens,
+    the cache a step was given, kept alive so that two calls' caches compare by identity; None for forward)."""
     copy = deepcopy(model)
-    calls: list[tuple[str, int, Tensor]] = []
+    calls: list[tuple[str, int, Tensor, Any]] = []
     step, forward = copy.step, copy.forward
 
     def recorded_step(tokens_new: Tensor, cache: Any) -> Tensor:
-        calls.append(("step", int(tokens_new.shape[-1]), tokens_new.detach().clone()))
+        calls.append(("step", int(tokens_new.shape[-1]), tokens_new.detach().clone(), cache))
         return step(tokens_new, cache)
 
     def recorded_forward(tokens: Tensor) -> Tensor:
-        calls.append(("forward", int(tokens.shape[-1]), tokens.detach().clone()))
+        calls.append(("forward", int(tokens.shape[-1]), tokens.detach().clone(), None))
         return forward(tokens)
 
     copy.step, copy.forward = recorded_step, recorded_forward
@@ -380,14 +381,19 @@ def check_generate_with_cache(answer: Any, model: Any, prompt: Tensor, num_new: 
         return wrong("the returned tokens do not start with the prompt.",
                      "start from tokens = prompt and append each new token with torch.cat(..., dim=1).")
     if steps[0][1] != n_prompt:
-        fed = [tokens for _, _, tokens in steps[:n_prompt]]
+        fed = [tokens for _, _, tokens, _ in steps[:n_prompt]]
         one_by_one = len(fed) == n_prompt and torch.equal(torch.cat(fed, dim=-1), prompt)  # a prompt token a step
         why = (f"feeding it one token at a time fills the same cache, in {n_prompt} calls instead of one"
                if one_by_one else "the cache never saw the whole prompt's keys and values")
         return wrong(f"your first model.step fed {steps[0][1]} token(s), not the {n_prompt} of the prompt: the "
                      f"exercise asks for the prefill, one call that feeds the whole prompt at once ({why}).",
                      "the prefill: logits = model.step(prompt, cache)[:, -1], once, before the loop.")
-    later = [n for _, n, _ in steps[1:] if n != 1]
+    fresh = [i for i, (_, _, _, cache) in enumerate(steps[1:], start=1) if cache is not steps[0][3]]
+    if fresh:
+        return wrong(f"step {fresh[0]} after the prefill was given another cache than the prefill's: a new cache "
+                     "starts empty, so the tokens already seen had to be fed into it again.",
+                     "create the cache once, before the prefill, and pass that same cache to every model.step.")
+    later = [n for _, n, _, _ in steps[1:] if n != 1]
     if later:
         return wrong(f"after the prefill, a step fed {later[0]} tokens: tokens already in the cache were fed again.",
                      "each step feeds only the newest token; the cache already holds the others' keys and values.")

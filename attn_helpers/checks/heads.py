@@ -251,16 +251,24 @@ def check_split_line(answer: Any, options: Mapping[str, str], q: Tensor, num_hea
     got = results[letter]
     if letter in right:
         return correct(f"({letter}) splits the features of each token into heads, then moves the heads before the tokens.")
+    code = options[letter]
+    transposes_first = "transpose" in code and code.find("transpose") < max(code.find("view"), code.find("reshape"))
+    order = ("it transposes before it splits: q.transpose(1, 2) is (B, chan, N), the features before the tokens, "
+             "so cutting that into heads cuts across tokens, not each token's features. Split the last axis first, "
+             "(B, N, H, head_dim), then transpose(1, 2).")
     if isinstance(got, Exception):
+        if transposes_first:  # the order is the mistake: reshape, as PyTorch's message advises, would run it wrongly
+            return wrong(f"({letter}) does not even run: {error_text(got)} (reshape would run, and still be wrong)",
+                         order)
         return wrong(f"({letter}) does not even run: {error_text(got)}",
-                     "for these sizes view cannot walk the transposed q with fixed steps (section 5.5.1); "
-                     "reshape (or .contiguous().view) can.")
+                     "for these sizes view cannot walk the transposed q with fixed steps (section 5.5.1).")
     if isinstance(got, Tensor) and got.shape == expected.shape:
         b, h, n = (int(i) for i in (~torch.isclose(got, expected)).any(dim=-1).nonzero()[0])  # first wrong row
         d = chan // num_heads
         return wrong(f"({letter}) has the right shape {list(got.shape)} but the wrong numbers: its row for sequence {b}, "
                      f"head {h}, token {n} is {_short(got[b, h, n])}, but head {h}'s features of that token, "
                      f"q[{b}, {n}, {h * d}:{(h + 1) * d}], are {_short(expected[b, h, n])}.",
+                     order if transposes_first else
                      "every (head, token) row must be one token's block of head_dim features: split the last axis "
                      "first (B, N, H, head_dim), then transpose(1, 2).")
     shape = list(got.shape) if isinstance(got, Tensor) else type(got).__name__

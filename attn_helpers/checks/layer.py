@@ -299,11 +299,22 @@ def _judge_suspect_lines(answer: Any, listing: tuple[SuspectLine, ...],
     if picked == buggy:
         found = "\n".join(f"   line {i}: {notes[i][1]}" for i in sorted(buggy))
         return correct(f"all {len(buggy)} buggy lines found.\n{found}")
-    # One verdict for every inexact set: a count or a hint that followed the picked lines would let 15 one-line
-    # tries find the bugs without reading the code.
-    return wrong(f"not the exact set of buggy lines yet ({len(buggy)} of the {len(listing)} lines hold a bug; the "
-                 "checker explains each line only when your set is exact).",
-                 " / ".join(notes[i][2] for i in sorted(buggy) if notes[i][2]))
+    # A wrong set hears how many of its lines hold no bug and why the first of them is right (one line a try, so the
+    # whole listing flagged does not come back as the list of the fine lines), and the hint of each bug it misses,
+    # never the line of a bug.
+    fine = sorted(picked - buggy)
+    missed = sorted(buggy - picked)
+    said = []
+    if fine:
+        first = fine[0]
+        others = (f" {len(fine) - 1} more line{'s' if len(fine) > 2 else ''} of your set hold{'' if len(fine) > 2 else 's'}"
+                  " no bug either." if len(fine) > 1 else "")
+        said.append(f"line {first} holds no bug: {notes[first][1] or 'nothing on it can go wrong.'}{others}")
+    if missed:
+        said.append(f"{'Your' if fine else 'your'} set still misses {len(missed)} buggy line{'s' if len(missed) > 1 else ''}.")
+    hints = [notes[i][2] for i in missed if notes[i][2]]
+    return wrong(" ".join(said),
+                 " / ".join(hints) if hints else "take out the lines that hold no bug; the others are right.")
 
 
 # ------------------------------------------------------------------------ prediction: dropout

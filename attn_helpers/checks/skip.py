@@ -30,33 +30,33 @@ _SKIP_SIZES = ((2, 2, 5, 4), (1, 3, 4, 2), (3, 1, 6, 3))
 
 @checker
 def check_skip_through_v(answer: Any) -> Verdict:
-    """Exercise: a function ``answer(v, projected)`` giving walkthrough 000's output ``projected + v`` with
-    ``v (B, H, N, head_dim)`` merged to ``(B, N, chan)``. Run on made-up ``v`` and ``projected`` of three sizes."""
-    refused = not_a_function(answer, "walkthrough_output(v, projected)")
+    """Exercise: a function ``answer(v_heads, projected)`` giving walkthrough 000's output ``projected + v`` with
+    ``v_heads (B, H, N, head_dim)`` merged to ``(B, N, chan)``. Run on made-up ``v_heads`` and ``projected`` of three sizes."""
+    refused = not_a_function(answer, "walkthrough_output(v_heads, projected)")
     if refused:
         return refused
     generator = torch.Generator().manual_seed(62)
     for B, H, N, head_dim in _SKIP_SIZES:
         chan = H * head_dim
-        v = torch.randn(B, H, N, head_dim, generator=generator, dtype=torch.float64)
+        v_heads = torch.randn(B, H, N, head_dim, generator=generator, dtype=torch.float64)
         projected = torch.randn(B, N, chan, generator=generator, dtype=torch.float64)  # (B, N, chan)
-        where = f"v {list(v.shape)} and projected {list(projected.shape)}"
+        where = f"v_heads {list(v_heads.shape)} and projected {list(projected.shape)}"
         try:
-            got = answer(v.clone(), projected.clone())
+            got = answer(v_heads.clone(), projected.clone())
         except Exception as problem:  # the learner's code failed: say how, never a traceback
             return wrong(f"for {where} your function raised {error_text(problem)}",
-                         "read B, H, N and head_dim from v.shape, not the numbers of one example.")
-        expected = projected + merge_heads(v)  # (B, N, chan)
+                         "read B, H, N and head_dim from v_heads.shape, not the numbers of one example.")
+        expected = projected + merge_heads(v_heads)  # (B, N, chan)
         mistakes = {
-            "you flattened v without moving its heads axis": (
-                projected + v.reshape(B, N, chan),
-                "v is (B, H, N, head_dim): transpose(1, 2) first, so each token's heads sit side by side, "
+            "you flattened v_heads without moving its heads axis": (
+                projected + v_heads.reshape(B, N, chan),
+                "v_heads is (B, H, N, head_dim): transpose(1, 2) first, so each token's heads sit side by side, "
                 "then reshape."),
             "you left out the attention output": (
-                merge_heads(v), "the skip is added to the projected attention output: projected + merged v."),
-            "you left out the skip": (projected, "add the merged values v to projected."),
-            "you merged v with head_dim before heads, so the heads' features are interleaved": (
-                projected + v.permute(0, 2, 3, 1).reshape(B, N, chan),
+                merge_heads(v_heads), "the skip is added to the projected attention output: projected + merged v_heads."),
+            "you left out the skip": (projected, "add the merged values v_heads to projected."),
+            "you merged v_heads with head_dim before heads, so the heads' features are interleaved": (
+                projected + v_heads.permute(0, 2, 3, 1).reshape(B, N, chan),
                 "transpose(1, 2) to (B, N, H, head_dim) keeps each head's head_dim features together; then "
                 "reshape."),
         }
@@ -161,6 +161,16 @@ def check_layer_grad(answer: Any) -> Verdict:
             for i, cause in mistakes.items():
                 if i < L and i != layer - 1 and math.isclose(value, norms[i], rel_tol=1e-6):
                     return wrong(f"{what}: you gave {value:.6g}, the gradient at layer {i + 1}: {cause}.", how)
+            for depth in range(layer, len(stack.layers) + 1):  # the right layer, measured through another depth
+                if depth != L:
+                    with torch.enable_grad():
+                        other = _grad_norm(stack(x, depth=depth).norm(), list(stack.layers[layer - 1].parameters()))
+                    if math.isclose(value, other, rel_tol=1e-6):
+                        whole = " (stack(x) runs all of them)" if depth == len(stack.layers) else ""
+                        return wrong(f"{what}: you gave {value:.6g}, the gradient of the norm of x_{depth} at layer "
+                                     f"{layer}: your function ran {depth} layers, not L = {L}{whole}.",
+                                     "x_L is stack(x, depth=L): pass L to the stack, then take the gradient of its "
+                                     "norm.")
             if any(p.grad is not None for p in stack.parameters()):
                 return wrong(f"{what}: you gave {value:.6g}, {value / norms[layer - 1]:.3g} times the expected "
                              f"{norms[layer - 1]:.6g}: .backward() adds into p.grad on every call, so this call "

@@ -165,10 +165,15 @@ def check_pattern_match(answer: Any, weights: Tensor, ideal: Tensor) -> Verdict:
                 on_target.sum(dim=-1).mean(), "keep one number per head: average over the rows only (dim=-1 after the sum)."),
         }
         with_target = target.sum(dim=-1) > 0  # (N,): the rows that have a right key
+        mistakes["you summed over the queries (dim=-2) instead of the keys"] = (
+            on_target.sum(dim=-2)[..., with_target].mean(dim=-1),
+            "weights[h, i, j] is query i's weight on key j: sum over the keys (dim=-1) to get each query's weight "
+            "on its right key, then average over the queries that have a target.")
         hits = (w.argmax(dim=-1) == target.argmax(dim=-1)).to(w.dtype)  # (H, N): largest weight on the right key
-        mistakes["you counted the rows whose largest weight is on the right key (a hit rate)"] = (
-            hits[..., with_target].mean(dim=-1),
-            "the match is the weight on the right key, however large the others: multiply by ideal, sum the keys.")
+        if bool(hits[..., with_target].any()):  # all zeros would match any all-zero answer, whatever its mistake
+            mistakes["you counted the rows whose largest weight is on the right key (a hit rate)"] = (
+                hits[..., with_target].mean(dim=-1),
+                "the match is the weight on the right key, however large the others: multiply by ideal, sum the keys.")
         mistakes["you multiplied by ideal transposed (ideal.mT)"] = (
             (w * target.mT).sum(dim=-1)[..., with_target].mean(dim=-1),
             "ideal[i, j] = 1 when query i should look at key j, the same (query, key) layout as weights.")
@@ -176,7 +181,8 @@ def check_pattern_match(answer: Any, weights: Tensor, ideal: Tensor) -> Verdict:
             mistakes["you averaged over every row, also the rows without a target"] = (
                 on_target.sum(dim=-1).mean(dim=-1),
                 f"a row of ideal that is all zeros has no target (the set R of 8.2.1 leaves it out): average over "
-                f"the rows with a target only, ideal.sum(dim=-1) > 0, not over all {N}.")
+                f"the rows with a target only, ideal.sum(dim=-1) > 0, not over all {N} (a sum over the queries, dim=-2, "
+                f"averaged over all {N} gives these numbers too: sum over the keys, dim=-1).")
         verdict = compare_tensors(got, expected, name=f"your match on {described}", likely_mistakes=mistakes,
                                   atol=1e-6)
         if not verdict.ok:

@@ -143,7 +143,8 @@ class SkipExplorer(Explorer):
         self.ax.set_xlim(-0.5, depth + 0.5)
         label = dict((v, k) for k, v in WIRING_OPTIONS)[wiring]
         scale = dict((v, k) for k, v in V_SCALES)[v_scale]
-        self.title.set_text(f"{depth} layer{'s' if depth > 1 else ''} joined by: {label}; random seed {seed}, W_v {scale}")
+        wiring_words = label.split(" (")[0]  # the button's words without "(walkthrough 000)": the title fits the figure
+        self.title.set_text(f"{depth} layer{'s' if depth > 1 else ''} joined by {wiring_words}; random seed {seed}, W_v {scale}")
         return (f"output RMS {m['rms'][-1]:.2g}, token std {m['token_std'][-1]:.2g}, "
                 f"gradient at layer 1 {m['grad_norm'][0]:.2g}")
 

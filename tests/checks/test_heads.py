@@ -178,9 +178,9 @@ def test_split_line_runs_every_option_and_explains_the_wrong_ones():
     assert ", ".join(f"{value:.2f}" for value in first_wrong) in a.message
     c = verdict(checks.check_split_line, "c", SPLIT_OPTIONS, q, 2)
     assert not c.ok and "does not even run: RuntimeError: view size is not compatible" in c.message
-    assert "contiguous" in c.hint
+    assert "transposes before it splits" in c.hint and "reshape would run, and still be wrong" in c.message
     d = verdict(checks.check_split_line, "d", SPLIT_OPTIONS, q, 2)
-    assert not d.ok and "head 0, token 0" in d.message and "one token's block" in d.hint
+    assert not d.ok and "head 0, token 0" in d.message and "transposes before it splits" in d.hint
     e = verdict(checks.check_split_line, "e", SPLIT_OPTIONS, q, 2)
     assert not e.ok and "one of the letters" in e.message
 

@@ -144,17 +144,25 @@ def test_suspect_lines_accepts_the_right_set_and_explains_every_bug():
     assert checks.check_suspect_lines.judge([13, 5, 2]).ok
 
 
-def test_suspect_lines_gives_every_inexact_set_the_same_verdict():
-    """No count and no hint follows the picked lines, so one-line tries cannot find the bugs (the old verdict
-    counted the bugs found and the fine lines picked: 15 single-line tries gave the answer away)."""
+def test_suspect_lines_explains_the_fine_lines_flagged_and_hints_at_the_bugs_missed():
+    """A wrong set is told how many fine lines it flags and why the first is right (one a try: the whole listing
+    flagged does not come back as the list of fine lines), and gets the hint of each bug it misses; the hints of the
+    bugs it found are left out, and no wrong verdict names the line of a bug."""
     lines = range(1, len(SUSPECT_LAYER) + 1)
     tries = [{n} for n in lines] + [set(lines) - {n} for n in lines] + [set(), set(lines), {2, 5}, {2, 5, 13, 15}]
-    verdicts = [checks.check_suspect_lines.judge(answer) for answer in tries]
-    assert not any(v.ok for v in verdicts)
-    assert len({(v.message, v.hint) for v in verdicts}) == 1
-    text = verdicts[0].message + verdicts[0].hint
-    assert "3 of the 15 lines" in text and "qk_scale=0.0" in text and "sum to one" in text
-    assert all(f"line {n}" not in text for n in lines)
+    for answer in tries:
+        verdict = checks.check_suspect_lines.judge(answer)
+        assert not verdict.ok
+        text = verdict.message + verdict.hint
+        assert all(f"line {n}:" not in text and f"line {n} " not in text for n in BUGGY), (answer, text)
+        fine = sorted(set(answer) - BUGGY)
+        assert all((f"line {n} holds no bug" in text) == (fine[:1] == [n]) for n in range(1, 16)), (answer, text)
+        if len(fine) > 1:
+            assert f"{len(fine) - 1} more line" in text, (answer, text)
+        for n in BUGGY:
+            assert (_REVIEW[n][2] in verdict.hint) == (n not in answer), (answer, n, verdict.hint)
+    missing_one = checks.check_suspect_lines.judge({5, 13})
+    assert "misses 1 buggy line" in missing_one.message and "every argument of __init__" in missing_one.hint
 
 
 @pytest.mark.parametrize("answer, words", [({0, 2}, "outside"), ({2, 99}, "outside"), ("two", "set of line numbers"),

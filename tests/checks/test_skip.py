@@ -143,3 +143,12 @@ def test_layer_grad_names_gradients_accumulated_by_backward():
 
     v = checks.check_layer_grad.judge(with_backward)
     assert not v.ok and "adds into p.grad on every call" in v.message and "times the expected" in v.message, v
+
+
+def test_layer_grad_names_an_answer_that_ignores_L():
+    """The whole stack run whatever L is: the right layer, through the wrong depth (it got the indexing hint)."""
+    def whole_stack(stack, x, L, layer):
+        grads = torch.autograd.grad(stack(x).norm(), list(stack.layers[layer - 1].parameters()))
+        return torch.sqrt(sum(g.pow(2).sum() for g in grads)).item()
+    v = checks.check_layer_grad.judge(whole_stack)
+    assert not v.ok and "ran 3 layers, not L = 2" in v.message and "pass L to the stack" in v.hint, v

@@ -178,8 +178,19 @@ def _prompt_one_by_one(model, prompt, num_new):
     return tokens
 
 
+def _new_cache_each_step(model, prompt, num_new):
+    """Makes a new (empty) cache for every step, so it feeds the whole sequence every time."""
+    tokens = prompt
+    for _ in range(num_new):
+        cache = KVCache(max_tokens=tokens.shape[1])
+        newest = model.step(tokens, cache)[:, -1].argmax(dim=-1, keepdim=True)
+        tokens = torch.cat([tokens, newest], dim=1)
+    return tokens
+
+
 @pytest.mark.parametrize(("answer", "ok", "says"), [
     (_loop(), True, "the same 12 tokens as the loop without the cache"),
+    (_new_cache_each_step, False, "create the cache once, before the prefill"),
     (_prompt_one_by_one, False, "one call that feeds the whole prompt at once (feeding it one token at a time fills "
                                 "the same cache, in 3 calls instead of one)"),
     (_loop(prefill=False), False, "the cache never saw the whole prompt's keys and values"),

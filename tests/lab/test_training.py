@@ -359,6 +359,8 @@ def test_check_pattern_match():
                          # the two below got only the generic hint before they were named
                          (lambda w, i: (w.argmax(-1) == i.argmax(-1)).double().mean(-1), "however large the others"),
                          (lambda w, i: (w * i.mT).sum(-1)[:, i.sum(-1) > 0].mean(-1), "same (query, key) layout"),
+                         # summed over the queries: right on a permutation, told "a hit rate" on the lookup before
+                         (lambda w, i: (w * i).sum(-2)[:, i.sum(-1) > 0].mean(-1), "sum over the keys (dim=-1)"),
                          # right where every row has a target, wrong on the lookup's pair rows
                          (lambda w, i: (w * i).sum(-1).mean(-1), "rows with a target only")):
         verdict = check_pattern_match.judge(answer, weights, ideal)

@@ -135,7 +135,9 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
         "5.4": ('answer = lambda B, N, dim, chan, num_heads: {"head_dim": dim // num_heads, '
                 '"qkv_heads": [3, B, num_heads, N, dim // num_heads], "scores": [B, num_heads, N, N]}',
                 "not the input width dim"),
-        "5.5": ('answer = "a"', "split the last axis first"),
+        "5.5": [('answer = "a"', "split the last axis first"),
+                # transposed before splitting: the hint names the order, not reshape (which would be (d))
+                ('answer = "c"', "it transposes before it splits")],
         # walkthrough 004's bug: every head's scores divided by sqrt(chan), the full width
         "5.6": (
             "def multi_head(q, k, v, num_heads):\n"
@@ -151,10 +153,13 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
     "06": {
         # "stays": the residual's I passes the gradient on, but the other term adds to it
         "6.1": ('prediction = "stays"', "the tables below show it depth by depth"),
-        "6.2": ("answer = lambda v, projected: projected + v.reshape(projected.shape)", "transpose(1, 2) first"),
+        "6.2": ("answer = lambda v_heads, projected: projected + v_heads.reshape(projected.shape)", "transpose(1, 2) first"),
         # always the first layer, whatever layer is asked for
-        "6.3": ("answer = lambda stack, x, L, layer: torch.sqrt(sum(g.pow(2).sum() for g in torch.autograd.grad("
-                "stack(x, depth=L).norm(), list(stack.layers[0].parameters())))).item()", "stack.layers[layer - 1]"),
+        "6.3": [("answer = lambda stack, x, L, layer: torch.sqrt(sum(g.pow(2).sum() for g in torch.autograd.grad("
+                 "stack(x, depth=L).norm(), list(stack.layers[0].parameters())))).item()", "stack.layers[layer - 1]"),
+                # L ignored: the whole stack runs, whatever depth is asked for
+                ("answer = lambda stack, x, L, layer: torch.sqrt(sum(g.pow(2).sum() for g in torch.autograd.grad("
+                 "stack(x).norm(), list(stack.layers[layer - 1].parameters())))).item()", "pass L to the stack")],
         "6.4": ('answer = "a"', "both must have the same shape"),
     },
     # 07 · The complete layer
@@ -166,7 +171,7 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
         "7.2": ("answer = lambda d_model, num_heads: 4 * d_model * d_model", "also has a bias"),
         # dropout only zeroes attention weights, it does not rescale the rest
         "7.3": ('prediction = "unchanged"', "divides the rest by 1 - p"),
-        # seed 004's bug: every head's scores scaled by 1/sqrt(d_model) instead of 1/sqrt(head_dim)
+        # walkthrough 004's bug: every head's scores scaled by 1/sqrt(d_model) instead of 1/sqrt(head_dim)
         "7.4": (
             "class MyMultiHeadAttention(nn.Module):\n"
             "    def __init__(self, d_model, num_heads):\n"
@@ -184,7 +189,11 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
             "scale by head_dim ** -0.5",
         ),
         # two of the three buggy lines: the unused dropout argument is missed
-        "7.5": ("answer = {5, 13}", "every argument of __init__"),
+        "7.5": [("answer = {5, 13}", "every argument of __init__"),
+                # a fine line flagged: it is explained, and the missed bug's hint given
+                ("answer = {5, 13, 15}", "line 15 holds no bug"),
+                # one bug found: the other two bugs' hints, not the found one's
+                ("answer = {13}", "try qk_scale=0.0")],
     },
     # 08 · Watch attention learn
     "08": {
@@ -194,9 +203,13 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
                 "    return torch.eye(n).roll(1, dims=1)\n"
                 "answer = previous_token_pattern", "one step to the LEFT"),
         # averaged over every row: right on the previous token, wrong on a lookup's pair rows (no target)
-        "8.3": ("def match(weights, ideal):\n"
-                "    return (weights * ideal).sum(dim=-1).mean(dim=-1)\n"
-                "answer = match", "rows with a target only"),
+        "8.3": [("def match(weights, ideal):\n"
+                 "    return (weights * ideal).sum(dim=-1).mean(dim=-1)\n"
+                 "answer = match", "rows with a target only"),
+                # summed over the queries instead of the keys
+                ("def match(weights, ideal):\n"
+                 "    return (weights * ideal).sum(dim=-2)[:, ideal.sum(dim=-1) > 0].mean(dim=-1)\n"
+                 "answer = match", "sum over the keys (dim=-1)")],
         # the head's features zeroed after the output projection, which mixes every head into every feature
         "8.4": (
             "def without_head(model, tokens, layer, head):\n"
@@ -231,14 +244,23 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
                 "    return k.repeat(1, num_heads // k.shape[1], 1, 1)\n"
                 "answer = repeat_heads", "use repeat_interleave(3, dim=1)"),
         # no prefill: the loop starts from the prompt's last token only
-        "9.5": ("def generate_with_cache(model, prompt, num_new):\n"
-                "    cache = KVCache(max_tokens=prompt.shape[1] + num_new)\n"
-                "    tokens, newest = prompt, prompt[:, -1:]\n"
-                "    for _ in range(num_new):\n"
-                "        newest = model.step(newest, cache)[:, -1].argmax(dim=-1, keepdim=True)\n"
-                "        tokens = torch.cat([tokens, newest], dim=1)\n"
-                "    return tokens\n"
-                "answer = generate_with_cache", "the prefill: logits = model.step(prompt, cache)"),
+        "9.5": [("def generate_with_cache(model, prompt, num_new):\n"
+                 "    cache = KVCache(max_tokens=prompt.shape[1] + num_new)\n"
+                 "    tokens, newest = prompt, prompt[:, -1:]\n"
+                 "    for _ in range(num_new):\n"
+                 "        newest = model.step(newest, cache)[:, -1].argmax(dim=-1, keepdim=True)\n"
+                 "        tokens = torch.cat([tokens, newest], dim=1)\n"
+                 "    return tokens\n"
+                 "answer = generate_with_cache", "the prefill: logits = model.step(prompt, cache)"),
+                # a new cache every step: the whole sequence fed again into an empty cache
+                ("def generate_with_cache(model, prompt, num_new):\n"
+                 "    tokens = prompt\n"
+                 "    for _ in range(num_new):\n"
+                 "        cache = KVCache(max_tokens=tokens.shape[1])\n"
+                 "        newest = model.step(tokens, cache)[:, -1].argmax(dim=-1, keepdim=True)\n"
+                 "        tokens = torch.cat([tokens, newest], dim=1)\n"
+                 "    return tokens\n"
+                 "answer = generate_with_cache", "create the cache once")],
     },
     # 10 · Positions
     "10": {

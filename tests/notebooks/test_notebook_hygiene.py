@@ -509,6 +509,21 @@ def test_expected_kernelspec_is_what_the_installed_kernel_reports() -> None:
     assert expected_kernelspec() == {"name": "python3", "display_name": spec.display_name, "language": spec.language}
 
 
+def test_run_notebooks_joins_consecutive_stream_outputs_only() -> None:
+    """A busy kernel sends one cell's printing in several messages: the saved notebook has one output per run of them,
+    and keeps outputs of another kind (or another stream) where they were."""
+    from scripts.run_notebooks import joined_streams
+
+    out = nbformat.v4.new_output
+    outputs = [out("stream", name="stdout", text="a\n"), out("stream", name="stdout", text="b\n"),
+               out("display_data", data={"text/plain": "figure"}), out("stream", name="stdout", text="c\n"),
+               out("stream", name="stderr", text="d\n")]
+    joined = joined_streams(outputs)
+    assert [(o.output_type, o.get("name"), o.get("text")) for o in joined] == [
+        ("stream", "stdout", "a\nb\n"), ("display_data", None, None), ("stream", "stdout", "c\n"),
+        ("stream", "stderr", "d\n")]
+
+
 def test_run_notebooks_writes_the_expected_kernelspec() -> None:
     from scripts.run_notebooks import kernelspec
 

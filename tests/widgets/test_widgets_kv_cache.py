@@ -164,3 +164,13 @@ def test_a_model_with_another_cache_shows_it_as_a_fourth_bar(calc, name):
     calc.set(num_layers=60)  # no longer that model: the fourth bar goes
     assert not calc.published_bar.get_visible() and calc.model_menu.value != name
     calc.set(**DEFAULTS)
+
+
+@pytest.mark.parametrize("name", list(MODEL_ATTENTION_SIZES))
+def test_the_title_fits_in_the_figure_for_every_model_at_the_longest_sequence(calc, name):
+    calc.set(**DEFAULTS)
+    calc.model_menu.value = name
+    calc.set(seq_len=131072)
+    calc.render_png()
+    box = calc.title.get_window_extent(calc.canvas.get_renderer())
+    assert 0 <= box.x0 and box.x1 <= calc.figure.bbox.x1, (box, calc.title.get_text())

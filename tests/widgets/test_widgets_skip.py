@@ -168,3 +168,10 @@ def test_random_seed_k_shows_lesson_06s_seed_k():
     shown = e.measure("identity", 32, 64, 2)
     assert math.isclose(shown["rms"][-1], lesson["rms"][-1].item(), rel_tol=1e-9)
     assert math.isclose(shown["grad_norm"][0], lesson["grad_norm"][-1].item(), rel_tol=1e-9)
+
+
+def test_the_longest_title_fits_in_the_figure():
+    e = SkipExplorer(wiring="values", depth=32, seed=7, v_scale=math.sqrt(3.0))
+    e.render_png()
+    box = e.title.get_window_extent(e.canvas.get_renderer())
+    assert 0 <= box.x0 and box.x1 <= e.figure.bbox.x1, (box, e.title.get_text())
