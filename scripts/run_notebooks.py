@@ -22,7 +22,9 @@ from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
-BUDGET_SECONDS = 20.0  # the series' promise: every notebook runs in under 20 s on a 2-core CPU
+BUDGET_SECONDS = 20.0  # the series' promise: every notebook runs in under 20 s on a 2-core CPU (but one, below)
+#: The one lesson allowed longer: it trains its own two-layer models (five seeds and two controls) from scratch.
+LONGER_BUDGETS = {"14_induction_heads.ipynb": 60.0}
 
 
 class CurrentEnvKernelSpecs(KernelSpecManager):
@@ -133,9 +135,10 @@ def main(argv: list[str] | None = None) -> int:
         if found:
             print(f"{path.name}: saved, but it has errors or stderr output:", *found, sep="\n  ")
             over.append(path.name)
-        flag = "" if seconds < BUDGET_SECONDS else f"  (over the {BUDGET_SECONDS:.0f} s budget)"
+        budget = LONGER_BUDGETS.get(path.name, BUDGET_SECONDS)
+        flag = "" if seconds < budget else f"  (over the {budget:.0f} s budget)"
         print(f"{path.name:<40} {seconds:7.1f}{flag}", flush=True)
-        if seconds >= BUDGET_SECONDS:
+        if seconds >= budget:
             over.append(path.name)
     if args.update_readme:
         update_readme_times(args.update_readme, times)
