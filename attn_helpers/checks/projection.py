@@ -141,6 +141,14 @@ def check_key_layer(answer: Any, fused: nn.Linear, chan: int) -> Verdict:
             mistakes["you copied the key rows of the weight matrix but not of the bias"] = (
                 no_bias + answer.bias.detach(), f"your layer still has its own random bias: copy "
                                                 f"fused.bias[{chan}:{2 * chan}] into it as well.")
+    weight_blocks = fused.weight.detach().to(answer.weight.dtype).split(chan)  # 3 x (chan, dim)
+    if not torch.allclose(got, blocks[1], atol=1e-5) and \
+            not any(torch.allclose(answer.weight.detach(), w, atol=1e-6) for w in weight_blocks):
+        # a new nn.Linear left as drawn, or rows picked another way (weight[1::3]): nothing to compare step by step
+        copy = f"fused.weight[{chan}:{2 * chan}]" + (f" and fused.bias[{chan}:{2 * chan}]" if fused.bias is not None else "")
+        return wrong("your layer's weight matrix is none of the fused layer's three blocks of rows: it was not copied "
+                     "from the fused layer (a new nn.Linear starts with random parameters).",
+                     f"copy the key rows into it: {copy} (under torch.no_grad(), with .copy_()).")
     return compare_tensors(got, blocks[1], name="your layer's output", likely_mistakes=mistakes,
                            success="your separate key layer gives exactly the fused layer's keys.")
 

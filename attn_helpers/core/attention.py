@@ -99,6 +99,7 @@ def attend(
     dead_rows = torch.isneginf(scores).all(dim=-1, keepdim=True)  # (..., N_q, 1)
     live = scores.masked_fill(dead_rows, 0.0)  # (..., N_q, N_k)
     weights = torch.softmax(live, dim=-1) if sinks is None else softmax_with_sinks(live, sinks)  # (..., N_q, N_k)
+    del live  # gone before the next (..., N_q, N_k) tensor is made: at most three are alive at once (lesson 09)
     weights = weights.masked_fill(dead_rows, 0.0)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p, training=True)

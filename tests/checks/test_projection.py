@@ -110,6 +110,17 @@ def test_key_layer_names_the_query_or_value_bias_copied_with_the_key_weight():
         assert "own random bias" not in verdict.hint, verdict
 
 
+def test_key_layer_names_a_layer_whose_rows_were_not_copied():
+    fused = _fused()
+    torch.manual_seed(4)
+    interleaved = nn.Linear(6, 4)
+    with torch.no_grad():
+        interleaved.weight.copy_(fused.weight[1::3])
+    for layer in (nn.Linear(6, 4), interleaved):  # the most literal answer (reader a3), rows picked another way
+        verdict = checks.check_key_layer.judge(layer, fused, chan=4)
+        assert not verdict.ok and "not copied" in verdict.message and "fused.weight[4:8]" in verdict.hint, verdict
+
+
 def test_key_layer_without_bias_in_the_fused_layer():
     fused = _fused(bias=False)
     assert checks.check_key_layer.judge(_copy(fused, slice(4, 8), bias=False), fused, chan=4).ok
