@@ -164,3 +164,19 @@ def test_a_model_with_another_cache_shows_it_as_a_fourth_bar(calc, name):
     calc.set(num_layers=60)  # no longer that model: the fourth bar goes
     assert not calc.published_bar.get_visible() and calc.model_menu.value != name
     calc.set(**DEFAULTS)
+
+
+def test_the_title_fits_the_figure_and_its_brackets_give_the_bar():
+    """With windows the title's token count is bracketed (2 × (global + local) tokens × ...) and, on two lines,
+    stays inside the figure for every preset and sequence length."""
+    calc = KVCacheCalculator(windows=True)
+    renderer = calc.figure.canvas.get_renderer()
+    for name in calc.presets:
+        calc.choose_model(name)
+        for seq_len in (512, 32768):
+            calc.set(seq_len=seq_len)
+            box = calc.title.get_window_extent(renderer)
+            assert 0 <= box.x0 and box.x1 <= calc.figure.bbox.x1 and box.y1 <= calc.figure.bbox.y1, (name, seq_len)
+    calc.choose_model("Gemma-3-27B")
+    calc.set(seq_len=32768)
+    assert "2 × (10 layers × 32,768 + 52 layers × 1,024) tokens" in calc.title.get_text()
