@@ -159,7 +159,8 @@ class KVCacheCalculator(Explorer):
         self.ax.spines[["top", "right", "bottom"]].set_visible(False)
         self.ax.set_xlim(0, 1.6)  # bar lengths relative to multi-head's; the labels give the numbers
         self.title = self.ax.set_title("", fontsize=9)  # 9 points: the longest model names fit
-        figure.subplots_adjust(left=0.17, right=0.98, top=0.83, bottom=0.06)
+        # with windows (lesson 12) the title takes two lines: the bracketed token count alone fills most of the width
+        figure.subplots_adjust(left=0.17, right=0.98, top=0.78 if "window" in self.controls else 0.83, bottom=0.06)
         # the axes and their labels are drawn once
         self.dynamic([*self.bars, *self.labels, self.published_bar, self.published_label, self.title])
 
@@ -183,10 +184,9 @@ class KVCacheCalculator(Explorer):
             self.published_label.set_x(published / top + 0.02)
             kind = PUBLISHED_KINDS[str(MODEL_CACHE_SIZES[model]["kind"])]
             self.published_label.set_text(f"as published: {format_bytes(published)}  ({kind}, {100 * published / top:.3g}%)")
-        kept = (f"{num_layers - local_layers} layers × {seq_len:,} tokens + {local_layers} layers × "
-                f"{min(window, seq_len):,} tokens" if window else f"{num_layers} layers × {seq_len:,} tokens")
-        self.title.set_text((f"{model}: " if model else "") +
-                            f"KV cache = 2 × {kept} × G × head_dim {head_dim} × "
+        kept = (f"({num_layers - local_layers} layers × {seq_len:,} + {local_layers} layers × "
+                f"{min(window, seq_len):,}) tokens" if window else f"{num_layers} layers × {seq_len:,} tokens")
+        self.title.set_text((f"{model}: " if model else "") + f"KV cache = 2 × {kept}{chr(10) if window else ' '}× G × head_dim {head_dim} × "
                             f"{dtype_bytes} bytes" + (f" × batch {self.batch}" if self.batch != 1 else ""))
         saved = top - sizes["grouped-query"]
         if published is not None:

@@ -174,3 +174,19 @@ def test_the_title_fits_in_the_figure_for_every_model_at_the_longest_sequence(ca
     calc.render_png()
     box = calc.title.get_window_extent(calc.canvas.get_renderer())
     assert 0 <= box.x0 and box.x1 <= calc.figure.bbox.x1, (box, calc.title.get_text())
+
+
+def test_the_title_fits_the_figure_and_its_brackets_give_the_bar():
+    """With windows the title's token count is bracketed (2 × (global + local) tokens × ...) and, on two lines,
+    stays inside the figure for every preset and sequence length."""
+    calc = KVCacheCalculator(windows=True)
+    renderer = calc.figure.canvas.get_renderer()
+    for name in calc.presets:
+        calc.choose_model(name)
+        for seq_len in (512, 32768):
+            calc.set(seq_len=seq_len)
+            box = calc.title.get_window_extent(renderer)
+            assert 0 <= box.x0 and box.x1 <= calc.figure.bbox.x1 and box.y1 <= calc.figure.bbox.y1, (name, seq_len)
+    calc.choose_model("Gemma-3-27B")
+    calc.set(seq_len=32768)
+    assert "2 × (10 layers × 32,768 + 52 layers × 1,024) tokens" in calc.title.get_text()
