@@ -11,7 +11,13 @@ modules' ``__all__`` is imported here by name (tests/test_import.py checks that 
 from __future__ import annotations
 
 from ._core import NOT_ATTEMPTED, Verdict, checker, compare_tensors
-from .cache import check_delta_rule_write, check_latent_cache_size, check_linear_attention_step
+from .cache import (
+    check_delta_rule_write,
+    check_latent_cache_size,
+    check_linear_attention_step,
+    check_overwrite_prediction,
+    check_state_bytes_prediction,
+)
 from .efficient import (
     check_cache_flops_prediction,
     check_generate_with_cache,
@@ -68,6 +74,8 @@ __all__ = [
     "compare_tensors",
     # cache (13)
     "check_latent_cache_size",
+    "check_state_bytes_prediction",
+    "check_overwrite_prediction",
     "check_linear_attention_step",
     "check_delta_rule_write",
     # efficient

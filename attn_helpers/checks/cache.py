@@ -17,11 +17,13 @@ from torch import Tensor
 
 from ..core import gated_delta_step, linear_attention_step
 from ..lab import latent_cache_bytes
-from ._core import Verdict, checker, compare_tensors, correct, wrong
+from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
 from ._function import judge_function
 from ._guard import library, package_calls
+from ._predict import as_choice, prediction_checker
 
-__all__ = ["check_latent_cache_size", "check_linear_attention_step", "check_delta_rule_write"]
+__all__ = ["check_latent_cache_size", "check_linear_attention_step", "check_delta_rule_write",
+           "check_state_bytes_prediction", "check_overwrite_prediction"]
 
 
 # ------------------------------------------------------------------------------ the latent cache
@@ -213,3 +215,54 @@ def check_delta_rule_write(answer: Any) -> Verdict:
                                 "(beta[..., None] * (v - recalled))[..., None, :].",
                           success="right for three inputs of other sizes (d_k != d_v, with and without batch axes): "
                                   "the state returns what it held for k, and β times the difference is written.")
+
+
+# ------------------------------------------------------------------------------ predictions
+
+
+@prediction_checker
+def check_state_bytes_prediction(prediction: Any, state_bytes: int, d_k: int, d_v: int, dtype_bytes: int) -> Verdict:
+    """Predict before you run: the bytes of one head's state ``S (d_k, d_v)`` and normaliser ``z (d_k,)`` after
+    1,024 tokens (``state_bytes``, measured)."""
+    got = as_number(prediction, "your prediction", hint="write one number of bytes, e.g. prediction = 1000.")
+    if isinstance(got, Verdict):
+        return got
+    explain = (f"measured: {state_bytes:,} bytes = ({d_k}·{d_v} + {d_k}) numbers × {dtype_bytes} bytes, whatever "
+               "the number of tokens.")
+    if got == state_bytes:
+        return correct(explain)
+    if got == d_k * d_v * dtype_bytes:
+        return wrong(f"{got:,.0f} bytes is S alone.", "the recurrence also keeps the normaliser z, d_k numbers.")
+    if got == (d_k * d_v + d_k):
+        return wrong(f"{got:,.0f} is the count of numbers, not of bytes.", f"a float32 number is {dtype_bytes} bytes.")
+    if got > state_bytes:
+        return wrong(f"{got:,.0f} bytes is more than the state keeps.",
+                     "the state is overwritten at every token, not appended to: its size does not depend on N.")
+    return wrong(f"{got:,.0f} bytes is not what was measured.",
+                 f"count the numbers of S ({d_k} × {d_v}) and of z ({d_k}), then multiply by {dtype_bytes} bytes.")
+
+
+OVERWRITE_CHOICES = ("old", "new", "old + new")
+
+
+@prediction_checker
+def check_overwrite_prediction(prediction: Any, reads: dict[str, Tensor], old: Tensor, new: Tensor) -> Verdict:
+    """Predict before you run: one key written twice, first with ``old`` then with ``new``; what does each memory
+    return for that key? ``prediction``: a pair ``(linear, delta)`` of ``"old"``, ``"new"`` or ``"old + new"``;
+    ``reads``: what each memory returned (``"linear"``, ``"delta"``), measured."""
+    if not isinstance(prediction, (tuple, list)) or len(prediction) != 2:
+        return wrong(f"the prediction should be a pair (linear, delta), got {prediction!r:.60}.",
+                     'write e.g. prediction = ("old", "new").')
+    choices = [as_choice(p, OVERWRITE_CHOICES) for p in prediction]
+    for choice in choices:
+        if isinstance(choice, Verdict):
+            return choice
+    candidates = {"old": old, "new": new, "old + new": old + new}
+    happened = {name: min(candidates, key=lambda c: (read - candidates[c]).norm().item()) for name, read in reads.items()}
+    measured = f"measured: the plain sum returns {happened['linear']}, the delta rule returns {happened['delta']}"
+    if tuple(choices) == (happened["linear"], happened["delta"]):
+        return correct(f"{measured}. The plain sum adds the second value on top of the first; the delta rule writes "
+                       "only the difference between the new value and what the key already returns.")
+    return wrong(f"not what was measured ({measured}).",
+                 "with a unit key k, S = k vᵀ returns v for k. The plain rule adds k v_newᵀ; the delta rule adds "
+                 "k (v_new - v_old)ᵀ.")

@@ -107,7 +107,7 @@ class LatentAttention(Traceable, nn.Module):
         q_rope = apply_rope(q_rope, positions, base=self.base, pairing=self.pairing)  # (B, H, N, qk_rope_head_dim)
         return q_nope, q_rope
 
-    def up_weights(self) -> tuple[Tensor, Tensor]:
+    def up_matrices(self) -> tuple[Tensor, Tensor]:
         """The up-projections per head: ``W_UK (H, qk_nope_head_dim, kv_lora_rank)``, ``W_UV (H, v_head_dim,
         kv_lora_rank)``, so that head ``h``'s key part is ``W_UK[h] @ c`` and its value ``W_UV[h] @ c``."""
         w = self.kv_up.weight.view(self.num_heads, self.qk_nope_head_dim + self.v_head_dim, self.kv_lora_rank)
@@ -138,7 +138,7 @@ class LatentAttention(Traceable, nn.Module):
             out = self.out_proj(merge_heads(heads))  # (B, N, d_model)
             inter.update(q=q, k=k, v=v, heads=heads, out=out)
             return self._report(inter, return_intermediates)
-        w_uk, w_uv = self.up_weights()  # (H, d_nope, r), (H, d_v, r)
+        w_uk, w_uv = self.up_matrices()  # (H, d_nope, r), (H, d_v, r)
         q_latent = q_nope @ w_uk  # (B, H, N, r): W_UK folded into each head's query
         q = torch.cat([q_latent, q_rope], dim=-1)  # (B, H, N, r + d_R)
         k = torch.cat([c, k_rope], dim=-1)[:, None]  # (B, 1, N, r + d_R): one key head, shared by all H

@@ -147,27 +147,27 @@ def _gated_delta_recurrent(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, b
 
 def gated_delta_chunk(state: Tensor, q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor,
                       beta: Tensor) -> tuple[Tensor, Tensor]:
-    """One chunk of ``C`` tokens of the gated delta rule at once: returns ``(o (..., C, d_v), S (..., d_k, d_v))``,
-    the same as ``C`` calls of :func:`gated_delta_step`.
+    """One chunk of ``L_c`` tokens of the gated delta rule at once: returns ``(o (..., L_c, d_v), S (..., d_k, d_v))``,
+    the same as ``L_c`` calls of :func:`gated_delta_step`.
 
-    ``state (..., d_k, d_v)`` is the state before the chunk; ``q, k (..., C, d_k)`` (``q`` already scaled),
-    ``v (..., C, d_v)``, ``log_decay, beta (..., C)``. With ``γ_i`` the summed ``log_decay`` from the chunk's start to
+    ``state (..., d_k, d_v)`` is the state before the chunk; ``q, k (..., L_c, d_k)`` (``q`` already scaled),
+    ``v (..., L_c, d_v)``, ``log_decay, beta (..., L_c)``. With ``γ_i`` the summed ``log_decay`` from the chunk's start to
     token ``i``: ``T = I + strictly_lower(β_i (k_i·k_j) e^{γ_i-γ_j})``, ``U = T⁻¹ (β v)``, ``W = T⁻¹ (β e^γ k)``,
     ``corrections = U - W S``, ``o = (e^γ q) S + lower((q_i·k_j) e^{γ_i-γ_j}) corrections``,
-    ``S <- e^{γ_C} S + (e^{γ_C - γ} k)ᵀ corrections``.
+    ``S <- e^{γ_{L_c}} S + (e^{γ_{L_c} - γ} k)ᵀ corrections``.
     """
-    gamma = log_decay.cumsum(dim=-1)  # (..., C): log of the decay from the chunk's start to each token
-    c = gamma.shape[-1]
-    lower = torch.ones(c, c, dtype=torch.bool, device=q.device).tril()  # (C, C): j <= i
-    decay_ij = (gamma[..., :, None] - gamma[..., None, :]).masked_fill(~lower, float("-inf")).exp()  # (..., C, C)
-    b = beta[..., None]  # (..., C, 1)
-    system = (b * k @ k.mT * decay_ij).tril(-1) + torch.eye(c, dtype=q.dtype, device=q.device)  # (..., C, C): T
-    u = torch.linalg.solve_triangular(system, b * v, upper=False, unitriangular=True)  # (..., C, d_v)
-    w = torch.linalg.solve_triangular(system, b * gamma[..., None].exp() * k, upper=False, unitriangular=True)  # (..., C, d_k)
-    corrections = u - w @ state  # (..., C, d_v): what each token writes, given the state before the chunk
-    inside = (q @ k.mT) * decay_ij  # (..., C, C): reads of this chunk's own writes (decay_ij is 0 above the diagonal)
-    out = gamma[..., None].exp() * q @ state + inside @ corrections  # (..., C, d_v): the old state read, plus the new
-    to_end = (gamma[..., -1:] - gamma).exp()[..., None]  # (..., C, 1): decay from token i to the chunk's end
+    gamma = log_decay.cumsum(dim=-1)  # (..., L_c): log of the decay from the chunk's start to each token
+    length = gamma.shape[-1]  # L_c, the chunk length
+    lower = torch.ones(length, length, dtype=torch.bool, device=q.device).tril()  # (L_c, L_c): j <= i
+    decay_ij = (gamma[..., :, None] - gamma[..., None, :]).masked_fill(~lower, float("-inf")).exp()  # (..., L_c, L_c)
+    b = beta[..., None]  # (..., L_c, 1)
+    system = (b * k @ k.mT * decay_ij).tril(-1) + torch.eye(length, dtype=q.dtype, device=q.device)  # (..., L_c, L_c): T
+    u = torch.linalg.solve_triangular(system, b * v, upper=False, unitriangular=True)  # (..., L_c, d_v)
+    w = torch.linalg.solve_triangular(system, b * gamma[..., None].exp() * k, upper=False, unitriangular=True)  # (..., L_c, d_k)
+    corrections = u - w @ state  # (..., L_c, d_v): what each token writes, given the state before the chunk
+    inside = (q @ k.mT) * decay_ij  # (..., L_c, L_c): reads of this chunk's own writes (decay_ij is 0 above the diagonal)
+    out = gamma[..., None].exp() * q @ state + inside @ corrections  # (..., L_c, d_v): the old state read, plus the new
+    to_end = (gamma[..., -1:] - gamma).exp()[..., None]  # (..., L_c, 1): decay from token i to the chunk's end
     state = gamma[..., -1, None, None].exp() * state + (to_end * k).mT @ corrections  # (..., d_k, d_v)
     return out, state
 
@@ -180,5 +180,5 @@ def _gated_delta_chunked(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, bet
         chunk = slice(start, start + size)
         out, state = gated_delta_chunk(state, q[:, :, chunk], k[:, :, chunk], v[:, :, chunk], log_decay[:, :, chunk],
                                        beta[:, :, chunk])
-        outputs.append(out)  # (B, H, C, d_v)
+        outputs.append(out)  # (B, H, L_c, d_v)
     return torch.cat(outputs, dim=-2)  # (B, H, N, d_v)

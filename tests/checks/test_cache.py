@@ -119,3 +119,24 @@ def test_delta_rule_write_names_each_mistake_and_refuses_the_library():
     verdict = checks.check_delta_rule_write.judge(
         lambda state, k, v, beta: gated_delta_step(state, k, k, v, torch.zeros_like(beta), beta)[1])
     assert not verdict.ok and "gated_delta_step" in verdict.message
+
+
+def test_state_bytes_prediction_names_each_mistake():
+    judge = checks.check_state_bytes_prediction.judge
+    assert judge(16_640, 16_640, 64, 64, 4).ok
+    assert "S alone" in judge(64 * 64 * 4, 16_640, 64, 64, 4).message
+    assert "count of numbers" in judge(64 * 64 + 64, 16_640, 64, 64, 4).message
+    assert "does not depend on N" in judge(524_288, 16_640, 64, 64, 4).hint
+    assert not judge("16640", 16_640, 64, 64, 4).ok
+
+
+def test_overwrite_prediction_is_judged_on_the_measurement():
+    judge = checks.check_overwrite_prediction.judge
+    old, new = torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 2.0]])
+    reads = {"linear": old + new, "delta": new.clone()}
+    assert judge(("old + new", "new"), reads, old, new).ok
+    assert judge([" Old + New", "NEW"], reads, old, new).ok
+    wrong = judge(("old + new", "old + new"), reads, old, new)
+    assert not wrong.ok and "the delta rule returns new" in wrong.message
+    assert not judge("new", reads, old, new).ok
+    assert not judge(("sum", "new"), reads, old, new).ok

@@ -319,10 +319,14 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
                  "    out = (phi_q[..., None, :] @ new_state)[..., 0, :] / (phi_q * normalizer).sum(-1, keepdim=True)\n"
                  "    return out, new_state, normalizer + phi_k\n"
                  "answer = step", "before you divide"),
+        # S alone: the normaliser z forgotten
+        "13.3": ("prediction = 64 * 64 * 4", "also keeps the normaliser z"),
         # plain linear attention's write: nothing subtracted
-        "13.3": ("def write(state, k, v, beta):\n"
+        "13.4": ("def write(state, k, v, beta):\n"
                  "    return state + beta[..., None, None] * k[..., :, None] * v[..., None, :]\n"
                  "answer = write", "write the difference"),
+        # "the delta rule adds too": both memories return the sum
+        "13.5": ('prediction = ("old + new", "old + new")', "the delta rule adds k (v_new - v_old)"),
     },
     # 14 · Two heads that compose
     "14": {
