@@ -71,6 +71,8 @@ def _scores(weights: Tensor, tokens: Tensor, mistake: str | None = None) -> Tens
             ideal[:, :, :-1] = copies[:, :, 1:]  # key j - 1
         else:
             ideal[:, :, 1:] = copies[:, :, :-1]  # key j + 1
+        if mistake == "adjacent":
+            ideal = ideal & torch.ones(N, N, dtype=torch.bool).tril(-1)  # key j + 1 < i: the query itself left out
     ideal = ideal.to(weights.dtype)[:, None, None]  # (B, 1, 1, N, N)
     on = (weights * ideal).sum(dim=-1)  # (B, L, H, N)
     rows = (ideal.sum(dim=-1) > 0).to(weights.dtype)  # (B, 1, 1, N)
@@ -90,6 +92,9 @@ _SCORE_MISTAKES = {
                "an earlier copy sits strictly before the query: j < i (tril(-1), not tril(0))."),
     "any copy": ("every copy was counted, also those after the query (no j < i)",
                  "keep only the copies before the query: same & torch.ones(N, N, dtype=torch.bool).tril(-1)."),
+    "adjacent": ("the query itself was left out when the earlier copy sits just before it (key j + 1 < i)",
+                 "when x_{i-1} = x_i the token after that copy is the query itself, key j + 1 = i: count it (j < i "
+                 "is the only condition)."),
     "every row": ("every query was averaged, also those whose token has no earlier copy",
                   "average only over the queries with at least one earlier copy (rows of the pattern with a 1)."),
     "per sequence": ("each sequence was averaged first, then the sequences",
@@ -155,6 +160,9 @@ def _mistaken_loss(model: TinyAttentionModel, tokens: Tensor, layer: int, head: 
         return F.cross_entropy(logits[scored], tokens.roll(1, dims=1)[scored]).item()
     if mistake == "every position":
         return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1)).item()
+    if mistake == "per sequence":
+        losses = [F.cross_entropy(logits[b][scored[b]], nxt[b][scored[b]]) for b in range(tokens.shape[0])]
+        return torch.stack(losses).mean().item()
     if mistake == "copy end":
         scored = scored | torch.roll(scored, 1, dims=1)  # the second copy's last token too
         scored[:, -1] = False
@@ -173,6 +181,9 @@ _LOSS_MISTAKES = {
     "whole layer": ("the whole layer was knocked out", "zero one entry: kept_heads[layer, head] = 0."),
     "nothing": ("nothing was knocked out",
                 "set kept_heads[layer, head] = 0 and pass keep_heads=kept_heads to the model."),
+    "per sequence": ("each sequence's loss was averaged first, then the sequences",
+                     "pool the scored positions of every sequence into one cross-entropy: logits[scored] against "
+                     "the next tokens at scored."),
     "previous token": ("the target was the previous token, not the next one",
                        "position i predicts token i + 1: tokens.roll(-1, dims=1), not roll(1)."),
 }

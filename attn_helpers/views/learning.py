@@ -137,7 +137,7 @@ def plot_circuit_forming(steps: Sequence[int], loss: Any, previous: Any, inducti
                          drop_step: int | None = None, drop_below: float = 1.0,
                          figsize: tuple[float, float] = (9.2, 3.6)) -> Figure:
     """Lesson 14: a run's loss on the repeated part ``(S,)`` (left, with the uniform guess ``guessing`` and the
-    ``drop_below`` line) and the best previous-token score ``(S,)`` and best induction score ``(S,)`` (right),
+    ``drop_below`` line) and the best previous-token match ``(S,)`` and best induction match ``(S,)`` (right),
     over the snapshot ``steps``; ``drop_step`` marked on both. Returns the figure."""
     steps = np.asarray(steps)
     figure, (left, right) = plt.subplots(1, 2, figsize=figsize, layout="constrained")
@@ -145,9 +145,9 @@ def plot_circuit_forming(steps: Sequence[int], loss: Any, previous: Any, inducti
     left.axhline(guessing, color="0.4", ls="--", lw=1.0, label=f"uniform guess ({guessing:.2f})")
     left.axhline(drop_below, color="0.4", ls=":", lw=1.0, label=f"{drop_below:g} nat")
     left.set(xlabel="training step", ylabel="loss (nats)", ylim=(0.0, guessing * 1.15), title="held-out loss")
-    right.plot(steps, to_numpy(previous), color=HEAD_COLOURS[1], label="best layer-0 previous-token score")
-    right.plot(steps, to_numpy(induction), color=HEAD_COLOURS[2], ls="--", label="best layer-1 induction score")
-    right.set(xlabel="training step", ylabel="score", ylim=(0.0, 1.03), title="the two heads' scores")
+    right.plot(steps, to_numpy(previous), color=HEAD_COLOURS[1], label="best layer-0 previous-token match")
+    right.plot(steps, to_numpy(induction), color=HEAD_COLOURS[2], ls="--", label="best layer-1 induction match")
+    right.set(xlabel="training step", ylabel="pattern match", ylim=(0.0, 1.03), title="the two heads' matches")
     for ax in (left, right):
         if drop_step is not None:
             ax.axvline(drop_step, color="#b35806", lw=1.5, label=f"loss below {drop_below:g} (step {drop_step})")

@@ -224,3 +224,34 @@ def test_prediction_checker():
     assert check_knockout_loss_prediction.judge("same", 0.5, 0.4, math.log(32)).ok
     assert check_knockout_loss_prediction.judge("higher", 1.5, 0.4, math.log(32)).ok
     assert not check_knockout_loss_prediction.judge("same", 3.4, 0.4, math.log(32)).ok
+
+
+def test_score_checker_names_the_adjacent_copy_variant_written_by_hand():
+    def adjacent(weights, tokens):  # a learner's variant: the token after the copy must lie before the query
+        N = tokens.shape[1]
+        same = tokens[:, :, None] == tokens[:, None, :]  # (B, N, N)
+        ideal = torch.zeros_like(same)
+        ideal[:, :, 1:] = (same & torch.ones(N, N, dtype=torch.bool).tril(-1))[:, :, :-1]  # key j + 1
+        ideal = (ideal & torch.ones(N, N, dtype=torch.bool).tril(-1)).to(weights.dtype)[:, None, None]  # j + 1 < i
+        on = (weights * ideal).sum(dim=-1)  # (B, L, H, N)
+        rows = (ideal.sum(dim=-1) > 0).to(weights.dtype)
+        return (on * rows).sum(dim=(0, -1)) / rows.sum(dim=(0, -1)).clamp_min(1)
+
+    verdict = check_induction_scores.judge(adjacent)
+    assert not verdict.ok and _SCORE_MISTAKES["adjacent"][0] in verdict.message
+
+
+def test_knockout_checker_names_per_sequence_averaging_written_by_hand():
+    model = initial_model(InductionTask(), INDUCTION_CONFIG).eval()
+
+    def per_sequence(model, tokens, layer, head):  # a learner's variant: one mean per sequence, then their mean
+        kept_heads = torch.ones(len(model.layers), model.layers[0].num_heads)
+        kept_heads[layer, head] = 0.0
+        with torch.no_grad():
+            logits = model(tokens, keep_heads=kept_heads)  # (B, N, V)
+        scored, nxt = repeated_part(tokens), tokens.roll(-1, dims=1)  # (B, N) each
+        return torch.stack([F.cross_entropy(logits[b][scored[b]], nxt[b][scored[b]])
+                            for b in range(len(tokens))]).mean().item()
+
+    verdict = check_knockout_loss.judge(per_sequence, model)
+    assert not verdict.ok and _LOSS_MISTAKES["per sequence"][0] in verdict.message
