@@ -8,6 +8,7 @@ compute nothing; the explorer over the same records is :class:`attn_helpers.widg
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,9 +21,12 @@ from matplotlib.image import AxesImage
 from .arrays import to_numpy
 from .colours import HEAD_COLOURS, WEIGHTS_CMAP
 from .heatmaps import heatmap
+from .labels import _axes_points, _fit_fontsize
 
 __all__ = ["plot_learning_curves", "plot_snapshots", "weights_panel", "head_name", "runs_by_name",
            "plot_circuit_forming"]
+
+READABLE_PX = 8.5  # pixels of the picture: the browser check asks 8 as displayed
 
 RUN_RECORDS = ("task", "config", "steps", "train_loss", "held_out_accuracy", "pattern_match", "probe_weights")
 
@@ -37,9 +41,20 @@ def weights_panel(values: Any, labels: Sequence[str], ax: Axes, *, title: str, x
     """One attention heatmap ``(N, N)`` in [0, 1] with token labels on the axes that carry ticks; returns the image.
 
     Inner panels carry no labels, and labels are text rather than ticks: ticks cost most of the drawing time.
+    Labels are drawn at least :data:`READABLE_PX` pixels tall; where that many do not fit beside the panel,
+    every second (third, ...) token is labelled instead.
     """
-    return heatmap(values, labels, labels, ax=ax, title=title, xlabel=xlabel, ylabel=ylabel, cmap=WEIGHTS_CMAP,
-                   vmin=0.0, vmax=1.0, annotate=False, colorbar=False, fmt="{:.2f}", fontsize=None,
+    n = len(labels)
+    side = min(_axes_points(ax))  # points
+    readable = READABLE_PX * 72.0 / ax.figure.dpi  # points
+    fontsize = _fit_fontsize(n, side)
+    every = 1
+    if fontsize < readable:
+        fontsize = readable
+        every = math.ceil(n * readable / (0.8 * side))  # a label keeps 80% of its slot, as _fit_fontsize allows
+    shown = [str(label) if i % every == 0 else "" for i, label in enumerate(labels)]
+    return heatmap(values, shown, shown, ax=ax, title=title, xlabel=xlabel, ylabel=ylabel, cmap=WEIGHTS_CMAP,
+                   vmin=0.0, vmax=1.0, annotate=False, colorbar=False, fmt="{:.2f}", fontsize=fontsize,
                    colorbar_label=None, x_ticks=x_ticks, y_ticks=y_ticks, text_labels=True)
 
 

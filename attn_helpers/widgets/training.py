@@ -114,7 +114,9 @@ class AttentionSnapshotExplorer(Explorer):
     @staticmethod
     def _figsize(run: TrainingRun) -> tuple[float, float]:
         L, H = run.pattern_match.shape[1:]
-        return (1.6 + 2.4 * (L * H + 1), 5.0)  # 400 px tall at 80 dpi: with its controls it fits a laptop screen
+        # 400 px tall at 80 dpi: with its controls it fits a laptop screen; at most 920 px wide, the notebook's
+        # column on a laptop (wider, the page shrinks the picture and its text with it)
+        return (min(1.6 + 2.4 * (L * H + 1), 11.5), 5.0)
 
     # -- figure ------------------------------------------------------------------------------
     layout_attributes = ("images", "titles", "marker", "_drawn")  # one figure per run, kept

@@ -179,17 +179,7 @@ def test_every_picture_has_readable_text(lesson: LessonPage, screenshot_dir: Pat
         f"{lesson.name}: {len(figures)} pictures measured, the committed notebook has {committed.n_static_png} "
         f"figures and {len(committed.explorers)} explorers")
     problems = [p for p in (f.problem() for f in figures) if p]
-    if problems and lesson.name in SMALL_TEXT_KNOWN:  # a known, listed failure: reported, not hidden
-        pytest.xfail(SMALL_TEXT_KNOWN[lesson.name] + "\n" + "\n".join(problems))
     assert not problems, "\n".join(problems) + "\n" + figure_sizes.table(figures)
-
-
-#: Lessons whose pictures are known to show text under 8 px, with what is wrong; each is an open item to fix
-#: (the test still measures them and reports what it finds).
-SMALL_TEXT_KNOWN = {
-    "14_induction_heads.ipynb": "lesson 14's loss-and-match figure is 1290 px wide (shown at 72 %, text 6 px) and its "
-                                "snapshot explorer labels 32 tokens at about 5 px: both need redrawing for the column",
-}
 
 
 @on_each(WITH_WIDGETS)
