@@ -1,6 +1,7 @@
 """The room's colours: colour-blind-safe colormaps and palettes, and NaN made visible.
 
-``viridis`` for weights in [0, 1], the diverging ``PuOr`` for signed values (scores, projections),
+``viridis`` for weights in [0, 1], the diverging ``RdBu_r`` for signed values (scores, projections: blue
+negative, red positive, its two ends equally dark, so equal and opposite values look equally strong, in grey too),
 the Okabe-Ito palette for one colour per head or per line.
 """
 
@@ -14,7 +15,7 @@ __all__ = ["WEIGHTS_CMAP", "SIGNED_CMAP", "NAN_COLOUR", "HEAD_COLOURS", "GROWTH_
 
 
 WEIGHTS_CMAP = "viridis"
-SIGNED_CMAP = "PuOr"
+SIGNED_CMAP = "RdBu_r"
 NAN_COLOUR = "0.82"  # light grey: a NaN weight shows as "no number", not as a dark zero
 # Okabe-Ito: a qualitative palette that colour-blind readers can tell apart, one colour per head.
 HEAD_COLOURS = ("#E69F00", "#56B4E9", "#009E73", "#CC79A7", "#0072B2", "#D55E00", "#F0E442", "#000000")

@@ -52,7 +52,7 @@ def heatmap(
     ``x_labels`` label the columns (keys), ``y_labels`` the rows (queries; default: ``x_labels``
     when the matrix is square). Values are written in each cell when the matrix is small
     (``annotate=None`` decides by size: at most ``ANNOTATE_MAX`` rows and columns). Weights in
-    [0, 1] use ``viridis`` from 0 to 1; signed values use the diverging ``PuOr`` centred on zero.
+    [0, 1] use ``viridis`` from 0 to 1; signed values use the diverging ``RdBu_r`` centred on zero.
     ``fontsize`` of the tick labels: ``None`` shrinks them (down to ``MIN_FONTSIZE``) when many
     tokens share the axes; column labels turn vertical only when they do not fit side by side.
     Returns the image artist. A grid's inner panels pass ``x_ticks=False`` / ``y_ticks=False`` (no

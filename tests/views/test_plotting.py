@@ -7,6 +7,7 @@ import warnings
 
 import matplotlib.pyplot as plt
 import numpy as np
+import matplotlib
 import pytest
 import torch
 from matplotlib.figure import Figure
@@ -56,15 +57,33 @@ def test_heatmap_labels_keys_and_queries_with_the_tokens_and_adds_a_colour_bar()
     assert len(ax.figure.axes) == 2  # the heatmap and its colour bar
 
 
-def test_heatmap_weights_use_viridis_from_0_to_1_and_signed_values_puor_centred_on_zero():
-    assert (views.WEIGHTS_CMAP, views.SIGNED_CMAP) == ("viridis", "PuOr")  # colour-blind-safe maps
+def test_heatmap_weights_use_viridis_from_0_to_1_and_signed_values_a_symmetric_map_centred_on_zero():
+    assert (views.WEIGHTS_CMAP, views.SIGNED_CMAP) == ("viridis", "RdBu_r")  # colour-blind-safe maps
     weights_image = views.heatmap(weights(6, 6), TOKENS)
     assert weights_image.get_cmap().name == "viridis"
     assert weights_image.get_clim() == (0.0, 1.0)
     scores = torch.tensor([[1.5, -3.0], [0.5, 2.0]])
     scores_image = views.heatmap(scores, ["a", "b"])
-    assert scores_image.get_cmap().name == "PuOr"
+    assert scores_image.get_cmap().name == "RdBu_r"
     assert scores_image.get_clim() == (-3.0, 3.0)
+
+
+def relative_luminance(rgba) -> float:
+    """WCAG 2's relative luminance of an sRGB colour (0 black, 1 white)."""
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgba[:3]]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def test_the_signed_map_shows_equal_and_opposite_values_equally_dark():
+    """-v and +v get colours of about the same lightness (within 0.05 relative luminance; PuOr, the map before, is 0.13
+    apart at its quarters and 0.066 at its ends) at the ends, the quarters and the
+    middle's neighbours, so a negative score does not look weaker than a positive one, in grey as in colour."""
+    cmap = matplotlib.colormaps[views.SIGNED_CMAP]
+    for t in (0.0, 0.1, 0.25, 0.4):
+        assert relative_luminance(cmap(t)) == pytest.approx(relative_luminance(cmap(1.0 - t)), abs=0.05), t
+    assert relative_luminance(cmap(0.5)) > 0.85  # zero is near white: the eye reads it as "nothing"
+    puor = matplotlib.colormaps["PuOr"]
+    assert abs(relative_luminance(puor(0.25)) - relative_luminance(puor(0.75))) > 0.05  # the test can fail
 
 
 def test_small_matrices_get_their_values_written_in_and_big_ones_do_not():
