@@ -141,11 +141,22 @@ def check_key_layer(answer: Any, fused: nn.Linear, chan: int) -> Verdict:
             mistakes["you copied the key rows of the weight matrix but not of the bias"] = (
                 no_bias + answer.bias.detach(), f"your layer still has its own random bias: copy "
                                                 f"fused.bias[{chan}:{2 * chan}] into it as well.")
-    weight_blocks = fused.weight.detach().to(answer.weight.dtype).split(chan)  # 3 x (chan, dim)
+    weight = fused.weight.detach().to(answer.weight.dtype)  # (3 * chan, dim)
+    mine = answer.weight.detach()  # (chan, dim)
+    copy = f"fused.weight[{chan}:{2 * chan}]" + (f" and fused.bias[{chan}:{2 * chan}]" if fused.bias is not None else "")
     if not torch.allclose(got, blocks[1], atol=1e-5) and \
-            not any(torch.allclose(answer.weight.detach(), w, atol=1e-6) for w in weight_blocks):
-        # a new nn.Linear left as drawn, or rows picked another way (weight[1::3]): nothing to compare step by step
-        copy = f"fused.weight[{chan}:{2 * chan}]" + (f" and fused.bias[{chan}:{2 * chan}]" if fused.bias is not None else "")
+            not any(torch.allclose(mine, w, atol=1e-6) for w in weight.split(chan)):
+        # rows copied from the fused layer, but not its key block: every third row (section 1.4.1's reshape
+        # mistake, weight[1::3]) or another choice of rows
+        every_third = [r for r in range(3) if torch.allclose(mine, weight[r::3], atol=1e-6)]
+        if every_third:
+            return wrong(f"your layer's weight is every third row of the fused layer's, fused.weight[{every_third[0]}::3]: "
+                         "the fused weight does not interleave q, k and v row by row (section 1.4.1).",
+                         f"q, k and v are three consecutive blocks of chan = {chan} rows; the keys are the second: {copy}.")
+        if all(torch.isclose(row, weight, atol=1e-6).all(dim=-1).any() for row in mine):
+            return wrong("each row of your layer's weight is a row of the fused layer's, but together they are not its "
+                         "key block.", f"the keys are rows [{chan}, {2 * chan}), in order: {copy}.")
+        # a new nn.Linear left as drawn: nothing to compare step by step
         return wrong("your layer's weight matrix is none of the fused layer's three blocks of rows: it was not copied "
                      "from the fused layer (a new nn.Linear starts with random parameters).",
                      f"copy the key rows into it: {copy} (under torch.no_grad(), with .copy_()).")

@@ -113,12 +113,26 @@ def test_key_layer_names_the_query_or_value_bias_copied_with_the_key_weight():
 def test_key_layer_names_a_layer_whose_rows_were_not_copied():
     fused = _fused()
     torch.manual_seed(4)
-    interleaved = nn.Linear(6, 4)
+    verdict = checks.check_key_layer.judge(nn.Linear(6, 4), fused, chan=4)  # the most literal answer (reader a3)
+    assert not verdict.ok and "not copied" in verdict.message and "fused.weight[4:8]" in verdict.hint, verdict
+
+
+def test_key_layer_names_rows_copied_every_third_or_out_of_order():
+    fused = _fused()
+    for start in range(3):  # section 1.4.1's interleaving mistake, applied to rows (reader g1)
+        interleaved = nn.Linear(6, 4)
+        with torch.no_grad():
+            interleaved.weight.copy_(fused.weight[start::3])
+            interleaved.bias.copy_(fused.bias[start::3])
+        verdict = checks.check_key_layer.judge(interleaved, fused, chan=4)
+        assert not verdict.ok and f"fused.weight[{start}::3]" in verdict.message, verdict
+        assert "not copied" not in verdict.message and "fused.weight[4:8]" in verdict.hint, verdict
+    shuffled = nn.Linear(6, 4)
     with torch.no_grad():
-        interleaved.weight.copy_(fused.weight[1::3])
-    for layer in (nn.Linear(6, 4), interleaved):  # the most literal answer (reader a3), rows picked another way
-        verdict = checks.check_key_layer.judge(layer, fused, chan=4)
-        assert not verdict.ok and "not copied" in verdict.message and "fused.weight[4:8]" in verdict.hint, verdict
+        shuffled.weight.copy_(fused.weight[[5, 4, 7, 6]])  # the key rows, in another order
+        shuffled.bias.copy_(fused.bias[[5, 4, 7, 6]])
+    verdict = checks.check_key_layer.judge(shuffled, fused, chan=4)
+    assert not verdict.ok and "a row of the fused layer's" in verdict.message and "in order" in verdict.hint, verdict
 
 
 def test_key_layer_without_bias_in_the_fused_layer():
