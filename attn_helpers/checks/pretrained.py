@@ -133,6 +133,11 @@ def check_keep_mask(answer: Callable[[Tensor], Tensor], attention_mask: Tensor) 
             return wrong(f"keep_mask returned a {got.dtype} tensor of 1s and 0s.",
                          "the attention functions refuse an integer mask with a TypeError (1 and 0 could mean "
                          "either convention): make it boolean, e.g. attention_mask == 1 or .bool().")
+        if got.dtype != torch.bool and bool(((got == 0) | (got <= -1e4)).all()) and bool((got != 0).any()):
+            return wrong(f"keep_mask returned a {got.dtype} tensor of 0s and large negative numbers: the additive form "
+                         "of the mask (0 = may attend, -inf = blocked), which is added to the scores.",
+                         "the exercise asks for the boolean keep mask, True = may attend: attention_mask == 1, "
+                         "with the query axis inserted.")
         if got.dtype != torch.bool:
             return wrong(f"keep_mask returned a {got.dtype} tensor.",
                          "a float mask is ADDED to the scores (lesson 03): 1 and 0 would shift scores, not block them. "

@@ -116,7 +116,8 @@ class RopeExplorer(Explorer):
         self.marker = self.ax_curve.axvline(0, color="0.4", ls=":", lw=1.2)
         self.dots = self.ax_curve.plot([0, 0, 0, 0], [0, 0, 0, 0], ls="none", marker="o", ms=5, color="black")[0]
         self.title = figure.suptitle("", fontsize=10)
-        self.dynamic([*self.q_lines, *self.k_lines, *self.titles, self.term_lines[1],
+        self.dynamic([*self.k_lines, *self.q_lines, *self.titles,  # the query drawn over the key, as in a full draw
+                      self.term_lines[1],
                       self.marker, self.dots, self.title])
 
     def update(self, offset: int, pair: int) -> str:

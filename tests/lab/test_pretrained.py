@@ -427,6 +427,9 @@ def test_checkers_recognise_typical_mistakes(model):
     mask = model.tokenize(["a b c", "a"]).attention_mask
     assert judge(lambda m: m.bool()[:, None, None, :], mask).ok
     assert "ADDED to the scores" in judge(lambda m: m.float()[:, None, :], mask).hint
+    for blocked in (float("-inf"), -1e9):  # the additive form of the right mask (reader g2): named as such
+        additive = judge(lambda m: torch.where(m == 1, 0.0, blocked)[:, None, :], mask)
+        assert "additive form" in additive.message and "attention_mask == 1" in additive.hint, additive
     integer = judge(lambda m: m[:, None], mask)  # the tokenizer's int64 mask as it is
     assert "int64" in integer.message and "refuse an integer mask" in integer.hint
     assert "built from the lengths" in judge(lambda m: (torch.arange(m.shape[1]) < m.sum(-1)[:, None])[:, None], mask).message

@@ -107,3 +107,25 @@ def test_each_panel_title_names_its_pair_and_what_the_offset_does_to_it(explorer
     assert titles[1].startswith("chosen: pair 2, θ = 0.1\n") and titles[2].startswith("slowest: pair 7, θ = ")
     explorer.set(offset=2)  # the pair lines stay, the second lines follow the offset
     assert explorer.titles[0].get_text().startswith("fastest: pair 0, θ = 1\napart 115°, term ")
+
+
+def test_the_query_arrow_shows_on_top_of_the_key_where_they_overlap(explorer):
+    """At offset 0 query and key point the same way in every panel: the picture a learner gets (the kept picture plus
+    the redrawn arrows) shows the blue query on the wider orange key, as a full draw stacks them (a reader found only
+    orange when the keys were redrawn last)."""
+    import io
+
+    import numpy as np
+    from matplotlib.colors import to_rgb
+    from PIL import Image
+
+    from attn_helpers.widgets.rope import K_COLOUR, Q_COLOUR
+
+    explorer.set(offset=0)
+    pixels = np.asarray(Image.open(io.BytesIO(explorer.render_png())).convert("RGB")).astype(int)
+
+    def count(colour: str) -> int:
+        return int((np.abs(pixels - np.array(to_rgb(colour)) * 255).sum(axis=-1) < 30).sum())
+
+    assert count(K_COLOUR) > 0
+    assert count(Q_COLOUR) > 100, f"{count(Q_COLOUR)} query-blue pixels at offset 0"
