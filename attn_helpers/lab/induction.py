@@ -190,13 +190,13 @@ def repeated_loss(model: TinyAttentionModel, tokens: Tensor, knocked_out: Sequen
     return F.cross_entropy(logits[scored], targets[scored]).item()
 
 
-def layer_weights(layer: nn.Module, x_queries: Tensor, x_keys: Tensor) -> Tensor:
-    """One causal layer's weights ``(B, H, N, N)`` with its queries made from ``x_queries (B, N, dim)`` and
-    its keys from ``x_keys (B, N, dim)`` (its own positions added to both)."""
-    B, N, _ = x_queries.shape
+def layer_weights(layer: nn.Module, h_queries: Tensor, h_keys: Tensor) -> Tensor:
+    """One causal layer's weights ``(B, H, N, N)`` with its queries made from ``h_queries (B, N, dim)`` and
+    its keys from ``h_keys (B, N, dim)`` (hidden states; its own positions added to both)."""
+    B, N, _ = h_queries.shape
     H, hd = layer.num_heads, layer.head_dim
-    q = layer.qkv(x_queries).reshape(B, N, 3, H, hd).permute(2, 0, 3, 1, 4)[0]  # (B, H, N, head_dim)
-    k = layer.qkv(x_keys).reshape(B, N, 3, H, hd).permute(2, 0, 3, 1, 4)[1]  # (B, H, N, head_dim)
+    q = layer.qkv(h_queries).reshape(B, N, 3, H, hd).permute(2, 0, 3, 1, 4)[0]  # (B, H, N, head_dim)
+    k = layer.qkv(h_keys).reshape(B, N, 3, H, hd).permute(2, 0, 3, 1, 4)[1]  # (B, H, N, head_dim)
     q, k = layer.add_positions(q, k, None, {})  # each (B, H, N, head_dim): rotated, if the layer rotates
     scores = (q @ k.mT) * layer.scale  # (B, H, N, N)
     return scores.masked_fill(~causal_mask(N), float("-inf")).softmax(dim=-1)  # (B, H, N, N)
