@@ -14,7 +14,7 @@ from torch import Tensor
 from ..core import causal_mask, mask_to_additive, padding_mask
 from ._core import Verdict, checker, compare_tensors, correct, wrong
 from ._function import judge_function, random_cases
-from ._guard import LIBRARY_ATTENTION, Watch, library
+from ._guard import LIBRARY_ATTENTION, library
 from ._predict import as_choice, prediction_checker
 
 __all__ = ["check_additive_mask", "check_window_blocked_mask", "check_convention_prediction", "check_masked_row_prediction",
@@ -66,7 +66,8 @@ def check_window_blocked_mask(answer: Any) -> Verdict:
     that lets query i see only keys ``i - w < j <= i`` (itself and the w - 1 tokens before it). Run on sizes
     larger than any mask the lessons printed, including ``w >= n`` (a plain causal mask)."""
     cases = [((n, w), f"for n = {n}, w = {w}", _judge_window(n, w)) for n, w in ((12, 3), (9, 1), (7, 10))]
-    return judge_function(answer, cases, watched=Watch(), example="my_window_mask(n, w)",
+    return judge_function(answer, cases, watched=library(("sliding_window_mask",)),
+                          example="my_window_mask(n, w)",
                           lines="with i = torch.arange(n)[:, None] and j = torch.arange(n)[None, :], block "
                                 "(j > i) | (j <= i - w).",
                           success="for three sizes and windows, True on every future key and on every key more "

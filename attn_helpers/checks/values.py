@@ -160,14 +160,20 @@ def check_attention_function(answer: Any) -> Verdict:
                 torch.softmax(fill(raw), dim=-1) @ v, f"divide q @ k.mT by math.sqrt(d_k), with d_k = q.shape[-1] ({d_k} here)."),
             "the scores are divided by d_k, not sqrt(d_k)": (
                 torch.softmax(fill(raw / d_k), dim=-1) @ v, "the scale is 1 / sqrt(d_k)."),
-            f"the scores are divided by sqrt(N_k) = sqrt({k.shape[-2]}), the number of keys, not sqrt(d_k)": (
-                torch.softmax(fill(raw / math.sqrt(k.shape[-2])), dim=-1) @ v,
-                f"d_k is the width of a query and of a key, the LAST axis: q.shape[-1] ({d_k} here), not k.shape[-2]."),
             "the softmax runs over the queries (dim=-2)": (
                 torch.softmax(fill(raw / math.sqrt(d_k)), dim=-2) @ v, "each query's weights over the keys sum to one: dim=-1."),
             "it returns the weights, not weights @ v": (
                 torch.softmax(fill(raw / math.sqrt(d_k)), dim=-1), "finish with weights @ v."),
         }
+        # a count of tokens instead of d_k; when N_q = N_k (self-attention) the two give the same numbers: both named
+        tokens = {f"the number of queries, q.shape[-2] = {q.shape[-2]}": q.shape[-2],
+                  f"the number of keys, k.shape[-2] = {k.shape[-2]}": k.shape[-2]}
+        if q.shape[-2] == k.shape[-2]:
+            tokens = {f"the number of tokens, q.shape[-2] = k.shape[-2] = {q.shape[-2]}": q.shape[-2]}
+        for name, n in tokens.items():
+            mistakes[f"the scores are divided by the square root of {name}, not of d_k"] = (
+                torch.softmax(fill(raw / math.sqrt(n)), dim=-1) @ v,
+                f"d_k is the width of a query and of a key, the LAST axis: q.shape[-1] ({d_k} here), not axis -2.")
         if v.shape[-1] != d_k:
             mistakes[f"the scores are divided by sqrt(d_v) = sqrt({v.shape[-1]}), not sqrt(d_k)"] = (
                 torch.softmax(fill(raw / math.sqrt(v.shape[-1])), dim=-1) @ v,

@@ -133,6 +133,13 @@ def test_window_mask_accepts_a_function_written_by_hand():
     assert checks.check_window_blocked_mask.judge(_window).ok
 
 
+def test_window_mask_refuses_the_library_sliding_window_mask():  # reader g3: it passed, inverted
+    from attn_helpers.core import sliding_window_mask
+
+    verdict = checks.check_window_blocked_mask.judge(lambda n, w: ~sliding_window_mask(n, window=w))
+    assert not verdict.ok and "sliding_window_mask" in verdict.message, verdict
+
+
 @pytest.mark.parametrize("fn, words", [
     # round 3: the library's causal builders, and slices of the lesson's 8-token masks, no longer pass
     (lambda n, w: ~causal_mask(n), "only the future"),

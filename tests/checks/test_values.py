@@ -32,6 +32,20 @@ def test_attention_function_names_each_mistake(kwargs, words):
     assert not verdict.ok and words in verdict.message
 
 
+@pytest.mark.parametrize("axis, words", [(-2, "q.shape[-2] = k.shape[-2] = 5"), (-2, "axis -2")])
+def test_attention_function_does_not_blame_the_keys_for_a_division_by_the_queries(axis, words):
+    import math
+
+    def by_queries(q, k, v, mask=None):  # reader g3: was named "the number of keys, not k.shape[-2]"
+        scores = q @ k.mT / math.sqrt(q.shape[axis])
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return torch.softmax(scores, dim=-1) @ v
+
+    verdict = checks.check_attention_function.judge(by_queries)
+    assert not verdict.ok and words in verdict.message + verdict.hint and "number of keys" not in verdict.message, verdict
+
+
 def test_attention_function_names_a_keep_mask_added_to_the_scores():  # 03a section 3a.5's bug (round 3)
     def added(q, k, v, mask=None):
         s = q @ k.mT / q.shape[-1] ** 0.5
@@ -46,7 +60,7 @@ def test_attention_function_names_a_scale_by_the_number_of_keys():  # a later re
 
         return _attention(q * math.sqrt(q.shape[-1] / k.shape[-2]), k, v, mask)  # scores / sqrt(N_k)
     verdict = checks.check_attention_function.judge(by_n_k)
-    assert not verdict.ok and "sqrt(N_k)" in verdict.message and "k.shape[-2]" in verdict.hint
+    assert not verdict.ok and "k.shape[-2] = 5" in verdict.message and "axis -2" in verdict.hint
 
 
 def test_midpoint_weights_sum_is_printed_to_the_digit_that_is_wrong():

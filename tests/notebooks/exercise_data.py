@@ -107,7 +107,7 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
             "        scores = scores.masked_fill(~mask, float('-inf'))\n"
             "    return torch.softmax(scores, dim=-1) @ v\n"
             "attention_fn = my_attention",
-            "not k.shape[-2]",
+            "not axis -2",
         )],
         "4.3": [
             # the plain average of all six values, not the midpoint of two
