@@ -304,7 +304,8 @@ def check_heads_prediction(prediction: Any, out_one: Tensor, out_many: Tensor, n
         return wrong(f"they differ by up to {difference:#.2g}, far above float rounding ({tolerance:g}).",
                      "the parameters and q, k, v are the same, but each head takes its own softmax over its own "
                      "head_dim-wide dot products; one wide head takes one softmax over the sum of those dot products.")
-    return wrong(f"they agree to within {tolerance:g}.", "look at the largest difference the cell printed.")
+    return wrong(f"they agree to within {tolerance:g}.",
+                 "compare the outputs' largest difference with float rounding (the tolerance).")
 
 
 # ------------------------------------------------------------------------------ code: multi-head attention
