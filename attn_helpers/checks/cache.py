@@ -10,6 +10,7 @@ is, or calls, the library's answer (``latent_cache_bytes``, ``model_cache_bytes`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -85,6 +86,16 @@ def check_latent_cache_size(answer: Any) -> Verdict:
                                   "bytes, with no factor 2 and no head count.")
 
 
+def _seeded_cases(make_inputs: Callable[..., tuple[Tensor, ...]], first_seed: int, shapes: tuple[tuple[int, ...], ...],
+                  make_judge: Callable[..., Any], describe: Callable[[tuple[Tensor, ...]], str]) -> list:
+    """One case per shape: inputs from ``make_inputs(first_seed + i, shape)``, described, with their judge."""
+    cases = []
+    for i, shape in enumerate(shapes):
+        inputs = make_inputs(first_seed + i, shape)
+        cases.append((inputs, describe(inputs), make_judge(*inputs)))
+    return cases
+
+
 # ------------------------------------------------------------------------------ one linear-attention step
 
 _STEP_LIBRARY = package_calls(library(("linear_attention_step", "linear_attention", "gated_delta_rule", "gated_delta_step", "gated_delta_chunk",
@@ -144,10 +155,8 @@ def check_linear_attention_step(answer: Any) -> Verdict:
     """Exercise: a function ``answer(state, normalizer, phi_q, phi_k, v) -> (o, state, normalizer)``: one token of
     causal linear attention (``state (..., d_k, d_v)``, ``normalizer (..., d_k)``, features already mapped).
     Run on three made-up inputs with ``d_k != d_v``; ``linear_attention_step`` and its neighbours are refused."""
-    cases = []
-    for seed, shape in enumerate(_STEP_SHAPES):
-        inputs = _step_inputs(seed + 11, shape)
-        cases.append((inputs, f"for state of shape {tuple(inputs[0].shape)} (..., d_k, d_v)", _judge_step(*inputs)))
+    cases = _seeded_cases(_step_inputs, 11, _STEP_SHAPES, _judge_step,
+                          lambda inputs: f"for state of shape {tuple(inputs[0].shape)} (..., d_k, d_v)")
     return judge_function(answer, cases, watched=_STEP_LIBRARY, example="step(state, normalizer, phi_q, phi_k, v)",
                           raised=_step_raised,
                           lines="state = state + phi_k[..., :, None] * v[..., None, :]; normalizer = normalizer + "
@@ -204,10 +213,8 @@ def check_delta_transition(answer: Any) -> Verdict:
     ``A_t = exp(g_t) (I - β_t k_t k_tᵀ)`` ``(..., d_k, d_k)`` (unit ``k (..., d_k)``, ``log_decay``, ``beta (...)``),
     so that ``S_t = A_t S_{t-1} + β_t k_t v_tᵀ``. Run on three made-up inputs, one with no batch axes;
     ``gated_delta_step`` and its neighbours are refused."""
-    cases = []
-    for seed, shape in enumerate(_TRANSITION_SHAPES):
-        inputs = _transition_inputs(seed + 21, shape)
-        cases.append((inputs, f"for k of shape {tuple(inputs[0].shape)} (..., d_k)", _judge_transition(*inputs)))
+    cases = _seeded_cases(_transition_inputs, 21, _TRANSITION_SHAPES, _judge_transition,
+                          lambda inputs: f"for k of shape {tuple(inputs[0].shape)} (..., d_k)")
     return judge_function(answer, cases, watched=_DELTA_LIBRARY, example="transition(k, log_decay, beta)",
                           raised=_transition_raised,
                           lines="kk = k[..., :, None] * k[..., None, :]; return log_decay.exp()[..., None, None] * "
