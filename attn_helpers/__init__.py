@@ -73,6 +73,8 @@ from .core import (
     sinusoidal_encoding,
 )
 from .core import TransformerBlock
+# Lesson 12 (attention in today's models): the sliding window, the soft cap, the sink softmax, ALiBi.
+from .core import alibi_bias, alibi_slopes, attend, sliding_window_mask, softcap_scores, softmax_with_sinks
 # Lesson 13 (the cache that does not grow): latent attention, linear attention, the gated delta rule.
 from .core import (LatentAttention, elu_feature_map, gated_delta_chunk, gated_delta_rule, gated_delta_step,
                    linear_attention, linear_attention_step)
@@ -144,6 +146,12 @@ __all__ = [
     "attention_shares",
     "PretrainedModel",
     "load_pretrained",
+    "alibi_bias",
+    "alibi_slopes",
+    "attend",
+    "sliding_window_mask",
+    "softcap_scores",
+    "softmax_with_sinks",
     "LatentAttention",
     "elu_feature_map",
     "gated_delta_rule",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ._core import NOT_ATTEMPTED, Verdict, checker, compare_tensors
 from .cache import (
-    check_delta_rule_write,
+    check_delta_transition,
     check_latent_cache_size,
     check_linear_attention_step,
     check_overwrite_prediction,
@@ -77,7 +77,7 @@ __all__ = [
     "check_state_bytes_prediction",
     "check_overwrite_prediction",
     "check_linear_attention_step",
-    "check_delta_rule_write",
+    "check_delta_transition",
     # efficient
     "check_online_softmax_step",
     "check_kv_cache_size",

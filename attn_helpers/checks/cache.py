@@ -1,5 +1,5 @@
 """Checkers for 13 · The cache that does not grow: the size of a latent (MLA) cache, one step of causal
-linear attention's recurrence, and one write of the delta rule.
+linear attention's recurrence, and the gated delta rule's transition matrix.
 
 Each judge runs the learner's function on sizes or tensors the lesson never printed, recomputes the right
 answer with the library, names the typical mistakes (K and V counted twice, the rotary key forgotten, every head
@@ -10,19 +10,20 @@ is, or calls, the library's answer (``latent_cache_bytes``, ``model_cache_bytes`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from ..core import gated_delta_step, linear_attention_step
+from ..core import linear_attention_step
 from ..lab import latent_cache_bytes
 from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
 from ._function import judge_function
 from ._guard import library, package_calls
 from ._predict import as_choice, prediction_checker
 
-__all__ = ["check_latent_cache_size", "check_linear_attention_step", "check_delta_rule_write",
+__all__ = ["check_latent_cache_size", "check_linear_attention_step", "check_delta_transition",
            "check_state_bytes_prediction", "check_overwrite_prediction"]
 
 
@@ -85,6 +86,16 @@ def check_latent_cache_size(answer: Any) -> Verdict:
                                   "bytes, with no factor 2 and no head count.")
 
 
+def _seeded_cases(make_inputs: Callable[..., tuple[Tensor, ...]], first_seed: int, shapes: tuple[tuple[int, ...], ...],
+                  make_judge: Callable[..., Any], describe: Callable[[tuple[Tensor, ...]], str]) -> list:
+    """One case per shape: inputs from ``make_inputs(first_seed + i, shape)``, described, with their judge."""
+    cases = []
+    for i, shape in enumerate(shapes):
+        inputs = make_inputs(first_seed + i, shape)
+        cases.append((inputs, describe(inputs), make_judge(*inputs)))
+    return cases
+
+
 # ------------------------------------------------------------------------------ one linear-attention step
 
 _STEP_LIBRARY = package_calls(library(("linear_attention_step", "linear_attention", "gated_delta_rule", "gated_delta_step", "gated_delta_chunk",
@@ -114,8 +125,8 @@ def _judge_step(state: Tensor, normalizer: Tensor, phi_q: Tensor, phi_k: Tensor,
 
     def judge(got: Any) -> Verdict:
         if not isinstance(got, (tuple, list)) or len(got) != 3:
-            return wrong(f"your function returned {type(got).__name__}; expected three tensors (out, state, normalizer).",
-                         "end the function with return out, state, normalizer.")
+            return wrong(f"your function returned {type(got).__name__}; expected three tensors (o, state, normalizer).",
+                         "end the function with return o, state, normalizer.")
         got_out, got_state, got_normalizer = got
         if isinstance(got_state, Tensor) and got_state.shape == new_state.mT.shape:
             return wrong(f"the new state has shape {list(got_state.shape)}, (..., d_v, d_k): the outer product is "
@@ -127,7 +138,7 @@ def _judge_step(state: Tensor, normalizer: Tensor, phi_q: Tensor, phi_k: Tensor,
             "the normaliser was not updated": (normalizer, "z_t = z_{t-1} + φ(k_t).")})
         if not verdict.ok:
             return verdict
-        return compare_tensors(got_out, out, name="out", likely_mistakes=out_mistakes)
+        return compare_tensors(got_out, out, name="o (the output)", likely_mistakes=out_mistakes)
     return judge
 
 
@@ -141,80 +152,75 @@ def _step_raised(problem: BaseException) -> str:
 
 @checker
 def check_linear_attention_step(answer: Any) -> Verdict:
-    """Exercise: a function ``answer(state, normalizer, phi_q, phi_k, v) -> (out, state, normalizer)``: one token of
+    """Exercise: a function ``answer(state, normalizer, phi_q, phi_k, v) -> (o, state, normalizer)``: one token of
     causal linear attention (``state (..., d_k, d_v)``, ``normalizer (..., d_k)``, features already mapped).
     Run on three made-up inputs with ``d_k != d_v``; ``linear_attention_step`` and its neighbours are refused."""
-    cases = []
-    for seed, shape in enumerate(_STEP_SHAPES):
-        inputs = _step_inputs(seed + 11, shape)
-        cases.append((inputs, f"for state of shape {tuple(inputs[0].shape)} (..., d_k, d_v)", _judge_step(*inputs)))
+    cases = _seeded_cases(_step_inputs, 11, _STEP_SHAPES, _judge_step,
+                          lambda inputs: f"for state of shape {tuple(inputs[0].shape)} (..., d_k, d_v)")
     return judge_function(answer, cases, watched=_STEP_LIBRARY, example="step(state, normalizer, phi_q, phi_k, v)",
                           raised=_step_raised,
                           lines="state = state + phi_k[..., :, None] * v[..., None, :]; normalizer = normalizer + "
-                                "phi_k; out = (phi_q[..., None, :] @ state)[..., 0, :] / (phi_q * normalizer)"
+                                "phi_k; o = (phi_q[..., None, :] @ state)[..., 0, :] / (phi_q * normalizer)"
                                 ".sum(-1, keepdim=True).",
                           success="right for three inputs of other sizes (d_k != d_v, with and without batch axes): "
                                   "the state grows by φ(k_t) v_tᵀ, the normaliser by φ(k_t), and the output divides "
                                   "the two reads.")
 
 
-# ------------------------------------------------------------------------------ one delta-rule write
+# ------------------------------------------------------------------------------ the gated delta rule's transition
 
 _DELTA_LIBRARY = package_calls(library(("gated_delta_step", "gated_delta_chunk", "gated_delta_rule",
                                         "linear_attention_step")), {"transformers": "transformers'"})
-_DELTA_SHAPES = ((4, 3), (2, 5, 2), (3, 6))  # (..., d_k, d_v): d_k != d_v, so a turned-over state shows
+_TRANSITION_SHAPES = ((4,), (2, 5), (3, 2, 3))  # (..., d_k): one key, and keys with batch axes
 
 
-def _delta_inputs(seed: int, shape: tuple[int, ...]) -> tuple[Tensor, ...]:
-    """``state (..., d_k, d_v)``, a unit key ``k (..., d_k)``, ``v (..., d_v)``, ``beta (...)`` in (0, 1)."""
+def _transition_inputs(seed: int, shape: tuple[int, ...]) -> tuple[Tensor, ...]:
+    """A unit key ``k (..., d_k)``, ``log_decay (...)`` below 0 and ``beta (...)`` in (0, 1)."""
     g = torch.Generator().manual_seed(seed)
-    *lead, d_k, d_v = shape
+    *lead, d_k = shape
     k = torch.randn(*lead, d_k, generator=g, dtype=torch.float64)
-    return (torch.randn(*lead, d_k, d_v, generator=g, dtype=torch.float64), k / k.norm(dim=-1, keepdim=True),
-            torch.randn(*lead, d_v, generator=g, dtype=torch.float64),
-            torch.rand(tuple(lead), generator=g, dtype=torch.float64) * 0.8 + 0.1)
+    return (k / k.norm(dim=-1, keepdim=True), -torch.rand(tuple(lead), generator=g, dtype=torch.float64) - 0.2,
+            torch.rand(tuple(lead), generator=g, dtype=torch.float64) * 0.6 + 0.2)
 
 
-def _judge_delta(state: Tensor, k: Tensor, v: Tensor, beta: Tensor) -> Any:
-    zero = torch.zeros_like(beta)
-    _, expected = gated_delta_step(state, torch.zeros_like(k), k, v, zero, beta)  # no decay: log_decay = 0
-    recalled = (k[..., None, :] @ state)[..., 0, :]  # (..., d_v)
-    b, bb = beta[..., None], beta[..., None, None]  # (..., 1), (..., 1, 1)
+def _judge_transition(k: Tensor, log_decay: Tensor, beta: Tensor) -> Any:
+    eye = torch.eye(k.shape[-1], dtype=k.dtype)  # (d_k, d_k)
+    kk = k[..., :, None] * k[..., None, :]  # (..., d_k, d_k): k kᵀ
+    alpha, b = log_decay.exp()[..., None, None], beta[..., None, None]  # (..., 1, 1) each
+    expected = alpha * (eye - b * kk)
     mistakes = {
-        "nothing is subtracted (plain linear attention's write, β k vᵀ)": (
-            state + bb * k[..., :, None] * v[..., None, :], "write the difference: v_t minus what the state returns "
-            "for k_t, S_{t-1}ᵀ k_t = (k[..., None, :] @ state)[..., 0, :]."),
-        "β scales only v, not the whole difference": (
-            state + k[..., :, None] * (b * v - recalled)[..., None, :], "multiply the whole difference by β: "
-            "beta[..., None] * (v - recalled)."),
-        "there is no β (β = 1)": (state + k[..., :, None] * (v - recalled)[..., None, :],
-                                  "scale the difference by beta[..., None]: β is how much of it is written."),
-        "the difference is subtracted instead of added": (
-            state - bb * k[..., :, None] * (v - recalled)[..., None, :], "S_t = S_{t-1} + β k (v - S_{t-1}ᵀ k)ᵀ."),
+        "there is no decay (α_t = 1)": (eye - b * kk, "multiply the whole matrix by α_t = exp(log_decay)."),
+        "log_decay is used as the factor, not its exponential": (
+            log_decay[..., None, None] * (eye - b * kk), "log_decay is g_t, the logarithm: α_t = exp(g_t)."),
+        "α_t multiplies only the identity": (alpha * eye - b * kk, "α_t multiplies the whole bracket: "
+                                                                   "α_t (I - β_t k_t k_tᵀ)."),
+        "there is no β (β_t = 1)": (alpha * (eye - kk), "scale k_t k_tᵀ by β_t inside the bracket."),
+        "k_t k_tᵀ is added instead of subtracted": (alpha * (eye + b * kk), "the delta rule subtracts: "
+                                                                            "I - β_t k_t k_tᵀ."),
     }
-    return lambda got: compare_tensors(got, expected, name="the new state", likely_mistakes=mistakes)
+    return lambda got: compare_tensors(got, expected, name="the transition", likely_mistakes=mistakes)
 
 
-def _delta_raised(problem: BaseException) -> str:
-    return ("the state is (..., d_k, d_v), with d_k != d_v here: what it returns for k is (k[..., None, :] @ state)"
-            "[..., 0, :] (shape (..., d_v)), and the write is k[..., :, None] * correction[..., None, :]; operations "
-            "made for single vectors (torch.outer, torch.dot) fail on inputs with batch axes (...).")
+def _transition_raised(problem: BaseException) -> str:
+    return ("k kᵀ for keys with batch axes is k[..., :, None] * k[..., None, :] (shape (..., d_k, d_k)); "
+            "torch.eye(k.shape[-1]) broadcasts over the batch axes; give α and β two trailing axes, "
+            "[..., None, None]. torch.outer works on single vectors only.")
 
 
 @checker
-def check_delta_rule_write(answer: Any) -> Verdict:
-    """Exercise: a function ``answer(state, k, v, beta) -> new state``: one write of the delta rule, no decay,
-    ``S + β k (v - Sᵀ k)ᵀ`` (``state (..., d_k, d_v)``, unit ``k (..., d_k)``, ``v (..., d_v)``, ``beta (...)``).
-    Run on three made-up inputs with ``d_k != d_v``; ``gated_delta_step`` and its neighbours are refused."""
-    cases = []
-    for seed, shape in enumerate(_DELTA_SHAPES):
-        inputs = _delta_inputs(seed + 21, shape)
-        cases.append((inputs, f"for state of shape {tuple(inputs[0].shape)} (..., d_k, d_v)", _judge_delta(*inputs)))
-    return judge_function(answer, cases, watched=_DELTA_LIBRARY, example="write(state, k, v, beta)", raised=_delta_raised,
-                          lines="recalled = (k[..., None, :] @ state)[..., 0, :]; return state + k[..., :, None] * "
-                                "(beta[..., None] * (v - recalled))[..., None, :].",
-                          success="right for three inputs of other sizes (d_k != d_v, with and without batch axes): "
-                                  "the state returns what it held for k, and β times the difference is written.")
+def check_delta_transition(answer: Any) -> Verdict:
+    """Exercise: a function ``answer(k, log_decay, beta) -> A``, the gated delta rule's transition
+    ``A_t = exp(g_t) (I - β_t k_t k_tᵀ)`` ``(..., d_k, d_k)`` (unit ``k (..., d_k)``, ``log_decay``, ``beta (...)``),
+    so that ``S_t = A_t S_{t-1} + β_t k_t v_tᵀ``. Run on three made-up inputs, one with no batch axes;
+    ``gated_delta_step`` and its neighbours are refused."""
+    cases = _seeded_cases(_transition_inputs, 21, _TRANSITION_SHAPES, _judge_transition,
+                          lambda inputs: f"for k of shape {tuple(inputs[0].shape)} (..., d_k)")
+    return judge_function(answer, cases, watched=_DELTA_LIBRARY, example="transition(k, log_decay, beta)",
+                          raised=_transition_raised,
+                          lines="kk = k[..., :, None] * k[..., None, :]; return log_decay.exp()[..., None, None] * "
+                                "(torch.eye(k.shape[-1]) - beta[..., None, None] * kk).",
+                          success="right for three keys of other sizes (with and without batch axes): the old state "
+                                  "is faded by α_t and loses β_t of what it held along k_t.")
 
 
 # ------------------------------------------------------------------------------ predictions

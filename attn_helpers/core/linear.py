@@ -48,7 +48,7 @@ def _check_qkv(q: object, k: object, v: object) -> tuple[Tensor, Tensor, Tensor]
 def linear_attention(q: Tensor, k: Tensor, v: Tensor, *, recurrent: bool = False) -> Tensor:
     """Causal linear attention with ``φ = elu + 1``: ``q, k (B, H, N, d_k)``, ``v (B, H, N, d_v)`` -> ``(B, H, N, d_v)``.
 
-    ``recurrent=False``: the quadratic form, ``A = tril(φ(q) φ(k)ᵀ)`` ``(B, H, N, N)``, ``out = A v / A 1``.
+    ``recurrent=False``: the quadratic form, ``A = tril(φ(q) φ(k)ᵀ)`` ``(B, H, N, N)``, ``o = A v / A 1``.
     ``recurrent=True``: one :func:`linear_attention_step` per token, a ``(d_k, d_v)`` state and a ``(d_k,)``
     normaliser per head; the same outputs up to rounding.
     """
@@ -63,18 +63,18 @@ def linear_attention(q: Tensor, k: Tensor, v: Tensor, *, recurrent: bool = False
     normalizer = q.new_zeros(*q.shape[:2], q.shape[-1])  # (B, H, d_k): z_0 = 0
     outputs = []
     for t in range(q.shape[-2]):
-        out, state, normalizer = linear_attention_step(state, normalizer, phi_q[:, :, t], phi_k[:, :, t], v[:, :, t])
-        outputs.append(out)  # (B, H, d_v)
+        o_t, state, normalizer = linear_attention_step(state, normalizer, phi_q[:, :, t], phi_k[:, :, t], v[:, :, t])
+        outputs.append(o_t)  # (B, H, d_v): token t's output
     return torch.stack(outputs, dim=-2)  # (B, H, N, d_v)
 
 
 def linear_attention_step(state: Tensor, normalizer: Tensor, phi_q: Tensor, phi_k: Tensor,
                           v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """One token of causal linear attention: returns ``(out, state, normalizer)`` after token ``t``.
+    """One token of causal linear attention: returns ``(o_t, state, normalizer)`` after token ``t``.
 
     ``state (..., d_k, d_v)`` is ``S_{t-1}``, ``normalizer (..., d_k)`` is ``z_{t-1}``; ``phi_q, phi_k (..., d_k)`` are
     the token's query and key *after* the feature map, ``v (..., d_v)`` its value. ``S_t = S_{t-1} + φ(k_t) v_tᵀ``,
-    ``z_t = z_{t-1} + φ(k_t)``, ``out = φ(q_t)ᵀ S_t / φ(q_t)ᵀ z_t`` ``(..., d_v)``.
+    ``z_t = z_{t-1} + φ(k_t)``, ``o_t = φ(q_t)ᵀ S_t / φ(q_t)ᵀ z_t`` ``(..., d_v)``.
     """
     state = check_tensor("state", state, min_ndim=2)
     for name, t in (("normalizer", normalizer), ("phi_q", phi_q), ("phi_k", phi_k)):
@@ -140,8 +140,8 @@ def _gated_delta_recurrent(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, b
     state = q.new_zeros(*q.shape[:2], q.shape[-1], v.shape[-1])  # (B, H, d_k, d_v): S_0 = 0
     outputs = []
     for t in range(q.shape[-2]):
-        out, state = gated_delta_step(state, q[:, :, t], k[:, :, t], v[:, :, t], log_decay[:, :, t], beta[:, :, t])
-        outputs.append(out)  # (B, H, d_v)
+        o_t, state = gated_delta_step(state, q[:, :, t], k[:, :, t], v[:, :, t], log_decay[:, :, t], beta[:, :, t])
+        outputs.append(o_t)  # (B, H, d_v): token t's output
     return torch.stack(outputs, dim=-2)  # (B, H, N, d_v)
 
 
@@ -166,10 +166,10 @@ def gated_delta_chunk(state: Tensor, q: Tensor, k: Tensor, v: Tensor, log_decay:
     w = torch.linalg.solve_triangular(system, b * gamma[..., None].exp() * k, upper=False, unitriangular=True)  # (..., L_c, d_k)
     corrections = u - w @ state  # (..., L_c, d_v): what each token writes, given the state before the chunk
     inside = (q @ k.mT) * decay_ij  # (..., L_c, L_c): reads of this chunk's own writes (decay_ij is 0 above the diagonal)
-    out = gamma[..., None].exp() * q @ state + inside @ corrections  # (..., L_c, d_v): the old state read, plus the new
+    o = gamma[..., None].exp() * q @ state + inside @ corrections  # (..., L_c, d_v): the old state read, plus the new
     to_end = (gamma[..., -1:] - gamma).exp()[..., None]  # (..., L_c, 1): decay from token i to the chunk's end
     state = gamma[..., -1, None, None].exp() * state + (to_end * k).mT @ corrections  # (..., d_k, d_v)
-    return out, state
+    return o, state
 
 
 def _gated_delta_chunked(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, beta: Tensor, size: int) -> Tensor:
@@ -178,7 +178,7 @@ def _gated_delta_chunked(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, bet
     outputs = []
     for start in range(0, q.shape[-2], size):
         chunk = slice(start, start + size)
-        out, state = gated_delta_chunk(state, q[:, :, chunk], k[:, :, chunk], v[:, :, chunk], log_decay[:, :, chunk],
-                                       beta[:, :, chunk])
-        outputs.append(out)  # (B, H, L_c, d_v)
+        o, state = gated_delta_chunk(state, q[:, :, chunk], k[:, :, chunk], v[:, :, chunk], log_decay[:, :, chunk],
+                                     beta[:, :, chunk])
+        outputs.append(o)  # (B, H, L_c, d_v): the chunk's outputs
     return torch.cat(outputs, dim=-2)  # (B, H, N, d_v)

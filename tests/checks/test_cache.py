@@ -91,34 +91,47 @@ def test_linear_attention_step_that_crashes_on_the_shapes_gets_the_orientation_h
         assert not verdict.ok and "phi_k[..., :, None] * v[..., None, :]" in verdict.hint, verdict
 
 
-def write(state, k, v, beta):
-    recalled = (k[..., None, :] @ state)[..., 0, :]
-    return state + k[..., :, None] * (beta[..., None] * (v - recalled))[..., None, :]
+def transition(k, log_decay, beta):
+    kk = k[..., :, None] * k[..., None, :]
+    return log_decay.exp()[..., None, None] * (torch.eye(k.shape[-1], dtype=k.dtype) - beta[..., None, None] * kk)
 
 
-def test_delta_rule_write_names_each_mistake_and_refuses_the_library():
+def test_the_transition_and_the_write_give_the_librarys_step():
     from attn_helpers import gated_delta_step
 
-    assert checks.check_delta_rule_write.judge(write).ok
+    g = torch.Generator().manual_seed(5)
+    state, v = torch.randn(2, 6, 4, generator=g, dtype=torch.float64), torch.randn(2, 4, generator=g, dtype=torch.float64)
+    k = torch.nn.functional.normalize(torch.randn(2, 6, generator=g, dtype=torch.float64), dim=-1)
+    log_decay, beta = -torch.rand(2, generator=g, dtype=torch.float64), torch.rand(2, generator=g, dtype=torch.float64)
+    by_matrix = transition(k, log_decay, beta) @ state + beta[:, None, None] * k[:, :, None] * v[:, None, :]
+    _, by_step = gated_delta_step(state, torch.zeros_like(k), k, v, log_decay, beta)
+    torch.testing.assert_close(by_matrix, by_step)
 
-    def beta_on_v(state, k, v, beta):
-        recalled = (k[..., None, :] @ state)[..., 0, :]
-        return state + k[..., :, None] * (beta[..., None] * v - recalled)[..., None, :]
 
-    def no_beta(state, k, v, beta):
-        return write(state, k, v, torch.ones_like(beta))
+def test_delta_transition_names_each_mistake_and_refuses_the_library():
+    from attn_helpers import gated_delta_step
 
-    def turned_read(state, k, v, beta):  # S k instead of S^T k: fails when d_k != d_v
-        return state + k[..., :, None] * (beta[..., None] * (v - state @ k))[..., None, :]
-
-    for fn, words in ((beta_on_v, "β scales only v"), (no_beta, "there is no β")):
-        verdict = checks.check_delta_rule_write.judge(fn)
-        assert not verdict.ok and words in verdict.message, (fn.__name__, verdict.message)
-    verdict = checks.check_delta_rule_write.judge(turned_read)
-    assert not verdict.ok and "(k[..., None, :] @ state)[..., 0, :]" in verdict.hint
-    verdict = checks.check_delta_rule_write.judge(
-        lambda state, k, v, beta: gated_delta_step(state, k, k, v, torch.zeros_like(beta), beta)[1])
-    assert not verdict.ok and "gated_delta_step" in verdict.message
+    assert checks.check_delta_transition.judge(transition).ok
+    mistakes = {
+        "there is no decay": lambda k, g, b: transition(k, torch.zeros_like(g), b),
+        "log_decay is used as the factor": lambda k, g, b: transition(k, torch.zeros_like(g), b) * g[..., None, None],
+        "there is no β": lambda k, g, b: transition(k, g, torch.ones_like(b)),
+        "α_t multiplies only the identity": lambda k, g, b: (
+            g.exp()[..., None, None] * torch.eye(k.shape[-1], dtype=k.dtype)
+            - b[..., None, None] * k[..., :, None] * k[..., None, :]),
+        "added instead of subtracted": lambda k, g, b: transition(k, g, -b),
+    }
+    for words, fn in mistakes.items():
+        verdict = checks.check_delta_transition.judge(fn)
+        assert not verdict.ok and words in verdict.message, (words, verdict.message)
+    verdict = checks.check_delta_transition.judge(
+        lambda k, g, b: torch.outer(k, k))  # fails on keys with batch axes
+    assert not verdict.ok
+    identity_state = lambda k, g, b: gated_delta_step(  # noqa: E731 - A from the library's step: S = I, v = 0
+        torch.eye(k.shape[-1], dtype=k.dtype).expand(*k.shape, k.shape[-1]), k, k,
+        torch.zeros(*k.shape[:-1], k.shape[-1], dtype=k.dtype), g, b)[1]
+    verdict = checks.check_delta_transition.judge(identity_state)
+    assert not verdict.ok and "gated_delta_step" in verdict.message, verdict.message
 
 
 def test_state_bytes_prediction_names_each_mistake():

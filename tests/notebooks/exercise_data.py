@@ -321,10 +321,11 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
                  "answer = step", "before you divide"),
         # S alone: the normaliser z forgotten
         "13.3": ("prediction = 64 * 64 * 4", "also keeps the normaliser z"),
-        # plain linear attention's write: nothing subtracted
-        "13.4": ("def write(state, k, v, beta):\n"
-                 "    return state + beta[..., None, None] * k[..., :, None] * v[..., None, :]\n"
-                 "answer = write", "write the difference"),
+        # the decay forgotten: the delta rule's transition without the gate
+        "13.4": ("def transition(k, log_decay, beta):\n"
+                 "    kk = k[..., :, None] * k[..., None, :]\n"
+                 "    return torch.eye(k.shape[-1], dtype=k.dtype) - beta[..., None, None] * kk\n"
+                 "answer = transition", "multiply the whole matrix by α_t = exp(log_decay)"),
         # "the delta rule adds too": both memories return the sum
         "13.5": ('prediction = ("old + new", "old + new")', "the delta rule adds k (v_new - v_old)"),
     },
