@@ -21,6 +21,8 @@ helpers from a throw-away copy of this checkout, with ``ipywidgets`` already imp
   picture (``tools/colab_probe.py``).
 * ``test_setup_cell_outside_colab``: without ``google.colab`` the cell runs nothing, and it seeds
   torch and sets the print precision so numbers repeat run to run.
+* ``test_setup_cell_without_torch_says_how_to_set_up``: in a Python without torch its error names
+  ``make lab`` and Colab.
 
 The browser half (a kernel of this runtime in a real front end of ipywidgets 7, the classic Notebook
 6.5.7 from Colab's list: Run All and a slider moved in every notebook) is in ``tests/notebooks/test_browser.py``.
@@ -29,6 +31,7 @@ The browser half (a kernel of this runtime in a real front end of ipywidgets 7, 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -135,3 +138,15 @@ def test_setup_cell_outside_colab(tmp_path: Path) -> None:
     assert report["seconds"] < 30, report
     assert report["same"], "torch.rand after the set-up cell must repeat: the cell seeds torch"
     assert report["printed"] == "tensor([    0.333, 12345.678])", report["printed"]
+
+
+def test_setup_cell_without_torch_says_how_to_set_up(tmp_path: Path) -> None:
+    """In a Python without torch (a learner who opened a lesson in the wrong kernel), the set-up cell's error says
+    what to do: `make lab`, or Colab's badge, rather than a bare ModuleNotFoundError."""
+    script = tmp_path / "no_torch.py"
+    script.write_text(f"import sys\nsys.modules['torch'] = None  # import torch fails as if not installed\n"
+                      f"exec(compile({SETUP_CELL!r}, 'setup_cell', 'exec'))\n", encoding="utf-8")
+    result = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("ModuleNotFoundError") and "make lab" in last and "Colab" in last, result.stderr

@@ -11,8 +11,8 @@ Rules (``make notebooks`` produces notebooks that follow all of them):
 * The notebook is valid nbformat 4, and the file is under 1.5 MB (1,500,000 bytes). Its kernelspec is
   exactly the one this environment's ipykernel reports (name, display name, language: what JupyterLab
   writes when the kernel starts), so opening a notebook does not mark it changed.
-* The first cell is a code cell whose source is ``tests/notebook_setup_cell.py`` (both stripped),
-  and it printed nothing.
+* The first cell is the lesson's title (markdown, ``# ...``); the second is a code cell whose source is
+  ``tests/notebook_setup_cell.py`` (both stripped), and it printed nothing.
 * No empty code cells; every code cell was executed, with execution counts 1, 2, ..., n in order
   (one clean run from top to bottom).
 * No ``error`` outputs and no ``stderr`` stream outputs (warnings print to stderr).
@@ -181,14 +181,17 @@ def check_format(nb: nbformat.NotebookNode) -> list[str]:
 
 
 def check_setup_cell(nb: nbformat.NotebookNode) -> list[str]:
-    if not nb.cells:
-        return ["the notebook has no cells"]
-    first = nb.cells[0]
-    if first.cell_type != "code":
-        return [f"the first cell is a {first.cell_type} cell; it must be the set-up code cell"]
+    if len(nb.cells) < 2:
+        return ["the notebook needs its title cell and its set-up cell"]
+    title, first = nb.cells[0], nb.cells[1]
     problems = []
+    if title.cell_type != "markdown" or not title.source.startswith("# "):
+        problems.append("the first cell must be the lesson's title (a markdown cell starting '# '): the lesson "
+                        "comes before the plumbing")
+    if first.cell_type != "code":
+        return problems + [f"the second cell is a {first.cell_type} cell; it must be the set-up code cell"]
     if first.source.strip() != SETUP_CELL:
-        problems.append("the first cell differs from tests/notebook_setup_cell.py; paste that file's text")
+        problems.append("the set-up cell differs from tests/notebook_setup_cell.py; paste that file's text")
     if first.get("outputs"):
         problems.append("the set-up cell printed something; outside Colab it must print nothing")
     return problems
@@ -452,6 +455,7 @@ def _good_notebook() -> nbformat.NotebookNode:
     """A small notebook as ``make notebooks`` writes it: every check must accept it."""
     new_cell, new_output = nbformat.v4.new_code_cell, nbformat.v4.new_output
     cells = [
+        nbformat.v4.new_markdown_cell("# 02 · Scores\nOne sentence of what the lesson does."),
         new_cell(SETUP_CELL, execution_count=1),
         nbformat.v4.new_markdown_cell("## Scores\nThe square root of d_k, and one weighted average."),
         new_cell(
@@ -543,26 +547,28 @@ def _set(obj, key, value):
 @pytest.mark.parametrize(
     "change, expected",
     [
-        (lambda nb: _set(nb.cells[2], "execution_count", None), "never executed"),
-        (lambda nb: (_set(nb.cells[2], "execution_count", None), _set(nb.cells[2], "outputs", [])), "never executed"),
-        (lambda nb: _set(nb.cells[3], "execution_count", 7), "execution counts"),
+        (lambda nb: _set(nb.cells[3], "execution_count", None), "never executed"),
+        (lambda nb: (_set(nb.cells[3], "execution_count", None), _set(nb.cells[3], "outputs", [])), "never executed"),
+        (lambda nb: _set(nb.cells[4], "execution_count", 7), "execution counts"),
         (lambda nb: nb.cells.append(nbformat.v4.new_code_cell("")), "empty code cell"),
-        (lambda nb: nb.cells[2].outputs.append(nbformat.v4.new_output("stream", name="stderr", text="UserWarning: x\n")), "stderr"),
-        (lambda nb: nb.cells[2].outputs.append(nbformat.v4.new_output("error", ename="ValueError", evalue="bad", traceback=[])), "error output"),
-        (lambda nb: _set(nb.cells[2].outputs[0], "text", "File /usr/lib/python3/site-packages/x.py\n"), "site-packages"),
-        (lambda nb: _set(nb.cells[2].outputs[0], "text", f"saved to {REPO_ROOT / 'build'}\n"), "checkout's path"),
-        (lambda nb: _set(nb.cells[2].outputs[0], "text", "C:\\Users\\ada\\x.txt\n"), "C:\\Users"),
+        (lambda nb: nb.cells[3].outputs.append(nbformat.v4.new_output("stream", name="stderr", text="UserWarning: x\n")), "stderr"),
+        (lambda nb: nb.cells[3].outputs.append(nbformat.v4.new_output("error", ename="ValueError", evalue="bad", traceback=[])), "error output"),
+        (lambda nb: _set(nb.cells[3].outputs[0], "text", "File /usr/lib/python3/site-packages/x.py\n"), "site-packages"),
+        (lambda nb: _set(nb.cells[3].outputs[0], "text", f"saved to {REPO_ROOT / 'build'}\n"), "checkout's path"),
+        (lambda nb: _set(nb.cells[3].outputs[0], "text", "C:\\Users\\ada\\x.txt\n"), "C:\\Users"),
         (lambda nb: _set(nb.metadata, "vscode", {"interpreter": "/home/ada/venv/bin/python"}), "/home/"),
         (lambda nb: _set(nb.metadata["kernelspec"], "name", "attention"), "kernelspec"),
         (lambda nb: _set(nb.metadata["kernelspec"], "display_name", "Python 3"), "kernelspec"),
         (lambda nb: nb.metadata["kernelspec"].pop("language"), "kernelspec"),
-        (lambda nb: _set(nb.cells[0], "source", "import torch"), "tests/notebook_setup_cell.py"),
-        (lambda nb: nb.cells.insert(0, nbformat.v4.new_markdown_cell("# Title")), "first cell"),
-        (lambda nb: _set(nb.cells[4], "source", "# NBVAL_IGNORE_OUTPUT\n# why: widget state\ninteract(show)"), "use the cell tag 'nbval-ignore-output'"),
-        (lambda nb: _set(nb.cells[2], "source", "#NBVAL_SKIP\nprint(q.shape)"), "use the cell tag 'nbval-skip'"),
-        (lambda nb: _set(nb.cells[4], "source", "# NBVAL_IGNORE_OUTPUT because widgets\ninteract(show)"), "nbval would ignore"),
-        (lambda nb: _set(nb.cells[2].metadata, "tags", ["nbval-ignore"]), "nbval would ignore"),
-        (lambda nb: nb.cells[3].outputs[0].data.pop("image/png"), "no image/png"),
+        (lambda nb: _set(nb.cells[1], "source", "import torch"), "tests/notebook_setup_cell.py"),
+        (lambda nb: nb.cells.pop(0), "title"),
+        (lambda nb: _set(nb.cells[0], "source", "Some text"), "title"),
+        (lambda nb: nb.cells.insert(1, nbformat.v4.new_markdown_cell("More")), "set-up code cell"),
+        (lambda nb: _set(nb.cells[5], "source", "# NBVAL_IGNORE_OUTPUT\n# why: widget state\ninteract(show)"), "use the cell tag 'nbval-ignore-output'"),
+        (lambda nb: _set(nb.cells[3], "source", "#NBVAL_SKIP\nprint(q.shape)"), "use the cell tag 'nbval-skip'"),
+        (lambda nb: _set(nb.cells[5], "source", "# NBVAL_IGNORE_OUTPUT because widgets\ninteract(show)"), "nbval would ignore"),
+        (lambda nb: _set(nb.cells[3].metadata, "tags", ["nbval-ignore"]), "nbval would ignore"),
+        (lambda nb: nb.cells[4].outputs[0].data.pop("image/png"), "no image/png"),
         (lambda nb: nb.cells.append(nbformat.v4.new_code_cell("plotting.heatmap(w, tokens);", execution_count=6)), "draws a figure"),
         (lambda nb: nb.cells.append(nbformat.v4.new_code_cell("img = heatmap(w)", execution_count=6)), "draws a figure"),
     ],
@@ -581,7 +587,9 @@ def _set(obj, key, value):
         "kernelspec-old-display-name",
         "kernelspec-without-language",
         "setup-cell-changed",
-        "setup-cell-not-first",
+        "title-missing",
+        "title-not-a-heading",
+        "setup-cell-not-second",
         "comment-marker",
         "comment-marker-without-space",
         "marker-not-alone",
@@ -612,13 +620,13 @@ ROW = "| `good.ipynb` | `interact-cell` | `nbval-ignore-output` | the slider's f
 @pytest.mark.parametrize(
     "nb, table, expected",
     [
-        (_retag(_good_notebook(), 2, ["nbval-skip"]), GOOD_REASONS, "has no row for it"),
+        (_retag(_good_notebook(), 3, ["nbval-skip"]), GOOD_REASONS, "has no row for it"),
         (_good_notebook(), GOOD_REASONS.replace(ROW, "| good.ipynb | interact-cell | nbval-ignore-output | widgets |"), "shorter than 10"),
         (_good_notebook(), GOOD_REASONS.replace(ROW, "| good.ipynb | interact-cell | nbval-ignore-output |  |"), "shorter than 10"),
         (_good_notebook(), GOOD_REASONS.replace(ROW, ROW.replace("`nbval-ignore-output`", "`nbval-skip`")), "its row in"),
-        (_retag(_good_notebook(), 4, ["nbval-ignore-output", "nbval-skip"]), GOOD_REASONS, "its row in"),
-        (_retag(_good_notebook(), 4, []), GOOD_REASONS, "delete the row"),
-        (_cell_id(_good_notebook(), 4, "renamed"), GOOD_REASONS, "has no row for it"),
+        (_retag(_good_notebook(), 5, ["nbval-ignore-output", "nbval-skip"]), GOOD_REASONS, "its row in"),
+        (_retag(_good_notebook(), 5, []), GOOD_REASONS, "delete the row"),
+        (_cell_id(_good_notebook(), 5, "renamed"), GOOD_REASONS, "has no row for it"),
         (_good_notebook(), GOOD_REASONS + ROW.replace("interact-cell", "gone") + "\n", "delete the row"),
         (_good_notebook(), GOOD_REASONS + ROW + "\n", "a second row"),
         (_good_notebook(), GOOD_REASONS + "| good.ipynb | x | nbval-skip |\n", "3 columns"),
