@@ -43,7 +43,6 @@ from .core import (
 )
 from .lab import (
     MODEL_ATTENTION_SIZES,
-    MatmulFlopCounter,
     TensorMemoryTracker,
     attention_flops,
     attention_parameters,
@@ -112,7 +111,6 @@ __all__ = [
     "GroupedQueryAttention",
     "KVCache",
     "MODEL_ATTENTION_SIZES",
-    "MatmulFlopCounter",
     "TensorMemoryTracker",
     "cached_attention_step",
     "count_matmul_flops",

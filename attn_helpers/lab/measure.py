@@ -15,14 +15,14 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
+from torch.overrides import TorchFunctionMode
+from torch.utils.flop_counter import FlopCounterMode
 
 from ..core.arguments import check_heads, check_positive_int
 
 __all__ = ["SOFTMAX_FLOPS_PER_SCORE", "MODEL_ATTENTION_SIZES", "attention_parameters", "attention_flops", "kv_cache_bytes",
            "WINDOWED_ATTENTION_SIZES", "windowed_kv_cache_bytes",
-           "TensorMemoryTracker", "measure_peak_memory", "MatmulFlopCounter", "count_matmul_flops",
+           "TensorMemoryTracker", "measure_peak_memory", "count_matmul_flops",
            "fastest_seconds", "growth_exponent"]
 
 
@@ -235,31 +235,38 @@ def model_cache_bytes(name: str, *, seq_len: int, batch: int = 1, dtype_bytes: i
 # Measuring: peak tensor memory, time, growth exponents
 # --------------------------------------------------------------------------------------------
 
-class TensorMemoryTracker(TorchDispatchMode):
-    """Counts the bytes of the tensors that PyTorch operations create while it is active.
+def _tensors(value: Any) -> list[Tensor]:
+    """The tensors in ``value``, looking inside tuples, lists and dicts (what PyTorch functions take and return)."""
+    if isinstance(value, Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for item in value for t in _tensors(item)]
+    if isinstance(value, dict):
+        return [t for item in value.values() for t in _tensors(item)]
+    return []
+
+
+class TensorMemoryTracker(TorchFunctionMode):
+    """Counts the bytes of the tensors that PyTorch functions create while it is active.
 
     ``with TensorMemoryTracker() as tracker: ...`` then ``tracker.peak`` is the largest number of
     bytes held at once by tensors created inside the block, ``tracker.current`` what is still held.
-    Every operation's output storage is added when it appears and removed when the last tensor
-    using it is freed; views share their base's bytes, and tensors made before the block (the
-    inputs) are not counted. What it cannot see: scratch memory a fused kernel allocates and frees
-    inside one operation. It sees the same numbers on every run and on every machine (no timing,
-    no operating system involved), which is why a lesson can print them.
+    PyTorch hands every call of one of its functions or tensor methods (``@``, ``softmax``, ``F.linear``)
+    to the active mode's ``__torch_function__`` (``torch.overrides.TorchFunctionMode``): the tracker adds
+    each result's storage when it appears and removes it when the last tensor using it is freed; views
+    share their base's bytes, and tensors made before the block (the inputs) are not counted. What it
+    cannot see: memory one PyTorch function allocates and frees inside itself (a fused kernel's scratch,
+    the copies a batched ``matmul`` makes). It sees the same numbers on every run and on every machine
+    (no timing, no operating system involved), which is why a lesson can print them.
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.current = 0
         self.peak = 0
-        self._live: dict[int, list[int]] = {}  # storage -> [bytes, tensors alive]
+        self._live: dict[int, list[int]] = {}  # storage address -> [bytes, tensors alive]
         self._outside: set[int] = set()  # storages that existed before: never counted
         self._seen: set[int] = set()  # ids of tensors already tracked
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        # PyTorch would wrap __torch_dispatch__ to keep torch.compile out of it, importing torch._dynamo
-        # (seconds) on first use; this tracker never runs under torch.compile, so that is not needed.
-        return False
 
     def _release(self, key: int, tensor_id: int) -> None:
         self._seen.discard(tensor_id)
@@ -271,22 +278,19 @@ class TensorMemoryTracker(TorchDispatchMode):
             self.current -= entry[0]
             del self._live[key]
 
-    def _forget_outside(self, key: int) -> None:
-        self._outside.discard(key)
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: D105 - PyTorch's hook
-        for t in tree_flatten((args, kwargs or {}))[0]:
-            if isinstance(t, Tensor):
-                key = t.untyped_storage()._cdata  # the storage itself, stable while it lives
-                if key not in self._live and key not in self._outside:
-                    self._outside.add(key)
-                    weakref.finalize(t, self._forget_outside, key)
-        out = func(*args, **(kwargs or {}))
-        for t in tree_flatten(out)[0]:
-            if not isinstance(t, Tensor) or id(t) in self._seen:
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: D105 - PyTorch's hook
+        kwargs = kwargs or {}
+        for t in _tensors((args, kwargs)):  # PyTorch runs this with the mode switched off: no recursion
+            key = t.untyped_storage().data_ptr()  # the storage's address, fixed while it lives
+            if key not in self._live and key not in self._outside:
+                self._outside.add(key)
+                weakref.finalize(t, self._outside.discard, key)
+        out = func(*args, **kwargs)
+        for t in _tensors(out):
+            if id(t) in self._seen:
                 continue
             storage = t.untyped_storage()
-            key = storage._cdata
+            key = storage.data_ptr()
             if key in self._outside:
                 continue
             self._seen.add(id(t))
@@ -313,44 +317,16 @@ def measure_peak_memory(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> in
     return tracker.peak
 
 
-class MatmulFlopCounter(TorchDispatchMode):
-    """Counts the floating-point operations of the matrix products PyTorch runs while it is active.
-
-    ``with MatmulFlopCounter() as counter: ...`` then ``counter.flops``: 2 per multiply-add of every
-    ``mm``, ``bmm``, ``addmm`` and ``baddbmm`` (what ``@``, ``torch.matmul`` and ``nn.Linear`` become),
-    in place (``acc.baddbmm_(p, v)``) or not,
-    the same count as ``torch.utils.flop_counter.FlopCounterMode`` gives for them, without its
-    start-up cost. Element-wise work (softmax, scaling) and fused attention kernels are not counted.
-    """
-
-    _MATMULS = {"mm", "bmm", "addmm", "baddbmm"}
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.flops = 0
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:  # see TensorMemoryTracker
-        return False
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: D105 - PyTorch's hook
-        out = func(*args, **(kwargs or {}))
-        name = func.overloadpacket.__name__.rstrip("_")  # baddbmm_ (in place) is a baddbmm too
-        if name in self._MATMULS:
-            a, b = (args[1], args[2]) if name.startswith(("addmm", "baddbmm")) else (args[0], args[1])
-            batch = a.shape[0] if a.ndim == 3 else 1
-            self.flops += 2 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
-        return out
-
-
 def count_matmul_flops(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
-    """FLOPs of the matrix products in ``fn(*args, **kwargs)`` (2 per multiply-add), counted by
-    :class:`MatmulFlopCounter` under ``torch.no_grad()``."""
+    """FLOPs of the matrix products in ``fn(*args, **kwargs)`` (2 per multiply-add of every ``mm``, ``bmm``,
+    ``addmm`` and ``baddbmm``: what ``@``, ``torch.matmul`` and ``nn.Linear`` become), counted by PyTorch's
+    ``torch.utils.flop_counter.FlopCounterMode`` under ``torch.no_grad()`` (lesson 07's counter; its first use
+    in a session takes a few seconds). Element-wise work (softmax, scaling) is not counted."""
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    with torch.no_grad(), MatmulFlopCounter() as counter:
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
         fn(*args, **kwargs)
-    return counter.flops
+    return counter.get_total_flops()
 
 
 def _run_times(fn: Callable[[], Any], repeats: int, warmup: int) -> list[float]:
