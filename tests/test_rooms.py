@@ -198,7 +198,7 @@ def test_every_room_of_the_table_exists():
     # core imports torch, the standard library and core only
     ("core/attention.py", "import numpy as np\n", "core imports numpy"),
     ("core/attention.py", "from ..lab.example import SENTENCE\n", "core imports attn_helpers.lab.example"),
-    ("core/block.py", "def f():\n    from ..views import plotting\n", "core imports attn_helpers.views"),
+    ("core/layers.py", "def f():\n    from ..views import plotting\n", "core imports attn_helpers.views"),
     # lab: heavy libraries only inside a function; nothing from views, widgets or checks
     ("lab/pretrained.py", "import transformers\n", "imports transformers at module level"),
     ("lab/training.py", "import matplotlib.pyplot as plt\n", "lab imports matplotlib"),
@@ -216,7 +216,7 @@ def test_every_room_of_the_table_exists():
     ("lab/bert.py", "from attn_helpers import padding_mask\n", "imports the package's face (from attn_helpers import"),
     ("checks/pretrained.py", "from .. import show_source\n", "imports the package's face (from attn_helpers import show_source)"),
     ("lab/tasks.py", "from .. import widgets\n", "lab imports attn_helpers.widgets: lab may import only"),
-    ("core/block.py", "from ... import x\n", "in no room"),
+    ("core/layers.py", "from ... import x\n", "in no room"),
     # no private name crosses a folder
     ("widgets/heads.py", "from ..views.plotting import _figure\n", "private name(s) _figure"),
     ("checks/layer.py", "from ..widgets._display import WIDGET_VIEW_MIME\n", "checks imports attn_helpers.widgets"),

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 __all__ = ["shape_of", "check_tensor", "check_positive_int", "check_heads", "broadcast_shape", "check_mask",
-           "check_qkv", "check_tokens", "check_query_key_value", "check_kv_heads", "check_probability"]
+           "check_qk", "check_qkv", "check_tokens", "check_query_key_value", "check_kv_heads", "check_probability"]
 
 
 def shape_of(t: Tensor) -> list[int]:
@@ -86,18 +86,24 @@ def check_mask(mask: object, scores_shape: torch.Size) -> Tensor:
     return mask
 
 
-def check_qkv(q: object, k: object, v: object) -> tuple[Tensor, Tensor, Tensor]:
-    """``q (..., N_q, d_k)``, ``k (..., N_k, d_k)``, ``v (..., N_k, d_v)`` checked to fit one attention."""
+def check_qk(q: object, k: object) -> tuple[Tensor, Tensor]:
+    """``q (..., N_q, d_k)`` and ``k (..., N_k, d_k)`` checked to be dot-multiplied (the one check of q and k)."""
     q = check_tensor("q", q, min_ndim=2)
     k = check_tensor("k", k, min_ndim=2)
-    v = check_tensor("v", v, min_ndim=2)
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
             f"q and k must have the same feature size d_k (last dimension) to be dot-multiplied: "
             f"q has shape {shape_of(q)} (d_k={q.shape[-1]}), k has shape {shape_of(k)} (d_k={k.shape[-1]})"
         )
+    return q, k
+
+
+def check_qkv(q: object, k: object, v: object) -> tuple[Tensor, Tensor, Tensor]:
+    """``q (..., N_q, d_k)``, ``k (..., N_k, d_k)``, ``v (..., N_k, d_v)`` checked to fit one attention."""
+    q, k = check_qk(q, k)
+    v = check_tensor("v", v, min_ndim=2)
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(
             f"k and v must have the same number of tokens N_k (second-to-last dimension), one value per key: "

@@ -1,8 +1,9 @@
-"""The attention formula, ``softmax(q @ k^T * scale + mask) @ v``, one step a line.
+"""The attention formula, ``softmax(q @ k^T * scale + mask) @ v``, one step a line, and its heads.
 
-Shapes use the series' notation: ``B`` batch, ``N`` tokens (``N_q`` queries, ``N_k`` keys), ``dim`` input
-width, ``chan`` projected width, ``H`` num_heads, ``head_dim = chan // H``, ``d_k`` key width, ``d_v``
-value width. Masks follow :mod:`.masks`: boolean ``True`` = may attend, or floating = added to the scores.
+Lessons 02 (scores), 04 (``attend``, ``scaled_dot_product_attention``), 05 (``split_heads``, ``merge_heads``) and
+12 (``softcap_scores``, ``softmax_with_sinks``). Shapes: ``B`` batch, ``N`` tokens (``N_q`` queries, ``N_k`` keys),
+``chan = H * head_dim``, ``d_k`` key width, ``d_v`` value width. Masks follow :mod:`.masks`: boolean ``True`` = may
+attend, or floating = added to the scores.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from .arguments import broadcast_shape, check_mask, check_probability, check_qkv, check_tensor, shape_of
+from .arguments import (broadcast_shape, check_heads, check_mask, check_probability, check_qk, check_qkv, check_tensor,
+                        shape_of)
 from .masks import apply_mask
 
-__all__ = ["attention_scores", "softcap_scores", "softmax_with_sinks", "attend", "scaled_dot_product_attention"]
+__all__ = ["attention_scores", "attend", "scaled_dot_product_attention", "split_heads", "merge_heads",
+           "softcap_scores", "softmax_with_sinks"]
 
 
 def attention_scores(q: Tensor, k: Tensor, *, scale: float | None = None) -> Tensor:
@@ -22,47 +25,9 @@ def attention_scores(q: Tensor, k: Tensor, *, scale: float | None = None) -> Ten
 
     ``scale=None`` means ``1 / sqrt(d_k)``; any number, ``0.0`` included, is used as given.
     """
-    q = check_tensor("q", q, min_ndim=2)
-    k = check_tensor("k", k, min_ndim=2)
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q and k must have the same feature size d_k (last dimension): q has shape {shape_of(q)}, "
-                         f"k has shape {shape_of(k)}")
+    q, k = check_qk(q, k)
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
     return (q @ k.transpose(-2, -1)) * scale  # (..., N_q, N_k)
-
-
-def softcap_scores(scores: Tensor, cap: float) -> Tensor:
-    """Gemma 2's logit soft-capping (lesson 12): ``cap * tanh(scores / cap)``, same shape as ``scores``.
-
-    Near zero it changes almost nothing (``tanh(t) ≈ t``); every score is squashed into ``(-cap, cap)``.
-    """
-    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not cap > 0:
-        raise ValueError(f"softcap must be a number greater than 0, got {cap!r}")
-    return cap * torch.tanh(scores / cap)  # (..., N_q, N_k)
-
-
-def _check_sinks(sinks: object, scores: Tensor) -> Tensor:
-    """``sinks`` as a tensor that broadcasts to ``scores.shape[:-1]``: ``(H,)`` becomes ``(H, 1)``."""
-    if not isinstance(sinks, Tensor) or not sinks.is_floating_point() or sinks.ndim not in (1, 2):
-        raise TypeError(f"sinks must be a floating tensor of one logit per head, shape (H,), got "
-                        f"{getattr(sinks, 'dtype', type(sinks).__name__)} {list(getattr(sinks, 'shape', []))}")
-    given = shape_of(sinks)
-    sinks = sinks[:, None] if sinks.ndim == 1 else sinks  # (H, 1), or (H, N_q): one per head and query row
-    if scores.ndim < 3 or broadcast_shape(sinks.shape, scores.shape[:-1]) != tuple(scores.shape[:-1]):
-        raise ValueError(f"sinks of shape {given} must give one logit per head of the scores (..., H, N_q, N_k), "
-                         f"got scores of shape {shape_of(scores)}")
-    return sinks
-
-
-def softmax_with_sinks(scores: Tensor, sinks: Tensor) -> Tensor:
-    """The softmax over the keys with one more logit per head, a *sink*, whose weight is dropped (gpt-oss).
-
-    ``scores (..., H, N_q, N_k)``, ``sinks (H,)`` -> ``weights (..., H, N_q, N_k)``:
-    ``weights[..., h, i, j] = exp(scores[..., h, i, j]) / (exp(sinks[h]) + Σ_j' exp(scores[..., h, i, j']))``.
-    Each row sums to less than one; the rest went to the sink, which has no value.
-    """
-    sink = _check_sinks(sinks, scores).to(scores.dtype)[..., None].expand(*scores.shape[:-1], 1)  # (..., H, N_q, 1)
-    return torch.softmax(torch.cat([scores, sink], dim=-1), dim=-1)[..., :-1]  # (..., H, N_q, N_k): sink dropped
 
 
 def attend(
@@ -125,3 +90,56 @@ def scaled_dot_product_attention(
     """
     out, _, weights = attend(q, k, v, mask=mask, scale=scale, dropout_p=dropout_p, softcap=softcap, sinks=sinks)
     return (out, weights) if return_weights else out
+
+
+# --- Heads (lesson 05): cut the feature axis into H heads and glue them back ---
+
+def split_heads(x: Tensor, num_heads: int) -> Tensor:
+    """``(..., N, chan) -> (..., H, N, chan // H)``: head ``h`` gets features ``h*head_dim:(h+1)*head_dim``."""
+    x = check_tensor("x", x, min_ndim=2)
+    head_dim = check_heads(x.shape[-1], num_heads, chan_name="x.shape[-1]", where=f" (x has shape {shape_of(x)})")
+    x = x.reshape(*x.shape[:-1], num_heads, head_dim)  # (..., N, H, head_dim)
+    return x.transpose(-3, -2)  # (..., H, N, head_dim)
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """``(..., H, N, head_dim) -> (..., N, H * head_dim)``, the inverse of :func:`split_heads`."""
+    x = check_tensor("x", x, min_ndim=3)
+    x = x.transpose(-3, -2)  # (..., N, H, head_dim)
+    return x.reshape(*x.shape[:-2], x.shape[-2] * x.shape[-1])  # (..., N, chan)
+
+
+# --- Two steps of today's models (lesson 12), used by attend ---
+
+def softcap_scores(scores: Tensor, cap: float) -> Tensor:
+    """Gemma 2's logit soft-capping (lesson 12): ``cap * tanh(scores / cap)``, same shape as ``scores``.
+
+    Near zero it changes almost nothing (``tanh(t) ≈ t``); every score is squashed into ``(-cap, cap)``.
+    """
+    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not cap > 0:
+        raise ValueError(f"softcap must be a number greater than 0, got {cap!r}")
+    return cap * torch.tanh(scores / cap)  # (..., N_q, N_k)
+
+
+def _check_sinks(sinks: object, scores: Tensor) -> Tensor:
+    """``sinks`` as a tensor that broadcasts to ``scores.shape[:-1]``: ``(H,)`` becomes ``(H, 1)``."""
+    if not isinstance(sinks, Tensor) or not sinks.is_floating_point() or sinks.ndim not in (1, 2):
+        raise TypeError(f"sinks must be a floating tensor of one logit per head, shape (H,), got "
+                        f"{getattr(sinks, 'dtype', type(sinks).__name__)} {list(getattr(sinks, 'shape', []))}")
+    given = shape_of(sinks)
+    sinks = sinks[:, None] if sinks.ndim == 1 else sinks  # (H, 1), or (H, N_q): one per head and query row
+    if scores.ndim < 3 or broadcast_shape(sinks.shape, scores.shape[:-1]) != tuple(scores.shape[:-1]):
+        raise ValueError(f"sinks of shape {given} must give one logit per head of the scores (..., H, N_q, N_k), "
+                         f"got scores of shape {shape_of(scores)}")
+    return sinks
+
+
+def softmax_with_sinks(scores: Tensor, sinks: Tensor) -> Tensor:
+    """The softmax over the keys with one more logit per head, a *sink*, whose weight is dropped (gpt-oss).
+
+    ``scores (..., H, N_q, N_k)``, ``sinks (H,)`` -> ``weights (..., H, N_q, N_k)``:
+    ``weights[..., h, i, j] = exp(scores[..., h, i, j]) / (exp(sinks[h]) + Σ_j' exp(scores[..., h, i, j']))``.
+    Each row sums to less than one; the rest went to the sink, which has no value.
+    """
+    sink = _check_sinks(sinks, scores).to(scores.dtype)[..., None].expand(*scores.shape[:-1], 1)  # (..., H, N_q, 1)
+    return torch.softmax(torch.cat([scores, sink], dim=-1), dim=-1)[..., :-1]  # (..., H, N_q, N_k): sink dropped

@@ -1,23 +1,181 @@
-"""Lesson 07's attention layers: the fused-QKV :class:`Attention`, one :class:`AttentionHead`, and
-:class:`ConcatHeadsAttention` (the same layer built from separate heads).
+"""The layers (lessons 05-07): ``x (B, N, dim) -> (B, N, chan)`` with ``H`` heads of ``head_dim = chan // H`` features.
 
-``x (B, N, dim) -> (B, N, chan)`` with ``H`` heads of ``head_dim = chan // H`` features. Every forward
-returns its intermediates on request (``return_intermediates=True``), named in ``AXES``.
+- **Watching a forward pass** (:class:`Traceable`): every layer ends its forward with one tail,
+  ``self._report(inter, return_intermediates)``, which hands the intermediates (named in ``AXES``) to the observers
+  of ``layer.add_observer(fn)`` and returns them on request; ``with layer.add_observer(fn): ...`` watches for the
+  block only. :func:`attn_helpers.shape_trace` uses it.
+- **Lesson 05**: :class:`MultiHeadAttention` (walkthrough 004, parameter for parameter
+  ``torch.nn.MultiheadAttention``); :class:`AttentionHead` and :class:`ConcatHeadsAttention`, heads built one by one.
+- **Lessons 06-07**: :class:`Attention`, walkthrough 000's fused-QKV layer with the skip through V, and
+  :class:`TransformerBlock`, the pre-LayerNorm block around it (= ``torch.nn.TransformerEncoderLayer``)::
+
+      residual = x + dropout(attention(norm_1(x)))             # (B, N, d_model)
+      out = residual + dropout(mlp(norm_2(residual)))          # (B, N, d_model)
+      mlp(h) = linear_2(dropout(activation(linear_1(h))))      # d_model -> dim_feedforward -> d_model
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Callable
+
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
+from torch.utils.hooks import RemovableHandle
 
-from .arguments import check_heads, check_mask, check_positive_int, check_tokens
-from .attention import attend
-from .heads import merge_heads
+from .arguments import (check_heads, check_mask, check_positive_int, check_probability, check_query_key_value,
+                        check_tokens)
+from .attention import attend, merge_heads, split_heads
 from .masks import mask_for_heads
-from .observers import Intermediates, Traceable
 
-__all__ = ["Attention", "AttentionHead", "ConcatHeadsAttention"]
+__all__ = ["Intermediates", "Observer", "Traceable", "MultiHeadAttention", "Attention", "AttentionHead",
+           "ConcatHeadsAttention", "TransformerBlock", "ACTIVATIONS"]
 
+Intermediates = dict[str, Tensor]
+Observer = Callable[[nn.Module, Intermediates], None]
+
+
+class Traceable(nn.Module):
+    """A module whose forward pass ends with ``self.notify_observers(inter)``; ``AXES`` names the axes of
+    every intermediate (``"batch tokens chan"``), in the order the forward pass makes them."""
+
+    AXES: dict[str, str] = {}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._observers: OrderedDict[int, Observer] = OrderedDict()  # handle id -> observer, as torch's hooks
+
+    def add_observer(self, observer: Observer) -> RemovableHandle:
+        """Call ``observer(module, intermediates)`` after each forward pass until the handle's ``remove()``."""
+        if not callable(observer):
+            raise TypeError(f"observer must be callable as observer(module, intermediates), got {type(observer).__name__}")
+        handle = RemovableHandle(self._observers)
+        self._observers[handle.id] = observer
+        return handle
+
+    def notify_observers(self, inter: Intermediates) -> None:
+        """Hand this forward pass's intermediates to every observer, oldest first."""
+        for observer in list(self._observers.values()):
+            observer(self, inter)
+
+    def _report(self, inter: Intermediates, return_intermediates: bool):
+        """Notify the observers; return ``inter["out"]``, or ``(inter["out"], inter)`` when asked."""
+        self.notify_observers(inter)
+        return (inter["out"], inter) if return_intermediates else inter["out"]
+
+
+# --- Lesson 05: multi-head attention, as PyTorch builds it ---
+
+class MultiHeadAttention(Traceable):
+    """Multi-head attention with separate Q, K, V and output projections.
+
+    ``forward(query (B, N_q, d_model), key (B, N_k, kdim), value (B, N_k, vdim)) -> (B, N_q, d_model)``.
+    Self-attention passes the same tensor three times (or only ``query``). Each head scales by
+    ``head_dim ** -0.5`` (walkthrough 004 divided by ``sqrt(d_model)``, a bug lesson 05 measures).
+    ``bias`` sets the biases of all four projections; ``qkv_bias`` (q/k/v) and ``proj_bias`` (output) set
+    them apart. Masks use this package's convention (``True`` = may attend, or additive), shaped
+    ``(N_q, N_k)``, ``(B, N_q, N_k)`` (e.g. from :func:`padding_mask`) or ``(B, H, N_q, N_k)``.
+
+    Same parameters and numbers as ``torch.nn.MultiheadAttention(..., batch_first=True)``:
+    see :meth:`from_torch` and :meth:`to_torch`.
+    """
+
+    AXES = {
+        "query": "batch queries d_model", "key": "batch keys kdim", "value": "batch keys vdim",
+        "q": "batch queries d_model", "k": "batch keys d_model", "v": "batch keys d_model",
+        "q_heads": "batch H queries head_dim", "k_heads": "batch H keys head_dim",
+        "v_heads": "batch H keys head_dim",
+        "scores": "batch H queries keys", "weights": "batch H queries keys",
+        "heads": "batch H queries head_dim", "merged": "batch queries d_model", "out": "batch queries d_model",
+    }
+
+    def __init__(self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0, kdim: int | None = None,
+                 vdim: int | None = None, *, qkv_bias: bool | None = None, proj_bias: bool | None = None) -> None:
+        super().__init__()
+        self.d_model = check_positive_int("d_model", d_model)
+        self.num_heads = num_heads
+        self.head_dim = check_heads(d_model, num_heads, chan_name="d_model")
+        self.kdim = d_model if kdim is None else check_positive_int("kdim", kdim)
+        self.vdim = d_model if vdim is None else check_positive_int("vdim", vdim)
+        self.dropout = check_probability("dropout", dropout)
+        qkv_bias = bias if qkv_bias is None else qkv_bias
+        self.q_proj = nn.Linear(d_model, d_model, bias=qkv_bias)
+        self.k_proj = nn.Linear(self.kdim, d_model, bias=qkv_bias)
+        self.v_proj = nn.Linear(self.vdim, d_model, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias if proj_bias is None else proj_bias)
+
+    def forward(self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None,
+                mask: Tensor | None = None, *, return_intermediates: bool = False):
+        """``(B, N_q, d_model), (B, N_k, kdim), (B, N_k, vdim) -> (B, N_q, d_model)``; with
+        ``return_intermediates`` also a dict (see ``AXES``)."""
+        query, key, value = check_query_key_value(query, key, value, self.d_model, self.kdim, self.vdim)
+        q, k, v = self.q_proj(query), self.k_proj(key), self.v_proj(value)  # (B, N_q|N_k, d_model)
+        q_heads, k_heads, v_heads = (split_heads(t, self.num_heads) for t in (q, k, v))  # (B, H, N_q|N_k, head_dim)
+        dropout_p = self.dropout if self.training else 0.0
+        heads, scores, weights = attend(q_heads, k_heads, v_heads, mask=mask_for_heads(mask), dropout_p=dropout_p)
+        merged = merge_heads(heads)  # (B, N_q, d_model)
+        out = self.out_proj(merged)  # (B, N_q, d_model)
+        inter = dict(query=query, key=key, value=value, q=q, k=k, v=v, q_heads=q_heads, k_heads=k_heads,
+                     v_heads=v_heads, scores=scores, weights=weights, heads=heads, merged=merged, out=out)
+        return self._report(inter, return_intermediates)
+
+    @classmethod
+    def from_torch(cls, module: nn.MultiheadAttention) -> "MultiHeadAttention":
+        """Copy a ``torch.nn.MultiheadAttention(batch_first=True)`` into a new module with equal outputs."""
+        if not isinstance(module, nn.MultiheadAttention):
+            raise TypeError(f"module must be a torch.nn.MultiheadAttention, got {type(module).__name__}")
+        if not module.batch_first:
+            raise ValueError("module must be built with batch_first=True (inputs (B, N, d_model)); got batch_first=False")
+        if module.bias_k is not None or module.add_zero_attn:
+            raise ValueError("add_bias_kv and add_zero_attn are not part of this lesson's module; build it without them")
+        has_bias = module.in_proj_bias is not None
+        new = cls(module.embed_dim, module.num_heads, bias=has_bias, dropout=module.dropout,
+                  kdim=module.kdim, vdim=module.vdim)
+        new = new.to(module.out_proj.weight.device, module.out_proj.weight.dtype)
+        d = module.embed_dim
+        with torch.no_grad():
+            if module.in_proj_weight is not None:  # kdim = vdim = embed_dim: one stacked (3d, d) weight
+                weights = module.in_proj_weight.split(d, dim=0)  # 3 x (d, d)
+            else:
+                weights = (module.q_proj_weight, module.k_proj_weight, module.v_proj_weight)
+            for layer, w in zip((new.q_proj, new.k_proj, new.v_proj), weights):
+                layer.weight.copy_(w)
+            if has_bias:
+                for layer, b in zip((new.q_proj, new.k_proj, new.v_proj), module.in_proj_bias.split(d)):
+                    layer.bias.copy_(b)
+            new.out_proj.load_state_dict(module.out_proj.state_dict())
+        new.train(module.training)  # an eval-mode copy must not apply dropout
+        return new
+
+    def to_torch(self) -> nn.MultiheadAttention:
+        """A ``torch.nn.MultiheadAttention(batch_first=True)`` with this module's weights."""
+        has_bias = self.q_proj.bias is not None
+        if has_bias != (self.out_proj.bias is not None):
+            raise ValueError(f"torch.nn.MultiheadAttention has one bias flag for all four projections; this module "
+                             f"has qkv_bias={has_bias} and proj_bias={self.out_proj.bias is not None}")
+        ref = nn.MultiheadAttention(self.d_model, self.num_heads, dropout=self.dropout, bias=has_bias,
+                                    kdim=self.kdim, vdim=self.vdim, batch_first=True)
+        ref = ref.to(self.q_proj.weight.device, self.q_proj.weight.dtype)
+        with torch.no_grad():
+            if ref.in_proj_weight is not None:
+                ref.in_proj_weight.copy_(torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight]))
+            else:
+                ref.q_proj_weight.copy_(self.q_proj.weight)
+                ref.k_proj_weight.copy_(self.k_proj.weight)
+                ref.v_proj_weight.copy_(self.v_proj.weight)
+            if has_bias:
+                ref.in_proj_bias.copy_(torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias]))
+            ref.out_proj.load_state_dict(self.out_proj.state_dict())
+        ref.train(self.training)
+        return ref
+
+    def extra_repr(self) -> str:
+        return (f"d_model={self.d_model}, num_heads={self.num_heads}, head_dim={self.head_dim}, "
+                f"kdim={self.kdim}, vdim={self.vdim}, dropout={self.dropout}")
+
+
+# --- Lessons 06-07: the fused-QKV layer with its skip through V, and its heads one by one ---
 
 def _set_sizes(module: nn.Module, dim: int, chan: int, num_heads: int, qk_scale: float | None) -> None:
     """Check and store ``dim``, ``chan``, ``num_heads``, ``head_dim`` and ``scale`` (walkthrough 000's sizes)."""
@@ -177,3 +335,106 @@ class ConcatHeadsAttention(Traceable):
         else:
             inter.update(out=projected)  # (B, N, chan)
         return self._report(inter, return_intermediates)
+
+
+# --- Lesson 07: the transformer block around the attention ---
+
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
+
+
+class TransformerBlock(Traceable):
+    """A pre-LayerNorm transformer block built from :class:`MultiHeadAttention`, two ``LayerNorm`` and an MLP.
+
+    ``x (B, N, d_model) -> (B, N, d_model)``. Arguments mirror ``nn.TransformerEncoderLayer`` (its ``nhead``
+    is our ``num_heads``): ``dim_feedforward`` is the MLP's hidden width, ``dropout`` is used on the attention
+    weights, after the attention, inside the MLP and after it (training mode only), ``activation`` is
+    ``"relu"`` or ``"gelu"``, ``layer_norm_eps`` the LayerNorms' epsilon.
+
+    ``forward(x, mask=None, return_intermediates=False)``; ``mask`` (``True`` = may attend) is shaped
+    ``(N, N)``, ``(B, N, N)`` or ``(B, H, N, N)``.
+    """
+
+    AXES = {**dict.fromkeys(("x", "normed_1", "attended", "residual", "normed_2"), "batch tokens d_model"),
+            "hidden": "batch tokens dim_feedforward", "mlp": "batch tokens d_model", "out": "batch tokens d_model"}
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+        bias: bool = True,
+    ) -> None:
+        super().__init__()
+        self.d_model = check_positive_int("d_model", d_model)
+        self.dim_feedforward = check_positive_int("dim_feedforward", dim_feedforward)
+        self.dropout_p = check_probability("dropout", dropout)
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        self.activation = activation
+        self.attention = MultiHeadAttention(d_model, num_heads, bias=bias, dropout=dropout)  # checks num_heads
+        self.num_heads, self.head_dim = self.attention.num_heads, self.attention.head_dim
+        self.norm_1 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.norm_2 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.linear_1 = nn.Linear(d_model, dim_feedforward, bias=bias)
+        self.linear_2 = nn.Linear(dim_feedforward, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, *, return_intermediates: bool = False):
+        """``x (B, N, d_model) -> out (B, N, d_model)``; with ``return_intermediates`` also a dict (see ``AXES``)."""
+        x = check_tokens("x", x, self.d_model, "d_model")
+        normed_1 = self.norm_1(x)  # (B, N, d_model)
+        attended = self.attention(normed_1, mask=mask)  # (B, N, d_model)
+        residual = x + self.dropout(attended)  # (B, N, d_model): the first skip connection
+        normed_2 = self.norm_2(residual)  # (B, N, d_model)
+        hidden = ACTIVATIONS[self.activation](self.linear_1(normed_2))  # (B, N, dim_feedforward)
+        mlp = self.linear_2(self.dropout(hidden))  # (B, N, d_model)
+        out = residual + self.dropout(mlp)  # (B, N, d_model): the second skip connection
+        inter = dict(x=x, normed_1=normed_1, attended=attended, residual=residual, normed_2=normed_2,
+                     hidden=hidden, mlp=mlp, out=out)
+        return self._report(inter, return_intermediates)
+
+    @classmethod
+    def from_torch(cls, module: nn.TransformerEncoderLayer) -> "TransformerBlock":
+        """Copy a ``nn.TransformerEncoderLayer(norm_first=True, batch_first=True)`` into a block with equal outputs."""
+        if not isinstance(module, nn.TransformerEncoderLayer):
+            raise TypeError(f"module must be a torch.nn.TransformerEncoderLayer, got {type(module).__name__}")
+        if not module.norm_first:
+            raise ValueError("module must be built with norm_first=True (a pre-LayerNorm block); got norm_first=False")
+        if not module.self_attn.batch_first:
+            raise ValueError("module must be built with batch_first=True (inputs (B, N, d_model)); got batch_first=False")
+        names = {F.relu: "relu", F.gelu: "gelu"}
+        activation = module.activation if isinstance(module.activation, str) else names.get(module.activation)
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"module.activation must be relu or gelu, got {module.activation!r}")
+        attention = MultiHeadAttention.from_torch(module.self_attn)
+        has_bias = module.linear1.bias is not None
+        new = cls(attention.d_model, attention.num_heads, module.linear1.out_features, module.dropout.p,
+                  activation, module.norm1.eps, bias=has_bias)
+        new = new.to(module.linear1.weight.device, module.linear1.weight.dtype)
+        new.attention = attention
+        for ours, theirs in ((new.norm_1, module.norm1), (new.norm_2, module.norm2),
+                             (new.linear_1, module.linear1), (new.linear_2, module.linear2)):
+            ours.load_state_dict(theirs.state_dict())
+        new.train(module.training)  # an eval-mode copy must not apply dropout
+        return new
+
+    def to_torch(self) -> nn.TransformerEncoderLayer:
+        """A ``nn.TransformerEncoderLayer(norm_first=True, batch_first=True)`` with this block's weights."""
+        has_bias = self.linear_1.bias is not None
+        ref = nn.TransformerEncoderLayer(self.d_model, self.num_heads, self.dim_feedforward, self.dropout_p,
+                                         self.activation, self.norm_1.eps, batch_first=True, norm_first=True,
+                                         bias=has_bias)
+        ref = ref.to(self.linear_1.weight.device, self.linear_1.weight.dtype)
+        ref.self_attn.load_state_dict(self.attention.to_torch().state_dict())
+        for ours, theirs in ((self.norm_1, ref.norm1), (self.norm_2, ref.norm2),
+                             (self.linear_1, ref.linear1), (self.linear_2, ref.linear2)):
+            theirs.load_state_dict(ours.state_dict())
+        ref.train(self.training)
+        return ref
+
+    def extra_repr(self) -> str:
+        return (f"d_model={self.d_model}, num_heads={self.num_heads}, head_dim={self.head_dim}, "
+                f"dim_feedforward={self.dim_feedforward}, dropout={self.dropout_p}, activation={self.activation!r}")

@@ -14,6 +14,7 @@ Shapes use the series' notation: ``B`` batch, ``N`` tokens, ``H`` heads, ``head_
   angle proportional to the position; :class:`RotaryAttention` is lesson 07's layer with the rotation
   after the head split and before the scores. Because rotating ``q`` by ``m θ`` and ``k`` by ``n θ``
   leaves their dot product depending on ``(m - n) θ`` only, the scores see offsets, not positions.
+- **ALiBi** (lesson 12): :func:`alibi_bias`, a bias on the scores that grows with the distance, one slope per head.
 
 **Pairing of features.** A rotation acts on pairs of features. Two conventions exist, and they give
 different numbers for the same weights:
@@ -35,11 +36,10 @@ import torch
 from torch import Tensor, nn
 
 from .arguments import check_positive_int, check_tensor, shape_of
-from .layers import Attention
-from .observers import Intermediates
+from .layers import Attention, Intermediates
 
-__all__ = ["PAIRINGS", "DEFAULT_BASE", "alibi_slopes", "alibi_bias", "rope_frequencies", "apply_rope", "rope_pair_scores", "sinusoidal_encoding",
-           "LearnedPositions", "permute_tokens", "equivariance_gap", "RotaryAttention"]
+__all__ = ["permute_tokens", "equivariance_gap", "LearnedPositions", "sinusoidal_encoding", "PAIRINGS", "DEFAULT_BASE",
+           "rope_frequencies", "apply_rope", "rope_pair_scores", "RotaryAttention", "alibi_slopes", "alibi_bias"]
 
 PAIRINGS = ("half", "interleaved")
 DEFAULT_BASE = 10_000.0
@@ -91,6 +91,85 @@ def _check_positions(positions: object, rows: torch.Size, device: torch.device) 
     if positions.numel() and int(positions.min()) < 0:
         raise ValueError(f"positions must be token indices >= 0, got a smallest position of {int(positions.min())}")
     return positions.to(device=device, dtype=torch.int64)
+
+
+# --- Order-blindness: permutation equivariance ---
+
+def permute_tokens(x: Tensor, perm: Tensor | Sequence[int]) -> Tensor:
+    """Reorder the tokens of ``x (B, N, ...)``: ``out[:, i] = x[:, perm[i]]`` -> ``(B, N, ...)``.
+
+    ``perm`` must be a permutation of ``0 .. N-1`` (every token exactly once).
+    """
+    if not isinstance(x, Tensor) or x.ndim < 2:
+        raise ValueError(f"x must be a tensor (B, N, ...), got {getattr(x, 'shape', type(x).__name__)}")
+    perm = torch.as_tensor(perm)
+    n = x.shape[1]
+    if perm.ndim != 1 or perm.is_floating_point() or not torch.equal(perm.sort().values, torch.arange(n)):
+        raise ValueError(f"perm must be a permutation of 0..{n - 1} (x has N={n} tokens, shape {shape_of(x)}), "
+                         f"got {perm.tolist()}")
+    return x[:, perm]  # (B, N, ...)
+
+
+def equivariance_gap(layer: Callable[[Tensor], Tensor], x: Tensor, perm: Tensor | Sequence[int]) -> float:
+    """How far ``layer`` is from permutation equivariance on ``x``: ``max |layer(x[:, perm]) - layer(x)[:, perm]|``.
+
+    ``layer`` maps ``(B, N, dim) -> (B, N, chan)`` (e.g. ``Attention`` or ``MultiHeadAttention``
+    self-attention); ``x (B, N, dim)``. Zero up to rounding means shuffling the input tokens only
+    shuffles the output rows the same way: the layer cannot tell the order. Runs without gradients.
+    """
+    x = check_tensor("x", x, min_ndim=3)
+    with torch.no_grad():
+        shuffled_then_layer = layer(permute_tokens(x, perm))  # (B, N, chan)
+        layer_then_shuffled = permute_tokens(layer(x), perm)  # (B, N, chan)
+    return float((shuffled_then_layer - layer_then_shuffled).abs().max())
+
+
+# --- Absolute positions: learned and sinusoidal ---
+
+class LearnedPositions(nn.Embedding):
+    """A learned absolute position table: one trainable vector per position, ``(num_positions, dim)``.
+
+    ``forward(positions)`` with integer ``positions (...,)`` -> ``(..., dim)``; ``forward(n)`` with an
+    int gives the first ``n`` rows, ``(n, dim)``. It has exactly ``num_positions`` rows: a position
+    at or beyond ``num_positions`` has no vector, and asking for one is an error that says so. (The
+    table of lesson 08's model is this, an ``nn.Embedding(seq_len, dim)``.)
+    """
+
+    def __init__(self, num_positions: int, dim: int) -> None:
+        super().__init__(check_positive_int("num_positions", num_positions), check_positive_int("dim", dim))
+
+    def forward(self, positions: Tensor | int) -> Tensor:
+        if isinstance(positions, int) and not isinstance(positions, bool):
+            if positions > self.num_embeddings:
+                raise IndexError(f"no row for positions {self.num_embeddings}..{positions - 1}: this table has "
+                                 f"{self.num_embeddings} rows, for positions 0..{self.num_embeddings - 1}")
+            return self.weight[:positions]  # (n, dim)
+        if not isinstance(positions, Tensor) or positions.is_floating_point() or positions.dtype == torch.bool:
+            raise TypeError(f"positions must be an int or an integer tensor, got {type(positions).__name__}")
+        if positions.numel() and (int(positions.max()) >= self.num_embeddings or int(positions.min()) < 0):
+            bad = int(positions.max()) if int(positions.max()) >= self.num_embeddings else int(positions.min())
+            raise IndexError(f"no row for position {bad}: this table has {self.num_embeddings} rows, for positions "
+                             f"0..{self.num_embeddings - 1} (positions has shape {shape_of(positions)})")
+        return super().forward(positions)  # (..., dim)
+
+    def extra_repr(self) -> str:
+        return f"num_positions={self.num_embeddings}, dim={self.embedding_dim}"
+
+
+def sinusoidal_encoding(num_positions: int, dim: int, *, base: float = DEFAULT_BASE,
+                        dtype: torch.dtype = torch.float32) -> Tensor:
+    """The Transformer paper's fixed position vectors: ``(num_positions, dim)``.
+
+    ``PE[p, 2i] = sin(p · ω_i)``, ``PE[p, 2i + 1] = cos(p · ω_i)`` with ``ω_i = base ** (-2i / dim)``.
+    Every row has length ``sqrt(dim / 2)``, and ``PE[m] · PE[n] = Σ_i cos((m - n) ω_i)`` depends on the
+    offset ``m - n`` only. Any number of positions can be made: there is a row for every position.
+    """
+    check_positive_int("num_positions", num_positions)
+    _check_even("dim", dim, " (sines and cosines come in pairs)")
+    omega = rope_frequencies(dim, base=base)  # (dim/2,), the same frequencies as RoPE's
+    angles = torch.arange(num_positions, dtype=torch.float64)[:, None] * omega  # (num_positions, dim/2)
+    table = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)  # (num_positions, dim): sin, cos, sin, ...
+    return table.to(dtype)
 
 
 # --- Rotary embeddings ---
@@ -162,115 +241,6 @@ def rope_pair_scores(q: Tensor, k: Tensor, offsets: Tensor | Sequence[int], *, b
     return products[:, 0::2] + products[:, 1::2]  # (T, head_dim/2)
 
 
-# --- ALiBi: a bias on the scores instead of positions (lesson 12) ---
-
-def alibi_slopes(num_heads: int) -> Tensor:
-    """The slope of each head's ALiBi bias (Press et al., 2022, section 3): ``(num_heads,)`` float64.
-
-    For ``H`` a power of two, the geometric sequence ``2^(-8/H), 2^(-16/H), ..., 2^(-8)``. Otherwise the
-    ``2^⌊log2 H⌋`` slopes of the power of two below ``H``, then every other slope of the sequence for twice
-    that power (``2^(-4/p), 2^(-12/p), ...``) until there are ``H``: the rule of the paper's code and of
-    Bloom's ``_get_alibi_slopes`` in ``transformers``.
-    """
-    check_positive_int("num_heads", num_heads)
-    power = 2 ** (num_heads.bit_length() - 1)  # the largest power of two <= num_heads
-    slopes = 2.0 ** (-8.0 * torch.arange(1, power + 1, dtype=torch.float64) / power)  # (power,)
-    extra = 2.0 ** (-4.0 * torch.arange(1, 2 * power, 2, dtype=torch.float64) / power)  # (power,): odd steps of 2*power
-    return torch.cat([slopes, extra[: num_heads - power]])  # (num_heads,)
-
-
-def alibi_bias(num_heads: int, n_q: int, n_k: int | None = None) -> Tensor:
-    """ALiBi's bias, added to the scores: ``-slope_h * (i - j)`` for query ``i`` and key ``j``, ``(H, n_q, n_k)``
-    float64 (``n_k`` defaults to ``n_q``; positions aligned at the top-left, like :func:`causal_mask`).
-
-    Zero on the diagonal, more negative the further back the key: each head forgets at its own rate. Meant
-    with a causal mask; keys to the right (``j > i``) get a positive bias, which the mask removes.
-    """
-    check_positive_int("n_q", n_q)
-    n_k = n_q if n_k is None else check_positive_int("n_k", n_k)
-    back = torch.arange(n_k, dtype=torch.float64) - torch.arange(n_q, dtype=torch.float64)[:, None]  # (n_q, n_k): j - i
-    return alibi_slopes(num_heads)[:, None, None] * back  # (H, n_q, n_k): -slope * (i - j)
-
-
-# --- Absolute positions: sinusoidal and learned ---
-
-def sinusoidal_encoding(num_positions: int, dim: int, *, base: float = DEFAULT_BASE,
-                        dtype: torch.dtype = torch.float32) -> Tensor:
-    """The Transformer paper's fixed position vectors: ``(num_positions, dim)``.
-
-    ``PE[p, 2i] = sin(p · ω_i)``, ``PE[p, 2i + 1] = cos(p · ω_i)`` with ``ω_i = base ** (-2i / dim)``.
-    Every row has length ``sqrt(dim / 2)``, and ``PE[m] · PE[n] = Σ_i cos((m - n) ω_i)`` depends on the
-    offset ``m - n`` only. Any number of positions can be made: there is a row for every position.
-    """
-    check_positive_int("num_positions", num_positions)
-    _check_even("dim", dim, " (sines and cosines come in pairs)")
-    omega = rope_frequencies(dim, base=base)  # (dim/2,), the same frequencies as RoPE's
-    angles = torch.arange(num_positions, dtype=torch.float64)[:, None] * omega  # (num_positions, dim/2)
-    table = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)  # (num_positions, dim): sin, cos, sin, ...
-    return table.to(dtype)
-
-
-class LearnedPositions(nn.Embedding):
-    """A learned absolute position table: one trainable vector per position, ``(num_positions, dim)``.
-
-    ``forward(positions)`` with integer ``positions (...,)`` -> ``(..., dim)``; ``forward(n)`` with an
-    int gives the first ``n`` rows, ``(n, dim)``. It has exactly ``num_positions`` rows: a position
-    at or beyond ``num_positions`` has no vector, and asking for one is an error that says so. (The
-    table of lesson 08's model is this, an ``nn.Embedding(seq_len, dim)``.)
-    """
-
-    def __init__(self, num_positions: int, dim: int) -> None:
-        super().__init__(check_positive_int("num_positions", num_positions), check_positive_int("dim", dim))
-
-    def forward(self, positions: Tensor | int) -> Tensor:
-        if isinstance(positions, int) and not isinstance(positions, bool):
-            if positions > self.num_embeddings:
-                raise IndexError(f"no row for positions {self.num_embeddings}..{positions - 1}: this table has "
-                                 f"{self.num_embeddings} rows, for positions 0..{self.num_embeddings - 1}")
-            return self.weight[:positions]  # (n, dim)
-        if not isinstance(positions, Tensor) or positions.is_floating_point() or positions.dtype == torch.bool:
-            raise TypeError(f"positions must be an int or an integer tensor, got {type(positions).__name__}")
-        if positions.numel() and (int(positions.max()) >= self.num_embeddings or int(positions.min()) < 0):
-            bad = int(positions.max()) if int(positions.max()) >= self.num_embeddings else int(positions.min())
-            raise IndexError(f"no row for position {bad}: this table has {self.num_embeddings} rows, for positions "
-                             f"0..{self.num_embeddings - 1} (positions has shape {shape_of(positions)})")
-        return super().forward(positions)  # (..., dim)
-
-    def extra_repr(self) -> str:
-        return f"num_positions={self.num_embeddings}, dim={self.embedding_dim}"
-
-
-# --- Order-blindness: permutation equivariance ---
-
-def permute_tokens(x: Tensor, perm: Tensor | Sequence[int]) -> Tensor:
-    """Reorder the tokens of ``x (B, N, ...)``: ``out[:, i] = x[:, perm[i]]`` -> ``(B, N, ...)``.
-
-    ``perm`` must be a permutation of ``0 .. N-1`` (every token exactly once).
-    """
-    if not isinstance(x, Tensor) or x.ndim < 2:
-        raise ValueError(f"x must be a tensor (B, N, ...), got {getattr(x, 'shape', type(x).__name__)}")
-    perm = torch.as_tensor(perm)
-    n = x.shape[1]
-    if perm.ndim != 1 or perm.is_floating_point() or not torch.equal(perm.sort().values, torch.arange(n)):
-        raise ValueError(f"perm must be a permutation of 0..{n - 1} (x has N={n} tokens, shape {shape_of(x)}), "
-                         f"got {perm.tolist()}")
-    return x[:, perm]  # (B, N, ...)
-
-
-def equivariance_gap(layer: Callable[[Tensor], Tensor], x: Tensor, perm: Tensor | Sequence[int]) -> float:
-    """How far ``layer`` is from permutation equivariance on ``x``: ``max |layer(x[:, perm]) - layer(x)[:, perm]|``.
-
-    ``layer`` maps ``(B, N, dim) -> (B, N, chan)`` (e.g. ``Attention`` or ``MultiHeadAttention``
-    self-attention); ``x (B, N, dim)``. Zero up to rounding means shuffling the input tokens only
-    shuffles the output rows the same way: the layer cannot tell the order. Runs without gradients.
-    """
-    x = check_tensor("x", x, min_ndim=3)
-    with torch.no_grad():
-        shuffled_then_layer = layer(permute_tokens(x, perm))  # (B, N, chan)
-        layer_then_shuffled = permute_tokens(layer(x), perm)  # (B, N, chan)
-    return float((shuffled_then_layer - layer_then_shuffled).abs().max())
-
-
 # --- The layer with rotary positions ---
 
 class RotaryAttention(Attention):
@@ -300,3 +270,33 @@ class RotaryAttention(Attention):
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, rope base={self.base:g}, pairing={self.pairing}"
+
+
+# --- ALiBi: a bias on the scores instead of positions (lesson 12) ---
+
+def alibi_slopes(num_heads: int) -> Tensor:
+    """The slope of each head's ALiBi bias (Press et al., 2022, section 3): ``(num_heads,)`` float64.
+
+    For ``H`` a power of two, the geometric sequence ``2^(-8/H), 2^(-16/H), ..., 2^(-8)``. Otherwise the
+    ``2^⌊log2 H⌋`` slopes of the power of two below ``H``, then every other slope of the sequence for twice
+    that power (``2^(-4/p), 2^(-12/p), ...``) until there are ``H``: the rule of the paper's code and of
+    Bloom's ``_get_alibi_slopes`` in ``transformers``.
+    """
+    check_positive_int("num_heads", num_heads)
+    power = 2 ** (num_heads.bit_length() - 1)  # the largest power of two <= num_heads
+    slopes = 2.0 ** (-8.0 * torch.arange(1, power + 1, dtype=torch.float64) / power)  # (power,)
+    extra = 2.0 ** (-4.0 * torch.arange(1, 2 * power, 2, dtype=torch.float64) / power)  # (power,): odd steps of 2*power
+    return torch.cat([slopes, extra[: num_heads - power]])  # (num_heads,)
+
+
+def alibi_bias(num_heads: int, n_q: int, n_k: int | None = None) -> Tensor:
+    """ALiBi's bias, added to the scores: ``-slope_h * (i - j)`` for query ``i`` and key ``j``, ``(H, n_q, n_k)``
+    float64 (``n_k`` defaults to ``n_q``; positions aligned at the top-left, like :func:`causal_mask`).
+
+    Zero on the diagonal, more negative the further back the key: each head forgets at its own rate. Meant
+    with a causal mask; keys to the right (``j > i``) get a positive bias, which the mask removes.
+    """
+    check_positive_int("n_q", n_q)
+    n_k = n_q if n_k is None else check_positive_int("n_k", n_k)
+    back = torch.arange(n_k, dtype=torch.float64) - torch.arange(n_q, dtype=torch.float64)[:, None]  # (n_q, n_k): j - i
+    return alibi_slopes(num_heads)[:, None, None] * back  # (H, n_q, n_k): -slope * (i - j)

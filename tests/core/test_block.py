@@ -1,4 +1,4 @@
-"""Tests of attn_helpers/core/block.py: the pre-LayerNorm TransformerBlock against PyTorch's own
+"""Tests of attn_helpers/core/layers.py: the pre-LayerNorm TransformerBlock against PyTorch's own
 ``nn.TransformerEncoderLayer(norm_first=True, batch_first=True)``, its shape trace and its errors."""
 
 from __future__ import annotations

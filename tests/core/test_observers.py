@@ -1,4 +1,4 @@
-"""attn_helpers.core.observers: the one public way to watch a module's intermediates (shape_trace uses it)."""
+"""attn_helpers.core.layers' Traceable: the one public way to watch a module's intermediates (shape_trace uses it)."""
 
 from __future__ import annotations
 
