@@ -156,7 +156,7 @@ def check_additive_mask(answer: Any) -> Verdict:
              (~(causal_mask(3, 4)[None] & padding_mask([2, 4], 4)), torch.float32)]
     cases = [((blocked, dtype), f"for a blocked mask of shape {tuple(blocked.shape)} and dtype={dtype}",
               _judge_additive(blocked, dtype)) for blocked, dtype in masks]
-    return judge_function(answer, cases, watched=library(("mask_to_additive",)),
+    return judge_function(answer, cases, watched=library(("mask_to_additive", "apply_mask")),
                           example="my_additive(blocked, dtype)",
                           lines="torch.zeros(blocked.shape, dtype=dtype).masked_fill(blocked, float('-inf')).",
                           success="for three masks and three dtypes, 0.0 where a query may attend, -inf where it "

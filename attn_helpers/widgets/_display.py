@@ -65,11 +65,8 @@ def widget_bundle(widget: W.Widget, text: str, *, picture: bytes | None = None, 
     """
     if hasattr(widget, "_repr_mimebundle_"):  # ipywidgets 8
         bundle = widget._repr_mimebundle_(**kwargs) or {}
-    else:  # ipywidgets 7: the bundle its _ipython_display_ would send
-        bundle = {}
-        if widget._view_name is not None:
-            bundle[WIDGET_VIEW_MIME] = {"version_major": 2, "version_minor": 0, "model_id": widget.model_id}
-            widget._handle_displayed()
+    else:  # ipywidgets 7: the bundle its _ipython_display_ would send (every widget shown here is a box with a view)
+        bundle = {WIDGET_VIEW_MIME: {"version_major": 2, "version_minor": 0, "model_id": widget.model_id}}
     if picture is not None and not bytes(picture).startswith(b"\x89PNG\r\n\x1a\n") and len(picture):
         raise ValueError(f"picture must be PNG bytes (b'\\x89PNG...'), got {bytes(picture)[:8]!r} "
                          f"({len(picture)} bytes)")

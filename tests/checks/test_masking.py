@@ -85,6 +85,14 @@ def test_additive_mask_names_each_mistake(fn, words):
     assert not verdict.ok and words in verdict.message + verdict.hint, verdict
 
 
+def test_additive_mask_refuses_the_library_apply_mask():  # reader g5: it passed
+    from attn_helpers.core import apply_mask
+
+    verdict = checks.check_additive_mask.judge(lambda blocked, dtype: apply_mask(torch.zeros(blocked.shape, dtype=dtype),
+                                                                                  ~blocked))
+    assert not verdict.ok and "apply_mask" in verdict.message, verdict
+
+
 def test_padding_keep_mask_names_positions_compared_with_the_lengths():
     verdict = checks.check_padding_keep_mask.judge(
         lambda lengths, n: (torch.arange(n)[None, :] >= lengths[:, None])[:, None, :], torch.tensor([3, 5]), 5,
