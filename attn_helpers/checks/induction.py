@@ -16,7 +16,7 @@ from ..lab import (InductionTask, TinyAttentionModel, induction_pattern, inducti
                    pattern_match, repeated_loss, repeated_part)
 from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
 from ._function import judge_function
-from ._guard import library
+from ._guard import Watch, library
 from ._predict import as_choice, prediction_checker
 
 __all__ = ["check_knockout_loss_prediction", "check_induction_scores", "check_knockout_loss"]
@@ -69,12 +69,16 @@ def _scores(weights: Tensor, tokens: Tensor, mistake: str | None = None) -> Tens
         ideal = torch.zeros_like(copies)
         if mistake == "before":
             ideal[:, :, :-1] = copies[:, :, 1:]  # key j - 1
+        elif mistake == "query axis":
+            ideal[:, 1:, :] = copies[:, :-1, :]  # query i + 1 on key j: shifted along the queries
         else:
             ideal[:, :, 1:] = copies[:, :, :-1]  # key j + 1
         if mistake == "adjacent":
             ideal = ideal & torch.ones(N, N, dtype=torch.bool).tril(-1)  # key j + 1 < i: the query itself left out
     ideal = ideal.to(weights.dtype)[:, None, None]  # (B, 1, 1, N, N)
     on = (weights * ideal).sum(dim=-1)  # (B, L, H, N)
+    if mistake == "mean":
+        on = on / ideal.sum(dim=-1).clamp_min(1)  # the average weight of the marked keys, not their total
     rows = (ideal.sum(dim=-1) > 0).to(weights.dtype)  # (B, 1, 1, N)
     if mistake == "every row":
         return on.mean(dim=(0, -1))
@@ -95,6 +99,10 @@ _SCORE_MISTAKES = {
     "adjacent": ("the query itself was left out when the earlier copy sits just before it (key j + 1 < i)",
                  "when x_{i-1} = x_i the token after that copy is the query itself, key j + 1 = i: count it (j < i "
                  "is the only condition)."),
+    "query axis": ("the marks were shifted along the queries (query i + 1 on key j), not along the keys",
+                   "shift along the last axis, the keys: ideal[:, :, 1:] = copies[:, :, :-1] marks key j + 1."),
+    "mean": ("each query's weight on the marked keys was averaged, not summed",
+             "a query's match is the total weight it puts on the marked keys: sum over the keys."),
     "every row": ("every query was averaged, also those whose token has no earlier copy",
                   "average only over the queries with at least one earlier copy (rows of the pattern with a 1)."),
     "per sequence": ("each sequence was averaged first, then the sequences",
@@ -126,7 +134,8 @@ def check_induction_scores(answer: Any) -> Verdict:
     over sequences). Run on made-up weights and tokens (small vocabularies, many repeats, one sequence without
     any); the lesson's helpers are refused."""
     return judge_function(
-        answer, _score_cases(), watched=SCORE_SHORTCUTS, example="my_induction_scores(weights, tokens)",
+        answer, _score_cases(), watched=SCORE_SHORTCUTS | Watch({_scores: "the checker's own reference, _scores"}),
+        example="my_induction_scores(weights, tokens)",
         lines="compare every token with every token: same = tokens[:, :, None] == tokens[:, None, :]; keep j < i; "
               "move each mark one key to the right; sum the weights there; average over the rows that have a mark.",
         success="one score per head: the weight after earlier copies, averaged over the queries that have one.")
@@ -148,6 +157,10 @@ def _mistaken_loss(model: TinyAttentionModel, tokens: Tensor, layer: int, head: 
         kept_heads[layer, head] = 1.0
     elif mistake == "whole layer":
         kept_heads[layer] = 0.0
+    elif mistake == "swapped":
+        if head >= L or layer >= H:
+            return float("nan")  # kept_heads[head, layer] does not exist: the learner's code would have raised
+        kept_heads[head, layer] = 0.0
     elif mistake != "nothing":
         kept_heads[layer, head] = 0.0
     with torch.no_grad():
@@ -179,6 +192,8 @@ _LOSS_MISTAKES = {
     "only that head kept": ("every head but the chosen one was knocked out",
                             "keep_heads holds 1 for the heads kept and 0 for the one knocked out."),
     "whole layer": ("the whole layer was knocked out", "zero one entry: kept_heads[layer, head] = 0."),
+    "swapped": ("the head was knocked out at kept_heads[head, layer], layer and head swapped",
+                "kept_heads has shape (L, H): the layer first, kept_heads[layer, head] = 0."),
     "nothing": ("nothing was knocked out",
                 "set kept_heads[layer, head] = 0 and pass keep_heads=kept_heads to the model."),
     "per sequence": ("each sequence's loss was averaged first, then the sequences",
@@ -227,7 +242,8 @@ def check_knockout_loss(answer: Any, model: TinyAttentionModel) -> Verdict:
                                  "the repeated part against the next tokens.")
                 cases.append(((net, tokens, layer, head), f"{described}, layer {layer} head {head}", judge))
     return judge_function(
-        answer, cases, watched=LOSS_SHORTCUTS, example="knockout_loss(model, tokens, layer, head)",
+        answer, cases, watched=LOSS_SHORTCUTS | Watch({_mistaken_loss: "the checker's own reference, _mistaken_loss"}),
+        example="knockout_loss(model, tokens, layer, head)",
         lines="kept_heads = torch.ones(L, H); kept_heads[layer, head] = 0; logits = model(tokens, "
               "keep_heads=kept_heads); score the positions of lab.repeated_part(tokens) against the next token "
               "with F.cross_entropy.",

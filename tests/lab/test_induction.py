@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+import types
+
 import pytest
 import torch
 from torch.nn import functional as F
@@ -209,14 +211,25 @@ def test_score_checker_refuses_the_library():
 def test_knockout_checker_names_each_mistake():
     model = initial_model(InductionTask(), INDUCTION_CONFIG).eval()
 
+    # the same code under another name: the guard refuses the checker's own _mistaken_loss (next test)
+    mistaken = types.FunctionType(_mistaken_loss.__code__.replace(co_name="learners_loss"), _mistaken_loss.__globals__)
+
     def answer_for(key):
-        return lambda m, t, layer, head: _mistaken_loss(m, t, layer, head, key)
+        return lambda m, t, layer, head: mistaken(m, t, layer, head, key)
 
     for key, (cause, _) in _LOSS_MISTAKES.items():
         verdict = check_knockout_loss.judge(answer_for(key), model)
         assert not verdict.ok and cause in verdict.message, key
     refused = check_knockout_loss.judge(lambda m, t, layer, head: repeated_loss(m, t, [(layer, head)]), model)
     assert not refused.ok and "repeated_loss" in refused.message
+
+
+def test_checkers_refuse_their_own_references():  # reader h2: both passed
+    model = initial_model(InductionTask(), INDUCTION_CONFIG).eval()
+    verdict = check_induction_scores.judge(lambda w, t: _scores(w, t))
+    assert not verdict.ok and "_scores" in verdict.message, verdict
+    verdict = check_knockout_loss.judge(lambda m, t, layer, head: _mistaken_loss(m, t, layer, head, ""), model)
+    assert not verdict.ok and "_mistaken_loss" in verdict.message, verdict
 
 
 def test_prediction_checker():
