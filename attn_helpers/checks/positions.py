@@ -16,7 +16,7 @@ from torch import Tensor
 
 from ..core import apply_rope, permute_tokens
 from ._core import Verdict, checker, compare_tensors, correct, error_text, not_a_function, wrong
-from ._guard import library, package_calls, run_watching
+from ._guard import Watch, library, package_calls, run_watching
 from ._predict import as_choice, prediction_checker
 
 __all__ = ["check_shuffle_prediction", "check_rope", "check_rotated_v_shift"]
@@ -55,7 +55,9 @@ def check_shuffle_prediction(prediction: Any, out: Tensor, out_shuffled: Tensor,
 
 #: What the learner's RoPE must not call: the library's own rotations, and anything of ``transformers`` (its
 #: ``rotate_half``, ``apply_rotary_pos_emb`` and rotary embedding layers, which the lesson tests apply_rope against).
-_ROPE_LIBRARY = package_calls(library(("apply_rope", "RotaryAttention")), {"transformers": "transformers'"})
+_ROPE_LIBRARY = package_calls(
+    library(("apply_rope", "RotaryAttention")) | Watch({torch.onnx.ops.rotary_embedding: "PyTorch's rotary_embedding"}),
+    {"transformers": "transformers'"})
 
 
 def _rope_cases() -> list[tuple[Tensor, Tensor]]:

@@ -157,3 +157,19 @@ def test_rope_refuses_the_transformers_rotation():
         verdict = checks.check_rope.judge(shortcut)
         assert not verdict.ok and "transformers' " in verdict.message, verdict.message
     assert "transformers' " in checks.check_rope.judge(llama.rotate_half).message
+
+
+def test_rope_refuses_pytorchs_own_rotary_operator():  # reader g6: torch.onnx.ops.rotary_embedding passed
+    def through_onnx(x, positions):
+        head_dim = x.shape[-1]
+        theta = 10000.0 ** (-torch.arange(0, head_dim, 2, dtype=x.dtype) / head_dim)
+        angle = positions[:, None].to(x.dtype) * theta  # (N, head_dim/2)
+        flat = x.reshape(1, -1, x.shape[-2], head_dim)  # (1, heads, N, head_dim)
+        cache = torch.zeros(int(positions.max()) + 1, head_dim // 2, dtype=x.dtype)
+        cos, sin = cache.clone(), cache.clone()
+        cos[positions], sin[positions] = angle.cos(), angle.sin()  # (max position + 1, head_dim/2)
+        rotated = torch.onnx.ops.rotary_embedding(flat, cos, sin, positions[None, :].long(), interleaved=False)
+        return rotated.reshape(x.shape)
+
+    verdict = checks.check_rope.judge(through_onnx)
+    assert not verdict.ok and "rotary_embedding" in verdict.message, verdict
