@@ -39,6 +39,8 @@ def _judge_window(n: int, w: int) -> Callable[[Any], Verdict]:
             (j - i).abs() >= w, "a causal window hides every future key: block j > i too."),
         "you blocked only the keys too far back, and every future key stays visible": (
             j <= i - w, "a causal window is also causal: block the future, j > i, as well."),
+        "you swapped the query and key axes (the mask is transposed)": (
+            expected.mT, "rows are queries, columns keys: i = torch.arange(n)[:, None], j = torch.arange(n)[None, :]."),
     }
     if w > 1:
         mistakes["you let each query see w - 1 keys"] = (
@@ -122,6 +124,9 @@ def _judge_additive(blocked: Tensor, dtype: torch.dtype) -> Callable[[Any], Verd
         "you turned the mask into 1.0 / 0.0": (
             blocked.to(dtype), "adding 1.0 to a score barely changes softmax and blocks nothing; blocked "
                                "positions need -inf so that exp(-inf) = 0."),
+        "you multiplied the mask by -inf: 0 x -inf is nan, so every allowed position became nan": (
+            blocked.to(dtype) * float("-inf"), "fill instead of multiplying: torch.zeros(blocked.shape, dtype=dtype)"
+                                               ".masked_fill(blocked, float('-inf'))."),
         "you used -1e9 instead of -inf": (
             torch.zeros(blocked.shape, dtype=torch.float64).masked_fill(blocked, -1e9),
             "-1e9 blocks too, but the exercise asks for float('-inf'); section 3a.6 shows what -1e9 does to a "

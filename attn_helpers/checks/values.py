@@ -13,7 +13,7 @@ from torch import Tensor
 
 from ..core import causal_mask, scaled_dot_product_attention
 from ._core import Verdict, as_shape, checker, compare_tensors, correct, not_a_function, wrong
-from ._guard import LIBRARY_ATTENTION, run_watching
+from ._guard import LIBRARY_ATTENTION, library, run_watching
 from ._predict import prediction_checker
 
 __all__ = ["check_attention_function", "check_midpoint_weights", "check_output_shape_prediction"]
@@ -125,6 +125,11 @@ _STEPS = ("scores = q @ k.mT / sqrt(d_k), the mask, a softmax over the keys, the
           "(section 4.2, for every query at once).")
 
 
+#: The library's attention, and the explorers' softmax with a mask (lab.masked_weights), which would do the
+#: exercise's mask and softmax for it.
+_ATTENTION_FUNCTION_WATCH = LIBRARY_ATTENTION | library(("masked_weights",))
+
+
 @checker
 def check_attention_function(answer: Any) -> Verdict:
     """Exercise: a function ``fn(q, k, v, mask=None)`` computing ``softmax(q @ k^T / sqrt(d_k)) @ v`` with an
@@ -132,13 +137,13 @@ def check_attention_function(answer: Any) -> Verdict:
     refused = not_a_function(answer, "my_attention(q, k, v, mask=None)")
     if refused:
         return refused
-    itself = LIBRARY_ATTENTION.itself(answer)
+    itself = _ATTENTION_FUNCTION_WATCH.itself(answer)
     if itself:
         return wrong(f"your function is {itself}, the library's own attention: the exercise asks you to write "
                      "the steps yourself.", _STEPS)
     for what, (q, k, v), mask in _attention_cases():
         try:
-            got, called = run_watching(answer, (q, k, v) if mask is None else (q, k, v, mask), LIBRARY_ATTENTION)
+            got, called = run_watching(answer, (q, k, v) if mask is None else (q, k, v, mask), _ATTENTION_FUNCTION_WATCH)
         except Exception as problem:
             hint = ("k.T reverses every axis of a 3-D tensor; swap only the last two with k.mT or k.transpose(-2, -1)."
                     if "size of tensor" in str(problem) or "mat1 and mat2" in str(problem) or "must match" in str(problem)

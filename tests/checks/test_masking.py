@@ -165,3 +165,10 @@ def test_window_mask_refuses_the_library_sliding_window_mask():  # reader g3: it
 def test_window_mask_names_each_mistake(fn, words):
     verdict = checks.check_window_blocked_mask.judge(fn)
     assert not verdict.ok and words in verdict.message + verdict.hint, verdict
+
+
+def test_window_and_additive_masks_name_two_more_mistakes():  # reader g7: both got the generic hint
+    verdict = checks.check_window_blocked_mask.judge(lambda n, w: _window(n, w).mT)
+    assert not verdict.ok and "transposed" in verdict.message, verdict
+    verdict = checks.check_additive_mask.judge(lambda blocked, dtype: blocked.to(dtype) * float("-inf"))
+    assert not verdict.ok and "0 x -inf is nan" in verdict.message, verdict
