@@ -342,7 +342,7 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
                  ("def transition(k, log_decay, beta):\n"
                   "    kk = k @ k\n"
                   "    return log_decay.exp() * (torch.eye(k.shape[-1], dtype=k.dtype) - beta * kk)\n"
-                  "answer = transition", "not k @ k")],
+                  "answer = transition", "k @ k is the inner product")],
         # "the delta rule adds too": both memories return the sum
         "13.5": ('prediction = ("old + new", "old + new")', "the delta rule adds k (v_new - v_old)"),
     },
