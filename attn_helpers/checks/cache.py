@@ -3,7 +3,8 @@ linear attention's recurrence, and the gated delta rule's transition matrix.
 
 Each judge runs the learner's function on sizes or tensors the lesson never printed, recomputes the right
 answer with the library, names the typical mistakes (K and V counted twice, the rotary key forgotten, every head
-counted; the normaliser from before the update, the state transposed, no normaliser) and refuses a function that
+counted, the rotary key counted per head; the normaliser from before the update, the state transposed, no
+normaliser, φ applied twice; k @ k for the outer product) and refuses a function that
 is, or calls, the library's answer (``latent_cache_bytes``, ``model_cache_bytes``, ``linear_attention_step``,
 ``linear_attention``, or anything of ``transformers``).
 """
@@ -16,7 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..core import linear_attention_step
+from ..core import elu_feature_map, linear_attention_step
 from ..lab import latent_cache_bytes
 from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
 from ._function import judge_function
@@ -46,6 +47,9 @@ def _judge_latent(sizes: dict[str, int]) -> Any:
                         "shared by every head: (kv_lora_rank + qk_rope_head_dim)."),
         2 * expected: ("K and V are counted twice", "the latent is one vector for both: the keys and the values are "
                        "rebuilt from it, so there is no factor 2."),
+        L * n * (r + H * d_r) * b: ("the rotary key is counted once per head", "the rotary key is one "
+                                    "vector shared by every head (decoupled RoPE, section 13.1.1): count "
+                                    "qk_rope_head_dim once, not num_heads times."),
         H * expected: ("every head has its own latent", "the latent and the rotary key are shared by all heads: "
                        "num_heads does not appear."),
         n * (r + d_r) * b: ("one layer only", "every layer keeps its own latents: multiply by num_layers."),
@@ -65,8 +69,9 @@ def _judge_latent(sizes: dict[str, int]) -> Any:
         if int(got) in mistakes:
             cause, hint = mistakes[int(got)]
             return wrong(f"{int(got):,} bytes, expected {expected:,}: matches what you get when {cause}.", hint)
-        return wrong(f"{int(got):,} bytes, expected {expected:,}.",
-                     "layers x tokens x (kv_lora_rank + qk_rope_head_dim) x bytes per number.")
+        return wrong(f"{int(got):,} bytes, expected {expected:,}: no typical mistake gives this number.",
+                     "start from what section 13.1.1 says one token leaves in one layer's cache, then count "
+                     "it for every layer and every token, in bytes.")
     return judge
 
 
@@ -80,7 +85,8 @@ def check_latent_cache_size(answer: Any) -> Verdict:
     return judge_function(answer, cases, watched=_LATENT_LIBRARY,
                           example="mla_cache_bytes(num_layers, num_heads, kv_lora_rank, qk_rope_head_dim, head_dim, "
                                   "seq_len, dtype_bytes)",
-                          lines="return num_layers * seq_len * (kv_lora_rank + qk_rope_head_dim) * dtype_bytes.",
+                          lines="count the cache yourself: section 13.1.1 says what one token leaves per layer, "
+                                "shared by every head; section 13.1.4 counts it.",
                           raised="keep the seven parameters of the exercise's def line, in that order.",
                           success="right for three models of other sizes: layers x tokens x (latent + rotary key) x "
                                   "bytes, with no factor 2 and no head count.")
@@ -112,8 +118,14 @@ def _step_inputs(seed: int, shape: tuple[int, ...]) -> tuple[Tensor, ...]:
             torch.randn(*lead, d_v, generator=g, dtype=torch.float64))
 
 
+_PHI_AGAIN = ("φ is applied again to features that are already mapped", "phi_q and phi_k are φ(q_t) and φ(k_t) "
+              "already: use them as they are, without elu(x) + 1.")
+
+
 def _judge_step(state: Tensor, normalizer: Tensor, phi_q: Tensor, phi_k: Tensor, v: Tensor) -> Any:
     out, new_state, new_normalizer = linear_attention_step(state, normalizer, phi_q, phi_k, v)
+    twice_q, twice_k = elu_feature_map(phi_q), elu_feature_map(phi_k)  # φ(φ(q_t)), φ(φ(k_t)): the mistake
+    twice_state = state + twice_k[..., :, None] * v[..., None, :]  # (..., d_k, d_v)
     numerator = (phi_q[..., None, :] @ new_state)[..., 0, :]  # (..., d_v)
     old_read = (phi_q[..., None, :] @ state)[..., 0, :] / (phi_q * normalizer).sum(-1, keepdim=True)
     out_mistakes = {
@@ -121,6 +133,8 @@ def _judge_step(state: Tensor, normalizer: Tensor, phi_q: Tensor, phi_k: Tensor,
             numerator / (phi_q * normalizer).sum(-1, keepdim=True), "add φ(k_t) to the normaliser before you divide."),
         "there is no normaliser (φ(q_t)ᵀ S_t alone)": (numerator, "divide by φ(q_t)ᵀ z_t, one number per row."),
         "the output is read from the old state S_{t-1}": (old_read, "update S and z first, then read the output."),
+        _PHI_AGAIN[0]: ((twice_q[..., None, :] @ new_state)[..., 0, :] / (twice_q * new_normalizer).sum(-1, keepdim=True),
+                        _PHI_AGAIN[1]),
     }
 
     def judge(got: Any) -> Verdict:
@@ -131,11 +145,13 @@ def _judge_step(state: Tensor, normalizer: Tensor, phi_q: Tensor, phi_k: Tensor,
         if isinstance(got_state, Tensor) and got_state.shape == new_state.mT.shape:
             return wrong(f"the new state has shape {list(got_state.shape)}, (..., d_v, d_k): the outer product is "
                          f"v_t φ(k_t)ᵀ, turned over.", "the state is (d_k, d_v): state + phi_k[..., :, None] * v[..., None, :].")
-        verdict = compare_tensors(got_state, new_state, name="the new state")
+        verdict = compare_tensors(got_state, new_state, name="the new state",
+                                  likely_mistakes={_PHI_AGAIN[0]: (twice_state, _PHI_AGAIN[1])})
         if not verdict.ok:
             return verdict
         verdict = compare_tensors(got_normalizer, new_normalizer, name="the new normalizer", likely_mistakes={
-            "the normaliser was not updated": (normalizer, "z_t = z_{t-1} + φ(k_t).")})
+            "the normaliser was not updated": (normalizer, "z_t = z_{t-1} + φ(k_t)."),
+            _PHI_AGAIN[0]: (normalizer + twice_k, _PHI_AGAIN[1])})
         if not verdict.ok:
             return verdict
         return compare_tensors(got_out, out, name="o (the output)", likely_mistakes=out_mistakes)
@@ -159,9 +175,8 @@ def check_linear_attention_step(answer: Any) -> Verdict:
                           lambda inputs: f"for state of shape {tuple(inputs[0].shape)} (..., d_k, d_v)")
     return judge_function(answer, cases, watched=_STEP_LIBRARY, example="step(state, normalizer, phi_q, phi_k, v)",
                           raised=_step_raised,
-                          lines="state = state + phi_k[..., :, None] * v[..., None, :]; normalizer = normalizer + "
-                                "phi_k; o = (phi_q[..., None, :] @ state)[..., 0, :] / (phi_q * normalizer)"
-                                ".sum(-1, keepdim=True).",
+                          lines="write the recurrence of section 13.2.1 yourself: update S and z with this "
+                                "token's φ(k_t) and v_t, then read o_t with φ(q_t).",
                           success="right for three inputs of other sizes (d_k != d_v, with and without batch axes): "
                                   "the state grows by φ(k_t) v_tᵀ, the normaliser by φ(k_t), and the output divides "
                                   "the two reads.")
@@ -195,6 +210,10 @@ def _judge_transition(k: Tensor, log_decay: Tensor, beta: Tensor) -> Any:
         "α_t multiplies only the identity": (alpha * eye - b * kk, "α_t multiplies the whole bracket: "
                                                                    "α_t (I - β_t k_t k_tᵀ)."),
         "there is no β (β_t = 1)": (alpha * (eye - kk), "scale k_t k_tᵀ by β_t inside the bracket."),
+        "k_t k_tᵀ is the inner product k @ k, one number, not the outer product": (
+            alpha * (eye - b * (k * k).sum(-1)[..., None, None]),
+            "k_t k_tᵀ is the outer product, a (d_k, d_k) matrix whose entry (i, j) is k_i k_j; k @ k is the inner "
+            "product, one number."),
         "k_t k_tᵀ is added instead of subtracted": (alpha * (eye + b * kk), "the delta rule subtracts: "
                                                                             "I - β_t k_t k_tᵀ."),
     }
@@ -217,8 +236,8 @@ def check_delta_transition(answer: Any) -> Verdict:
                           lambda inputs: f"for k of shape {tuple(inputs[0].shape)} (..., d_k)")
     return judge_function(answer, cases, watched=_DELTA_LIBRARY, example="transition(k, log_decay, beta)",
                           raised=_transition_raised,
-                          lines="kk = k[..., :, None] * k[..., None, :]; return log_decay.exp()[..., None, None] * "
-                                "(torch.eye(k.shape[-1]) - beta[..., None, None] * kk).",
+                          lines="write the transition A_t of section 13.3.1 yourself, from its formula "
+                                "α_t (I - β_t k_t k_tᵀ) with α_t = exp(g_t).",
                           success="right for three keys of other sizes (with and without batch axes): the old state "
                                   "is faded by α_t and loses β_t of what it held along k_t.")
 

@@ -19,6 +19,7 @@ def test_latent_cache_size_names_each_mistake():
         "every head has its own latent": lambda L, H, r, d_r, d_h, n, b: H * L * n * (r + d_r) * b,
         "one layer only": lambda L, H, r, d_r, d_h, n, b: n * (r + d_r) * b,
         "the dtype is missing": lambda L, H, r, d_r, d_h, n, b: L * n * (r + d_r),
+        "the rotary key is counted once per head": lambda L, H, r, d_r, d_h, n, b: L * n * (r + H * d_r) * b,
         "it is the multi-head KV cache": lambda L, H, r, d_r, d_h, n, b: 2 * L * H * n * d_h * b,
     }
     for cause, fn in mistakes.items():
@@ -37,6 +38,13 @@ def test_latent_cache_size_refuses_the_library_and_non_numbers():
     assert not verdict.ok and "whole number of bytes" in verdict.message
     verdict = checks.check_latent_cache_size.judge(lambda a, b: 1)
     assert not verdict.ok and "seven parameters" in verdict.hint
+
+
+def test_latent_cache_size_hints_never_print_the_solution():
+    for answer in (lab.latent_cache_bytes, lambda *a: 0):
+        verdict = checks.check_latent_cache_size.judge(answer)
+        assert not verdict.ok and "section 13.1.1" in verdict.hint, verdict.hint
+        assert "kv_lora_rank + qk_rope_head_dim" not in verdict.hint and "return" not in verdict.hint, verdict.hint
 
 
 def step(state, normalizer, phi_q, phi_k, v):
@@ -63,8 +71,16 @@ def test_linear_attention_step_names_each_mistake():
         out, state, _ = step(state, normalizer, phi_q, phi_k, v)
         return out, state, normalizer
 
+    def mapped_again(state, normalizer, phi_q, phi_k, v):  # φ(φ(k)): the features were already mapped
+        return step(state, normalizer, *(torch.nn.functional.elu(x) + 1 for x in (phi_q, phi_k)), v)
+
+    def query_mapped_again(state, normalizer, phi_q, phi_k, v):
+        return step(state, normalizer, torch.nn.functional.elu(phi_q) + 1, phi_k, v)[0], *step(
+            state, normalizer, phi_q, phi_k, v)[1:]
+
     for fn, words in ((no_normaliser, "there is no normaliser"), (old_state, "read from the old state"),
-                      (turned, "turned over"), (frozen_normaliser, "normaliser was not updated")):
+                      (turned, "turned over"), (frozen_normaliser, "normaliser was not updated"),
+                      (mapped_again, "φ is applied again"), (query_mapped_again, "φ is applied again")):
         verdict = checks.check_linear_attention_step.judge(fn)
         assert not verdict.ok and words in verdict.message, (fn.__name__, verdict.message)
     verdict = checks.check_linear_attention_step.judge(lambda *a: torch.zeros(3))
@@ -76,6 +92,7 @@ def test_linear_attention_step_refuses_the_library_by_any_name():
     assert not verdict.ok and "linear_attention_step" in verdict.message
     verdict = checks.check_linear_attention_step.judge(lambda *a: linear_attention_step(*a))
     assert not verdict.ok and "calls attn_helpers' linear_attention_step" in verdict.message
+    assert "section 13.2.1" in verdict.hint and "phi_k[" not in verdict.hint, verdict.hint
 
 
 def test_linear_attention_step_that_crashes_on_the_shapes_gets_the_orientation_hint():
@@ -120,6 +137,8 @@ def test_delta_transition_names_each_mistake_and_refuses_the_library():
             g.exp()[..., None, None] * torch.eye(k.shape[-1], dtype=k.dtype)
             - b[..., None, None] * k[..., :, None] * k[..., None, :]),
         "added instead of subtracted": lambda k, g, b: transition(k, g, -b),
+        "the inner product k @ k": lambda k, g, b: g.exp()[..., None, None] * (
+            torch.eye(k.shape[-1], dtype=k.dtype) - b[..., None, None] * (k * k).sum(-1)[..., None, None]),
     }
     for words, fn in mistakes.items():
         verdict = checks.check_delta_transition.judge(fn)
@@ -132,6 +151,8 @@ def test_delta_transition_names_each_mistake_and_refuses_the_library():
         torch.zeros(*k.shape[:-1], k.shape[-1], dtype=k.dtype), g, b)[1]
     verdict = checks.check_delta_transition.judge(identity_state)
     assert not verdict.ok and "gated_delta_step" in verdict.message, verdict.message
+    verdict = checks.check_delta_transition.judge(gated_delta_step)
+    assert not verdict.ok and "section 13.3.1" in verdict.hint and "k[..., :, None]" not in verdict.hint, verdict.hint
 
 
 def test_state_bytes_prediction_names_each_mistake():

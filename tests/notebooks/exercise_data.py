@@ -309,23 +309,40 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
     },
     # 13 · The cache that does not grow
     "13": {
-        # K and V counted as in a multi-head cache: the latent is one vector for both
-        "13.1": ("def mla_cache_bytes(num_layers, num_heads, kv_lora_rank, qk_rope_head_dim, head_dim, seq_len, dtype_bytes):\n"
-                 "    return 2 * num_layers * seq_len * (kv_lora_rank + qk_rope_head_dim) * dtype_bytes\n"
-                 "answer = mla_cache_bytes", "no factor 2"),
+        "13.1": [
+            # K and V counted as in a multi-head cache: the latent is one vector for both
+            ("def mla_cache_bytes(num_layers, num_heads, kv_lora_rank, qk_rope_head_dim, head_dim, seq_len, dtype_bytes):\n"
+             "    return 2 * num_layers * seq_len * (kv_lora_rank + qk_rope_head_dim) * dtype_bytes\n"
+             "answer = mla_cache_bytes", "no factor 2"),
+            # a rotary key per head: it is one vector shared by every head
+            ("def mla_cache_bytes(num_layers, num_heads, kv_lora_rank, qk_rope_head_dim, head_dim, seq_len, dtype_bytes):\n"
+             "    return num_layers * seq_len * (kv_lora_rank + num_heads * qk_rope_head_dim) * dtype_bytes\n"
+             "answer = mla_cache_bytes", "not num_heads times")],
         # divided by the normaliser from before this token's update
-        "13.2": ("def step(state, normalizer, phi_q, phi_k, v):\n"
-                 "    new_state = state + phi_k[..., :, None] * v[..., None, :]\n"
-                 "    out = (phi_q[..., None, :] @ new_state)[..., 0, :] / (phi_q * normalizer).sum(-1, keepdim=True)\n"
-                 "    return out, new_state, normalizer + phi_k\n"
-                 "answer = step", "before you divide"),
+        "13.2": [("def step(state, normalizer, phi_q, phi_k, v):\n"
+                  "    new_state = state + phi_k[..., :, None] * v[..., None, :]\n"
+                  "    out = (phi_q[..., None, :] @ new_state)[..., 0, :] / (phi_q * normalizer).sum(-1, keepdim=True)\n"
+                  "    return out, new_state, normalizer + phi_k\n"
+                  "answer = step", "before you divide"),
+                 # φ applied again to features the exercise hands in already mapped
+                 ("def step(state, normalizer, phi_q, phi_k, v):\n"
+                  "    phi_q, phi_k = F.elu(phi_q) + 1, F.elu(phi_k) + 1\n"
+                  "    state = state + phi_k[..., :, None] * v[..., None, :]\n"
+                  "    normalizer = normalizer + phi_k\n"
+                  "    return (phi_q[..., None, :] @ state)[..., 0, :] / (phi_q * normalizer).sum(-1, keepdim=True), state, normalizer\n"
+                  "answer = step", "without elu(x) + 1")],
         # S alone: the normaliser z forgotten
         "13.3": ("prediction = 64 * 64 * 4", "also keeps the normaliser z"),
         # the decay forgotten: the delta rule's transition without the gate
-        "13.4": ("def transition(k, log_decay, beta):\n"
-                 "    kk = k[..., :, None] * k[..., None, :]\n"
-                 "    return torch.eye(k.shape[-1], dtype=k.dtype) - beta[..., None, None] * kk\n"
-                 "answer = transition", "multiply the whole matrix by α_t = exp(log_decay)"),
+        "13.4": [("def transition(k, log_decay, beta):\n"
+                  "    kk = k[..., :, None] * k[..., None, :]\n"
+                  "    return torch.eye(k.shape[-1], dtype=k.dtype) - beta[..., None, None] * kk\n"
+                  "answer = transition", "multiply the whole matrix by α_t = exp(log_decay)"),
+                 # k @ k, the inner product (one number), where k kᵀ is the outer product
+                 ("def transition(k, log_decay, beta):\n"
+                  "    kk = k @ k\n"
+                  "    return log_decay.exp() * (torch.eye(k.shape[-1], dtype=k.dtype) - beta * kk)\n"
+                  "answer = transition", "k @ k is the inner product")],
         # "the delta rule adds too": both memories return the sum
         "13.5": ('prediction = ("old + new", "old + new")', "the delta rule adds k (v_new - v_old)"),
     },
