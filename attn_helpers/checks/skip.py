@@ -28,6 +28,10 @@ TRENDS = ("shrinks", "stays", "grows")
 _SKIP_SIZES = ((2, 2, 5, 4), (1, 3, 4, 2), (3, 1, 6, 3))
 
 
+#: What exercise 6.2's function must not call: the library's merge, which is the half of the exercise to write.
+_LIBRARY_MERGE = library(("merge_heads",))
+
+
 @checker
 def check_skip_through_v(answer: Any) -> Verdict:
     """Exercise: a function ``answer(v_heads, projected)`` giving walkthrough 000's output ``projected + v`` with
@@ -42,10 +46,14 @@ def check_skip_through_v(answer: Any) -> Verdict:
         projected = torch.randn(B, N, chan, generator=generator, dtype=torch.float64)  # (B, N, chan)
         where = f"v_heads {list(v_heads.shape)} and projected {list(projected.shape)}"
         try:
-            got = answer(v_heads.clone(), projected.clone())
+            got, borrowed = run_watching(answer, (v_heads.clone(), projected.clone()), _LIBRARY_MERGE)
         except Exception as problem:  # the learner's code failed: say how, never a traceback
             return wrong(f"for {where} your function raised {error_text(problem)}",
                          "read B, H, N and head_dim from v_heads.shape, not the numbers of one example.")
+        if borrowed:
+            return wrong(f"your function hands the merge to {borrowed[0]}: the exercise asks you to write it.",
+                         "v_heads is (B, H, N, head_dim): transpose(1, 2) to (B, N, H, head_dim), reshape to "
+                         "(B, N, H * head_dim), then add projected.")
         expected = projected + merge_heads(v_heads)  # (B, N, chan)
         mistakes = {
             "you flattened v_heads without moving its heads axis": (

@@ -16,6 +16,10 @@ torch.manual_seed(0)
 X = torch.randn(2, 4, 6)  # (B, N, chan), 3 heads of 2
 
 
+def merged(v):  # (B, H, N, head_dim) -> (B, N, H * head_dim), the merge written out as exercise 6.2 asks
+    return v.transpose(1, 2).reshape(v.shape[0], v.shape[2], -1)
+
+
 def verdict(check, answer, *args, **kwargs):
     return check.judge(answer, *args, **kwargs)
 
@@ -32,7 +36,7 @@ def seed_layer_parts():
 def test_skip_through_v_accepts_a_function_and_refuses_a_tensor_rebuilt_from_the_lessons_seed(seed_layer_parts):
     """The old exercise took a tensor: replaying the cell's seed lines and running the layer passed it."""
     _, inter = seed_layer_parts
-    assert verdict(checks.check_skip_through_v, lambda v, projected: projected + merge_heads(v)).ok
+    assert verdict(checks.check_skip_through_v, lambda v, projected: projected + merged(v)).ok
     replayed = verdict(checks.check_skip_through_v, inter["out"])
     assert not replayed.ok and "should be a function" in replayed.message
 
@@ -41,16 +45,24 @@ def test_skip_through_v_accepts_a_function_and_refuses_a_tensor_rebuilt_from_the
     ("build", "expected"),
     [
         (lambda v, p: p + v.reshape(p.shape), "without moving its heads axis"),
-        (lambda v, p: merge_heads(v), "left out the attention output"),
+        (lambda v, p: merged(v), "left out the attention output"),
         (lambda v, p: p, "left out the skip"),
         (lambda v, p: p + v.permute(0, 2, 3, 1).reshape(p.shape), "interleaved"),
-        (lambda v, p: p + merge_heads(v) + 1.0, "different values"),
+        (lambda v, p: p + merged(v) + 1.0, "different values"),
         (lambda v, p: p + v.transpose(1, 2).reshape(2, 5, 8), "raised"),  # the sizes of one example
     ],
 )
 def test_skip_through_v_names_the_mistake(build, expected):
     v = verdict(checks.check_skip_through_v, build)
     assert not v.ok and expected in v.message
+
+
+def test_skip_through_v_refuses_the_librarys_merge_under_any_name():
+    """With merge_heads the exercise is one "+" (reader b3: it passed); the merge is the part to write."""
+    join = merge_heads
+    for build in (lambda v, p: p + merge_heads(v), lambda v, p: p + join(v), lambda v, p: p + attn_helpers.merge_heads(v)):
+        v = verdict(checks.check_skip_through_v, build)
+        assert not v.ok and "hands the merge to attn_helpers' merge_heads" in v.message and "transpose(1, 2)" in v.hint
 
 
 @pytest.mark.parametrize(

@@ -153,7 +153,10 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
     "06": {
         # "stays": the residual's I passes the gradient on, but the other term adds to it
         "6.1": ('prediction = "stays"', "the tables below show it depth by depth"),
-        "6.2": ("answer = lambda v_heads, projected: projected + v_heads.reshape(projected.shape)", "transpose(1, 2) first"),
+        "6.2": [("answer = lambda v_heads, projected: projected + v_heads.reshape(projected.shape)", "transpose(1, 2) first"),
+                # the library's merge: the exercise is then one "+" (reader b3: it passed)
+                ("from attn_helpers import merge_heads as join\n"
+                 "answer = lambda v_heads, projected: projected + join(v_heads)", "the exercise asks you to write it")],
         # always the first layer, whatever layer is asked for
         "6.3": [("answer = lambda stack, x, L, layer: torch.sqrt(sum(g.pow(2).sum() for g in torch.autograd.grad("
                  "stack(x, depth=L).norm(), list(stack.layers[0].parameters())))).item()", "stack.layers[layer - 1]"),
