@@ -274,7 +274,7 @@ def _lesson_14() -> None:
     model, run = lab.train_induction_model(seed=0, config=config, task=task)
     lab.train_many({"a": (task, config)}, measures=lab.INDUCTION_MEASURES)
     tokens = lab.induction_task(3, seed=1, task=task)
-    lab.repeat_spans(tokens), lab.induction_pattern(tokens), lab.attention_weights(model, tokens)
+    lab.repeat_spans(tokens), lab.repeated_part(tokens), lab.induction_pattern(tokens), lab.attention_weights(model, tokens)
     lab.previous_token_scores(model, tokens), lab.induction_scores(model, tokens)
     lab.repeated_loss(model, tokens, [(0, 0)]), lab.layer_weights(model.layers[1], model.embed(tokens),
                                                                  model.embed(tokens))
@@ -306,7 +306,7 @@ CALLS: dict[str, Callable[[], object]] = {
     **dict.fromkeys(["embedding_table", "sentence_intermediates"], _examples),
     **dict.fromkeys(["INDUCTION_CONFIG", "INDUCTION_MEASURES", "InductionTask", "attention_weights", "circuit_table",
                      "find_circuit", "induction_pattern", "induction_scores", "induction_task", "layer_weights",
-                     "loss_drop_step", "previous_token_scores", "repeat_spans", "repeated_loss", "text_table",
+                     "loss_drop_step", "previous_token_scores", "repeat_spans", "repeated_part", "repeated_loss", "text_table",
                      "train_induction_model"], _lesson_14),
     "embed": _embed,
     "one_thread": _one_thread,
