@@ -97,7 +97,7 @@ _SCORE_MISTAKES = {
     "any copy": ("every copy was counted, also those after the query (no j < i)",
                  "keep only the copies before the query: same & torch.ones(N, N, dtype=torch.bool).tril(-1)."),
     "adjacent": ("the query itself was left out when the earlier copy sits just before it (key j + 1 < i)",
-                 "when x_{i-1} = x_i the token after that copy is the query itself, key j + 1 = i: count it (j < i "
+                 "when t_{i-1} = t_i the token after that copy is the query itself, key j + 1 = i: count it (j < i "
                  "is the only condition)."),
     "query axis": ("the marks were shifted along the queries (query i + 1 on key j), not along the keys",
                    "shift along the last axis, the keys: ideal[:, :, 1:] = copies[:, :, :-1] marks key j + 1."),
@@ -138,7 +138,8 @@ def check_induction_scores(answer: Any) -> Verdict:
         example="my_induction_scores(weights, tokens)",
         lines="compare every token with every token: same = tokens[:, :, None] == tokens[:, None, :]; keep j < i; "
               "move each mark one key to the right; sum the weights there; average over the rows that have a mark.",
-        success="one score per head: the weight after earlier copies, averaged over the queries that have one.")
+        success="one induction match per head: the weight after earlier copies, averaged over the queries that "
+                "have one.")
 
 
 # --------------------------------------------------------------------------------------------
