@@ -163,7 +163,9 @@ def _step_raised(problem: BaseException) -> str:
     causes are a state built the other way round and an operation for single vectors."""
     return ("the state is (..., d_k, d_v), with d_k != d_v here: build the outer product as phi_k[..., :, None] * "
             "v[..., None, :] (not v times phi_k) and read it with phi_q[..., None, :] @ state; operations made for "
-            "single vectors (torch.outer, torch.dot, phi_q @ normalizer) fail on inputs with batch axes (...).")
+            "single vectors (torch.outer, torch.dot, phi_q @ normalizer) fail on inputs with batch axes (...); and "
+            "a sum over the last axis that drops it (.sum(-1) without keepdim=True) leaves a denominator of shape "
+            "(...) that cannot divide a (..., d_v) output.")
 
 
 @checker
