@@ -184,6 +184,25 @@ def check_layer_grad(answer: Any) -> Verdict:
                              f"{norms[layer - 1]:.6g}: .backward() adds into p.grad on every call, so this call "
                              "counted the earlier calls' gradients again.",
                              "use torch.autograd.grad(x_L.norm(), params), which returns the gradient instead.")
+            params = list(stack.layers[layer - 1].parameters())
+            with torch.enable_grad():
+                out = stack(x, depth=L)  # (B, N, chan)
+                grads = torch.autograd.grad(out.norm(), params)
+                by_sum = _grad_norm(stack(x, depth=L).sum(), params)
+            qkv_only = next((g.norm().item() for p, g in zip(params, grads) if p is stack.layers[layer - 1].qkv.weight),
+                            None)
+            variants = {
+                "the gradient of x_L.sum() instead of x_L.norm()": (
+                    by_sum, "differentiate the norm: torch.autograd.grad(x_L.norm(), params)."),
+                "the per-tensor norms added up instead of one norm over every entry": (
+                    sum(g.norm().item() for g in grads),
+                    "square every entry of every gradient, add them all, then take one square root."),
+                "the gradient of qkv.weight alone, not of all the layer's parameters": (
+                    qkv_only, "take every parameter of the layer: list(stack.layers[layer - 1].parameters())."),
+            }
+            for cause, (number, hint) in variants.items():
+                if number is not None and math.isclose(value, number, rel_tol=1e-6):
+                    return wrong(f"{what}: you gave {value:.6g}, {cause} (expected {norms[layer - 1]:.6g}).", hint)
             return wrong(f"{what}: you gave {value:.6g}, expected {norms[layer - 1]:.6g}.", how)
     return correct("right under all three wirings at every layer of L = 1, 2 and 3.")
 

@@ -164,3 +164,16 @@ def test_layer_grad_names_an_answer_that_ignores_L():
         return torch.sqrt(sum(g.pow(2).sum() for g in grads)).item()
     v = checks.check_layer_grad.judge(whole_stack)
     assert not v.ok and "ran 3 layers, not L = 2" in v.message and "pass L to the stack" in v.hint, v
+
+
+@pytest.mark.parametrize("fn, words", [  # reader b4: each got the generic hint
+    (lambda s, x, L, layer: torch.sqrt(sum(g.pow(2).sum() for g in torch.autograd.grad(
+        s(x, depth=L).sum(), list(s.layers[layer - 1].parameters())))).item(), "x_L.sum()"),
+    (lambda s, x, L, layer: sum(g.norm().item() for g in torch.autograd.grad(
+        s(x, depth=L).norm(), list(s.layers[layer - 1].parameters()))), "per-tensor norms added up"),
+    (lambda s, x, L, layer: torch.autograd.grad(s(x, depth=L).norm(), [s.layers[layer - 1].qkv.weight])[0]
+     .norm().item(), "qkv.weight alone"),
+])
+def test_layer_grad_names_three_more_mistakes(fn, words):
+    verdict = checks.check_layer_grad.judge(fn)
+    assert not verdict.ok and words in verdict.message, verdict
