@@ -84,8 +84,9 @@ def check_score_variance(answer: Any, d_k: int, var_q: float = 1.0, var_k: float
     if close(value, math.sqrt(expected)):
         return wrong(f"{value:g} is the standard deviation, not the variance.", rule)
     if close(value, product):
-        return wrong(f"{value:g} is the variance after dividing by sqrt(d_k).",
-                     f"the question is about the raw score q·k. {rule}")
+        return wrong(f"{value:g} is the variance of one product q_i k_i ({var_q:g} × {var_k:g}), which is also the "
+                     f"variance after dividing by sqrt(d_k): either the {d_k} products were not added up, or the "
+                     f"score was scaled.", f"the question is about the raw score q·k, a sum of d_k products. {rule}")
     if product != 1.0 and close(value, d_k):
         return wrong(f"{value:g} is d_k: right for entries of variance 1, but these entries have variances "
                      f"{var_q:g} and {var_k:g}.", rule)
