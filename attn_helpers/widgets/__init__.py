@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ._base import Explorer, InvalidCombination
 from .calculator import LayerCalculator
-from .heads import HeadsExplorer
+from .heads import EMBED_STD, HeadsExplorer
 from .kv_cache import KVCacheCalculator
 from .masking import MaskExplorer
 from .pretrained import PretrainedAttentionExplorer
@@ -29,6 +29,7 @@ __all__ = [
     "Explorer",
     "InvalidCombination",
     "LayerCalculator",
+    "EMBED_STD",
     "HeadsExplorer",
     "KVCacheCalculator",
     "MaskExplorer",

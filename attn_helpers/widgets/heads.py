@@ -28,7 +28,7 @@ from ..lab.example import LONG_SENTENCE as SENTENCE  # 32 words; the explorer sh
 from ..views import LiveHeadGrid, shape_rows, to_numpy
 from ._base import OUTPUT_WIDTH_PX, Explorer
 
-__all__ = ["HeadsExplorer"]
+__all__ = ["HeadsExplorer", "EMBED_STD"]
 
 HEAD_COUNTS = (1, 2, 4, 8)  # each divides every chan on offer
 CHAN_MIN, CHAN_MAX, CHAN_STEP = 8, 128, 8
