@@ -14,9 +14,6 @@ import pytest
 import attn_helpers
 
 ROOMS = ("core", "lab", "views", "widgets", "checks")
-#: Modules whose names are imported by their path, not from the room's face: core's argument checks (other rooms
-#: and benchmarks/ call them as attn_helpers.core.arguments.check_tensor and so on).
-BY_PATH = {"core": {"arguments"}}
 
 
 def declared(room: str) -> dict[str, str]:
@@ -34,8 +31,7 @@ def declared(room: str) -> dict[str, str]:
 def test_a_room_exports_what_its_public_modules_declare(room):
     package = importlib.import_module(f"attn_helpers.{room}")
     names = declared(room)
-    public = {name: module for name, module in names.items()
-              if not module.startswith("_") and module not in BY_PATH.get(room, set())}
+    public = {name: module for name, module in names.items() if not module.startswith("_")}
     missing = sorted(f"{module}.{name}" for name, module in public.items() if name not in package.__all__)
     assert not missing, f"declared in a module's __all__ but not exported by attn_helpers.{room}: {missing}"
     homeless = sorted(set(package.__all__) - set(names))

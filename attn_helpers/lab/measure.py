@@ -23,7 +23,8 @@ from ..core.arguments import check_heads, check_positive_int
 __all__ = ["SOFTMAX_FLOPS_PER_SCORE", "MODEL_ATTENTION_SIZES", "attention_parameters", "attention_flops", "kv_cache_bytes",
            "WINDOWED_ATTENTION_SIZES", "windowed_kv_cache_bytes",
            "TensorMemoryTracker", "measure_peak_memory", "count_matmul_flops",
-           "fastest_seconds", "growth_exponent"]
+           "fastest_seconds", "growth_exponent", "MODEL_CACHE_SIZES", "latent_cache_bytes", "linear_state_bytes",
+           "model_cache_bytes"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -166,7 +167,6 @@ def windowed_kv_cache_bytes(*, num_layers: int, local_layers: int, window: int |
         if local_layers < num_layers else 0
     return local + global_
 # Lesson 13: caches that are not H/G key/value heads in every layer.
-__all__ += ["MODEL_CACHE_SIZES", "latent_cache_bytes", "linear_state_bytes", "model_cache_bytes"]
 
 
 def latent_cache_bytes(*, num_layers: int, kv_lora_rank: int, qk_rope_head_dim: int, seq_len: int,

@@ -18,7 +18,7 @@ from ..core.arguments import check_positive_int, check_tensor, shape_of
 from .threads import one_thread
 from .wiring import SKIP_KINDS, check_wiring, next_hidden
 
-__all__ = ["attention_entropy", "softmax_grad_norm", "softmax_statistics", "SKIP_KINDS", "AttentionStack",
+__all__ = ["attention_entropy", "softmax_grad_norm", "softmax_statistics", "AttentionStack",
            "signal_through_stack", "depth_sweep", "weights_after_steps", "window_reach"]
 
 
