@@ -1,9 +1,6 @@
-"""The attention formula, ``softmax(q @ k^T * scale + mask) @ v``, one step a line, and its heads.
-
-Lessons 02 (scores), 04 (``attend``, ``scaled_dot_product_attention``), 05 (``split_heads``, ``merge_heads``) and
-12 (``softcap_scores``, ``softmax_with_sinks``). Shapes: ``B`` batch, ``N`` tokens (``N_q`` queries, ``N_k`` keys),
-``chan = H * head_dim``, ``d_k`` key width, ``d_v`` value width. Masks follow :mod:`.masks`: boolean ``True`` = may
-attend, or floating = added to the scores.
+"""The attention formula, ``softmax(q @ k^T * scale + mask) @ v``, one step a line (lessons 02-04), its heads
+(05) and two steps of today's models (12). Masks follow :mod:`.masks`: boolean ``True`` = may attend, or floating =
+added to the scores.
 """
 
 from __future__ import annotations
@@ -21,10 +18,8 @@ __all__ = ["attention_scores", "attend", "scaled_dot_product_attention", "split_
 
 
 def attention_scores(q: Tensor, k: Tensor, *, scale: float | None = None) -> Tensor:
-    """Scaled scores ``q @ k^T * scale``: ``(..., N_q, d_k), (..., N_k, d_k) -> (..., N_q, N_k)``.
-
-    ``scale=None`` means ``1 / sqrt(d_k)``; any number, ``0.0`` included, is used as given.
-    """
+    """Lesson 02: ``q @ k^T * scale``, ``(..., N_q, d_k), (..., N_k, d_k) -> (..., N_q, N_k)``; ``scale=None`` means
+    ``d_k ** -0.5``, any number (``0.0`` included) is used as given."""
     q, k = check_qk(q, k)
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
     return (q @ k.transpose(-2, -1)) * scale  # (..., N_q, N_k)
@@ -34,28 +29,17 @@ def attend(
     q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None = None, scale: float | None = None, dropout_p: float = 0.0,
     softcap: float | None = None, sinks: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """The attention formula with its two intermediates: returns ``(out, scores, weights)``.
+    """Lesson 04: ``(out, scores, weights)`` of ``q (..., N_q, d_k)``, ``k (..., N_k, d_k)``, ``v (..., N_k, d_v)``:
+    ``out (..., N_q, d_v)``, ``scores`` (scaled, capped, masked) and ``weights`` (rows sum to one), ``(..., N_q, N_k)``.
 
-    ``q (..., N_q, d_k)``, ``k (..., N_k, d_k)``, ``v (..., N_k, d_v)`` -> ``out (..., N_q, d_v)``,
-    ``scores (..., N_q, N_k)`` (scaled, capped, then masked) and ``weights (..., N_q, N_k)`` (each row sums to one).
-
-    ``mask``: boolean (``True`` = may attend) or floating (added to the scores), broadcastable to
-    ``(..., N_q, N_k)``. ``scale=None`` means ``d_k ** -0.5``; ``scale=0.0`` really means zero (every
-    weight equal). ``dropout_p`` drops weights like PyTorch's SDPA does (always, when > 0); the returned
-    weights are then the ones after dropout, as used for the output.
-
-    Two steps of today's models (lesson 12), off by default: ``softcap`` squashes the scaled scores to
-    ``softcap * tanh(scores / softcap)`` before the mask (Gemma 2, :func:`softcap_scores`); ``sinks``, one
-    logit per head ``(H,)`` for ``q (..., H, N_q, d_k)``, joins each row's softmax and takes its share of the
-    weight with it (gpt-oss, :func:`softmax_with_sinks`): rows then sum to less than one.
-
-    A query row whose keys are *all* blocked (boolean ``False`` or ``-inf`` everywhere) gets zero
-    weights and a zero output, never NaN. (A plain ``torch.softmax`` over such a row, and
-    ``torch.nn.MultiheadAttention``, give NaN; an additive ``-1e9`` mask gives uniform weights.)
+    ``mask``: boolean (``True`` = may attend) or floating (added), broadcastable to ``(..., N_q, N_k)``. A row whose
+    keys are all blocked gets zero weights, never NaN. ``dropout_p`` drops weights as PyTorch's SDPA does. Lesson 12:
+    ``softcap`` (Gemma 2, :func:`softcap_scores`) and ``sinks (H,)`` (gpt-oss, :func:`softmax_with_sinks`).
     """
     q, k, v = check_qkv(q, k, v)
     dropout_p = check_probability("dropout_p", dropout_p)
-    scores = attention_scores(q, k, scale=scale)  # (..., N_q, N_k)
+    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
+    scores = (q @ k.transpose(-2, -1)) * scale  # (..., N_q, N_k)
     if softcap is not None:
         scores = softcap_scores(scores, softcap)  # (..., N_q, N_k): squashed into (-softcap, softcap)
     if mask is not None:
@@ -72,30 +56,18 @@ def attend(
     return out, scores, weights
 
 
-def scaled_dot_product_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    mask: Tensor | None = None,
-    *,
-    scale: float | None = None,
-    dropout_p: float = 0.0,
-    return_weights: bool = False,
-    softcap: float | None = None,
-    sinks: Tensor | None = None,
-) -> Tensor | tuple[Tensor, Tensor]:
-    """``softmax(q @ k^T * scale + mask) @ v`` under PyTorch's name: :func:`attend`'s ``out``, ``(..., N_q, d_v)``.
-
-    Same arguments as :func:`attend`; ``return_weights=True`` also returns the weights ``(..., N_q, N_k)``.
-    """
-    out, _, weights = attend(q, k, v, mask=mask, scale=scale, dropout_p=dropout_p, softcap=softcap, sinks=sinks)
+def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *,
+                                 return_weights: bool = False, **options) -> Tensor | tuple[Tensor, Tensor]:
+    """Lesson 04: :func:`attend`'s ``out`` ``(..., N_q, d_v)`` under PyTorch's name, ``softmax(q @ k^T * scale + mask)
+    @ v``; ``options`` are :func:`attend`'s; ``return_weights=True`` also returns the weights ``(..., N_q, N_k)``."""
+    out, _, weights = attend(q, k, v, mask=mask, **options)
     return (out, weights) if return_weights else out
 
 
 # --- Heads (lesson 05): cut the feature axis into H heads and glue them back ---
 
 def split_heads(x: Tensor, num_heads: int) -> Tensor:
-    """``(..., N, chan) -> (..., H, N, chan // H)``: head ``h`` gets features ``h*head_dim:(h+1)*head_dim``."""
+    """Lesson 05: ``(..., N, chan) -> (..., H, N, chan // H)``; head ``h`` gets features ``h*head_dim:(h+1)*head_dim``."""
     x = check_tensor("x", x, min_ndim=2)
     head_dim = check_heads(x.shape[-1], num_heads, chan_name="x.shape[-1]", where=f" (x has shape {shape_of(x)})")
     x = x.reshape(*x.shape[:-1], num_heads, head_dim)  # (..., N, H, head_dim)
@@ -103,7 +75,7 @@ def split_heads(x: Tensor, num_heads: int) -> Tensor:
 
 
 def merge_heads(x: Tensor) -> Tensor:
-    """``(..., H, N, head_dim) -> (..., N, H * head_dim)``, the inverse of :func:`split_heads`."""
+    """Lesson 05: ``(..., H, N, head_dim) -> (..., N, H * head_dim)``, the inverse of :func:`split_heads`."""
     x = check_tensor("x", x, min_ndim=3)
     x = x.transpose(-3, -2)  # (..., N, H, head_dim)
     return x.reshape(*x.shape[:-2], x.shape[-2] * x.shape[-1])  # (..., N, chan)
@@ -112,10 +84,7 @@ def merge_heads(x: Tensor) -> Tensor:
 # --- Two steps of today's models (lesson 12), used by attend ---
 
 def softcap_scores(scores: Tensor, cap: float) -> Tensor:
-    """Gemma 2's logit soft-capping (lesson 12): ``cap * tanh(scores / cap)``, same shape as ``scores``.
-
-    Near zero it changes almost nothing (``tanh(t) ≈ t``); every score is squashed into ``(-cap, cap)``.
-    """
+    """Lesson 12: Gemma 2's soft-capping, ``cap * tanh(scores / cap)``: scores squashed into ``(-cap, cap)``."""
     if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not cap > 0:
         raise ValueError(f"softcap must be a number greater than 0, got {cap!r}")
     return cap * torch.tanh(scores / cap)  # (..., N_q, N_k)
@@ -135,11 +104,7 @@ def _check_sinks(sinks: object, scores: Tensor) -> Tensor:
 
 
 def softmax_with_sinks(scores: Tensor, sinks: Tensor) -> Tensor:
-    """The softmax over the keys with one more logit per head, a *sink*, whose weight is dropped (gpt-oss).
-
-    ``scores (..., H, N_q, N_k)``, ``sinks (H,)`` -> ``weights (..., H, N_q, N_k)``:
-    ``weights[..., h, i, j] = exp(scores[..., h, i, j]) / (exp(sinks[h]) + Σ_j' exp(scores[..., h, i, j']))``.
-    Each row sums to less than one; the rest went to the sink, which has no value.
-    """
+    """Lesson 12: gpt-oss's softmax with one more logit per head, a *sink*, whose weight is dropped:
+    ``scores (..., H, N_q, N_k)``, ``sinks (H,)`` -> ``exp(scores) / (exp(sinks[h]) + Σ_j exp(scores))``, same shape."""
     sink = _check_sinks(sinks, scores).to(scores.dtype)[..., None].expand(*scores.shape[:-1], 1)  # (..., H, N_q, 1)
     return torch.softmax(torch.cat([scores, sink], dim=-1), dim=-1)[..., :-1]  # (..., H, N_q, N_k): sink dropped

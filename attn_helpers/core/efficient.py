@@ -1,32 +1,10 @@
-"""Efficient attention (lessons 09, 12, 13): the same attention in less memory, and memories of other shapes.
+"""Efficient attention: the same attention in less memory (09), and memories of other shapes (12, 13).
 
-- **Online softmax and tiled attention** (lesson 09, FlashAttention's idea): :func:`online_softmax_update` folds a
-  block of scores into a row's running max and sum; :func:`tiled_attention` computes attention tile by tile
-  without the ``N_q x N_k`` matrix. Written to be read; ``benchmarks/tuned_tiled.py`` is the loop tuned for speed.
-- **The KV cache** (lesson 09): :class:`KVCache` keeps the keys and values of the tokens decoded so far;
-  :func:`cached_attention_step` computes only the newest token's.
-- **Grouped-query attention** (lesson 09): ``H`` query heads share ``G`` key/value heads (``G = H``: multi-head,
-  ``G = 1``: multi-query), shrinking the KV cache by ``H / G``: :func:`repeat_kv_heads`,
-  :func:`grouped_query_attention` and the Llama-style layer :class:`GroupedQueryAttention` (rotary positions; lesson
-  12's steps of today's models, each off by default: QK-norm, another scale, soft-capped scores, sinks).
-- **Multi-head latent attention** (lesson 13): DeepSeek-V2's attention (DeepSeek-AI, 2024, section 2.1), as
-  ``transformers`` writes it in ``DeepseekV3Attention``. Each token ``x_j`` is projected *down* to a latent ``c_j``
-  of ``kv_lora_rank`` numbers (RMS-normalised) plus one rotary key ``k_rope_j`` of ``qk_rope_head_dim`` numbers
-  shared by every head ("decoupled RoPE"); only ``(c_j, k_rope_j)`` is cached. Every head's key and value are
-  projected back *up* from ``c_j``: ``k_h = [W_UK_h c ; k_rope]``, ``v_h = W_UV_h c``. The absorbed form folds
-  ``W_UK_h`` into the query and ``W_UV_h`` into the output projection, so the queries attend to the cached latents
-  directly, as one shared key/value head (multi-query attention over the latent).
-- **Linear attention and the gated delta rule** (lesson 13): a memory of fixed size, updated once per token.
-  Linear attention (Katharopoulos et al., 2020) replaces ``softmax(q kᵀ)`` by ``φ(q) φ(k)ᵀ`` with a positive feature
-  map ``φ``; a causal output is then ``φ(q_t)ᵀ S_t / φ(q_t)ᵀ z_t`` with ``S_t = Σ_{j<=t} φ(k_j) v_jᵀ`` (``(d_k, d_v)``)
-  and ``z_t = Σ_{j<=t} φ(k_j)`` (``(d_k,)``). The delta rule (Schlag et al., 2021) writes only the correction,
-  ``S_t = S_{t-1} + β_t k_t (v_t - S_{t-1}ᵀ k_t)ᵀ``; Gated DeltaNet (Yang et al., 2025) also lets the state decay,
-  ``S_t = α_t (I - β_t k_t k_tᵀ) S_{t-1} + β_t k_t v_tᵀ`` with ``α_t = exp(log_decay_t)``; the output is
-  ``o_t = S_tᵀ q_t``, token by token (:func:`gated_delta_step`) or chunk by chunk (:func:`gated_delta_chunk`: the
-  same numbers; the form ``transformers``' Qwen3-Next uses for long inputs). Layout ``(B, H, N, d)``;
-  ``log_decay`` and ``beta`` are ``(B, H, N)``.
-
-Masks follow :mod:`.masks`; a query row whose keys are all blocked gets a zero output, never NaN.
+Lesson 09: the online softmax and tiled attention (FlashAttention's idea; ``benchmarks/tuned_tiled.py`` is the loop
+tuned for speed), the KV cache, grouped-query attention (``H`` query heads share ``G`` key/value heads) and its
+Llama-style layer, with lesson 12's steps. Lesson 13: DeepSeek-V2's multi-head latent attention (DeepSeek-AI, 2024,
+section 2.1; ``transformers``' ``DeepseekV3Attention``), linear attention (Katharopoulos et al., 2020), the delta rule
+(Schlag et al., 2021) and Gated DeltaNet (Yang et al., 2025). Layout ``(B, H, N, d)``.
 """
 
 from __future__ import annotations
@@ -58,18 +36,11 @@ def _safe_max(m: Tensor) -> Tensor:
 
 
 def online_softmax_update(running_max: Tensor, running_sum: Tensor, block: Tensor) -> tuple[Tensor, Tensor]:
-    """One step of the online softmax: fold a new block of scores into the running statistics.
-
-    ``running_max (...)`` is the largest score seen so far (``-inf`` before the first block),
-    ``running_sum (...)`` is ``sum(exp(s - running_max))`` over the scores seen so far (``0``
-    before the first block), ``block (..., b)`` holds the next ``b`` scores of each row.
-    Returns ``(new_max, new_sum)``, both ``(...)``::
+    """Lesson 09: fold ``block (..., b)`` into a row's running max (``-inf`` at first) and running sum of
+    ``exp(s - running_max)`` (``0`` at first), both ``(...)``; returns ``(new_max, new_sum)``::
 
         new_max = max(running_max, max(block))
         new_sum = running_sum * exp(running_max - new_max) + sum(exp(block - new_max))
-
-    The factor ``exp(running_max - new_max)`` (at most 1) rescales the old sum to the new maximum.
-    After the last block, ``softmax(s)_j = exp(s_j - new_max) / new_sum``.
     """
     block = check_tensor("block", block, min_ndim=1)
     running_max = check_tensor("running_max", running_max, min_ndim=0)
@@ -86,12 +57,8 @@ def online_softmax_update(running_max: Tensor, running_sum: Tensor, block: Tenso
 
 
 def online_softmax(x: Tensor, *, block_size: int = 128) -> Tensor:
-    """``softmax(x, dim=-1)`` computed from statistics gathered ``block_size`` entries at a time.
-
-    ``x (..., n) -> (..., n)``. One pass over the blocks with :func:`online_softmax_update` finds
-    each row's maximum and sum of exponentials without ever holding a whole row's exponentials;
-    then ``exp(x - max) / sum``. A row of only ``-inf`` gives zeros (like this package's attention).
-    """
+    """Lesson 09: ``softmax(x, dim=-1)``, ``(..., n) -> (..., n)``, from a max and a sum gathered ``block_size``
+    entries at a time (:func:`online_softmax_update`), then ``exp(x - max) / sum``. A row of only ``-inf`` gives 0."""
     x = check_tensor("x", x, min_ndim=1)
     check_positive_int("block_size", block_size)
     running_max = x.new_full(x.shape[:-1], float("-inf"))  # (...)
@@ -112,17 +79,11 @@ def tiled_attention(
     block_size: int = 256,
     is_causal: bool = False,
 ) -> Tensor:
-    """``softmax(q @ k^T * scale + mask) @ v`` block by block, never building the ``N_q x N_k`` matrix.
+    """Lesson 09: :func:`attend`'s output ``(..., N_q, d_v)`` tile by tile, never the ``N_q x N_k`` matrix.
 
-    Same arguments and result as :func:`attend`'s output, ``(..., N_q, d_v)``. ``is_causal=True`` applies
-    :func:`causal_mask` without building it and skips the key blocks entirely in the future (``mask`` may be
-    given too).
-
-    For each block of ``block_size`` queries, the loop visits the key/value blocks and keeps, per query
-    row, the running max ``m``, the running sum ``l`` of ``exp(score - m)`` and the running weighted sum
-    ``acc`` of values, rescaling ``l`` and ``acc`` by ``exp(m_old - m_new)`` (the online softmax). The
-    scores exist a tile at a time (``block_size`` by ``block_size`` per head, and a few temporaries of
-    that size), so memory grows linearly with ``N``.
+    Per query row: running max ``m``, running sum ``l`` of ``exp(score - m)``, running weighted sum ``acc`` of
+    values, ``l`` and ``acc`` rescaled by ``exp(m_old - m_new)``. ``is_causal=True`` masks the future without
+    building the mask and skips the key blocks entirely in it (``mask`` may be given too).
     """
     q, k, v = check_qkv(q, k, v)
     check_positive_int("block_size", block_size)
@@ -165,13 +126,8 @@ def tiled_attention(
 # --- Lesson 09: the KV cache of step-by-step decoding ---
 
 class KVCache:
-    """The keys and values of the tokens decoded so far, kept so each new token computes only its own.
-
-    ``KVCache(max_tokens)``; the first :meth:`append` fixes the other sizes and allocates
-    ``k (..., max_tokens, d_k)`` and ``v (..., max_tokens, d_v)`` once. Each :meth:`append` writes
-    ``k_new (..., n_new, d_k)`` and ``v_new (..., n_new, d_v)`` after the tokens already stored and
-    returns views of everything stored, ``(..., length, d_k)`` and ``(..., length, d_v)``.
-    """
+    """Lesson 09: the keys and values of the tokens decoded so far. The first :meth:`append` allocates
+    ``k (..., max_tokens, d_k)`` and ``v (..., max_tokens, d_v)`` once; each append writes after what is stored."""
 
     def __init__(self, max_tokens: int) -> None:
         self.max_tokens = check_positive_int("max_tokens", max_tokens)
@@ -218,13 +174,9 @@ class KVCache:
 
 
 def cached_attention_step(layer: MultiHeadAttention | GroupedQueryAttention, x_new: Tensor, cache: KVCache) -> Tensor:
-    """Self-attention of ``layer`` for the newest token(s) only: ``x_new (B, n_new, d_model) -> (B, n_new, d_model)``.
-
-    Projects only the new tokens, appends their keys and values (``(B, G, n_new, head_dim)``, ``G = H``
-    for :class:`MultiHeadAttention`) to ``cache``, and lets the new queries attend to every cached token
-    (causally among the new ones). Feeding a sequence one token at a time gives the rows of
-    ``layer(x, mask=causal_mask(N))``, with ``O(t)`` work at step ``t`` instead of ``O(t^2)``.
-    """
+    """Lesson 09: ``layer``'s self-attention for the newest token(s) only, ``x_new (B, n_new, d_model) -> (B, n_new,
+    d_model)``: their keys and values go into ``cache``, their queries attend to every cached token (causally among
+    the new ones). Token by token it gives the rows of ``layer(x, mask=causal_mask(N))``."""
     _check_step(layer, x_new, cache)
     past, n_new = cache.length, x_new.shape[1]  # tokens cached before this call, tokens added by it
     positions = torch.arange(past, past + n_new, device=x_new.device)  # (n_new,): the new tokens' positions
@@ -260,31 +212,22 @@ def _check_step(layer: object, x_new: object, cache: object) -> None:
 # --- Lesson 09: grouped-query attention (and lesson 12's steps in its layer) ---
 
 def repeat_kv_heads(x: Tensor, num_heads: int) -> Tensor:
-    """``(..., G, N, d) -> (..., num_heads, N, d)``: each key/value head repeated for its group.
-
-    Query head ``h`` uses key/value head ``h // (num_heads // G)``, so the copies of a head sit
-    next to each other (``repeat_interleave`` on the heads axis, not ``repeat``, which would tile).
-    """
+    """Lesson 09: ``(..., G, N, d) -> (..., num_heads, N, d)``; query head ``h`` uses key/value head
+    ``h // (num_heads // G)``, so a head's copies sit side by side (``repeat_interleave``, not ``repeat``)."""
     x = check_tensor("x", x, min_ndim=3)
     check_positive_int("num_heads", num_heads)
     per_group = check_kv_heads(num_heads, x.shape[-3], f" (x has shape {shape_of(x)}, heads on axis -3)")
     return x.repeat_interleave(per_group, dim=-3)  # (..., H, N, d)
 
 
-def grouped_query_attention(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, scale: float | None = None,
-    softcap: float | None = None, sinks: Tensor | None = None,
-) -> Tensor:
-    """Attention where ``H`` query heads share ``G`` key/value heads, by reshaping, without copying K and V.
+def grouped_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *,
+                            scale: float | None = None, softcap: float | None = None,
+                            sinks: Tensor | None = None) -> Tensor:
+    """Lesson 09: ``q (..., H, N_q, d_k)``, ``k (..., G, N_k, d_k)``, ``v (..., G, N_k, d_v)`` -> ``(..., H, N_q, d_v)``.
 
-    ``q (..., H, N_q, d_k)``, ``k (..., G, N_k, d_k)``, ``v (..., G, N_k, d_v)`` -> ``(..., H, N_q, d_v)``,
-    with ``H`` a multiple of ``G`` (``G = H``: multi-head; ``G = 1``: multi-query). The ``H/G`` query
-    heads of a group are stacked as rows, ``(..., G, H/G * N_q, d_k)``, so each group's queries meet its
-    one key/value head in an ordinary product (broadcasting a size-1 heads axis instead would make
-    ``matmul`` expand K to ``H`` heads in memory). Equal to
-    ``scaled_dot_product_attention(q, repeat_kv_heads(k, H), repeat_kv_heads(v, H), mask)``.
-    ``mask`` as in :func:`attn_helpers.scaled_dot_product_attention`, broadcastable to ``(..., H, N_q, N_k)``;
-    ``softcap`` and ``sinks (H,)`` as in :func:`attn_helpers.core.attend` (lesson 12).
+    A group's ``H/G`` query heads are stacked as rows, ``(..., G, H/G * N_q, d_k)``, and meet its one key/value
+    head in one product, K and V never copied; equal to ``attend`` on ``repeat_kv_heads(k, H)``. ``mask``,
+    ``softcap`` and ``sinks (H,)`` as in :func:`attend`.
     """
     q = check_tensor("q", q, min_ndim=3)
     k = check_tensor("k", k, min_ndim=3)
@@ -316,25 +259,12 @@ TRANSFORMERS_LAYERS = ("LlamaAttention", "MistralAttention", "Qwen3Attention", "
 
 
 class GroupedQueryAttention(Traceable):
-    """The attention layer of Llama-style models: grouped-query heads with rotary positions.
+    """Lessons 09 and 12: Llama's attention layer, ``x (B, N, d_model) -> (B, N, d_model)``: ``num_heads`` query heads
+    share ``num_kv_heads`` key/value heads (:func:`grouped_query_attention`), q and k rotated with ``rope=True``.
 
-    ``x (B, N, d_model) -> (B, N, d_model)``: ``q_proj`` makes ``num_heads`` query heads of ``head_dim``
-    features (default ``d_model // num_heads``), ``k_proj`` and ``v_proj`` make ``num_kv_heads`` key/value heads;
-    with ``rope=True`` q and k are rotated at their positions (:func:`apply_rope`); then
-    :func:`grouped_query_attention` and ``out_proj``. ``bias`` sets all four biases (Llama's ``attention_bias``);
-    ``qkv_bias`` and ``proj_bias`` set them apart. :func:`cached_attention_step` runs it with a :class:`KVCache`
-    of ``num_kv_heads`` heads.
-
-    The steps of lesson 12, each off by default and each one line of :meth:`project` or :meth:`forward`:
-
-    - ``qk_norm="head"``: an RMSNorm over each head's ``head_dim`` features of q and of k (Qwen3);
-      ``qk_norm="projection"``: over the whole q projection and the whole k projection (OLMo 2); ``eps`` is theirs;
-    - ``scale``: the scores' factor (``None``: ``head_dim ** -0.5``; Gemma 2 uses ``query_pre_attn_scalar ** -0.5``);
-    - ``softcap``: scores squashed to ``softcap * tanh(scores / softcap)`` before the mask (Gemma 2);
-    - ``sinks=True``: one learned logit per query head in each row's softmax, its weight dropped (gpt-oss).
-
-    A sliding window is not a setting: it is the mask the caller passes (:func:`sliding_window_mask`); ``window``
-    only records the window of a copied layer (``None``: a global layer).
+    Lesson 12's steps, each off by default: ``qk_norm="head"`` (Qwen3) or ``"projection"`` (OLMo 2), an RMSNorm of q
+    and k; ``scale`` (Gemma 2's ``query_pre_attn_scalar ** -0.5``); ``softcap`` (Gemma 2); ``sinks=True`` (gpt-oss).
+    A sliding window is the mask the caller passes; ``window`` only records a copied layer's.
     """
 
     AXES = {
@@ -467,16 +397,12 @@ class GroupedQueryAttention(Traceable):
 # --- Lesson 13: multi-head latent attention ---
 
 class LatentAttention(Traceable):
-    """Multi-head latent attention: ``x (B, N, d_model) -> (B, N, d_model)``, caching ``c (B, N, kv_lora_rank)``
-    and ``k_rope (B, N, qk_rope_head_dim)`` per token instead of ``H`` keys and values.
+    """Lesson 13: multi-head latent attention, ``x (B, N, d_model) -> (B, N, d_model)``, caching per token only
+    ``c (B, N, kv_lora_rank)`` and one rotary key ``k_rope (B, N, qk_rope_head_dim)`` shared by all heads.
 
-    ``LatentAttention(d_model, num_heads, kv_lora_rank=, qk_nope_head_dim=, qk_rope_head_dim=, v_head_dim=,
-    q_lora_rank=None, base=10000.0, pairing="interleaved", bias=False, eps=1e-6)``. A query or key of a head
-    has ``qk_nope_head_dim + qk_rope_head_dim`` features (the scores are scaled by that width's ``** -0.5``),
-    a value ``v_head_dim``. ``q_lora_rank`` (an int) makes the query low-rank too: down to ``q_lora_rank``
-    numbers, RMS-normalised, up to every head. ``pairing`` is how the rotary features pair up
-    (``transformers``' ``rope_interleave=True`` is ``"interleaved"``). :meth:`from_transformers` copies a
-    ``DeepseekV3Attention``.
+    Every head's key and value come back *up* from ``c``: ``k_h = [W_UK_h c ; k_rope]``, ``v_h = W_UV_h c``; the
+    absorbed form folds ``W_UK_h`` into the query and ``W_UV_h`` into the output projection. ``q_lora_rank``
+    makes the query low-rank too; ``pairing="interleaved"`` is ``transformers``' ``rope_interleave=True``.
     """
 
     AXES = {
@@ -647,10 +573,8 @@ def elu_feature_map(x: Tensor) -> Tensor:
 
 
 def _check_qkv(q: object, k: object, v: object) -> tuple[Tensor, Tensor, Tensor]:
-    """``q, k (B, H, N, d_k)`` and ``v (B, H, N, d_v)``, one dtype, checked with messages naming the shapes."""
-    q = check_tensor("q", q, ndim=4)
-    k = check_tensor("k", k, ndim=4)
-    v = check_tensor("v", v, ndim=4)
+    """``q, k (B, H, N, d_k)`` and ``v (B, H, N, d_v)``: one token each for every query, key and value."""
+    q, k, v = (check_tensor(name, t, ndim=4) for name, t in (("q", q), ("k", k), ("v", v)))
     if q.shape != k.shape:
         raise ValueError(f"q and k must have the same shape (B, H, N, d_k): q has shape {shape_of(q)}, "
                          f"k has shape {shape_of(k)}")
@@ -663,12 +587,9 @@ def _check_qkv(q: object, k: object, v: object) -> tuple[Tensor, Tensor, Tensor]
 
 
 def linear_attention(q: Tensor, k: Tensor, v: Tensor, *, recurrent: bool = False) -> Tensor:
-    """Causal linear attention with ``φ = elu + 1``: ``q, k (B, H, N, d_k)``, ``v (B, H, N, d_v)`` -> ``(B, H, N, d_v)``.
-
-    ``recurrent=False``: the quadratic form, ``A = tril(φ(q) φ(k)ᵀ)`` ``(B, H, N, N)``, ``o = A v / A 1``.
-    ``recurrent=True``: one :func:`linear_attention_step` per token, a ``(d_k, d_v)`` state and a ``(d_k,)``
-    normaliser per head; the same outputs up to rounding.
-    """
+    """Lesson 13: causal linear attention (Katharopoulos et al., 2020), ``φ = elu + 1``: ``q, k (B, H, N, d_k)``,
+    ``v (B, H, N, d_v)`` -> ``(B, H, N, d_v)``. ``recurrent=False``: ``A = tril(φ(q) φ(k)ᵀ)``, ``o = A v / A 1``;
+    ``True``: one :func:`linear_attention_step` per token (the same outputs up to rounding)."""
     q, k, v = _check_qkv(q, k, v)
     phi_q, phi_k = elu_feature_map(q), elu_feature_map(k)  # (B, H, N, d_k) each, every entry > 0
     if not recurrent:
@@ -687,12 +608,9 @@ def linear_attention(q: Tensor, k: Tensor, v: Tensor, *, recurrent: bool = False
 
 def linear_attention_step(state: Tensor, normalizer: Tensor, phi_q: Tensor, phi_k: Tensor,
                           v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """One token of causal linear attention: returns ``(o_t, state, normalizer)`` after token ``t``.
-
-    ``state (..., d_k, d_v)`` is ``S_{t-1}``, ``normalizer (..., d_k)`` is ``z_{t-1}``; ``phi_q, phi_k (..., d_k)`` are
-    the token's query and key *after* the feature map, ``v (..., d_v)`` its value. ``S_t = S_{t-1} + φ(k_t) v_tᵀ``,
-    ``z_t = z_{t-1} + φ(k_t)``, ``o_t = φ(q_t)ᵀ S_t / φ(q_t)ᵀ z_t`` ``(..., d_v)``.
-    """
+    """Lesson 13: one token of linear attention, ``S_t = S_{t-1} + φ(k_t) v_tᵀ``, ``z_t = z_{t-1} + φ(k_t)``,
+    ``o_t = φ(q_t)ᵀ S_t / φ(q_t)ᵀ z_t``. ``state (..., d_k, d_v)``, ``normalizer (..., d_k)``, ``phi_q, phi_k (..., d_k)``
+    (after the feature map), ``v (..., d_v)``; returns ``(o_t (..., d_v), state, normalizer)``."""
     state = check_tensor("state", state, min_ndim=2)
     for name, t in (("normalizer", normalizer), ("phi_q", phi_q), ("phi_k", phi_k)):
         if check_tensor(name, t).shape != state.shape[:-1]:
@@ -722,14 +640,9 @@ def _check_gates(log_decay: object, beta: object, k: Tensor) -> tuple[Tensor, Te
 
 def gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, beta: Tensor, *,
                      scale: float | None = None, chunk_size: int | None = None) -> Tensor:
-    """Gated DeltaNet's recurrence: ``q, k (B, H, N, d_k)``, ``v (B, H, N, d_v)``, ``log_decay, beta (B, H, N)``
-    -> ``o (B, H, N, d_v)``.
-
-    ``S_t = exp(log_decay_t) (I - β_t k_t k_tᵀ) S_{t-1} + β_t k_t v_tᵀ`` from ``S_0 = 0``, ``o_t = S_tᵀ (scale · q_t)``;
-    ``scale=None`` means ``d_k ** -0.5``, applied to the query as ``transformers``' reference does. The layers
-    that use it L2-normalise ``q`` and ``k`` first (this function does not). ``chunk_size=None``: token by token;
-    an int: chunk by chunk (any ``N``; the last chunk may be shorter), the same outputs up to rounding.
-    """
+    """Lesson 13: Gated DeltaNet (Yang et al., 2025), ``q, k (B, H, N, d_k)``, ``v (B, H, N, d_v)``, ``log_decay, beta
+    (B, H, N)`` -> ``(B, H, N, d_v)``: ``S_t = exp(log_decay_t) (I - β_t k_t k_tᵀ) S_{t-1} + β_t k_t v_tᵀ``,
+    ``o_t = S_tᵀ (scale · q_t)`` (``scale=None``: ``d_k ** -0.5``). ``chunk_size``: chunk by chunk, the same outputs."""
     q, k, v = _check_qkv(q, k, v)
     log_decay, beta = _check_gates(log_decay, beta, k)
     q = q * (q.shape[-1] ** -0.5 if scale is None else float(scale))  # (B, H, N, d_k)
@@ -740,11 +653,8 @@ def gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, beta: T
 
 def gated_delta_step(state: Tensor, q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor,
                      beta: Tensor) -> tuple[Tensor, Tensor]:
-    """One token of the gated delta rule: returns ``(o_t (..., d_v), S_t (..., d_k, d_v))``.
-
-    ``state (..., d_k, d_v)`` is ``S_{t-1}``; ``q, k (..., d_k)`` (``q`` already scaled), ``v (..., d_v)``,
-    ``log_decay, beta (...)``. ``S_t = α_t S_{t-1} + β_t k_t (v_t - α_t S_{t-1}ᵀ k_t)ᵀ``, ``o_t = S_tᵀ q_t``.
-    """
+    """Lesson 13: one token, ``S_t = α_t S_{t-1} + β_t k_t (v_t - α_t S_{t-1}ᵀ k_t)ᵀ``, ``o_t = S_tᵀ q_t``
+    (``q`` already scaled); ``state (..., d_k, d_v)``, ``q, k (..., d_k)``, ``v (..., d_v)``, ``log_decay, beta (...)``."""
     state = log_decay[..., None, None].exp() * state  # (..., d_k, d_v): α_t S_{t-1}, the old state faded
     recalled = (k[..., None, :] @ state)[..., 0, :]  # (..., d_v): what the memory returns for k_t
     correction = beta[..., None] * (v - recalled)  # (..., d_v): β_t (v_t - recalled)

@@ -1,17 +1,7 @@
 """The layers (lessons 05-07): ``x (B, N, dim) -> (B, N, chan)`` with ``H`` heads of ``head_dim = chan // H`` features.
 
-- **Watching a forward pass** (:class:`Traceable`): every layer ends its forward with one tail,
-  ``self._report(inter, return_intermediates)``, which hands the intermediates (named in ``AXES``) to the observers
-  of ``layer.add_observer(fn)`` and returns them on request; ``with layer.add_observer(fn): ...`` watches for the
-  block only. :func:`attn_helpers.shape_trace` uses it.
-- **Lesson 05**: :class:`MultiHeadAttention` (walkthrough 004, parameter for parameter
-  ``torch.nn.MultiheadAttention``); :class:`AttentionHead` and :class:`ConcatHeadsAttention`, heads built one by one.
-- **Lessons 06-07**: :class:`Attention`, walkthrough 000's fused-QKV layer with the skip through V, and
-  :class:`TransformerBlock`, the pre-LayerNorm block around it (= ``torch.nn.TransformerEncoderLayer``)::
-
-      residual = x + dropout(attention(norm_1(x)))             # (B, N, d_model)
-      out = residual + dropout(mlp(norm_2(residual)))          # (B, N, d_model)
-      mlp(h) = linear_2(dropout(activation(linear_1(h))))      # d_model -> dim_feedforward -> d_model
+Every forward ends with one tail, ``self._report(inter, return_intermediates)``: it hands the intermediates (named
+in ``AXES``) to the observers of ``layer.add_observer(fn)`` and returns them on request (:func:`shape_trace`).
 """
 
 from __future__ import annotations
@@ -37,8 +27,8 @@ Observer = Callable[[nn.Module, Intermediates], None]
 
 
 class Traceable(nn.Module):
-    """A module whose forward pass ends with ``self.notify_observers(inter)``; ``AXES`` names the axes of
-    every intermediate (``"batch tokens chan"``), in the order the forward pass makes them."""
+    """A module whose forward hands its intermediates to observers (lesson 05's shape traces); ``AXES`` names the
+    axes of each intermediate (``"batch tokens chan"``), in the order the forward makes them."""
 
     AXES: dict[str, str] = {}
 
@@ -63,6 +53,29 @@ class Traceable(nn.Module):
         """Notify the observers; return ``inter["out"]``, or ``(inter["out"], inter)`` when asked."""
         self.notify_observers(inter)
         return (inter["out"], inter) if return_intermediates else inter["out"]
+
+
+def _check_torch(module: object, kind: type, **flags: str) -> None:
+    """``from_torch``'s checks: ``module`` is a ``torch.nn.<kind>`` built with ``flag=True`` for each of ``flags``."""
+    if not isinstance(module, kind):
+        raise TypeError(f"module must be a torch.nn.{kind.__name__}, got {type(module).__name__}")
+    for flag, meaning in flags.items():
+        if not getattr(module, flag):
+            raise ValueError(f"module must be built with {flag}=True ({meaning}); got {flag}=False")
+
+
+def _copied(new: nn.Module, old: nn.Module, layers: list, tensors: list = ()) -> nn.Module:
+    """``new`` in ``old``'s device, dtype and train/eval mode, with ``(layer, weight, bias)`` of ``layers`` and
+    ``(target, source)`` of ``tensors`` copied in (an eval-mode copy must not apply dropout)."""
+    new = new.to(next(old.parameters()).device, next(old.parameters()).dtype)
+    with torch.no_grad():
+        for layer, weight, bias in layers:
+            layer.weight.copy_(weight)
+            if bias is not None:
+                layer.bias.copy_(bias)
+        for target, source in tensors:
+            target.copy_(source)
+    return new.train(old.training)
 
 
 # --- Lesson 05: multi-head attention, as PyTorch builds it ---
@@ -123,30 +136,20 @@ class MultiHeadAttention(Traceable):
     @classmethod
     def from_torch(cls, module: nn.MultiheadAttention) -> "MultiHeadAttention":
         """Copy a ``torch.nn.MultiheadAttention(batch_first=True)`` into a new module with equal outputs."""
-        if not isinstance(module, nn.MultiheadAttention):
-            raise TypeError(f"module must be a torch.nn.MultiheadAttention, got {type(module).__name__}")
-        if not module.batch_first:
-            raise ValueError("module must be built with batch_first=True (inputs (B, N, d_model)); got batch_first=False")
+        _check_torch(module, nn.MultiheadAttention, batch_first="inputs (B, N, d_model)")
         if module.bias_k is not None or module.add_zero_attn:
             raise ValueError("add_bias_kv and add_zero_attn are not part of this lesson's module; build it without them")
         has_bias = module.in_proj_bias is not None
-        new = cls(module.embed_dim, module.num_heads, bias=has_bias, dropout=module.dropout,
-                  kdim=module.kdim, vdim=module.vdim)
-        new = new.to(module.out_proj.weight.device, module.out_proj.weight.dtype)
+        new = cls(module.embed_dim, module.num_heads, bias=has_bias, dropout=module.dropout, kdim=module.kdim,
+                  vdim=module.vdim)
         d = module.embed_dim
-        with torch.no_grad():
-            if module.in_proj_weight is not None:  # kdim = vdim = embed_dim: one stacked (3d, d) weight
-                weights = module.in_proj_weight.split(d, dim=0)  # 3 x (d, d)
-            else:
-                weights = (module.q_proj_weight, module.k_proj_weight, module.v_proj_weight)
-            for layer, w in zip((new.q_proj, new.k_proj, new.v_proj), weights):
-                layer.weight.copy_(w)
-            if has_bias:
-                for layer, b in zip((new.q_proj, new.k_proj, new.v_proj), module.in_proj_bias.split(d)):
-                    layer.bias.copy_(b)
-            new.out_proj.load_state_dict(module.out_proj.state_dict())
-        new.train(module.training)  # an eval-mode copy must not apply dropout
-        return new
+        if module.in_proj_weight is not None:  # kdim = vdim = embed_dim: one stacked (3d, d) weight
+            weights = module.in_proj_weight.split(d)  # 3 x (d, d)
+        else:
+            weights = (module.q_proj_weight, module.k_proj_weight, module.v_proj_weight)
+        biases = module.in_proj_bias.split(d) if has_bias else (None,) * 3
+        return _copied(new, module, [*zip((new.q_proj, new.k_proj, new.v_proj), weights, biases),
+                                     (new.out_proj, module.out_proj.weight, module.out_proj.bias)])
 
     def to_torch(self) -> nn.MultiheadAttention:
         """A ``torch.nn.MultiheadAttention(batch_first=True)`` with this module's weights."""
@@ -156,19 +159,15 @@ class MultiHeadAttention(Traceable):
                              f"has qkv_bias={has_bias} and proj_bias={self.out_proj.bias is not None}")
         ref = nn.MultiheadAttention(self.d_model, self.num_heads, dropout=self.dropout, bias=has_bias,
                                     kdim=self.kdim, vdim=self.vdim, batch_first=True)
-        ref = ref.to(self.q_proj.weight.device, self.q_proj.weight.dtype)
-        with torch.no_grad():
-            if ref.in_proj_weight is not None:
-                ref.in_proj_weight.copy_(torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight]))
-            else:
-                ref.q_proj_weight.copy_(self.q_proj.weight)
-                ref.k_proj_weight.copy_(self.k_proj.weight)
-                ref.v_proj_weight.copy_(self.v_proj.weight)
-            if has_bias:
-                ref.in_proj_bias.copy_(torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias]))
-            ref.out_proj.load_state_dict(self.out_proj.state_dict())
-        ref.train(self.training)
-        return ref
+        ours = (self.q_proj, self.k_proj, self.v_proj)
+        if ref.in_proj_weight is not None:
+            weights = [(ref.in_proj_weight, torch.cat([p.weight for p in ours]))]
+        else:
+            weights = [(ref.q_proj_weight, self.q_proj.weight), (ref.k_proj_weight, self.k_proj.weight),
+                       (ref.v_proj_weight, self.v_proj.weight)]
+        if has_bias:
+            weights.append((ref.in_proj_bias, torch.cat([p.bias for p in ours])))
+        return _copied(ref, self, [(ref.out_proj, self.out_proj.weight, self.out_proj.bias)], weights)
 
     def extra_repr(self) -> str:
         return (f"d_model={self.d_model}, num_heads={self.num_heads}, head_dim={self.head_dim}, "
@@ -399,41 +398,28 @@ class TransformerBlock(Traceable):
     @classmethod
     def from_torch(cls, module: nn.TransformerEncoderLayer) -> "TransformerBlock":
         """Copy a ``nn.TransformerEncoderLayer(norm_first=True, batch_first=True)`` into a block with equal outputs."""
-        if not isinstance(module, nn.TransformerEncoderLayer):
-            raise TypeError(f"module must be a torch.nn.TransformerEncoderLayer, got {type(module).__name__}")
-        if not module.norm_first:
-            raise ValueError("module must be built with norm_first=True (a pre-LayerNorm block); got norm_first=False")
-        if not module.self_attn.batch_first:
-            raise ValueError("module must be built with batch_first=True (inputs (B, N, d_model)); got batch_first=False")
+        _check_torch(module, nn.TransformerEncoderLayer, norm_first="a pre-LayerNorm block")
+        attention = MultiHeadAttention.from_torch(module.self_attn)  # checks batch_first
         names = {F.relu: "relu", F.gelu: "gelu"}
         activation = module.activation if isinstance(module.activation, str) else names.get(module.activation)
         if activation not in ACTIVATIONS:
             raise ValueError(f"module.activation must be relu or gelu, got {module.activation!r}")
-        attention = MultiHeadAttention.from_torch(module.self_attn)
-        has_bias = module.linear1.bias is not None
         new = cls(attention.d_model, attention.num_heads, module.linear1.out_features, module.dropout.p,
-                  activation, module.norm1.eps, bias=has_bias)
-        new = new.to(module.linear1.weight.device, module.linear1.weight.dtype)
+                  activation, module.norm1.eps, bias=module.linear1.bias is not None)
         new.attention = attention
-        for ours, theirs in ((new.norm_1, module.norm1), (new.norm_2, module.norm2),
-                             (new.linear_1, module.linear1), (new.linear_2, module.linear2)):
-            ours.load_state_dict(theirs.state_dict())
-        new.train(module.training)  # an eval-mode copy must not apply dropout
-        return new
+        pairs = ((new.norm_1, module.norm1), (new.norm_2, module.norm2), (new.linear_1, module.linear1),
+                 (new.linear_2, module.linear2))
+        return _copied(new, module, [(ours, theirs.weight, theirs.bias) for ours, theirs in pairs])
 
     def to_torch(self) -> nn.TransformerEncoderLayer:
         """A ``nn.TransformerEncoderLayer(norm_first=True, batch_first=True)`` with this block's weights."""
-        has_bias = self.linear_1.bias is not None
         ref = nn.TransformerEncoderLayer(self.d_model, self.num_heads, self.dim_feedforward, self.dropout_p,
                                          self.activation, self.norm_1.eps, batch_first=True, norm_first=True,
-                                         bias=has_bias)
-        ref = ref.to(self.linear_1.weight.device, self.linear_1.weight.dtype)
-        ref.self_attn.load_state_dict(self.attention.to_torch().state_dict())
-        for ours, theirs in ((self.norm_1, ref.norm1), (self.norm_2, ref.norm2),
-                             (self.linear_1, ref.linear1), (self.linear_2, ref.linear2)):
-            theirs.load_state_dict(ours.state_dict())
-        ref.train(self.training)
-        return ref
+                                         bias=self.linear_1.bias is not None)
+        ref.self_attn = self.attention.to_torch()
+        pairs = ((ref.norm1, self.norm_1), (ref.norm2, self.norm_2), (ref.linear1, self.linear_1),
+                 (ref.linear2, self.linear_2))
+        return _copied(ref, self, [(theirs, ours.weight, ours.bias) for theirs, ours in pairs])
 
     def extra_repr(self) -> str:
         return (f"d_model={self.d_model}, num_heads={self.num_heads}, head_dim={self.head_dim}, "

@@ -1,31 +1,8 @@
-"""Positions (lesson 10): attention is order-blind, and three ways to tell it where tokens sit.
+"""Positions (lesson 10): attention is order-blind, and three ways to tell it where tokens sit; ALiBi (lesson 12).
 
-Shapes use the series' notation: ``B`` batch, ``N`` tokens, ``H`` heads, ``head_dim`` features per head,
-``dim`` model width. (Lesson 08's tiny model measures the schemes: :mod:`attn_helpers.lab`.)
-
-- **Order-blindness.** :func:`permute_tokens` and :func:`equivariance_gap`: shuffle the tokens of
-  the input and compare with the shuffled output (self-attention without positions gives the same
-  rows, shuffled).
-- **Learned absolute positions.** :class:`LearnedPositions`: one trained vector per position, added
-  to the token vectors; a position beyond the table has no row.
-- **Sinusoidal positions** (the Transformer paper): :func:`sinusoidal_encoding`, fixed sines and
-  cosines of geometrically spaced frequencies, added to the token vectors.
-- **Rotary positions (RoPE).** :func:`apply_rope` rotates pairs of features of ``q`` and ``k`` by an
-  angle proportional to the position; :class:`RotaryAttention` is lesson 07's layer with the rotation
-  after the head split and before the scores. Because rotating ``q`` by ``m θ`` and ``k`` by ``n θ``
-  leaves their dot product depending on ``(m - n) θ`` only, the scores see offsets, not positions.
-- **ALiBi** (lesson 12): :func:`alibi_bias`, a bias on the scores that grows with the distance, one slope per head.
-
-**Pairing of features.** A rotation acts on pairs of features. Two conventions exist, and they give
-different numbers for the same weights:
-
-- ``pairing="half"`` (the default): feature ``i`` is paired with feature ``i + head_dim/2``, as in the
-  Llama models of the ``transformers`` package (``rotate_half``), GPT-NeoX and most current models;
-- ``pairing="interleaved"``: feature ``2i`` is paired with ``2i + 1``, as in the RoFormer paper and GPT-J
-  (``rotate_every_two``).
-
-In both, pair ``i`` turns with frequency ``θ_i = base ** (-2i / head_dim)`` (``base = 10000``): pair 0
-turns one radian per position, the last pair ``base ** (-(head_dim - 2) / head_dim)`` radians.
+Rotary pairing: ``pairing="half"`` (the default) pairs feature ``i`` with ``i + head_dim/2`` (``transformers``' Llama
+``rotate_half``, GPT-NeoX); ``"interleaved"`` pairs ``2i`` with ``2i + 1`` (the RoFormer paper, GPT-J). The two give
+different numbers for the same weights. Pair ``i`` turns by ``θ_i = base ** (-2i / head_dim)`` per position.
 """
 
 from __future__ import annotations
