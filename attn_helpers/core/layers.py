@@ -81,17 +81,12 @@ def _copied(new: nn.Module, old: nn.Module, layers: list, tensors: list = ()) ->
 # --- Lesson 05: multi-head attention, as PyTorch builds it ---
 
 class MultiHeadAttention(Traceable):
-    """Multi-head attention with separate Q, K, V and output projections.
+    """Lesson 05: multi-head attention with separate Q, K, V and output projections, parameter for parameter
+    ``torch.nn.MultiheadAttention(batch_first=True)`` (:meth:`from_torch`, :meth:`to_torch`).
 
-    ``forward(query (B, N_q, d_model), key (B, N_k, kdim), value (B, N_k, vdim)) -> (B, N_q, d_model)``.
-    Self-attention passes the same tensor three times (or only ``query``). Each head scales by
-    ``head_dim ** -0.5`` (walkthrough 004 divided by ``sqrt(d_model)``, a bug lesson 05 measures).
-    ``bias`` sets the biases of all four projections; ``qkv_bias`` (q/k/v) and ``proj_bias`` (output) set
-    them apart. Masks use this package's convention (``True`` = may attend, or additive), shaped
-    ``(N_q, N_k)``, ``(B, N_q, N_k)`` (e.g. from :func:`padding_mask`) or ``(B, H, N_q, N_k)``.
-
-    Same parameters and numbers as ``torch.nn.MultiheadAttention(..., batch_first=True)``:
-    see :meth:`from_torch` and :meth:`to_torch`.
+    ``query (B, N_q, d_model), key (B, N_k, kdim), value (B, N_k, vdim) -> (B, N_q, d_model)``; each head scales by
+    ``head_dim ** -0.5``. ``bias`` sets all four biases, ``qkv_bias`` and ``proj_bias`` set them apart. ``mask``:
+    ``(N_q, N_k)``, ``(B, N_q, N_k)`` or ``(B, H, N_q, N_k)``, ``True`` = may attend, or additive.
     """
 
     AXES = {
@@ -186,16 +181,10 @@ def _set_sizes(module: nn.Module, dim: int, chan: int, num_heads: int, qk_scale:
 
 
 class Attention(Traceable):
-    """Walkthrough 000's attention block: fused QKV projection, heads, output projection, skip through V.
-
-    ``x (B, N, dim) -> (B, N, chan)``. One ``qkv = Linear(dim, 3 * chan)`` makes q, k and v; each is split
-    into ``num_heads`` heads of ``head_dim = chan // num_heads``; the merged heads go through
-    ``proj = Linear(chan, chan)``; and because ``dim`` may differ from ``chan``, the skip connection adds the
-    merged *values* ``v`` (already ``chan`` wide) instead of ``x``. ``skip_through_v=False`` leaves that
-    skip out: the layer is then the standard fused-QKV self-attention (nanoGPT's ``CausalSelfAttention``).
-
-    ``qkv_bias`` is the bias of ``qkv``, ``proj_bias`` that of ``proj``. ``qk_scale=None`` means
-    ``head_dim ** -0.5``; any number, ``0.0`` included, is used as given.
+    """Lessons 06-07: walkthrough 000's block, ``x (B, N, dim) -> (B, N, chan)``: one ``qkv = Linear(dim, 3 * chan)``,
+    ``num_heads`` heads, ``proj = Linear(chan, chan)``, and (``dim`` may differ from ``chan``) a skip that adds the
+    merged values ``v``, not ``x``. ``skip_through_v=False``: nanoGPT's ``CausalSelfAttention`` without its mask.
+    ``qk_scale=None`` means ``head_dim ** -0.5``; any number, ``0.0`` included, is used as given.
     """
 
     AXES = {
@@ -215,11 +204,8 @@ class Attention(Traceable):
 
     def forward(self, x: Tensor, mask: Tensor | None = None, *, positions: Tensor | None = None,
                 return_intermediates: bool = False):
-        """``x (B, N, dim) -> (B, N, chan)``; with ``return_intermediates`` also a dict (see ``AXES``).
-
-        ``mask``: ``(N, N)``, ``(B, N, N)`` or ``(B, H, N, N)``. ``positions (N,)``: for layers that
-        place ``q`` and ``k`` by position (:class:`RotaryAttention`); this layer is order-blind.
-        """
+        """``x (B, N, dim) -> (B, N, chan)``; ``mask`` ``(N, N)``, ``(B, N, N)`` or ``(B, H, N, N)``; ``positions (N,)``
+        for layers that place q and k (:class:`RotaryAttention`)."""
         x = check_tokens("x", x, self.dim, "dim")
         B, N, _ = x.shape
         H, hd = self.num_heads, self.head_dim
@@ -239,9 +225,7 @@ class Attention(Traceable):
         return self._report({**inter, "skip": skip, "out": out}, return_intermediates)
 
     def add_positions(self, q: Tensor, k: Tensor, positions: Tensor | None, inter: Intermediates) -> tuple[Tensor, Tensor]:
-        """The step between the head split and the scores where a subclass tells ``q`` and ``k`` their
-        positions (``(B, H, N, head_dim)`` each, same shapes out; new intermediates go into ``inter``).
-        :class:`Attention` has no positions: ``q`` and ``k`` pass unchanged."""
+        """Where a subclass tells ``q`` and ``k`` (``(B, H, N, head_dim)`` each) their positions; here they pass."""
         if positions is not None:
             raise ValueError(f"positions is for layers that use positions, such as RotaryAttention; "
                              f"{type(self).__name__} is order-blind and takes positions=None")
@@ -253,8 +237,8 @@ class Attention(Traceable):
 
 
 class AttentionHead(nn.Module):
-    """One head with its own query/key/value projections, walkthrough 002's ``SimplisticHead`` done right
-    (it uses its ``dim`` argument instead of a global): ``(B, N, dim) -> (B, N, head_dim)``."""
+    """Lesson 05: one head with its own projections, walkthrough 002's ``SimplisticHead`` using its ``dim`` argument
+    (not a global): ``(B, N, dim) -> (B, N, head_dim)``."""
 
     def __init__(self, dim: int, head_dim: int, bias: bool = False, scale: float | None = None) -> None:
         super().__init__()
@@ -273,12 +257,8 @@ class AttentionHead(nn.Module):
 
 
 class ConcatHeadsAttention(Traceable):
-    """:class:`Attention` computed the seed-002 way: ``num_heads`` separate :class:`AttentionHead`
-    modules whose outputs are concatenated, then ``proj`` and the skip through V.
-
-    Same constructor and same numbers as :class:`Attention` once the weights are copied with
-    :meth:`from_attention`; slower, and written to show what the tensor method replaces.
-    """
+    """Lesson 05: :class:`Attention` the walkthrough-002 way, ``num_heads`` :class:`AttentionHead` modules
+    concatenated; the same numbers once :meth:`from_attention` copies the weights."""
 
     AXES = {name: Attention.AXES[name] for name in ("x", "weights", "heads", "merged", "projected", "skip", "out")}
 
@@ -294,11 +274,8 @@ class ConcatHeadsAttention(Traceable):
 
     @classmethod
     def from_attention(cls, module: Attention) -> "ConcatHeadsAttention":
-        """A copy of ``module`` with the weights of its fused ``qkv`` layer cut into per-head layers.
-
-        Rows ``[0, chan)`` of ``qkv.weight`` make q, ``[chan, 2*chan)`` make k, ``[2*chan, 3*chan)``
-        make v; inside each block, head ``h`` owns rows ``h*head_dim : (h+1)*head_dim``.
-        """
+        """A copy of ``module``: rows ``part * chan + h * head_dim ...`` of ``qkv.weight`` (part 0, 1, 2: q, k, v)
+        become head ``h``'s layers."""
         if not isinstance(module, Attention):
             raise TypeError(f"module must be an attn_helpers.Attention, got {type(module).__name__}")
         new = cls(module.dim, module.chan, module.num_heads, qkv_bias=module.qkv.bias is not None,
@@ -342,15 +319,12 @@ ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.
 
 
 class TransformerBlock(Traceable):
-    """A pre-LayerNorm transformer block built from :class:`MultiHeadAttention`, two ``LayerNorm`` and an MLP.
+    """Lesson 07: the pre-LayerNorm block, ``x (B, N, d_model) -> (B, N, d_model)``, equal to
+    ``nn.TransformerEncoderLayer(norm_first=True, batch_first=True)`` with the same arguments (its ``nhead`` is
+    ``num_heads``)::
 
-    ``x (B, N, d_model) -> (B, N, d_model)``. Arguments mirror ``nn.TransformerEncoderLayer`` (its ``nhead``
-    is our ``num_heads``): ``dim_feedforward`` is the MLP's hidden width, ``dropout`` is used on the attention
-    weights, after the attention, inside the MLP and after it (training mode only), ``activation`` is
-    ``"relu"`` or ``"gelu"``, ``layer_norm_eps`` the LayerNorms' epsilon.
-
-    ``forward(x, mask=None, return_intermediates=False)``; ``mask`` (``True`` = may attend) is shaped
-    ``(N, N)``, ``(B, N, N)`` or ``(B, H, N, N)``.
+        residual = x + dropout(attention(norm_1(x)))
+        out = residual + dropout(linear_2(dropout(activation(linear_1(norm_2(residual))))))
     """
 
     AXES = {**dict.fromkeys(("x", "normed_1", "attended", "residual", "normed_2"), "batch tokens d_model"),

@@ -73,10 +73,7 @@ def _check_positions(positions: object, rows: torch.Size, device: torch.device) 
 # --- Order-blindness: permutation equivariance ---
 
 def permute_tokens(x: Tensor, perm: Tensor | Sequence[int]) -> Tensor:
-    """Reorder the tokens of ``x (B, N, ...)``: ``out[:, i] = x[:, perm[i]]`` -> ``(B, N, ...)``.
-
-    ``perm`` must be a permutation of ``0 .. N-1`` (every token exactly once).
-    """
+    """Lesson 10: ``out[:, i] = x[:, perm[i]]``, ``(B, N, ...)``, for a permutation ``perm`` of ``0 .. N-1``."""
     if not isinstance(x, Tensor) or x.ndim < 2:
         raise ValueError(f"x must be a tensor (B, N, ...), got {getattr(x, 'shape', type(x).__name__)}")
     perm = torch.as_tensor(perm)
@@ -88,12 +85,8 @@ def permute_tokens(x: Tensor, perm: Tensor | Sequence[int]) -> Tensor:
 
 
 def equivariance_gap(layer: Callable[[Tensor], Tensor], x: Tensor, perm: Tensor | Sequence[int]) -> float:
-    """How far ``layer`` is from permutation equivariance on ``x``: ``max |layer(x[:, perm]) - layer(x)[:, perm]|``.
-
-    ``layer`` maps ``(B, N, dim) -> (B, N, chan)`` (e.g. ``Attention`` or ``MultiHeadAttention``
-    self-attention); ``x (B, N, dim)``. Zero up to rounding means shuffling the input tokens only
-    shuffles the output rows the same way: the layer cannot tell the order. Runs without gradients.
-    """
+    """Lesson 10: ``max |layer(x[:, perm]) - layer(x)[:, perm]|`` for ``layer: (B, N, dim) -> (B, N, chan)``; zero up
+    to rounding means the layer cannot tell the order. Runs without gradients."""
     x = check_tensor("x", x, min_ndim=3)
     with torch.no_grad():
         shuffled_then_layer = layer(permute_tokens(x, perm))  # (B, N, chan)
@@ -104,13 +97,8 @@ def equivariance_gap(layer: Callable[[Tensor], Tensor], x: Tensor, perm: Tensor 
 # --- Absolute positions: learned and sinusoidal ---
 
 class LearnedPositions(nn.Embedding):
-    """A learned absolute position table: one trainable vector per position, ``(num_positions, dim)``.
-
-    ``forward(positions)`` with integer ``positions (...,)`` -> ``(..., dim)``; ``forward(n)`` with an
-    int gives the first ``n`` rows, ``(n, dim)``. It has exactly ``num_positions`` rows: a position
-    at or beyond ``num_positions`` has no vector, and asking for one is an error that says so. (The
-    table of lesson 08's model is this, an ``nn.Embedding(seq_len, dim)``.)
-    """
+    """Lesson 10: one trained vector per position, ``(num_positions, dim)``; ``forward(positions (...,))`` ->
+    ``(..., dim)``, ``forward(n)`` -> the first ``n`` rows. A position beyond the table has no row: an error says so."""
 
     def __init__(self, num_positions: int, dim: int) -> None:
         super().__init__(check_positive_int("num_positions", num_positions), check_positive_int("dim", dim))
@@ -135,12 +123,8 @@ class LearnedPositions(nn.Embedding):
 
 def sinusoidal_encoding(num_positions: int, dim: int, *, base: float = DEFAULT_BASE,
                         dtype: torch.dtype = torch.float32) -> Tensor:
-    """The Transformer paper's fixed position vectors: ``(num_positions, dim)``.
-
-    ``PE[p, 2i] = sin(p · ω_i)``, ``PE[p, 2i + 1] = cos(p · ω_i)`` with ``ω_i = base ** (-2i / dim)``.
-    Every row has length ``sqrt(dim / 2)``, and ``PE[m] · PE[n] = Σ_i cos((m - n) ω_i)`` depends on the
-    offset ``m - n`` only. Any number of positions can be made: there is a row for every position.
-    """
+    """Lesson 10: the Transformer paper's ``(num_positions, dim)`` table, ``PE[p, 2i] = sin(p · ω_i)``,
+    ``PE[p, 2i + 1] = cos(p · ω_i)``, ``ω_i = base ** (-2i / dim)``."""
     check_positive_int("num_positions", num_positions)
     _check_even("dim", dim, " (sines and cosines come in pairs)")
     omega = rope_frequencies(dim, base=base)  # (dim/2,), the same frequencies as RoPE's
@@ -152,11 +136,8 @@ def sinusoidal_encoding(num_positions: int, dim: int, *, base: float = DEFAULT_B
 # --- Rotary embeddings ---
 
 def rope_frequencies(head_dim: int, *, base: float = DEFAULT_BASE) -> Tensor:
-    """The turning speed of each feature pair: ``θ_i = base ** (-2i / head_dim)`` -> ``(head_dim // 2,)`` float64.
-
-    Pair 0 turns 1 radian per position (the fastest); the last pair ``base ** (-(head_dim - 2) / head_dim)``
-    radians (the slowest). The same numbers as ``inv_freq`` of the ``transformers`` Llama models.
-    """
+    """Lesson 10: ``θ_i = base ** (-2i / head_dim)``, ``(head_dim // 2,)`` float64 (``transformers``' Llama
+    ``inv_freq``): pair 0 turns 1 radian per position, the last pair the slowest."""
     _check_even("head_dim", head_dim, "")
     base = _check_base(base)
     return base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (head_dim/2,)
@@ -164,18 +145,8 @@ def rope_frequencies(head_dim: int, *, base: float = DEFAULT_BASE) -> Tensor:
 
 def apply_rope(x: Tensor, positions: Tensor | Sequence[int], *, base: float = DEFAULT_BASE,
                pairing: str = "half") -> Tensor:
-    """Rotate each pair of features of every row of ``x`` by ``position × θ_i``: ``(..., N, head_dim) -> same``.
-
-    ``positions`` gives one position per row: shape ``(N,)``, or any shape ending in ``N`` that
-    broadcasts to ``x.shape[:-1]`` (e.g. ``(B, 1, N)`` for ``x (B, H, N, head_dim)``); integers >= 0.
-    ``pairing="half"`` pairs feature ``i`` with ``i + head_dim/2`` (Llama's ``rotate_half``);
-    ``"interleaved"`` pairs ``2i`` with ``2i + 1`` (GPT-J, the RoFormer paper). Pair ``i`` with
-    features ``(a, b)`` becomes ``(a cos φ - b sin φ, a sin φ + b cos φ)``, ``φ = position · θ_i``
-    (:func:`rope_frequencies`): a rotation, so every pair keeps its length.
-
-    Angles are computed in float64 and the result has ``x``'s dtype. Applied to ``q`` and ``k`` (never
-    ``v``), it makes ``rope(q, m) · rope(k, n)`` depend on the offset ``m - n`` only.
-    """
+    """Lesson 10: each pair ``(a, b)`` of ``x (..., N, head_dim)`` becomes ``(a cos φ - b sin φ, a sin φ + b cos φ)``,
+    ``φ = position · θ_i``; ``positions (N,)`` or any shape ending in ``N`` that broadcasts to ``x.shape[:-1]``."""
     x = check_tensor("x", x, min_ndim=2)
     head_dim = _check_even("head_dim", x.shape[-1], f" (the last dimension of x, shape {shape_of(x)})")
     if pairing not in PAIRINGS:
@@ -193,12 +164,8 @@ def apply_rope(x: Tensor, positions: Tensor | Sequence[int], *, base: float = DE
 
 def rope_pair_scores(q: Tensor, k: Tensor, offsets: Tensor | Sequence[int], *, base: float = DEFAULT_BASE,
                      pairing: str = "half") -> Tensor:
-    """Each feature pair's term of the score ``rope(q, m) · rope(k, n)`` for offsets ``m - n``.
-
-    ``q (head_dim,)``, ``k (head_dim,)``, ``offsets (T,)`` integers (may be negative) -> ``(T, head_dim // 2)``;
-    the score at each offset is the sum over the last axis. Pair ``i`` contributes
-    ``|q_i| |k_i| cos(offset · θ_i + angle between k_i and q_i)``: it depends on the offset only.
-    """
+    """Lesson 10: each pair's term of ``rope(q, m) · rope(k, n)``: ``q, k (head_dim,)``, ``offsets (T,)`` of ``m - n``
+    -> ``(T, head_dim // 2)``; the score at an offset is the sum over the last axis."""
     q = check_tensor("q", q, min_ndim=1)
     k = check_tensor("k", k, min_ndim=1)
     if q.ndim != 1 or q.shape != k.shape:
@@ -221,13 +188,8 @@ def rope_pair_scores(q: Tensor, k: Tensor, offsets: Tensor | Sequence[int], *, b
 # --- The layer with rotary positions ---
 
 class RotaryAttention(Attention):
-    """Lesson 07's :class:`Attention` with rotary positions: ``x (B, N, dim) -> (B, N, chan)``.
-
-    The same parameters and the same forward pass, plus one step, :meth:`add_positions`: after the head
-    split, ``q`` and ``k`` (each ``(B, H, N, head_dim)``) are rotated by :func:`apply_rope` before the
-    scores; ``v`` is not. ``forward(x, mask=None, *, positions=None)``: ``positions (N,)`` (default
-    ``0 .. N-1``). Intermediates as ``Attention.AXES`` plus ``q_rot`` and ``k_rot``.
-    """
+    """Lesson 10: :class:`Attention` whose :meth:`add_positions` rotates q and k (:func:`apply_rope`) after the head
+    split; ``positions (N,)`` default to ``0 .. N-1``."""
 
     AXES = {**Attention.AXES, "q_rot": "batch H tokens head_dim", "k_rot": "batch H tokens head_dim"}
 
@@ -252,13 +214,9 @@ class RotaryAttention(Attention):
 # --- ALiBi: a bias on the scores instead of positions (lesson 12) ---
 
 def alibi_slopes(num_heads: int) -> Tensor:
-    """The slope of each head's ALiBi bias (Press et al., 2022, section 3): ``(num_heads,)`` float64.
-
-    For ``H`` a power of two, the geometric sequence ``2^(-8/H), 2^(-16/H), ..., 2^(-8)``. Otherwise the
-    ``2^⌊log2 H⌋`` slopes of the power of two below ``H``, then every other slope of the sequence for twice
-    that power (``2^(-4/p), 2^(-12/p), ...``) until there are ``H``: the rule of the paper's code and of
-    Bloom's ``_get_alibi_slopes`` in ``transformers``.
-    """
+    """Lesson 12: ALiBi's slopes (Press et al., 2022, section 3), ``(num_heads,)`` float64: ``2^(-8/H), ..., 2^(-8)``
+    for ``H`` a power of two, else those of the power ``p`` below, then ``2^(-4/p), 2^(-12/p), ...`` (Bloom's
+    ``_get_alibi_slopes`` in ``transformers``)."""
     check_positive_int("num_heads", num_heads)
     power = 2 ** (num_heads.bit_length() - 1)  # the largest power of two <= num_heads
     slopes = 2.0 ** (-8.0 * torch.arange(1, power + 1, dtype=torch.float64) / power)  # (power,)
@@ -267,12 +225,8 @@ def alibi_slopes(num_heads: int) -> Tensor:
 
 
 def alibi_bias(num_heads: int, n_q: int, n_k: int | None = None) -> Tensor:
-    """ALiBi's bias, added to the scores: ``-slope_h * (i - j)`` for query ``i`` and key ``j``, ``(H, n_q, n_k)``
-    float64 (``n_k`` defaults to ``n_q``; positions aligned at the top-left, like :func:`causal_mask`).
-
-    Zero on the diagonal, more negative the further back the key: each head forgets at its own rate. Meant
-    with a causal mask; keys to the right (``j > i``) get a positive bias, which the mask removes.
-    """
+    """Lesson 12: ALiBi's bias ``-slope_h * (i - j)``, ``(H, n_q, n_k)`` float64, added to the scores (with a
+    causal mask: keys to the right get a positive bias, which the mask removes)."""
     check_positive_int("n_q", n_q)
     n_k = n_q if n_k is None else check_positive_int("n_k", n_k)
     back = torch.arange(n_k, dtype=torch.float64) - torch.arange(n_q, dtype=torch.float64)[:, None]  # (n_q, n_k): j - i
