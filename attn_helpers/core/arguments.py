@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 __all__ = ["shape_of", "check_tensor", "check_positive_int", "check_heads", "broadcast_shape", "check_mask",
-           "check_qk", "check_qkv", "check_tokens", "check_query_key_value", "check_kv_heads", "check_probability"]
+           "check_qk", "check_qkv", "check_tokens", "check_token_ids", "check_query_key_value", "check_kv_heads", "check_probability"]
 
 
 def shape_of(t: Tensor) -> list[int]:
@@ -124,6 +124,20 @@ def check_tokens(name: str, x: object, width: int, width_name: str) -> Tensor:
         raise ValueError(f"{name} must have shape (B, N, {width_name}={width}), got {shape_of(x)} "
                          f"(last dimension {x.shape[-1]})")
     return x
+
+
+def check_token_ids(name: str, tokens: object, vocab_size: int | None = None) -> Tensor:
+    """Lessons 08, 09, 14: ``tokens`` checked to be integer ids ``(B, N)``, each in ``[0, vocab_size)`` when given."""
+    if not isinstance(tokens, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of integer ids (B, N), got {type(tokens).__name__}")
+    if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer ids, got dtype {tokens.dtype} with shape {shape_of(tokens)}")
+    if tokens.ndim != 2:
+        raise ValueError(f"{name} must have shape (B, N), got shape {shape_of(tokens)}")
+    if vocab_size is not None and tokens.numel() and (tokens.min() < 0 or tokens.max() >= vocab_size):
+        raise ValueError(f"{name} must be ids in [0, {vocab_size}), got values from {tokens.min().item()} to "
+                         f"{tokens.max().item()} (shape {shape_of(tokens)})")
+    return tokens
 
 
 def check_query_key_value(query: object, key: object, value: object, d_model: int, kdim: int,

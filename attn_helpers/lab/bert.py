@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..core import MultiHeadAttention, Traceable
+from ..core import MultiHeadAttention, Traceable, check_token_ids
 from .seeded import local_random
 
 __all__ = ["BertLayer", "BertEncoder", "EncoderOutput", "PATTERNS", "attention_shares", "heads_matching"]
@@ -165,10 +165,7 @@ class BertEncoder(nn.Module):
         """``input_ids (B, N)``; ``mask``: either lesson 03's boolean key-padding mask ``keep (B, 1, N)``
         (``True`` = a real key), used as it is, or the tokenizer's ``attention_mask (B, N)`` of 1 (real
         token) and 0 (padding), read where its 1s are, so padding on either side is blocked. Default: no padding."""
-        if not isinstance(input_ids, Tensor) or input_ids.ndim != 2 or input_ids.is_floating_point():
-            raise ValueError(f"input_ids must be an integer tensor (B, N), got "
-                             f"{getattr(input_ids, 'dtype', type(input_ids).__name__)} "
-                             f"{list(getattr(input_ids, 'shape', []))}")
+        check_token_ids("input_ids", input_ids)
         B, N = input_ids.shape
         if N > self.position_embeddings.num_embeddings:
             raise ValueError(f"input_ids has {N} tokens; this model has positions for at most "

@@ -16,9 +16,8 @@ import time
 import torch
 from torch import Tensor, nn
 
-from ..core.arguments import check_positive_int, shape_of
-from ..core import MultiHeadAttention, causal_mask
-from ..core import KVCache, cached_attention_step
+from ..core import (KVCache, MultiHeadAttention, cached_attention_step, causal_mask, check_positive_int,
+                   check_token_ids, shape_of)
 from .seeded import local_random
 from .training import Adam
 
@@ -71,17 +70,6 @@ class TinyCausalLM(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.ReLU(), nn.Linear(4 * d_model, d_model))
         self.readout = nn.Linear(d_model, vocab_size)
 
-    def _check_tokens(self, tokens: Tensor) -> Tensor:
-        if not isinstance(tokens, Tensor):
-            raise TypeError(f"tokens must be a torch.Tensor of int64 ids (B, N), got {type(tokens).__name__}")
-        if tokens.ndim != 2 or tokens.dtype != torch.long:
-            raise ValueError(f"tokens must be int64 ids of shape (B, N), got dtype {tokens.dtype} with shape "
-                             f"{shape_of(tokens)}")
-        if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
-            raise ValueError(f"tokens must be ids in [0, {self.vocab_size}), got values from {tokens.min().item()} "
-                             f"to {tokens.max().item()} (shape {shape_of(tokens)})")
-        return tokens
-
     def _head(self, x: Tensor, attended: Tensor) -> Tensor:
         h = x + attended  # (B, n, d_model): skip connection around attention
         h = h + self.mlp(h)  # (B, n, d_model)
@@ -89,7 +77,7 @@ class TinyCausalLM(nn.Module):
 
     def forward(self, tokens: Tensor) -> Tensor:
         """``tokens (B, N)`` int64 -> ``logits (B, N, V)``, every position causally (no cache)."""
-        tokens = self._check_tokens(tokens)
+        tokens = check_token_ids("tokens", tokens, self.vocab_size)
         x = self.embed(tokens)  # (B, N, d_model)
         return self._head(x, self.attn(x, mask=causal_mask(tokens.shape[1], device=tokens.device)))
 
@@ -99,7 +87,7 @@ class TinyCausalLM(nn.Module):
         Appends the new tokens' keys and values to ``cache``. Feeding a sequence in pieces gives the
         rows of :meth:`forward` on the whole sequence (up to float rounding).
         """
-        tokens_new = self._check_tokens(tokens_new)
+        tokens_new = check_token_ids("tokens_new", tokens_new, self.vocab_size)
         x = self.embed(tokens_new)  # (B, n_new, d_model)
         return self._head(x, cached_attention_step(self.attn, x, cache))
 
@@ -152,7 +140,7 @@ def generate_greedy(
     """
     if not isinstance(model, TinyCausalLM):
         raise TypeError(f"model must be an attn_helpers.lab.TinyCausalLM, got {type(model).__name__}")
-    prompt = model._check_tokens(prompt)
+    prompt = check_token_ids("prompt", prompt, model.vocab_size)
     if prompt.shape[1] == 0:
         raise ValueError(f"prompt must hold at least one token per sequence, got shape {shape_of(prompt)}")
     check_positive_int("num_new", num_new)

@@ -27,8 +27,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..core import causal_mask
-from ..core.arguments import check_positive_int
+from ..core import causal_mask, check_positive_int, check_token_ids
 from .tasks import IGNORE, Task, pattern_match
 from .threads import one_thread
 from .tiny_model import TinyAttentionModel
@@ -107,18 +106,11 @@ def induction_task(num_sequences: int, *, seed: int, task: InductionTask | None 
     return task.sample(check_positive_int("num_sequences", num_sequences), torch.Generator().manual_seed(seed))[0]
 
 
-def _check_tokens(tokens: object) -> Tensor:
-    if not isinstance(tokens, Tensor) or tokens.is_floating_point() or tokens.dtype == torch.bool or tokens.ndim != 2:
-        raise TypeError(f"tokens must be an integer tensor (B, N), got "
-                        f"{getattr(tokens, 'dtype', type(tokens).__name__)} {list(getattr(tokens, 'shape', []))}")
-    return tokens
-
-
 def repeat_spans(tokens: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Where each sequence repeats itself longest: ``tokens (B, N)`` -> ``first (B,)``, ``second (B,)``,
     ``length (B,)``, with ``tokens[b, first:first+length] == tokens[b, second:second+length]``, ``first < second``
     (the earliest such pair when several runs are equally long)."""
-    tokens = _check_tokens(tokens)
+    tokens = check_token_ids("tokens", tokens)
     B, N = tokens.shape
     best = torch.zeros(B, dtype=torch.long)
     first, second = torch.zeros(B, dtype=torch.long), torch.zeros(B, dtype=torch.long)
@@ -145,14 +137,14 @@ def repeated_part(tokens: Tensor) -> Tensor:
 
 def previous_token_pattern(tokens: Tensor) -> Tensor:
     """``tokens (B, N) -> (B, N, N)`` float32: query ``i`` on key ``i - 1`` (row 0 is empty)."""
-    B, N = _check_tokens(tokens).shape
+    B, N = check_token_ids("tokens", tokens).shape
     return torch.ones(N - 1).diag(-1).expand(B, N, N).clone()  # (B, N, N): ones just below the diagonal
 
 
 def induction_pattern(tokens: Tensor) -> Tensor:
     """``tokens (B, N) -> (B, N, N)`` float32: query ``i`` on every key ``j + 1`` whose key ``j < i`` holds
     the same token as ``i`` (the token after an earlier copy); rows of first occurrences are empty."""
-    tokens = _check_tokens(tokens)
+    tokens = check_token_ids("tokens", tokens)
     N = tokens.shape[1]
     same = (tokens[:, :, None] == tokens[:, None, :]) & torch.ones(N, N, dtype=torch.bool).tril(-1)  # (B, N, N): j < i
     after = torch.zeros_like(same)
@@ -163,7 +155,7 @@ def induction_pattern(tokens: Tensor) -> Tensor:
 def attention_weights(model: TinyAttentionModel, tokens: Tensor, **options) -> Tensor:
     """Every head's weights, ``(B, L, H, N, N)``, without gradients on one thread (``options``: ``keep_heads``)."""
     with torch.no_grad(), one_thread():
-        return model(_check_tokens(tokens), return_weights=True, **options)[1]
+        return model(check_token_ids("tokens", tokens), return_weights=True, **options)[1]
 
 
 def previous_token_scores(model: TinyAttentionModel, tokens: Tensor) -> Tensor:
@@ -186,7 +178,7 @@ def repeated_loss(model: TinyAttentionModel, tokens: Tensor, knocked_out: Sequen
     scored = repeated_part(tokens)  # (B, N)
     targets = torch.cat([tokens[:, 1:], tokens[:, :1]], dim=1)  # (B, N): the next token
     with torch.no_grad(), one_thread():
-        logits = model(_check_tokens(tokens), keep_heads=kept_heads)  # (B, N, V)
+        logits = model(check_token_ids("tokens", tokens), keep_heads=kept_heads)  # (B, N, V)
     return F.cross_entropy(logits[scored], targets[scored]).item()
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..core.arguments import check_positive_int
+from ..core import check_positive_int, check_token_ids
 
 __all__ = ["IGNORE", "HELD_OUT_SEED", "Task", "PreviousTokenTask", "NoWrapPreviousTokenTask", "LookupTask",
            "held_out_sequences", "pattern_match"]
@@ -33,10 +33,7 @@ LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
 def _check_tokens(tokens: object, task: "Task") -> Tensor:
-    if not isinstance(tokens, Tensor) or tokens.is_floating_point() or tokens.dtype == torch.bool:
-        raise TypeError(f"tokens must be an integer tensor (B, N) of token ids, got "
-                        f"{getattr(tokens, 'dtype', type(tokens).__name__)}")
-    if tokens.ndim != 2 or tokens.shape[1] != task.seq_len:
+    if check_token_ids("tokens", tokens).shape[1] != task.seq_len:
         raise ValueError(f"tokens must have shape (B, N={task.seq_len}) for {task.name!r}, got {list(tokens.shape)}")
     return tokens
 

@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
-from ..core.arguments import check_positive_int
-from ..core import Attention, merge_heads
-from ..core import RotaryAttention, alibi_bias, causal_mask, mask_to_additive, sinusoidal_encoding
+from ..core import (Attention, RotaryAttention, alibi_bias, causal_mask, check_positive_int, check_token_ids,
+                   mask_to_additive, merge_heads, sinusoidal_encoding)
 from .seeded import local_random
 from .tasks import Task
 from .wiring import check_wiring, next_hidden
@@ -112,9 +111,7 @@ class TinyAttentionModel(nn.Module):
         multiplied by its entry (0 = knocked out, 1 = kept) before the output projection, and the
         intermediates ``"heads"``, ``"merged"``, ``"projected"`` and ``"out"`` are those of the knocked-out layer.
         """
-        if not isinstance(tokens, Tensor) or tokens.is_floating_point() or tokens.ndim != 2:
-            raise TypeError(f"tokens must be an integer tensor (B, N), got "
-                            f"{getattr(tokens, 'dtype', type(tokens).__name__)} {list(getattr(tokens, 'shape', []))}")
+        check_token_ids("tokens", tokens, self.embed.num_embeddings)
         if self.position_scheme == "learned" and tokens.shape[1] > self.seq_len:
             raise ValueError(f"tokens has N={tokens.shape[1]} positions but the model has {self.seq_len} "
                              f"position embeddings (shape {list(tokens.shape)})")

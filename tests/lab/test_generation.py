@@ -126,8 +126,10 @@ def test_step_seconds_records_one_time_per_new_token():
 
 def test_bad_inputs_name_the_argument():
     model = _random_model()
-    with pytest.raises(ValueError, match="tokens must be int64 ids of shape"):
+    with pytest.raises(TypeError, match=r"tokens must hold integer ids, got dtype torch.float32 with shape \[1, 3\]"):
         model(torch.zeros(1, 3))
+    with pytest.raises(ValueError, match=r"tokens must have shape \(B, N\), got shape \[3\]"):
+        model(torch.tensor([0, 1, 2]))
     with pytest.raises(ValueError, match=r"tokens must be ids in \[0, 11\)"):
         model(torch.tensor([[0, 11]]))
     with pytest.raises(TypeError, match="tokens must be a torch.Tensor"):

@@ -304,7 +304,7 @@ def test_shape_trace_prints_the_real_sizes(model):
 
 def test_encoder_rejects_bad_input(model):
     encoder = BertEncoder.from_pretrained(model)
-    with pytest.raises(ValueError, match="input_ids must be an integer tensor"):
+    with pytest.raises(TypeError, match=r"input_ids must hold integer ids, got dtype torch.float32 with shape \[1, 4\]"):
         encoder(torch.zeros(1, 4))
     with pytest.raises(ValueError, match="attention_mask \\(B, N\\) = \\[1, 4\\], got torch.int64 \\[1, 5\\]"):
         encoder(torch.zeros(1, 4, dtype=torch.long), torch.ones(1, 5, dtype=torch.long))

@@ -121,7 +121,7 @@ def test_task_arguments_are_checked():
         PreviousTokenTask(seq_len=1)
     with pytest.raises(ValueError, match=r"tokens must have shape \(B, N=8\)"):
         PreviousTokenTask().ideal_attention(torch.zeros(2, 5, dtype=torch.long))
-    with pytest.raises(TypeError, match="integer tensor"):
+    with pytest.raises(TypeError, match="tokens must hold integer ids"):
         LookupTask().ideal_attention(torch.zeros(2, 8))
 
 
@@ -193,7 +193,7 @@ def test_skip_wiring(skip):
 
 def test_model_rejects_bad_tokens_and_arguments():
     model = TinyAttentionModel(10, 4, 6)
-    with pytest.raises(TypeError, match="integer tensor"):
+    with pytest.raises(TypeError, match="tokens must hold integer ids"):
         model(torch.zeros(2, 6))
     with pytest.raises(ValueError, match="N=7 positions but the model has 6"):
         model(torch.zeros(2, 7, dtype=torch.long))
