@@ -1,18 +1,6 @@
-"""A pretrained BERT-style encoder rebuilt from its weights with the series' own steps, lesson 11.
-
-Imports torch and the series' attention math only (never ``transformers``). Each layer is lesson
-07's :class:`attn_helpers.MultiHeadAttention` with the checkpoint's query, key, value and output
-weights copied in, followed by the two pieces of a transformer block around it:
-
-    x (B, N, hidden)
-    -> MultiHeadAttention: q, k, v = Linear(x); split_heads; scores = q kᵀ / sqrt(head_dim);
-       key-padding mask; softmax; weights @ v; merge_heads; Linear      -> attn_out (B, N, hidden)
-    -> LayerNorm(x + attn_out)                                          -> attn_norm (B, N, hidden)
-    -> Linear(hidden, intermediate), GELU, Linear(intermediate, hidden) -> the feed-forward block
-    -> LayerNorm(attn_norm + feed-forward)                              -> block_out (B, N, hidden)
-
-:func:`attention_shares` measures what each head looks at: the share of its attention on
-``[CLS]``, on ``[SEP]``, on the previous token, on the next token and on the token itself.
+"""Lesson 11: a pretrained BERT-style encoder rebuilt from its weights with the series' own steps (never
+``transformers``); each layer is :class:`attn_helpers.MultiHeadAttention` with the checkpoint's weights, then
+``LayerNorm(x + attn_out)``, the feed-forward block and ``LayerNorm(attn_norm + feed-forward)``.
 """
 
 from __future__ import annotations
@@ -34,12 +22,8 @@ PATTERNS = ("[CLS]", "[SEP]", "previous", "next", "self")
 
 
 class BertLayer(Traceable):
-    """One encoder layer: attention, residual + LayerNorm, feed-forward, residual + LayerNorm.
-
-    ``x (B, N, hidden) -> (B, N, hidden)``; ``mask``: boolean key-padding mask ``(B, 1, N)`` from
-    :func:`attn_helpers.padding_mask` (``True`` = a real token). ``return_intermediates=True`` also
-    gives a dict of every step (its axes in ``AXES``); :func:`attn_helpers.shape_trace` prints them.
-    """
+    """Lesson 11: one encoder layer, ``x (B, N, hidden) -> (B, N, hidden)``: attention, residual + LayerNorm,
+    feed-forward, residual + LayerNorm; ``mask``: ``keep (B, 1, N)`` from :func:`attn_helpers.padding_mask`."""
 
     AXES = {
         "x": "batch tokens hidden",
@@ -117,12 +101,8 @@ class EncoderOutput:
 
 
 class BertEncoder(nn.Module):
-    """A BERT encoder (embeddings and ``num_layers`` :class:`BertLayer`) built from a config dict.
-
-    ``BertEncoder.from_pretrained(model)`` copies the parameters of an
-    :class:`attn_helpers.pretrained.PretrainedModel` (same dtype). ``forward(input_ids (B, N),
-    mask) -> EncoderOutput``, ``mask`` a boolean ``keep (B, 1, N)`` or the tokenizer's 1/0 ``(B, N)``.
-    """
+    """Lesson 11: embeddings and ``num_layers`` :class:`BertLayer`; :meth:`from_pretrained` copies a
+    :class:`PretrainedModel`. ``forward(input_ids (B, N), mask) -> EncoderOutput``."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         super().__init__()
@@ -197,16 +177,9 @@ class BertEncoder(nn.Module):
 # --------------------------------------------------------------------------------------------
 
 def attention_shares(weights: Tensor, lengths: Tensor | Sequence[int] | None = None) -> Tensor:
-    """The average attention a head puts on each of ``PATTERNS``: ``(B, ..., N, N) -> (..., 5)``.
-
-    ``weights``: attention weights with the batch first, e.g. ``(B, L, H, N, N)`` for every layer
-    and head of a batch; ``lengths (B,)``: the real tokens of each sequence (the rest is padding;
-    default: all ``N``). For every real query ``i`` of a sequence of length ``n``, the weight on
-    key ``0`` (``[CLS]``), on key ``n - 1`` (the last real token, ``[SEP]``), on key ``i - 1``
-    (previous, for ``i >= 1``), on key ``i + 1`` (next, for ``i <= n - 2``) and on key ``i``
-    (self); each is averaged over all the queries that have one, in all sequences. The patterns
-    can overlap: the previous token of the first word *is* ``[CLS]``.
-    """
+    """Lesson 11: each head's average weight on ``[CLS]`` (key 0), ``[SEP]`` (key ``n - 1``), the previous, the next
+    and its own token: ``weights (B, ..., N, N)``, ``lengths (B,)`` real tokens (default ``N``) -> ``(..., 5)``, each
+    averaged over the real queries that have one. The patterns can overlap."""
     if not isinstance(weights, Tensor) or weights.ndim < 3 or weights.shape[-1] != weights.shape[-2]:
         raise ValueError(f"weights must be a tensor (B, ..., N, N) of square attention matrices, got shape "
                          f"{list(getattr(weights, 'shape', []))}")

@@ -1,14 +1,5 @@
-"""The series' running example: its sentences, a small vocabulary and an embedding table (token -> vector).
-
-The running sentence :data:`SENTENCE` ("the cat sat on the mat") lives here and only here: lessons and
-explorers import it, :data:`PADDED_SENTENCE` is the same sentence padded to 8 tokens (lesson 03's
-padding mask) and :data:`LONG_SENTENCE` continues it to 32 words (lesson 05's heads explorer).
-
-A real model turns a token into a vector by looking up its row in a learned table. The lessons do
-the same with a seeded random table, so equal words get equal rows in every lesson that uses it:
-``embed(["the", "cat", "sat", "on", "the", "mat"], dim)`` gives rows 0 and 4 the very same numbers.
-
-Imports torch only; the table does not touch the global random state.
+"""Lessons 01-05: the running example, its sentences, a small vocabulary and a seeded embedding table
+(equal words get equal rows; the global random state is left alone).
 """
 
 from __future__ import annotations

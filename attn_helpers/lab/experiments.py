@@ -1,11 +1,5 @@
-"""Experiments on trained tiny models (lessons 08 and 10): which head does which lookups, accuracy at
-other sequence lengths, what an order-blind model can reach, and where attention goes.
-
-Imports torch only. Every measurement runs on a task's held-out sequences
-(:func:`attn_helpers.lab.held_out_sequences`), without gradients, on one CPU thread, so the same model
-gives the same numbers on every machine; the text tables of these results are in :mod:`attn_helpers.lab.tables`.
-
-Shapes: ``B`` batch, ``N`` tokens, ``L`` layers, ``H`` heads, ``C`` classes.
+"""Lessons 08 and 10: experiments on trained tiny models, on a task's held-out sequences, without gradients, on
+one CPU thread (the same numbers on every machine).
 """
 
 from __future__ import annotations
@@ -32,13 +26,8 @@ __all__ = ["HeadKnockout", "head_knockout", "held_out_accuracy", "order_blind_ac
 
 @dataclass
 class HeadKnockout:
-    """What :func:`head_knockout` measured on one model. ``K = 1 + L*H`` rows: nothing knocked out,
-    then each head alone knocked out (``labels``: ``"nothing"``, ``"head 0"``, ... or ``"layer 0 head 1"``).
-
-    - ``accuracy (K,)``: held-out accuracy over all questions;
-    - ``by_letter (K, num_letters)``: held-out accuracy over the questions that ask for each letter;
-    - ``questions (num_letters,)``: how many held-out questions ask for each letter.
-    """
+    """Lesson 08: what :func:`head_knockout` measured; ``K = 1 + L*H`` rows (nothing, then each head knocked out):
+    ``accuracy (K,)``, ``by_letter (K, num_letters)`` and ``questions (num_letters,)`` asking for each letter."""
 
     labels: list[str]
     accuracy: Tensor
@@ -51,11 +40,8 @@ class HeadKnockout:
 
 
 def head_knockout(model: TinyAttentionModel, task: LookupTask, *, held_out: int = 256) -> HeadKnockout:
-    """Held-out accuracy of ``model`` on ``task`` with each head knocked out in turn (its output zeroed
-    before the output projection: ``model(tokens, keep_heads=...)``), overall and per letter asked for.
-
-    The held-out sequences are those :func:`train` measures on. Runs without gradients on one CPU
-    thread, so the same model gives the same numbers on every machine."""
+    """Lesson 08: held-out accuracy of ``model`` with each head knocked out in turn (``model(tokens, keep_heads=...)``),
+    overall and per letter asked for."""
     if not isinstance(model, TinyAttentionModel):
         raise TypeError(f"model must be a TinyAttentionModel, got {type(model).__name__}")
     if not isinstance(task, LookupTask):
@@ -105,14 +91,9 @@ def held_out_accuracy(model: TinyAttentionModel, task: Task, *, held_out: int = 
 
 
 def order_blind_accuracy(tokens: Tensor, targets: Tensor) -> float:
-    """The expected accuracy of the best guess that knows each token and the *set* of the others, but
-    not their order, on a previous-token task: ``tokens (B, N)``, ``targets (B, N)`` -> a number.
-
-    Without positions, the output at position ``i`` can depend only on token ``i`` and on which
-    tokens the sequence holds. The token to the left is then equally likely to be any of the other
-    ``N - 1``; the best guess is the commonest among them, right with probability
-    ``(its count) / (N - 1)``. Averaged over the positions that have a target.
-    """
+    """Lesson 10: the best accuracy without order on a previous-token task, ``tokens (B, N)``, ``targets (B, N)``
+    -> a number: the commonest other token of the sequence, right with probability ``count / (N - 1)``, averaged over
+    the positions with a target."""
     if not isinstance(tokens, Tensor) or not isinstance(targets, Tensor) or tokens.shape != targets.shape \
             or tokens.ndim != 2:
         raise ValueError(f"tokens and targets must be (B, N) tensors of the same shape, got "
@@ -143,13 +124,8 @@ def accuracy_by_length(runs: Mapping[str, TrainingRun], lengths: Sequence[int], 
 
 def attention_by_offset(model: TinyAttentionModel, task: Task, *, trained_len: int,
                         held_out: int = 256) -> dict[str, float]:
-    """Where ``model``'s attention goes on ``task``'s held-out sequences, averaged over layers, heads and
-    the query rows with a target: ``{"right key": ..., "other offsets seen in training": ...,
-    "offsets never seen in training": ...}`` (the three add up to 1).
-
-    An offset ``|i - j|`` is *seen* when it is below ``trained_len``, the length the model was trained at.
-    Runs without gradients, on one CPU thread.
-    """
+    """Lesson 10: the share of ``model``'s attention on the right key, on other offsets ``|i - j| < trained_len`` and on
+    offsets never seen in training (they add up to 1), averaged over layers, heads and query rows with a target."""
     tokens, _ = held_out_sequences(task, held_out)  # (B, N)
     with torch.no_grad(), one_thread():  # as train() runs: one order of every sum on any machine
         _, weights = model(tokens, return_weights=True)  # (B, L, H, N, N)

@@ -1,13 +1,4 @@
-"""Generation with a KV cache (lesson 09): a tiny causal character model, trained in a second, and
-greedy decoding from it, with and without the cache.
-
-Imports torch only. ``TinyCausalLM`` is one causal :class:`attn_helpers.MultiHeadAttention` layer
-with a skip connection and a small MLP between a character embedding and a linear read-out. It has
-no position information (lesson 10 adds it): each token sees the earlier tokens only through the
-causal mask, so it can be run on any length and decoded for as long as wanted.
-
-Shapes: ``B`` sequences, ``N`` tokens, ``d_model`` the width of a token vector, ``V`` the vocabulary.
-"""
+"""Lesson 09: generation with a KV cache, a tiny causal character model and greedy decoding from it."""
 
 from __future__ import annotations
 
@@ -54,13 +45,8 @@ class CharVocab:
 
 
 class TinyCausalLM(nn.Module):
-    """A one-layer causal character model: embed -> + causal self-attention -> + MLP -> logits.
-
-    ``TinyCausalLM(vocab_size, d_model=32, num_heads=4)``; ``forward(tokens (B, N)) -> logits (B, N, V)``
-    runs every position at once under :func:`attn_helpers.causal_mask`, so position ``i``'s logits
-    depend only on tokens ``0 .. i``. :meth:`step` computes the logits of new tokens only, with
-    their attention served from a :class:`attn_helpers.KVCache`.
-    """
+    """Lesson 09: embed -> + causal self-attention -> + MLP -> logits, ``tokens (B, N) -> logits (B, N, V)``,
+    without positions; :meth:`step` computes new tokens' logits only, their attention served from a :class:`KVCache`."""
 
     def __init__(self, vocab_size: int, d_model: int = 32, num_heads: int = 4) -> None:
         super().__init__()
@@ -82,11 +68,7 @@ class TinyCausalLM(nn.Module):
         return self._head(x, self.attn(x, mask=causal_mask(tokens.shape[1], device=tokens.device)))
 
     def step(self, tokens_new: Tensor, cache: KVCache) -> Tensor:
-        """``tokens_new (B, n_new)`` -> ``logits (B, n_new, V)``, attending to ``cache`` plus the new tokens.
-
-        Appends the new tokens' keys and values to ``cache``. Feeding a sequence in pieces gives the
-        rows of :meth:`forward` on the whole sequence (up to float rounding).
-        """
+        """``tokens_new (B, n_new)`` -> ``logits (B, n_new, V)``, attending to ``cache`` (which grows) and the new tokens."""
         tokens_new = check_token_ids("tokens_new", tokens_new, self.vocab_size)
         x = self.embed(tokens_new)  # (B, n_new, d_model)
         return self._head(x, cached_attention_step(self.attn, x, cache))
@@ -96,14 +78,9 @@ def train_char_model(
     text: str = GENERATION_TEXT, *, d_model: int = 32, num_heads: int = 4, seq_len: int = 16, batch: int = 16,
     steps: int = 200, lr: float = 0.015, seed: int = 0,
 ) -> tuple[TinyCausalLM, CharVocab, list[float]]:
-    """Train a :class:`TinyCausalLM` to predict the next character of ``text`` (repeated as needed).
-
-    Each step takes ``batch`` windows of ``seq_len + 1`` characters at random offsets of the repeated
-    text; the model reads the first ``seq_len`` and is scored (cross-entropy) on the next character
-    at every position. Seeded (the global random state is left alone), in float64 and with Adam, so the same arguments give the same model
-    (float64 keeps the rounding of different CPUs and thread counts far below any greedy choice).
-    Returns ``(model in eval mode, vocabulary, loss per step)``.
-    """
+    """Lesson 09: train a :class:`TinyCausalLM` on the next character of ``text``, ``batch`` random windows of
+    ``seq_len + 1`` per step; seeded, float64 and Adam, so the same arguments give the same model. Returns ``(model in
+    eval mode, vocabulary, loss per step)``."""
     vocab = CharVocab(text)
     for name, value in (("seq_len", seq_len), ("batch", batch), ("steps", steps)):
         check_positive_int(name, value)
@@ -131,13 +108,9 @@ def train_char_model(
 def generate_greedy(
     model: TinyCausalLM, prompt: Tensor, num_new: int, *, use_cache: bool, step_seconds: list[float] | None = None,
 ) -> Tensor:
-    """Greedy decoding: append the most likely next token ``num_new`` times.
-
-    ``prompt (B, N_prompt)`` int64 -> ``(B, N_prompt + num_new)``. Without the cache every step runs
-    the model on all tokens so far and keeps the last position's logits; with it, the prompt is run
-    once (the *prefill*, filling the cache) and every later step feeds only the newest token.
-    ``step_seconds``, if given, receives the wall-clock seconds of each of the ``num_new`` steps.
-    """
+    """Lesson 09: ``prompt (B, N_prompt)`` -> ``(B, N_prompt + num_new)``, the likeliest token appended ``num_new``
+    times; ``use_cache=True`` runs the prompt once (the prefill), then only the newest token. ``step_seconds`` receives
+    each step's wall-clock seconds."""
     if not isinstance(model, TinyCausalLM):
         raise TypeError(f"model must be an attn_helpers.lab.TinyCausalLM, got {type(model).__name__}")
     prompt = check_token_ids("prompt", prompt, model.vocab_size)

@@ -1,21 +1,6 @@
-"""Lesson 14: the induction task, a two-layer causal model trained on it, and the measurements that find
-its circuit (a previous-token head, an induction head) and break it.
-
-Imports torch only. The task (:class:`InductionTask`): random tokens in which a random segment appears
-twice. Inside the second copy the next token can be known, by finding the earlier copy of the current token
-and copying the token after it; those positions are the ones scored.
-
-- :func:`induction_task`, :func:`repeat_spans`, :func:`repeated_part`: the lesson's sequences, where the
-  copies sit, which positions are scored;
-- :func:`previous_token_pattern`, :func:`induction_pattern`: the two ideal patterns, ``(B, N, N)``;
-- :func:`previous_token_scores`, :func:`induction_scores`: how close each head comes to them, ``(L, H)``;
-- :func:`repeated_loss`: the loss on the repeated part, with heads knocked out (``model(tokens, keep_heads=...)``,
-  lesson 08's knockout);
-- :func:`layer_weights`: one layer's attention with queries and keys read from different hidden states
-  (K- and Q-composition);
-- :func:`train_induction_model`: lesson 08's :func:`attn_helpers.lab.train` with the lesson's defaults.
-
-Shapes: ``B`` batch, ``N`` tokens, ``L`` layers, ``H`` heads, ``S`` snapshots.
+"""Lesson 14: the induction task, a two-layer causal model trained on it, and the measurements that find its
+circuit (a previous-token head, an induction head) and break it. Shapes: ``B`` batch, ``N`` tokens, ``L`` layers,
+``H`` heads, ``S`` snapshots.
 """
 
 from __future__ import annotations
@@ -40,17 +25,9 @@ __all__ = ["InductionTask", "INDUCTION_CONFIG", "induction_task", "repeat_spans"
 
 
 class InductionTask(Task):
-    """Random tokens with one segment repeated: inside the second copy, predict the next token.
-
-    Each sequence of ``seq_len`` tokens (ids ``0 .. vocab_size-1``, uniform) holds a segment of
-    ``min_repeat .. max_repeat`` tokens (length uniform) twice, at random places that do not overlap.
-    Target ``i`` is token ``i + 1`` at the positions of the second copy but its last (:func:`repeated_part`),
-    :data:`IGNORE` elsewhere: no model can know the other next tokens. The tokens just before
-    and just after the two copies differ, so the copies are exactly as long as the segment, and
-    :func:`repeat_spans` finds them again from the tokens (unless another run at least as long repeats by
-    chance). The ideal pattern (:meth:`ideal_attention`)
-    is :func:`induction_pattern`.
-    """
+    """Lesson 14: ``seq_len`` uniform random tokens holding one segment (``min_repeat .. max_repeat`` tokens) twice;
+    inside the second copy the next token is the target (:func:`repeated_part`), elsewhere :data:`IGNORE`. The tokens
+    around the copies differ, so :func:`repeat_spans` finds them again; the ideal pattern is :func:`induction_pattern`."""
 
     name = "induction"
 

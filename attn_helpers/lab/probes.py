@@ -1,9 +1,5 @@
-"""Lesson probes: measurements that lessons make on the attention math, apart from the math itself.
-
-Imports torch only. Softmax saturation (lesson 02: why scores are divided by sqrt(d_k)), the entropy
-of attention rows, and stacks of attention layers (lesson 06: what the skip connection does to
-signal and gradient). Lesson 12: the weights after a sliding window, a soft cap and a sink, and how far a stack
-of sliding-window layers reaches.
+"""Measurements lessons make on the attention math: softmax saturation (02), stacks of layers (06), the weights
+after lesson 12's steps and the reach of sliding windows.
 """
 
 from __future__ import annotations
@@ -37,14 +33,8 @@ def attention_entropy(weights: Tensor) -> Tensor:
 # --------------------------------------------------------------------------------------------
 
 def softmax_grad_norm(scores: Tensor, upstream: Tensor) -> Tensor:
-    """Size of the gradient that reaches the scores through a row softmax: ``(..., N_k) -> (...)``.
-
-    For ``loss = (upstream * softmax(scores, dim=-1)).sum()`` the gradient with respect to
-    ``scores`` is ``p * (upstream - (p * upstream).sum(-1, keepdim=True))``, ``p`` being the
-    weights; this returns its Euclidean norm over each row. ``upstream`` has the shape of
-    ``scores``: the gradient arriving at the weights from later layers. A saturated row (one
-    weight near 1, the rest near 0) lets almost nothing through, so its norm is near 0.
-    """
+    """Lesson 02: the norm over each row of the gradient ``p * (upstream - (p * upstream).sum(-1))`` that reaches
+    ``scores (..., N_k)`` through the softmax -> ``(...)``; near 0 for a saturated row."""
     scores = check_tensor("scores", scores, min_ndim=1)
     upstream = check_tensor("upstream", upstream, min_ndim=1)
     if upstream.shape != scores.shape:
@@ -58,15 +48,8 @@ def softmax_grad_norm(scores: Tensor, upstream: Tensor) -> Tensor:
 
 
 def softmax_statistics(scores: Tensor, upstream: Tensor | None = None) -> dict[str, float]:
-    """How peaked ``softmax(scores, dim=-1)`` is, as plain numbers averaged over the rows.
-
-    ``scores (..., N_k)`` are the softmax's input, already scaled. Returns a dict with
-    ``variance`` (of all the scores), ``max_weight`` (the mean over rows of each row's largest
-    weight: ``1 / N_k`` when uniform, ``1`` when one-hot), ``entropy`` (the mean of
-    :func:`attention_entropy`, in nats: ``log(N_k)`` uniform, ``0`` one-hot) and, when
-    ``upstream`` (same shape as ``scores``) is given, ``grad_norm`` (the mean of
-    :func:`softmax_grad_norm`).
-    """
+    """Lesson 02: how peaked ``softmax(scores (..., N_k))`` is, averaged over rows: ``variance`` of the scores,
+    ``max_weight``, ``entropy`` (nats) and, with ``upstream``, ``grad_norm``."""
     scores = check_tensor("scores", scores, min_ndim=1)
     weights = torch.softmax(scores, dim=-1)  # (..., N_k)
     stats = {
@@ -84,20 +67,9 @@ def softmax_statistics(scores: Tensor, upstream: Tensor | None = None) -> dict[s
 # --------------------------------------------------------------------------------------------
 
 class AttentionStack(nn.Module):
-    """``depth`` of walkthrough 000's :class:`Attention` layers in a row, joined by a chosen wiring.
-
-    ``x (B, N, dim) -> (B, N, chan)``: layer 0 maps ``dim -> chan``, the others ``chan -> chan``.
-    With ``projected_l`` the output projection of layer ``l`` and ``v_l`` its merged values
-    (both ``(B, N, chan)``), the next hidden state is
-
-    - ``wiring="identity"``: ``x_{l+1} = x_l + projected_l``, the usual residual (needs ``dim == chan``);
-    - ``wiring="values"``: ``x_{l+1} = projected_l + v_l``, walkthrough 000's skip through V (what
-      :class:`Attention` returns);
-    - ``wiring="none"``: ``x_{l+1} = projected_l``.
-
-    ``wiring`` is a plain attribute, so one set of weights can be compared under all three wirings.
-    (*skip* alone names the tensor added, as in lesson 00's table, never the wiring.)
-    """
+    """Lesson 06: ``depth`` :class:`Attention` layers, ``x (B, N, dim) -> (B, N, chan)``, joined by ``wiring``
+    (:func:`next_hidden`: ``"identity"``, ``"values"``, ``"none"``), a plain attribute so one set of weights can be
+    compared under all three."""
 
     def __init__(self, depth: int, dim: int, chan: int, num_heads: int = 1, wiring: str = "identity") -> None:
         super().__init__()
@@ -143,31 +115,15 @@ class AttentionStack(nn.Module):
 
 
 def _size_and_token_std(hidden: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
-    """Root mean square and token std of each hidden state ``(B, N, chan)``: two ``(len(hidden),)``.
-
-    The token std is the standard deviation over the token axis, averaged over batch and features; one
-    below ``1e-12`` times the RMS is rounding noise (the tokens are equal) and reported as exactly 0.
-    """
+    """Root mean square and token std (0 below ``1e-12`` times the RMS) of each hidden state, two ``(len(hidden),)``."""
     rms = torch.stack([h.detach().pow(2).mean().sqrt() for h in hidden])
     token_std = torch.stack([h.detach().std(dim=1).mean() for h in hidden])
     return rms, token_std.masked_fill(token_std < 1e-12 * rms, 0.0)
 
 
 def signal_through_stack(stack: AttentionStack, x: Tensor, *, depth: int | None = None) -> dict[str, Tensor]:
-    """How big the signal and the gradient are at every layer of ``stack`` for the input ``x (B, N, dim)``.
-
-    Runs the first ``depth`` layers (default: all) and returns
-
-    - ``"rms"``: ``(depth + 1,)`` the root mean square of ``x_0`` (the input), ``x_1``, ..., ``x_depth``;
-    - ``"token_std"``: ``(depth + 1,)`` how different the tokens are: the standard deviation over the
-      token axis, averaged over batch and features; 0 when every token carries the same vector (a
-      value below ``1e-12`` times the RMS is rounding noise and reported as exactly 0);
-    - ``"grad_norm"``: ``(depth,)`` the norm of the gradient of the loss ``||x_depth||`` with respect to
-      all parameters of layer ``l`` (``l = 0`` is the first layer). The loss's gradient at the output,
-      ``x_depth / ||x_depth||``, has norm 1 whatever the depth, so the numbers compare across depths.
-
-    Gradients are returned, not accumulated: the parameters' ``.grad`` are left untouched.
-    """
+    """Lesson 06: ``"rms"`` and ``"token_std"`` ``(depth + 1,)`` of ``x_0 .. x_depth``, and ``"grad_norm"`` ``(depth,)``,
+    the norm of the gradient of ``||x_depth||`` with respect to each layer's parameters (``.grad`` left untouched)."""
     if not isinstance(stack, AttentionStack):
         raise TypeError(f"stack must be an attn_helpers.AttentionStack, got {type(stack).__name__}")
     with torch.enable_grad(), one_thread():
@@ -185,14 +141,8 @@ def signal_through_stack(stack: AttentionStack, x: Tensor, *, depth: int | None 
 
 
 def depth_sweep(stack: AttentionStack, x: Tensor, depths: Sequence[int]) -> dict[str, Tensor]:
-    """The output's size and the first layer's gradient for several depths of ``stack``, at once.
-
-    For every ``L`` in ``depths`` (each in ``[1, stack.depth]``), with ``x (B, N, dim)`` as input and
-    the first ``L`` layers: ``"rms"`` and ``"token_std"`` of ``x_L`` and ``"grad_norm"``, the norm of
-    the gradient of ``||x_L||`` with respect to the first layer's parameters; each ``(len(depths),)``.
-    The same numbers as :func:`signal_through_stack` at each depth, from one forward pass, on one
-    thread (so the printed digits are the same on every machine). Lesson 06 writes this loop out.
-    """
+    """Lesson 06: for every ``L`` in ``depths``, :func:`signal_through_stack`'s ``"rms"``, ``"token_std"`` of ``x_L`` and
+    the first layer's ``"grad_norm"``, each ``(len(depths),)``, from one forward pass on one thread."""
     if not isinstance(stack, AttentionStack):
         raise TypeError(f"stack must be an attn_helpers.AttentionStack, got {type(stack).__name__}")
     depths = [check_positive_int("depths[i]", int(L)) for L in depths]

@@ -1,9 +1,5 @@
-"""Reference layers for lesson 12: today's attention layers of the ``transformers`` package, built from tiny
-configs with seeded random weights, and their eager forward on a boolean mask.
-
-``transformers`` is imported inside the functions (it takes seconds), so ``import attn_helpers`` stays cheap.
-Each config asks for plain RoPE (``rope_type="default"``), the one :class:`attn_helpers.GroupedQueryAttention`
-copies, and for the eager attention code (``config._attn_implementation = "eager"``).
+"""Lesson 12: ``transformers``' attention layers from tiny configs with seeded weights (plain RoPE, eager
+attention), and their forward on a boolean mask. ``transformers`` is imported inside the functions.
 """
 
 from __future__ import annotations

@@ -1,11 +1,4 @@
-"""Seeded random draws that leave the notebook's random state as it was.
-
-Imports torch only. A module such as ``nn.Linear`` draws its initial parameters from PyTorch's global
-generator, and seeding that generator would change the random numbers of the notebook around the call.
-:func:`local_random` runs a block inside ``torch.random.fork_rng``: the CPU generator's state is saved,
-the generator is seeded, the block draws exactly what it would draw after ``torch.manual_seed(seed)``, and
-the saved state is put back when the block ends (also when it raises).
-"""
+"""Seeded draws that leave the notebook's random state as it was (``torch.random.fork_rng``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The text tables lessons 08, 10 and 11 print, all through one formatter, :func:`text_table`.
-
-Imports torch only. Each table function returns a string (printing is the caller's); the numbers are
-rounded so that every run prints the same, except :func:`timing_table` (wall-clock times: print it apart).
+"""Lessons 08, 10, 11 and 14: the text tables, all through :func:`text_table`; rounded so every run prints the same,
+except :func:`timing_table`.
 """
 
 from __future__ import annotations
@@ -23,11 +21,8 @@ COLUMN_GAP = "  "  # between two cells of a row
 
 
 def text_table(rows: Sequence[Sequence[object]], specs: Sequence[str]) -> str:
-    """``rows`` of cells as text, one line per row, the cells joined by two spaces.
-
-    Cell ``j`` of every row is formatted with ``specs[j]``: ``"<12"`` left-aligned in 12 characters,
-    ``">8"`` right-aligned in 8, ``""`` as it is. A row may stop before the last columns (its line is shorter).
-    """
+    """``rows`` of cells as lines, cell ``j`` formatted with ``specs[j]`` (``"<12"``, ``">8"``, ``""``), joined by two
+    spaces."""
     lines = []
     for i, row in enumerate(rows):
         if len(row) > len(specs):

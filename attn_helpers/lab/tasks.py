@@ -1,20 +1,5 @@
-"""The toy tasks of lessons 08 and 10: random sequences whose right attention pattern is known in advance.
-
-Imports torch only. Each task samples token ids ``(B, N)`` and targets ``(B, N)`` with a generator it is
-given (:data:`IGNORE` marks a position without a target) and builds the pattern that solves it:
-
-- :class:`PreviousTokenTask`: every position outputs the token one step to its left (position 0
-  wraps around to the last); the right pattern is an off-diagonal line.
-- :class:`NoWrapPreviousTokenTask` (lesson 10): the same without the wrap-around, so the rule holds
-  at every length.
-- :class:`LookupTask`: the first half holds key-value pairs (``"C5"``: letter C stores digit 5), the
-  second half asks for letters (``"C?"``); each question outputs the digit stored with its letter.
-  The right pattern depends on the content: each question looks at the pair with its letter.
-
-:func:`held_out_sequences` gives the sequences every run of a task is measured on, and
-:func:`pattern_match` how close a learned pattern is to the right one.
-
-Shapes: ``B`` batch, ``N`` tokens.
+"""Lessons 08 and 10: toy tasks whose right attention pattern is known in advance. Each samples token ids
+``(B, N)`` and targets ``(B, N)`` (:data:`IGNORE`: no target) with a generator it is given.
 """
 
 from __future__ import annotations
@@ -39,12 +24,8 @@ def _check_tokens(tokens: object, task: "Task") -> Tensor:
 
 
 class Task:
-    """A toy task: random sequences, their targets, and the attention pattern that solves it.
-
-    Subclasses set ``name``, ``seq_len`` (``N``), ``vocab_size`` (token ids ``0 .. vocab_size-1``)
-    and ``n_classes`` (targets ``0 .. n_classes-1``, or :data:`IGNORE`), and implement
-    :meth:`sample`, :meth:`ideal_attention` and :meth:`token_labels`.
-    """
+    """Lesson 08: a toy task. Subclasses set ``name``, ``seq_len``, ``vocab_size`` and ``n_classes`` and implement
+    :meth:`sample`, :meth:`ideal_attention` and :meth:`token_labels`."""
 
     name: str = "task"
     seq_len: int
@@ -56,11 +37,8 @@ class Task:
         raise NotImplementedError
 
     def ideal_attention(self, tokens: Tensor) -> Tensor:
-        """The pattern that solves the task for ``tokens (B, N)``: ``(B, N, N)`` float32.
-
-        Row ``i`` (query ``i``) is one-hot at the key that holds what position ``i`` must output;
-        rows of positions without a target are all zeros.
-        """
+        """The pattern that solves the task, ``(B, N, N)`` float32: row ``i`` one-hot at the key holding what position
+        ``i`` must output, zeros where there is no target."""
         raise NotImplementedError
 
     def token_labels(self, tokens: Tensor) -> list[str]:
@@ -105,11 +83,8 @@ class _LetterSequenceTask(Task):
 
 
 class PreviousTokenTask(_LetterSequenceTask):
-    """Output the previous token: target ``i`` is token ``i - 1``; position 0 wraps around to ``N - 1``.
-
-    The right pattern: query ``i`` attends to key ``(i - 1) mod N``, a line just below the diagonal
-    (plus the top-right corner for the wrap-around).
-    """
+    """Lesson 08: target ``i`` is token ``i - 1`` (position 0 wraps around to ``N - 1``); the right pattern is the
+    line just below the diagonal."""
 
     name = "previous token"
 
@@ -118,12 +93,8 @@ class PreviousTokenTask(_LetterSequenceTask):
 
 
 class NoWrapPreviousTokenTask(PreviousTokenTask):
-    """Lesson 08's previous-token task without the wrap-around: position ``i >= 1`` outputs token
-    ``i - 1``; position 0 has nothing to its left and no target (:data:`IGNORE`).
-
-    Every target is then one step to the left at every sequence length, so a model trained at one
-    length can be tested at another on the same rule. Tokens ``(B, N)``, targets ``(B, N)``.
-    """
+    """Lesson 10: :class:`PreviousTokenTask` without the wrap-around (position 0 has no target), so the rule holds
+    at every length."""
 
     name = "previous token, no wrap-around"
 
@@ -139,15 +110,8 @@ class NoWrapPreviousTokenTask(PreviousTokenTask):
         return ideal
 
 class LookupTask(Task):
-    """Find the matching key: ``num_pairs`` pairs, then the same letters again as questions.
-
-    Positions ``0 .. P-1`` hold pair tokens ``letter * num_digits + digit`` (label ``"C5"``: letter
-    C stores digit 5), with ``P`` different letters; positions ``P .. 2P-1`` hold question tokens
-    ``num_letters * num_digits + letter`` (label ``"C?"``), the same letters in a new order. A
-    question's target is the digit stored with its letter; pairs have no target (:data:`IGNORE`).
-    The right pattern: question ``P + j`` attends to the pair with its letter, which moves from one
-    sequence to the next — it is found by content, not by position.
-    """
+    """Lesson 08: ``num_pairs`` pairs (``"C5"``: letter C stores digit 5), then the same letters as questions (``"C?"``)
+    in a new order; a question's target is its letter's digit. The right pattern is found by content, not position."""
 
     name = "lookup"
 
@@ -208,13 +172,9 @@ def held_out_sequences(task: Task, count: int) -> tuple[Tensor, Tensor]:
 
 
 def pattern_match(weights: Tensor, ideal: Tensor) -> Tensor:
-    """The attention weight that lands on the right key, averaged: ``1`` = the ideal pattern exactly.
-
-    ``weights (B, *heads, N_q, N_k)`` (e.g. ``(B, L, H, N, N)``), ``ideal (B, N_q, N_k)`` one-hot rows
-    (all-zero rows have no target and are left out) -> ``(*heads,)``: for each head, the mean over
-    sequences and over the rows with a target of ``sum_k weights[..., q, k] * ideal[q, k]``.
-    Uniform attention over ``N_k`` keys scores ``1 / N_k``.
-    """
+    """Lesson 08: the attention weight on the right key, averaged (1 = the ideal pattern): ``weights (B, *heads, N_q,
+    N_k)``, one-hot ``ideal (B, N_q, N_k)`` (all-zero rows left out) -> ``(*heads,)``; uniform attention scores
+    ``1 / N_k``."""
     if not isinstance(weights, Tensor) or not isinstance(ideal, Tensor):
         raise TypeError(f"weights and ideal must be tensors, got {type(weights).__name__} and {type(ideal).__name__}")
     if ideal.ndim != 3 or weights.ndim < 3 or weights.shape[0] != ideal.shape[0] \

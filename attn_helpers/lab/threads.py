@@ -12,12 +12,8 @@ __all__ = ["one_thread"]
 
 @contextmanager
 def one_thread() -> Iterator[None]:
-    """Run the block on one math thread, then restore the thread count (also after an error).
-
-    For tensors of a few hundred numbers extra threads cannot help, and on a busy machine their
-    synchronisation made loops of such operations 10-30x slower. One thread also fixes the order of
-    every sum, so a result does not depend on the machine's thread count.
-    """
+    """Run the block on one math thread, then restore the count: for tiny tensors extra threads only cost (10-30x on a
+    busy machine), and one thread fixes the order of every sum."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

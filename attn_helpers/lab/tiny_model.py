@@ -1,12 +1,4 @@
-"""The tiny model of lessons 08 and 10: token and position embeddings, attention layers, a read-out.
-
-Imports torch only. ``TinyAttentionModel(vocab_size, n_classes, seq_len, ...)`` maps tokens ``(B, N)`` to
-logits ``(B, N, n_classes)``; its layers are joined by one of lesson 06's skip wirings
-(:mod:`attn_helpers.lab.wiring`), and ``position_scheme`` says how it learns where a token sits (lesson 10).
-``model(tokens, keep_heads=...)`` knocks heads out (lesson 08).
-
-Shapes: ``B`` batch, ``N`` tokens, ``L`` layers, ``H`` heads.
-"""
+"""Lessons 08, 10, 12 and 14: the tiny model, token and position embeddings, attention layers, a read-out."""
 
 from __future__ import annotations
 
@@ -31,33 +23,14 @@ POSITION_SCHEMES = ("learned", "none", "sinusoidal", "rope", "alibi")
 
 
 class TinyAttentionModel(nn.Module):
-    """Token and position embeddings, ``num_layers`` :class:`Attention` layers, a linear read-out.
+    """Lesson 08: ``tokens (B, N) -> logits (B, N, n_classes)`` through ``num_layers`` :class:`Attention` layers.
 
-    ``tokens (B, N) -> logits (B, N, n_classes)``. Each layer is ``Attention(dim, dim, num_heads,
-    qk_scale=None if scaled else 1.0)``; ``scaled=False`` leaves the scores undivided (lesson 02).
-    The layers are joined by ``wiring`` (lesson 06), with ``projected`` the layer's output projection:
-
-    - ``"identity"``: ``h = h + projected`` (the usual residual);
-    - ``"values"``: ``h = projected + v`` (what walkthrough 000's layer returns);
-    - ``"none"``: ``h = projected``.
-
-    ``position_scheme`` (lesson 10) says how the model learns where a token sits:
-
-    - ``"learned"``: a trained vector per position, ``position (seq_len, dim)``, added to the tokens;
-      longer sequences than ``seq_len`` are refused (there is no row for their positions);
-    - ``"none"``: nothing; the model sees the tokens as a set;
-    - ``"sinusoidal"``: :func:`attn_helpers.positions.sinusoidal_encoding` added to the tokens, any length;
-    - ``"rope"``: :class:`attn_helpers.positions.RotaryAttention` layers rotate ``q`` and ``k``, any length;
-    - ``"alibi"`` (lesson 12): nothing is added to the tokens; every layer adds ALiBi's bias
-      ``-slope_h * (i - j)`` to its scores, under a causal mask, as Press et al. (2022) train it
-      (:meth:`attention_bias`), any length. The other schemes have no mask.
-
-    ``causal=True`` lets a query see only the keys at or before it (:func:`attn_helpers.causal_mask`), so
-    position ``i``'s output can predict token ``i + 1`` (lesson 14).
-
-    The position table is drawn for every scheme (and kept only for ``"learned"``), so models that
-    differ only in ``position_scheme`` start from the same token embeddings, layers and read-out.
-    """
+    ``scaled=False`` leaves the scores undivided (lesson 02). ``wiring`` (lesson 06): ``"identity"`` ``h = h +
+    projected``, ``"values"`` ``h = projected + v`` (walkthrough 000), ``"none"`` ``h = projected``.
+    ``position_scheme`` (lesson 10): ``"learned"`` (at most ``seq_len`` tokens), ``"none"``, ``"sinusoidal"``,
+    ``"rope"``, or ``"alibi"`` (lesson 12: a bias on the scores under a causal mask, :meth:`attention_bias`).
+    ``causal=True``: each query sees only keys at or before it (lesson 14). The position table is drawn for every
+    scheme, so models differing only in ``position_scheme`` start from the same weights."""
 
     def __init__(self, vocab_size: int, n_classes: int, seq_len: int, *, dim: int = 32, num_heads: int = 2,
                  num_layers: int = 1, wiring: str = "identity", scaled: bool = True,
@@ -100,17 +73,9 @@ class TinyAttentionModel(nn.Module):
 
     def forward(self, tokens: Tensor, *, return_weights: bool = False, return_intermediates: bool = False,
                 keep_heads: Tensor | None = None):
-        """``tokens (B, N) -> logits (B, N, n_classes)``.
-
-        With ``return_weights`` also every layer's attention weights, ``(B, L, H, N, N)``; with
-        ``return_intermediates`` instead a list with one dict per layer: that layer's
-        :class:`Attention` intermediates (names and shapes in ``Attention.AXES``) plus ``"hidden"``,
-        the hidden state ``(B, N, dim)`` after the layer and its skip connection.
-
-        ``keep_heads (L, H)`` knocks heads out: each head's output ``heads (B, H, N, head_dim)`` is
-        multiplied by its entry (0 = knocked out, 1 = kept) before the output projection, and the
-        intermediates ``"heads"``, ``"merged"``, ``"projected"`` and ``"out"`` are those of the knocked-out layer.
-        """
+        """``tokens (B, N) -> logits (B, N, n_classes)``; ``return_weights``: also the weights ``(B, L, H, N, N)``;
+        ``return_intermediates``: instead each layer's ``Attention`` intermediates plus ``"hidden"`` ``(B, N, dim)``.
+        ``keep_heads (L, H)`` multiplies each head's output by its entry (0 = knocked out) before the projection."""
         check_token_ids("tokens", tokens, self.embed.num_embeddings)
         if self.position_scheme == "learned" and tokens.shape[1] > self.seq_len:
             raise ValueError(f"tokens has N={tokens.shape[1]} positions but the model has {self.seq_len} "

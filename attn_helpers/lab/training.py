@@ -1,12 +1,5 @@
-"""Training the tiny model (lesson 08): the config, Adam written out, one training step, and the loop
-that keeps snapshots.
-
-Imports torch only. Everything is seeded and runs in float64 on one CPU thread, so the same
-arguments give the same numbers on every run (the training loop restores the thread count after),
-and the global random state is left alone. :func:`train` runs :func:`training_step` (forward, loss,
-backward, optimizer step) on fresh batches and keeps snapshots; lesson 08 writes the same loop out.
-
-Shapes: ``B`` batch, ``N`` tokens, ``L`` layers, ``H`` heads, ``S`` snapshots, ``C`` classes.
+"""Lesson 08: training the tiny model, the config, Adam written out, one step and the loop that keeps snapshots;
+float64, one CPU thread, seeded, the global random state untouched.
 """
 
 from __future__ import annotations
@@ -33,14 +26,9 @@ __all__ = ["TrainConfig", "TrainingRun", "Measure", "Adam", "initial_model", "ba
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything that decides a training run besides the task; same config, same numbers.
-
-    Model: ``dim``, ``num_heads``, ``num_layers``, ``wiring`` (lesson 06's: ``"identity"``, ``"values"``, ``"none"``),
-    ``scaled``, ``position_scheme`` (:data:`POSITION_SCHEMES`, lesson 10), ``causal`` (each query sees only the keys
-    at or before it, lesson 14). Training: ``steps`` of Adam with
-    learning rate ``lr`` on ``batch_size`` fresh sequences each; ``seed`` fixes the initial parameters and the training sequences. Snapshots
-    every ``snapshot_every`` steps (and at the last step), measured on ``held_out`` sequences.
-    """
+    """Lesson 08: everything that decides a run besides the task. Model: ``dim``, ``num_heads``, ``num_layers``,
+    ``wiring``, ``scaled``, ``position_scheme``, ``causal``; training: ``steps`` of Adam at ``lr`` on ``batch_size``
+    fresh sequences, ``seed``; snapshots every ``snapshot_every`` steps on ``held_out`` sequences."""
 
     dim: int = 32
     num_heads: int = 2
@@ -83,19 +71,10 @@ class TrainConfig:
 
 @dataclass
 class TrainingRun:
-    """What one call of :func:`train` recorded. ``S`` snapshots at ``steps`` (0 and the last included).
-
-    - ``train_loss (steps,)``: the loss of each training batch;
-    - ``held_out_loss (S,)``, ``held_out_accuracy (S,)``: on the held-out sequences;
-    - ``pattern_match (S, L, H)``: :func:`pattern_match` of every head on the held-out sequences;
-    - ``probe_tokens (N,)``, ``probe_labels``, ``probe_ideal (N, N)``, ``probe_weights (S, L, H, N, N)``:
-      one held-out sequence and every head's attention on it at each snapshot;
-    - ``held_out_tokens (held_out, N)``, ``held_out_targets (held_out, N)``: the held-out sequences
-      (the same for every run of the task; the probe is the first);
-    - ``held_out_seen_in_training``: held-out sequences that also came up as training batches;
-    - ``seconds``: wall-clock time of the training loop (differs between runs; print it apart);
-    - ``measured``: ``{name: (S, ...)}``, what the ``measures`` given to :func:`train` gave at each snapshot.
-    """
+    """Lesson 08: what :func:`train` recorded at ``S`` snapshots: ``train_loss (steps,)``, ``held_out_loss``,
+    ``held_out_accuracy (S,)``, ``pattern_match (S, L, H)``, the probe (``probe_tokens (N,)``, ``probe_labels``,
+    ``probe_ideal (N, N)``, ``probe_weights (S, L, H, N, N)``), the held-out sequences, ``seconds`` (print it apart)
+    and ``measured`` (``{name: (S, ...)}``)."""
 
     task: Task
     config: TrainConfig
@@ -142,13 +121,8 @@ class TrainingRun:
 
 
 class Adam:
-    """Adam with PyTorch's defaults, written out: the update of ``torch.optim.Adam(params, lr)``.
-
-    For each parameter ``p`` with gradient ``g``, at step ``t``: ``m = b1 m + (1 - b1) g``,
-    ``v = b2 v + (1 - b2) g^2``, ``p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)``.
-    Written here because ``torch.optim`` loads PyTorch's compiler on first use, about two seconds
-    of CPU that a seconds-long training run should not pay. ``zero_grad`` sets gradients to None.
-    """
+    """Lesson 08: ``torch.optim.Adam(params, lr)`` written out (``torch.optim`` costs seconds on first use):
+    ``m = b1 m + (1 - b1) g``, ``v = b2 v + (1 - b2) g^2``, ``p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)``."""
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
         self.params = [p for p in params if p.requires_grad]
@@ -190,20 +164,9 @@ Measure = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]  # (tokens, targets
 def train(task: Task, config: TrainConfig = TrainConfig(), *,
           progress: Callable[[int, int], None] | None = None,
           measures: Mapping[str, Measure] | None = None) -> TrainingRun:
-    """Train a :class:`TinyAttentionModel` on ``task`` from scratch and record snapshots.
-
-    Each step draws ``config.batch_size`` new sequences and takes one Adam step on the
-    cross-entropy of the positions with a target. At step 0, every ``config.snapshot_every``
-    steps and at the last step, the model is measured on ``config.held_out`` held-out sequences
-    (the same ones for every run of a task): loss, accuracy, :func:`pattern_match` of every head,
-    and every head's weights on the first held-out sequence (the probe).
-
-    ``measures`` (``{name: fn}``) adds measurements: at every snapshot ``fn(tokens, targets, logits, weights)``
-    on the held-out sequences (``(B, N)``, ``(B, N)``, ``(B, N, C)``, ``(B, L, H, N, N)``), kept stacked in
-    ``run.measured[name]``. ``progress(step, total)`` is called at every snapshot (for a progress bar). Deterministic:
-    float64, one CPU thread (the previous thread count is restored), the global random state
-    untouched. Returns a :class:`TrainingRun`.
-    """
+    """Lesson 08: train a :class:`TinyAttentionModel` on ``task`` from scratch, one Adam step per fresh batch, measured
+    at every snapshot on the held-out sequences. ``measures`` (``{name: fn(tokens, targets, logits, weights)}``) adds
+    measurements, ``progress(step, total)`` is called at each snapshot. Returns a :class:`TrainingRun`."""
     if not isinstance(task, Task):
         raise TypeError(f"task must be an attn_helpers.lab.Task, got {type(task).__name__}")
     if not isinstance(config, TrainConfig):

@@ -1,15 +1,5 @@
-"""The three skip wirings of lesson 06, in one place: how a layer's output joins the hidden state.
-
-Imports torch only. With ``projected`` the layer's output projection and ``out`` what walkthrough
-000's :class:`attn_helpers.Attention` returns (``projected`` plus the merged values ``v``), the next
-hidden state after the hidden state ``x`` is
-
-- ``"identity"``: ``x + projected``, the usual residual;
-- ``"values"``: ``out = projected + v``, walkthrough 000's skip through V;
-- ``"none"``: ``projected``.
-
-:class:`attn_helpers.lab.AttentionStack` (lesson 06) and :class:`attn_helpers.lab.TinyAttentionModel`
-(lesson 08) both join their layers with :func:`next_hidden`.
+"""Lesson 06: the three skip wirings, how a layer's output joins the hidden state ``x``: ``"identity"``
+``x + projected``, ``"values"`` ``projected + v`` (walkthrough 000), ``"none"`` ``projected``.
 """
 
 from __future__ import annotations
