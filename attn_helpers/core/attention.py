@@ -57,10 +57,12 @@ def attend(
 
 
 def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *,
-                                 return_weights: bool = False, **options) -> Tensor | tuple[Tensor, Tensor]:
+                                 scale: float | None = None, dropout_p: float = 0.0, return_weights: bool = False,
+                                 softcap: float | None = None,
+                                 sinks: Tensor | None = None) -> Tensor | tuple[Tensor, Tensor]:
     """Lesson 04: :func:`attend`'s ``out`` ``(..., N_q, d_v)`` under PyTorch's name, ``softmax(q @ k^T * scale + mask)
-    @ v``; ``options`` are :func:`attend`'s; ``return_weights=True`` also returns the weights ``(..., N_q, N_k)``."""
-    out, _, weights = attend(q, k, v, mask=mask, **options)
+    @ v``; ``return_weights=True`` also returns the weights ``(..., N_q, N_k)``."""
+    out, _, weights = attend(q, k, v, mask=mask, scale=scale, dropout_p=dropout_p, softcap=softcap, sinks=sinks)
     return (out, weights) if return_weights else out
 
 

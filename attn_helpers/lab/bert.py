@@ -172,9 +172,7 @@ class BertEncoder(nn.Module):
         return EncoderOutput(tuple(hidden), tuple(attentions), mask)
 
 
-# --------------------------------------------------------------------------------------------
-# What the heads look at
-# --------------------------------------------------------------------------------------------
+# --- What the heads look at ---
 
 def attention_shares(weights: Tensor, lengths: Tensor | Sequence[int] | None = None) -> Tensor:
     """Lesson 11: each head's average weight on ``[CLS]`` (key 0), ``[SEP]`` (key ``n - 1``), the previous, the next

@@ -20,9 +20,7 @@ __all__ = ["HeadKnockout", "head_knockout", "held_out_accuracy", "order_blind_ac
            "attention_by_offset"]
 
 
-# --------------------------------------------------------------------------------------------
-# Knocking heads out: which head does which lookups?
-# --------------------------------------------------------------------------------------------
+# --- Knocking heads out: which head does which lookups? ---
 
 @dataclass
 class HeadKnockout:
@@ -69,9 +67,7 @@ def head_knockout(model: TinyAttentionModel, task: LookupTask, *, held_out: int 
     return HeadKnockout(labels, torch.stack(accuracy), torch.stack(by_letter), questions)
 
 
-# --------------------------------------------------------------------------------------------
-# Lesson 10: accuracy at any length, and what an order-blind model can reach
-# --------------------------------------------------------------------------------------------
+# --- Lesson 10: accuracy at any length, and what an order-blind model can reach ---
 
 def _task_at_length(task: Task, seq_len: int) -> Task:
     if not isinstance(task, PreviousTokenTask):

@@ -1,8 +1,5 @@
-"""Cost formulas and measuring tools: what lessons 07 and 09 and ``benchmarks/attention.py`` count and time.
-
-Imports torch only. Formulas: the parameters and FLOPs of :class:`attn_helpers.Attention`, the bytes
-of a KV cache. Tools: the peak memory of the tensors an operation creates, the FLOPs of its matrix
-products, wall-clock times, and the growth exponent of a curve.
+"""Lessons 07, 09, 12 and 13 (and ``benchmarks/``): cost formulas (parameters, FLOPs, cache bytes) and measuring
+tools (peak tensor memory, matrix-product FLOPs, wall-clock times, growth exponents).
 """
 
 from __future__ import annotations
@@ -27,21 +24,14 @@ __all__ = ["SOFTMAX_FLOPS_PER_SCORE", "MODEL_ATTENTION_SIZES", "attention_parame
            "model_cache_bytes"]
 
 
-# --------------------------------------------------------------------------------------------
-# Counting: the parameters and the floating-point operations of the Attention layer
-# --------------------------------------------------------------------------------------------
+# --- Counting: the parameters and the floating-point operations of the Attention layer ---
 
 SOFTMAX_FLOPS_PER_SCORE = 5  # per score: compare (the row's max), subtract it, exp, add to the row's sum, divide
 
 
 def attention_parameters(dim: int, chan: int, *, qkv_bias: bool = False) -> dict[str, int]:
-    """The learnable numbers of :class:`Attention` ``(dim, chan, num_heads, qkv_bias)``, by part.
-
-    Returns ``{"qkv weight": 3*chan*dim, "qkv bias": 3*chan (0 without qkv_bias),
-    "proj weight": chan*chan, "proj bias": chan}``; the layer's total is the sum of the values.
-    There is no ``num_heads`` argument because the count does not depend on it: the heads share
-    out the same ``chan`` features, they add no weights.
-    """
+    """Lesson 07: the learnable numbers of :class:`Attention` by part (``"qkv weight"``, ``"qkv bias"``, ``"proj
+    weight"``, ``"proj bias"``); no ``num_heads``: the heads share out the same ``chan`` features."""
     check_positive_int("dim", dim)
     check_positive_int("chan", chan)
     if not isinstance(qkv_bias, bool):
@@ -54,27 +44,11 @@ def attention_parameters(dim: int, chan: int, *, qkv_bias: bool = False) -> dict
     }
 
 
-def attention_flops(
-    batch: int, tokens: int, dim: int, chan: int, num_heads: int, *, qkv_bias: bool = False
-) -> dict[str, int]:
-    """Floating-point operations of one forward pass of :class:`Attention` on ``x (batch, tokens, dim)``.
-
-    One entry per step, in the order of the forward pass (``B = batch``, ``N = tokens``,
-    ``H = num_heads``, ``head_dim = chan // H``); a matrix product counts 2 FLOPs per
-    multiply-add, an element-wise step 1 per element:
-
-    - ``"qkv projection"``: ``2*B*N*dim*3*chan``
-    - ``"scores (q @ k^T)"``: ``2*B*H*N*N*head_dim``
-    - ``"scale"``: ``B*H*N*N``
-    - ``"softmax"``: ``SOFTMAX_FLOPS_PER_SCORE * B*H*N*N`` (max, subtract, exp, sum, divide)
-    - ``"weights @ v"``: ``2*B*H*N*N*head_dim``
-    - ``"output projection"``: ``2*B*N*chan*chan``
-    - ``"bias adds"``: ``B*N*chan``, plus ``B*N*3*chan`` with ``qkv_bias``
-    - ``"skip add"``: ``B*N*chan``
-
-    The four matrix products are what ``torch.utils.flop_counter.FlopCounterMode`` counts.
-    Splitting into heads and merging them only moves numbers: 0 FLOPs.
-    """
+def attention_flops(batch: int, tokens: int, dim: int, chan: int, num_heads: int, *,
+                    qkv_bias: bool = False) -> dict[str, int]:
+    """Lesson 07: the FLOPs of one forward pass of :class:`Attention` on ``x (batch, tokens, dim)``, step by step
+    (2 per multiply-add of a matrix product, 1 per element of an element-wise step; splitting heads costs 0). The four
+    matrix products are what ``torch.utils.flop_counter.FlopCounterMode`` counts."""
     B = check_positive_int("batch", batch)
     N = check_positive_int("tokens", tokens)
     check_positive_int("dim", dim)
@@ -95,22 +69,10 @@ def attention_flops(
     }
 
 
-def kv_cache_bytes(
-    *,
-    num_layers: int,
-    num_kv_heads: int,
-    head_dim: int,
-    seq_len: int,
-    batch: int = 1,
-    dtype_bytes: int = 2,
-) -> int:
-    """Bytes of a KV cache: ``2 * num_layers * batch * num_kv_heads * seq_len * head_dim * dtype_bytes``.
-
-    The 2 counts keys and values; each layer caches ``(batch, num_kv_heads, seq_len, head_dim)``
-    of each. Multi-head attention caches ``num_kv_heads = num_heads``; grouped-query attention
-    ``num_kv_heads = G`` groups; multi-query attention ``1``. ``dtype_bytes``: 4 for float32,
-    2 for float16/bfloat16, 1 for 8-bit.
-    """
+def kv_cache_bytes(*, num_layers: int, num_kv_heads: int, head_dim: int, seq_len: int, batch: int = 1,
+                   dtype_bytes: int = 2) -> int:
+    """Lesson 09: ``2 * num_layers * batch * num_kv_heads * seq_len * head_dim * dtype_bytes`` (keys and values;
+    ``num_kv_heads`` is ``H`` for multi-head, ``G`` for grouped-query, 1 for multi-query attention)."""
     for name, value in (("num_layers", num_layers), ("num_kv_heads", num_kv_heads), ("head_dim", head_dim),
                         ("seq_len", seq_len), ("batch", batch), ("dtype_bytes", dtype_bytes)):
         check_positive_int(name, value)
@@ -151,9 +113,8 @@ WINDOWED_ATTENTION_SIZES: dict[str, dict[str, int]] = {
 
 def windowed_kv_cache_bytes(*, num_layers: int, local_layers: int, window: int | None, num_kv_heads: int,
                             head_dim: int, seq_len: int, batch: int = 1, dtype_bytes: int = 2) -> int:
-    """Bytes of the KV cache of a model whose ``local_layers`` (of ``num_layers``) keep only the last ``window``
-    tokens (a ring buffer of ``min(seq_len, window)`` slots) and whose other layers keep all ``seq_len``:
-    :func:`kv_cache_bytes` of each kind of layer, added. ``window=None`` (or ``local_layers=0``): every layer global."""
+    """Lesson 12: :func:`kv_cache_bytes` of ``local_layers`` keeping ``min(seq_len, window)`` tokens plus the other
+    layers keeping ``seq_len``; ``window=None`` (or ``local_layers=0``): every layer global."""
     check_positive_int("num_layers", num_layers)
     if isinstance(local_layers, bool) or not isinstance(local_layers, int) or not 0 <= local_layers <= num_layers:
         raise ValueError(f"local_layers must be an int in [0, num_layers={num_layers}], got {local_layers!r}")
@@ -171,9 +132,8 @@ def windowed_kv_cache_bytes(*, num_layers: int, local_layers: int, window: int |
 
 def latent_cache_bytes(*, num_layers: int, kv_lora_rank: int, qk_rope_head_dim: int, seq_len: int,
                        batch: int = 1, dtype_bytes: int = 2) -> int:
-    """Bytes of a multi-head latent attention cache: ``num_layers * batch * seq_len * (kv_lora_rank +
-    qk_rope_head_dim) * dtype_bytes``. Each token leaves one latent and one rotary key per layer, shared by every
-    head (no factor 2: the keys and the values are both rebuilt from the latent)."""
+    """Lesson 13: ``num_layers * batch * seq_len * (kv_lora_rank + qk_rope_head_dim) * dtype_bytes``, one latent and
+    one rotary key per token and layer (no factor 2: keys and values are rebuilt from the latent)."""
     for name, value in (("num_layers", num_layers), ("kv_lora_rank", kv_lora_rank),
                         ("qk_rope_head_dim", qk_rope_head_dim), ("seq_len", seq_len), ("batch", batch),
                         ("dtype_bytes", dtype_bytes)):
@@ -183,10 +143,8 @@ def latent_cache_bytes(*, num_layers: int, kv_lora_rank: int, qk_rope_head_dim: 
 
 def linear_state_bytes(*, num_layers: int, num_heads: int, key_head_dim: int, value_head_dim: int,
                        conv_numbers: int = 0, batch: int = 1, dtype_bytes: int = 2) -> int:
-    """Bytes of the fixed-size state of linear-attention layers: ``num_layers * batch * (num_heads * key_head_dim *
-    value_head_dim + conv_numbers) * dtype_bytes``, whatever the number of tokens. ``conv_numbers``: numbers a layer
-    keeps besides its ``(key_head_dim, value_head_dim)`` states (Qwen3-Next's short convolution keeps its last
-    ``linear_conv_kernel_dim`` inputs of ``conv_dim`` channels)."""
+    """Lesson 13: ``num_layers * batch * (num_heads * key_head_dim * value_head_dim + conv_numbers) * dtype_bytes``,
+    whatever the number of tokens (``conv_numbers``: e.g. Qwen3-Next's short convolution's inputs)."""
     for name, value in (("num_layers", num_layers), ("num_heads", num_heads), ("key_head_dim", key_head_dim),
                         ("value_head_dim", value_head_dim), ("batch", batch), ("dtype_bytes", dtype_bytes)):
         check_positive_int(name, value)
@@ -213,9 +171,7 @@ MODEL_CACHE_SIZES: dict[str, dict[str, int | str]] = {
 
 
 def model_cache_bytes(name: str, *, seq_len: int, batch: int = 1, dtype_bytes: int = 2) -> int:
-    """Bytes the cache of model ``name`` (a key of :data:`MODEL_CACHE_SIZES`) holds after ``seq_len`` tokens: the
-    latents of every layer (DeepSeek-V3), or the attention layers' keys and values plus the linear layers' states
-    (Qwen3-Next), all at ``dtype_bytes`` per number."""
+    """Lesson 13: the cache bytes of :data:`MODEL_CACHE_SIZES` model ``name`` after ``seq_len`` tokens."""
     if name not in MODEL_CACHE_SIZES:
         raise ValueError(f"name must be one of {list(MODEL_CACHE_SIZES)}, got {name!r}")
     m = MODEL_CACHE_SIZES[name]
@@ -231,9 +187,7 @@ def model_cache_bytes(name: str, *, seq_len: int, batch: int = 1, dtype_bytes: i
     return attention + linear
 
 
-# --------------------------------------------------------------------------------------------
-# Measuring: peak tensor memory, time, growth exponents
-# --------------------------------------------------------------------------------------------
+# --- Measuring: peak tensor memory, time, growth exponents ---
 
 def _tensors(value: Any) -> list[Tensor]:
     """The tensors in ``value``, looking inside tuples, lists and dicts (what PyTorch functions take and return)."""
@@ -247,18 +201,9 @@ def _tensors(value: Any) -> list[Tensor]:
 
 
 class TensorMemoryTracker(TorchFunctionMode):
-    """Counts the bytes of the tensors that PyTorch functions create while it is active.
-
-    ``with TensorMemoryTracker() as tracker: ...`` then ``tracker.peak`` is the largest number of
-    bytes held at once by tensors created inside the block, ``tracker.current`` what is still held.
-    PyTorch hands every call of one of its functions or tensor methods (``@``, ``softmax``, ``F.linear``)
-    to the active mode's ``__torch_function__`` (``torch.overrides.TorchFunctionMode``): the tracker adds
-    each result's storage when it appears and removes it when the last tensor using it is freed; views
-    share their base's bytes, and tensors made before the block (the inputs) are not counted. What it
-    cannot see: memory one PyTorch function allocates and frees inside itself (a fused kernel's scratch,
-    the copies a batched ``matmul`` makes). It sees the same numbers on every run and on every machine
-    (no timing, no operating system involved), which is why a lesson can print them.
-    """
+    """Lesson 09: ``with TensorMemoryTracker() as tracker:`` counts the storage bytes of the tensors PyTorch functions
+    create in the block (``tracker.peak``, ``tracker.current``) through ``__torch_function__``; views share their base's
+    bytes, the inputs are not counted, a function's internal scratch is not seen. The same numbers on every machine."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -304,11 +249,7 @@ class TensorMemoryTracker(TorchFunctionMode):
 
 
 def measure_peak_memory(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
-    """Peak bytes held by the tensors that ``fn(*args, **kwargs)`` creates (its result included).
-
-    Runs ``fn`` once under :class:`TensorMemoryTracker` and ``torch.no_grad()``; see that class for
-    what is and is not counted. The inputs themselves are not counted.
-    """
+    """Lesson 09: :class:`TensorMemoryTracker`'s peak for ``fn(*args, **kwargs)`` under ``torch.no_grad()``."""
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     with torch.no_grad(), TensorMemoryTracker() as tracker:
@@ -318,10 +259,8 @@ def measure_peak_memory(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> in
 
 
 def count_matmul_flops(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
-    """FLOPs of the matrix products in ``fn(*args, **kwargs)`` (2 per multiply-add of every ``mm``, ``bmm``,
-    ``addmm`` and ``baddbmm``: what ``@``, ``torch.matmul`` and ``nn.Linear`` become), counted by PyTorch's
-    ``torch.utils.flop_counter.FlopCounterMode`` under ``torch.no_grad()`` (lesson 07's counter; its first use
-    in a session takes a few seconds). Element-wise work (softmax, scaling) is not counted."""
+    """Lesson 09: the FLOPs of the matrix products in ``fn(*args, **kwargs)``, counted by PyTorch's
+    ``FlopCounterMode`` (lesson 07's counter) under ``torch.no_grad()``; element-wise work is not counted."""
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
@@ -329,7 +268,9 @@ def count_matmul_flops(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int
     return counter.get_total_flops()
 
 
-def _run_times(fn: Callable[[], Any], repeats: int, warmup: int) -> list[float]:
+def fastest_seconds(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1) -> float:
+    """Lesson 09: the shortest wall-clock seconds of ``fn()`` over ``repeats`` runs after ``warmup``: other programs
+    only slow a run down."""
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     check_positive_int("repeats", repeats)
@@ -346,23 +287,11 @@ def _run_times(fn: Callable[[], Any], repeats: int, warmup: int) -> list[float]:
             fn()
             sync()
             times.append(time.perf_counter() - start)
-    return sorted(times)
-
-
-def fastest_seconds(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1) -> float:
-    """The shortest wall-clock seconds of ``fn()`` over ``repeats`` runs, after ``warmup`` unmeasured runs.
-
-    Other programs on the machine can only slow a run down, never speed it up, so on a busy machine
-    the fastest run is the one closest to the work itself (a median would still count the disturbances).
-    """
-    return _run_times(fn, repeats, warmup)[0]
+    return min(times)
 
 
 def growth_exponent(sizes: Sequence[float], values: Sequence[float]) -> float:
-    """The exponent ``p`` of the best fit ``value ~ c * size ** p``: the slope of a straight line
-    through ``(log size, log value)``, by least squares. ``p = 2`` means doubling the size
-    quadruples the value; ``p = 1`` means it doubles it. Needs two or more positive pairs.
-    """
+    """Lesson 09: the least-squares slope ``p`` of ``log value`` against ``log size`` (``value ~ c * size ** p``)."""
     sizes, values = [float(s) for s in sizes], [float(v) for v in values]
     if len(sizes) != len(values):
         raise ValueError(f"sizes and values must have the same length, got {len(sizes)} and {len(values)}")

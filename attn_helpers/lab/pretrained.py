@@ -37,9 +37,7 @@ def _needs(package: str) -> ImportError:
                        f"pip install transformers (it brings tokenizers, safetensors and huggingface-hub)")
 
 
-# --------------------------------------------------------------------------------------------
-# What a loaded model holds
-# --------------------------------------------------------------------------------------------
+# --- What a loaded model holds ---
 
 @dataclass(frozen=True)
 class Encoded:
@@ -116,9 +114,7 @@ class PretrainedModel:
         return PretrainedModel(self.config, params, self.tokenizer, self.source)
 
 
-# --------------------------------------------------------------------------------------------
-# Checks: a wrong or broken file is reported by name and shape, never deep inside torch
-# --------------------------------------------------------------------------------------------
+# --- Checks: a wrong or broken file is reported by name and shape, never deep inside torch ---
 
 def check_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """``config`` as a dict, after checking it describes a BERT-style encoder with whole heads."""
@@ -195,9 +191,7 @@ def _build(config_text: str | bytes, weights_bytes: bytes | None, weights_path: 
     return PretrainedModel(config, weights, tokenizer, source)
 
 
-# --------------------------------------------------------------------------------------------
-# The three places
-# --------------------------------------------------------------------------------------------
+# --- The three places ---
 
 def load_from_folder(folder: str | Path, *, dtype: torch.dtype = torch.float32, source: str = "folder") -> PretrainedModel:
     """Config, weights and tokenizer from ``folder`` holding ``config.json``, ``model.safetensors``
@@ -261,9 +255,7 @@ def load_pretrained(*, dtype: torch.dtype = torch.float32, cache_dir: str | Path
     return load_from_hub(MODEL_ID, cache_dir=cache_dir, local_files_only=local_files_only, dtype=dtype)
 
 
-# --------------------------------------------------------------------------------------------
-# The reference: transformers' own implementation of the same model
-# --------------------------------------------------------------------------------------------
+# --- The reference: transformers' own implementation of the same model ---
 
 def to_transformers(model: PretrainedModel) -> Any:
     """``transformers.BertModel`` with ``model``'s config and weights, in eval mode, with the eager

@@ -28,9 +28,7 @@ def attention_entropy(weights: Tensor) -> Tensor:
     return -(weights * logs).sum(dim=-1)
 
 
-# --------------------------------------------------------------------------------------------
-# Measuring softmax saturation (lesson 02: why scores are divided by sqrt(d_k))
-# --------------------------------------------------------------------------------------------
+# --- Measuring softmax saturation (lesson 02: why scores are divided by sqrt(d_k)) ---
 
 def softmax_grad_norm(scores: Tensor, upstream: Tensor) -> Tensor:
     """Lesson 02: the norm over each row of the gradient ``p * (upstream - (p * upstream).sum(-1))`` that reaches
@@ -62,9 +60,7 @@ def softmax_statistics(scores: Tensor, upstream: Tensor | None = None) -> dict[s
     return stats
 
 
-# --------------------------------------------------------------------------------------------
-# Stacks of attention layers: what the skip connection does to signal and gradient
-# --------------------------------------------------------------------------------------------
+# --- Stacks of attention layers: what the skip connection does to signal and gradient ---
 
 class AttentionStack(nn.Module):
     """Lesson 06: ``depth`` :class:`Attention` layers, ``x (B, N, dim) -> (B, N, chan)``, joined by ``wiring``
@@ -161,9 +157,7 @@ def depth_sweep(stack: AttentionStack, x: Tensor, depths: Sequence[int]) -> dict
     return {"rms": rms, "token_std": token_std, "grad_norm": torch.stack(grads)}
 
 
-# --------------------------------------------------------------------------------------------
-# Lesson 12: a window, a soft cap and a sink between the scores and the weights; the reach of a stack
-# --------------------------------------------------------------------------------------------
+# --- Lesson 12: a window, a soft cap and a sink between the scores and the weights; the reach of a stack ---
 
 def weights_after_steps(scores: Tensor, *, window: int, softcap: float | None = None,
                         sink: float | None = None) -> Tensor:

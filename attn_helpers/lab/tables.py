@@ -31,9 +31,7 @@ def text_table(rows: Sequence[Sequence[object]], specs: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------------------------
-# Training runs (lesson 08)
-# --------------------------------------------------------------------------------------------
+# --- Training runs (lesson 08) ---
 
 def _steps_text(step: int | None) -> str:
     return "never" if step is None else str(step)
@@ -96,9 +94,7 @@ def steps_table(runs: Mapping[str, Mapping[int, TrainingRun]], *, accuracies: Se
     return text_table(rows, [f"<{width}", *[f">{column}"] * len(seeds)])
 
 
-# --------------------------------------------------------------------------------------------
-# Knocking heads out (lesson 08)
-# --------------------------------------------------------------------------------------------
+# --- Knocking heads out (lesson 08) ---
 
 def _check_knockouts(results: object) -> None:
     if not isinstance(results, Mapping) or not results:
@@ -148,9 +144,7 @@ def knockout_summary(results: Mapping[object, HeadKnockout], *, key_name: str = 
     return text_table(rows, [f">{key}", *[f">{len(col)}" for col in head_cols], ">17", ""])
 
 
-# --------------------------------------------------------------------------------------------
-# Accuracy at any length (lesson 10) and what the heads of a pretrained model look at (lesson 11)
-# --------------------------------------------------------------------------------------------
+# --- Accuracy at any length (lesson 10) and what the heads of a pretrained model look at (lesson 11) ---
 
 def accuracy_table(results: Mapping[str, Mapping[int, float | None]], *, digits: int = 2,
                    reference: Mapping[int, float] | None = None, reference_name: str = "") -> str:
@@ -180,9 +174,7 @@ def shares_by_layer_table(shares: Tensor) -> str:
     return text_table(rows, [">5", *[">9"] * len(PATTERNS), ""])
 
 
-# --------------------------------------------------------------------------------------------
-# The induction circuit (lesson 14)
-# --------------------------------------------------------------------------------------------
+# --- The induction circuit (lesson 14) ---
 
 def _heads_text(heads: list[tuple[int, int]], scores: Tensor) -> str:
     return ", ".join(f"L{layer}H{head} {scores[layer, head].item():.2f}" for layer, head in heads) or "none"
