@@ -267,15 +267,9 @@ class GroupedQueryAttention(Traceable):
     A sliding window is the mask the caller passes; ``window`` only records a copied layer's.
     """
 
-    AXES = {
-        "x": "batch tokens d_model",
-        "q": "batch H tokens head_dim",
-        "k": "batch kv_heads tokens head_dim",
-        "v": "batch kv_heads tokens head_dim",
-        "heads": "batch H tokens head_dim",
-        "merged": "batch tokens H*head_dim",
-        "out": "batch tokens d_model",
-    }
+    AXES = {"x": "batch tokens d_model", "q": "batch H tokens head_dim", "k": "batch kv_heads tokens head_dim",
+            "v": "batch kv_heads tokens head_dim", "heads": "batch H tokens head_dim",
+            "merged": "batch tokens H*head_dim", "out": "batch tokens d_model"}
 
     def __init__(self, d_model: int, num_heads: int, num_kv_heads: int, *, rope: bool = True,
                  base: float = DEFAULT_BASE, pairing: str = "half", bias: bool = False,
@@ -405,20 +399,11 @@ class LatentAttention(Traceable):
     makes the query low-rank too; ``pairing="interleaved"`` is ``transformers``' ``rope_interleave=True``.
     """
 
-    AXES = {
-        "x": "batch tokens d_model",
-        "c": "batch tokens kv_lora_rank",
-        "k_rope": "batch tokens qk_rope_head_dim",
-        "q_nope": "batch H tokens qk_nope_head_dim",
-        "q_rope": "batch H tokens qk_rope_head_dim",
-        "q": "batch H tokens qk_head_dim",
-        "k": "batch H tokens qk_head_dim",
-        "v": "batch H tokens v_head_dim",
-        "q_latent": "batch H tokens kv_lora_rank",
-        "context": "batch H tokens kv_lora_rank",
-        "heads": "batch H tokens v_head_dim",
-        "out": "batch tokens d_model",
-    }
+    AXES = {"x": "batch tokens d_model", "c": "batch tokens kv_lora_rank", "k_rope": "batch tokens qk_rope_head_dim",
+            "q_nope": "batch H tokens qk_nope_head_dim", "q_rope": "batch H tokens qk_rope_head_dim",
+            "q": "batch H tokens qk_head_dim", "k": "batch H tokens qk_head_dim", "v": "batch H tokens v_head_dim",
+            "q_latent": "batch H tokens kv_lora_rank", "context": "batch H tokens kv_lora_rank",
+            "heads": "batch H tokens v_head_dim", "out": "batch tokens d_model"}
 
     def __init__(self, d_model: int, num_heads: int, *, kv_lora_rank: int, qk_nope_head_dim: int,
                  qk_rope_head_dim: int, v_head_dim: int, q_lora_rank: int | None = None,

@@ -25,23 +25,11 @@ class BertLayer(Traceable):
     """Lesson 11: one encoder layer, ``x (B, N, hidden) -> (B, N, hidden)``: attention, residual + LayerNorm,
     feed-forward, residual + LayerNorm; ``mask``: ``keep (B, 1, N)`` from :func:`attn_helpers.padding_mask`."""
 
-    AXES = {
-        "x": "batch tokens hidden",
-        "q": "batch tokens hidden",
-        "k": "batch tokens hidden",
-        "v": "batch tokens hidden",
-        "q_heads": "batch H tokens head_dim",
-        "k_heads": "batch H tokens head_dim",
-        "v_heads": "batch H tokens head_dim",
-        "scores": "batch H queries keys",
-        "weights": "batch H queries keys",
-        "heads": "batch H tokens head_dim",
-        "merged": "batch tokens hidden",
-        "attn_out": "batch tokens hidden",
-        "attn_norm": "batch tokens hidden",
-        "ffn_hidden": "batch tokens intermediate",
-        "block_out": "batch tokens hidden",
-    }
+    AXES = {**dict.fromkeys(("x", "q", "k", "v"), "batch tokens hidden"),
+            **dict.fromkeys(("q_heads", "k_heads", "v_heads"), "batch H tokens head_dim"),
+            **dict.fromkeys(("scores", "weights"), "batch H queries keys"), "heads": "batch H tokens head_dim",
+            **dict.fromkeys(("merged", "attn_out", "attn_norm"), "batch tokens hidden"),
+            "ffn_hidden": "batch tokens intermediate", "block_out": "batch tokens hidden"}
 
     def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int, *, eps: float = 1e-12) -> None:
         super().__init__()
