@@ -553,7 +553,7 @@ class LatentAttention(Traceable):
 # --- Lesson 13: linear attention and the gated delta rule ---
 
 def elu_feature_map(x: Tensor) -> Tensor:
-    """Katharopoulos et al.'s feature map ``φ(x) = elu(x) + 1``: positive, same shape as ``x``."""
+    """Lesson 13: Katharopoulos et al.'s feature map ``φ(x) = elu(x) + 1``: positive, same shape as ``x``."""
     return F.elu(x) + 1
 
 
@@ -659,8 +659,8 @@ def _gated_delta_recurrent(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, b
 
 def gated_delta_chunk(state: Tensor, q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor,
                       beta: Tensor) -> tuple[Tensor, Tensor]:
-    """One chunk of ``L_c`` tokens of the gated delta rule at once: returns ``(o (..., L_c, d_v), S (..., d_k, d_v))``,
-    the same as ``L_c`` calls of :func:`gated_delta_step`.
+    """Lesson 13: one chunk of ``L_c`` tokens of the gated delta rule at once: returns ``(o (..., L_c, d_v), S (...,
+    d_k, d_v))``, the same as ``L_c`` calls of :func:`gated_delta_step`.
 
     ``state (..., d_k, d_v)`` is the state before the chunk; ``q, k (..., L_c, d_k)`` (``q`` already scaled),
     ``v (..., L_c, d_v)``, ``log_decay, beta (..., L_c)``. With ``γ_i`` the summed ``log_decay`` from the chunk's start to

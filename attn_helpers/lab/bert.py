@@ -75,9 +75,9 @@ class BertLayer(Traceable):
 
 @dataclass(frozen=True)
 class EncoderOutput:
-    """What :class:`BertEncoder` computed: ``hidden_states`` (the embeddings, then each layer's output,
-    each ``(B, N, hidden)``), ``attentions`` (each layer's weights ``(B, H, N, N)``) and ``mask``
-    (the boolean key-padding mask ``(B, 1, N)`` that was used)."""
+    """Lesson 11: what :class:`BertEncoder` computed: ``hidden_states`` (the embeddings, then each layer's output,
+    each ``(B, N, hidden)``), ``attentions`` (each layer's weights ``(B, H, N, N)``) and ``mask`` (the boolean
+    key-padding mask ``(B, 1, N)`` that was used)."""
 
     hidden_states: tuple[Tensor, ...]
     attentions: tuple[Tensor, ...]
@@ -185,8 +185,8 @@ def attention_shares(weights: Tensor, lengths: Tensor | Sequence[int] | None = N
 
 
 def heads_matching(shares: Tensor, threshold: float = 0.5) -> dict[str, list[tuple[int, int, float]]]:
-    """For each pattern, the heads whose share is at least ``threshold``: ``(layer, head, share)``,
-    largest share first. ``shares``: ``(L, H, 5)`` from :func:`attention_shares`."""
+    """Lesson 11: for each pattern, the heads whose share is at least ``threshold``: ``(layer, head, share)``, largest
+    share first. ``shares``: ``(L, H, 5)`` from :func:`attention_shares`."""
     if shares.ndim != 3 or shares.shape[-1] != len(PATTERNS):
         raise ValueError(f"shares must have shape (L, H, {len(PATTERNS)}), got {list(shares.shape)}")
     found = {}

@@ -21,7 +21,8 @@ VOCAB = ("<pad>", "the", "cat", "sat", "on", "mat", "down", "a", "dog", "ran")
 
 
 def embedding_table(dim: int, *, seed: int = 0) -> Tensor:
-    """The table ``(len(VOCAB), dim)``: one random row per word of :data:`VOCAB`, fixed by ``seed`` and ``dim``."""
+    """Lesson 01: the table ``(len(VOCAB), dim)``: one random row per word of :data:`VOCAB`, fixed by ``seed`` and
+    ``dim``."""
     if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
         raise ValueError(f"dim must be a positive int (the width of a token vector), got {dim!r}")
     generator = torch.Generator().manual_seed(1_000 * seed + dim)
@@ -29,7 +30,7 @@ def embedding_table(dim: int, *, seed: int = 0) -> Tensor:
 
 
 def token_ids(tokens: Sequence[str]) -> Tensor:
-    """Each token's row number in :data:`VOCAB`: ``(N,)`` integers."""
+    """Lesson 01: each token's row number in :data:`VOCAB`: ``(N,)`` integers."""
     unknown = [t for t in tokens if t not in VOCAB]
     if unknown:
         raise ValueError(f"tokens {unknown} are not in the example's vocabulary VOCAB = {list(VOCAB)}")
@@ -37,6 +38,7 @@ def token_ids(tokens: Sequence[str]) -> Tensor:
 
 
 def embed(tokens: Sequence[str], dim: int, *, seed: int = 0) -> Tensor:
-    """Look every token up in :func:`embedding_table`: ``N`` tokens -> ``(N, dim)``; equal words, equal rows."""
+    """Lessons 01, 02, 03, 04 and 05: look every token up in :func:`embedding_table`: ``N`` tokens -> ``(N, dim)``;
+    equal words, equal rows."""
     table = embedding_table(dim, seed=seed)  # (vocab, dim)
     return table[token_ids(tokens)]  # (N, dim): row i is the table row of token i

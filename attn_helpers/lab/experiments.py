@@ -76,9 +76,9 @@ def _task_at_length(task: Task, seq_len: int) -> Task:
 
 
 def held_out_accuracy(model: TinyAttentionModel, task: Task, *, held_out: int = 256) -> float:
-    """Accuracy of ``model`` on ``held_out`` sequences of ``task`` (the held-out sequences :func:`train`
-    uses for a task of that length), over the positions with a target. ``model`` maps tokens
-    ``(B, N) -> logits (B, N, C)``; runs without gradients, on one CPU thread."""
+    """Lesson 08: accuracy of ``model`` on ``held_out`` sequences of ``task`` (the held-out sequences :func:`train`
+    uses for a task of that length), over the positions with a target. ``model`` maps tokens ``(B, N) -> logits (B, N,
+    C)``; runs without gradients, on one CPU thread."""
     tokens, targets = held_out_sequences(task, held_out)  # (B, N) each
     with torch.no_grad(), one_thread():  # as train() runs: one order of every sum on any machine
         logits = model(tokens)  # (B, N, C)
@@ -105,10 +105,11 @@ def order_blind_accuracy(tokens: Tensor, targets: Tensor) -> float:
 
 def accuracy_by_length(runs: Mapping[str, TrainingRun], lengths: Sequence[int], *,
                        held_out: int = 256) -> dict[str, dict[int, float | None]]:
-    """Held-out accuracy of each run's model on its task remade at each of ``lengths``.
+    """Lessons 10 and 12: held-out accuracy of each run's model on its task remade at each of ``lengths``.
 
     ``{name: {length: accuracy}}``; ``None`` where the model has no position vector for the longer
-    sequences (a learned table of ``seq_len`` rows)."""
+    sequences (a learned table of ``seq_len`` rows).
+    """
     table: dict[str, dict[int, float | None]] = {}
     for name, run in runs.items():
         model = run.model

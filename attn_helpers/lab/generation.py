@@ -19,7 +19,7 @@ GENERATION_TEXT = ("a cat sat on a mat. a dog sat on a log. a cat sat on a dog. 
 
 
 class CharVocab:
-    """The characters of a text, each with an id: ``encode("cat") -> (3,)`` ids, ``decode(ids) -> "cat"``."""
+    """Lesson 09: the characters of a text, each with an id: ``encode("cat") -> (3,)`` ids, ``decode(ids) -> "cat"``."""
 
     def __init__(self, text: str) -> None:
         if not isinstance(text, str) or not text:

@@ -77,14 +77,14 @@ INDUCTION_CONFIG = TrainConfig(dim=32, num_heads=2, num_layers=2, steps=320, bat
 
 
 def induction_task(num_sequences: int, *, seed: int, task: InductionTask | None = None) -> Tensor:
-    """``num_sequences`` sequences of the lesson's task, ``(num_sequences, N)`` int64, drawn with a generator
-    seeded by ``seed`` (the global random state is left alone)."""
+    """Lesson 14: ``num_sequences`` sequences of the lesson's task, ``(num_sequences, N)`` int64, drawn with a
+    generator seeded by ``seed`` (the global random state is left alone)."""
     task = InductionTask() if task is None else task
     return task.sample(check_positive_int("num_sequences", num_sequences), torch.Generator().manual_seed(seed))[0]
 
 
 def repeat_spans(tokens: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Where each sequence repeats itself longest: ``tokens (B, N)`` -> ``first (B,)``, ``second (B,)``,
+    """Lesson 14: where each sequence repeats itself longest: ``tokens (B, N)`` -> ``first (B,)``, ``second (B,)``,
     ``length (B,)``, with ``tokens[b, first:first+length] == tokens[b, second:second+length]``, ``first < second``
     (the earliest such pair when several runs are equally long)."""
     tokens = check_token_ids("tokens", tokens)
@@ -105,7 +105,7 @@ def repeat_spans(tokens: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 
 
 def repeated_part(tokens: Tensor) -> Tensor:
-    """``tokens (B, N) -> (B, N)`` bool: the positions whose next token the earlier copy tells, i.e. the
+    """Lesson 14: ``tokens (B, N) -> (B, N)`` bool: the positions whose next token the earlier copy tells, i.e. the
     second copy but its last token (:func:`repeat_spans`)."""
     _, second, length = repeat_spans(tokens)
     offset = torch.arange(tokens.shape[1])[None, :] - second[:, None]  # (B, N)
@@ -113,13 +113,13 @@ def repeated_part(tokens: Tensor) -> Tensor:
 
 
 def previous_token_pattern(tokens: Tensor) -> Tensor:
-    """``tokens (B, N) -> (B, N, N)`` float32: query ``i`` on key ``i - 1`` (row 0 is empty)."""
+    """Lessons 08 and 14: ``tokens (B, N) -> (B, N, N)`` float32: query ``i`` on key ``i - 1`` (row 0 is empty)."""
     B, N = check_token_ids("tokens", tokens).shape
     return torch.ones(N - 1).diag(-1).expand(B, N, N).clone()  # (B, N, N): ones just below the diagonal
 
 
 def induction_pattern(tokens: Tensor) -> Tensor:
-    """``tokens (B, N) -> (B, N, N)`` float32: query ``i`` on every key ``j + 1`` whose key ``j < i`` holds
+    """Lesson 14: ``tokens (B, N) -> (B, N, N)`` float32: query ``i`` on every key ``j + 1`` whose key ``j < i`` holds
     the same token as ``i`` (the token after an earlier copy); rows of first occurrences are empty."""
     tokens = check_token_ids("tokens", tokens)
     N = tokens.shape[1]
@@ -130,25 +130,27 @@ def induction_pattern(tokens: Tensor) -> Tensor:
 
 
 def attention_weights(model: TinyAttentionModel, tokens: Tensor, **options) -> Tensor:
-    """Every head's weights, ``(B, L, H, N, N)``, without gradients on one thread (``options``: ``keep_heads``)."""
+    """Lesson 14: every head's weights, ``(B, L, H, N, N)``, without gradients on one thread (``options``:
+    ``keep_heads``)."""
     with torch.no_grad(), one_thread():
         return model(check_token_ids("tokens", tokens), return_weights=True, **options)[1]
 
 
 def previous_token_scores(model: TinyAttentionModel, tokens: Tensor) -> Tensor:
-    """``(L, H)``: each head's weight on the previous token, averaged over queries ``1 .. N-1`` and sequences."""
+    """Lesson 14: ``(L, H)``: each head's weight on the previous token, averaged over queries ``1 .. N-1`` and
+    sequences."""
     return pattern_match(attention_weights(model, tokens), previous_token_pattern(tokens).double())
 
 
 def induction_scores(model: TinyAttentionModel, tokens: Tensor) -> Tensor:
-    """``(L, H)``: each head's weight on the tokens after earlier copies of its query's token
+    """Lesson 14: ``(L, H)``: each head's weight on the tokens after earlier copies of its query's token
     (:func:`induction_pattern`), averaged over the queries that have an earlier copy and over sequences."""
     return pattern_match(attention_weights(model, tokens), induction_pattern(tokens).double())
 
 
 def repeated_loss(model: TinyAttentionModel, tokens: Tensor, knocked_out: Sequence[tuple[int, int]] = ()) -> float:
-    """The next-token loss (nats) on the repeated part of ``tokens (B, N)`` (:func:`repeated_part`), with the
-    heads ``knocked_out`` (``(layer, head)`` pairs) zeroed together before their layer's projection."""
+    """Lesson 14: the next-token loss (nats) on the repeated part of ``tokens (B, N)`` (:func:`repeated_part`), with
+    the heads ``knocked_out`` (``(layer, head)`` pairs) zeroed together before their layer's projection."""
     kept_heads = torch.ones(len(model.layers), model.layers[0].num_heads)  # (L, H): 1 = kept, 0 = knocked out
     for layer, head in knocked_out:
         kept_heads[layer, head] = 0.0
@@ -160,7 +162,7 @@ def repeated_loss(model: TinyAttentionModel, tokens: Tensor, knocked_out: Sequen
 
 
 def layer_weights(layer: nn.Module, h_queries: Tensor, h_keys: Tensor) -> Tensor:
-    """One causal layer's weights ``(B, H, N, N)`` with its queries made from ``h_queries (B, N, dim)`` and
+    """Lesson 14: one causal layer's weights ``(B, H, N, N)`` with its queries made from ``h_queries (B, N, dim)`` and
     its keys from ``h_keys (B, N, dim)`` (hidden states; its own positions added to both)."""
     B, N, _ = h_queries.shape
     H, hd = layer.num_heads, layer.head_dim
@@ -172,7 +174,7 @@ def layer_weights(layer: nn.Module, h_queries: Tensor, h_keys: Tensor) -> Tensor
 
 
 def previous_token_measure(tokens: Tensor, targets: Tensor, logits: Tensor, weights: Tensor) -> Tensor:
-    """A measure for :func:`attn_helpers.lab.train`: every head's previous-token score ``(L, H)`` from the
+    """Lesson 14: a measure for :func:`attn_helpers.lab.train`: every head's previous-token score ``(L, H)`` from the
     held-out ``weights (B, L, H, N, N)`` of ``tokens (B, N)``."""
     return pattern_match(weights, previous_token_pattern(tokens).to(weights.dtype))  # (L, H)
 
@@ -193,15 +195,16 @@ def train_induction_model(*, seed: int, config: TrainConfig = INDUCTION_CONFIG, 
 
 
 def loss_drop_step(run: TrainingRun, *, below: float = 1.0) -> int | None:
-    """The first snapshot step at which the repeated part's held-out loss is below ``below`` nats; ``None`` if never."""
+    """Lesson 14: the first snapshot step at which the repeated part's held-out loss is below ``below`` nats; ``None``
+    if never."""
     reached = (run.held_out_loss < below).nonzero()
     return run.steps[int(reached[0])] if len(reached) else None
 
 
 @dataclass
 class Circuit:
-    """What :func:`find_circuit` measured on one model: every head's two scores ``(L, H)``, the heads that pass
-    the threshold (``(layer, head)`` pairs: previous-token heads in the first layer, induction heads after it),
+    """Lesson 14: what :func:`find_circuit` measured on one model: every head's two scores ``(L, H)``, the heads that
+    pass the threshold (``(layer, head)`` pairs: previous-token heads in the first layer, induction heads after it),
     and the repeated part's loss (nats) as it is and with each group of heads knocked out (``None``: no such head)."""
 
     previous: Tensor
@@ -214,8 +217,8 @@ class Circuit:
 
 
 def find_circuit(model: TinyAttentionModel, tokens: Tensor, *, threshold: float = 0.5) -> Circuit:
-    """Score every head on ``tokens (B, N)`` and knock out each group that passes ``threshold``: the layer-0
-    heads by their previous-token score, the later layers' heads by their induction score."""
+    """Lesson 14: score every head on ``tokens (B, N)`` and knock out each group that passes ``threshold``: the
+    layer-0 heads by their previous-token score, the later layers' heads by their induction score."""
     previous, induction = previous_token_scores(model, tokens), induction_scores(model, tokens)  # (L, H) each
     previous_heads = [(0, h) for h in range(previous.shape[1]) if previous[0, h] >= threshold]
     induction_heads = [(layer, h) for layer in range(1, induction.shape[0]) for h in range(induction.shape[1])

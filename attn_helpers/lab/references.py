@@ -28,10 +28,10 @@ REFERENCE_LAYERS = {
 
 def reference_layer(name: str, *, layer_idx: int = 0, seed: int = 0, std: float = 0.3,
                     **sizes: Any) -> tuple[nn.Module, nn.Module]:
-    """``(layer, rotary)``: layer ``layer_idx`` of a 2-layer ``transformers`` model ``name`` (a key of
+    """Lesson 12: ``(layer, rotary)``: layer ``layer_idx`` of a 2-layer ``transformers`` model ``name`` (a key of
     :data:`REFERENCE_LAYERS`) with config ``sizes`` (``hidden_size=48, num_attention_heads=6, ...``), in float64,
-    every parameter drawn from ``N(0, std²)`` as after ``torch.manual_seed(seed)`` (the global random state is
-    left alone), in eval mode; and its rotary embedding module."""
+    every parameter drawn from ``N(0, std²)`` as after ``torch.manual_seed(seed)`` (the global random state is left
+    alone), in eval mode; and its rotary embedding module."""
     if name not in REFERENCE_LAYERS:
         raise ValueError(f"name must be one of {list(REFERENCE_LAYERS)}, got {name!r}")
     folder, config_name, layer_name, rotary_name = REFERENCE_LAYERS[name]
@@ -49,8 +49,8 @@ def reference_layer(name: str, *, layer_idx: int = 0, seed: int = 0, std: float 
 
 
 def reference_forward(layer: nn.Module, rotary: nn.Module, x: Tensor, keep: Tensor) -> Tensor:
-    """The ``transformers`` layer's eager forward on ``x (B, N, d_model)`` at positions ``0 .. N-1`` under the
-    boolean mask ``keep (N, N)`` (True = may attend), passed as the additive ``(1, 1, N, N)`` mask the layer
+    """Lesson 12: the ``transformers`` layer's eager forward on ``x (B, N, d_model)`` at positions ``0 .. N-1`` under
+    the boolean mask ``keep (N, N)`` (True = may attend), passed as the additive ``(1, 1, N, N)`` mask the layer
     reads: ``(B, N, d_model)``."""
     additive = mask_to_additive(keep, dtype=x.dtype)[None, None]  # (1, 1, N, N): 0 or -inf
     positions = torch.arange(x.shape[1])[None]  # (1, N)

@@ -12,9 +12,9 @@ __all__ = ["local_random"]
 
 @contextmanager
 def local_random(seed: int) -> Iterator[None]:
-    """``with local_random(seed): model = nn.Linear(4, 2)`` draws what ``torch.manual_seed(seed)`` then
-    ``nn.Linear(4, 2)`` would; afterwards the global random state is what it was before. For CPU tensors
-    (PyTorch's CPU generator; a GPU's generators are neither seeded nor saved)."""
+    """Lessons 09, 11 and 12: ``with local_random(seed): model = nn.Linear(4, 2)`` draws what
+    ``torch.manual_seed(seed)`` then ``nn.Linear(4, 2)`` would; afterwards the global random state is what it was
+    before. For CPU tensors (PyTorch's CPU generator; a GPU's generators are neither seeded nor saved)."""
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be an int, got {seed!r}")
     with torch.random.fork_rng(devices=[]):  # saves the CPU generator's state, restores it on the way out

@@ -21,8 +21,8 @@ COLUMN_GAP = "  "  # between two cells of a row
 
 
 def text_table(rows: Sequence[Sequence[object]], specs: Sequence[str]) -> str:
-    """``rows`` of cells as lines, cell ``j`` formatted with ``specs[j]`` (``"<12"``, ``">8"``, ``""``), joined by two
-    spaces."""
+    """Lessons 08, 10, 11 and 14: ``rows`` of cells as lines, cell ``j`` formatted with ``specs[j]`` (``"<12"``,
+    ``">8"``, ``""``), joined by two spaces."""
     lines = []
     for i, row in enumerate(rows):
         if len(row) > len(specs):
@@ -38,9 +38,9 @@ def _steps_text(step: int | None) -> str:
 
 
 def results_table(runs: Mapping[str, TrainingRun], *, accuracies: Sequence[float] = (0.9, 0.99)) -> str:
-    """One line per run: held-out accuracy and loss at the end, the first snapshot step with at
-    least each of ``accuracies`` held-out accuracy (``never`` if not within the run), and the final
-    pattern match of every head (``H1``: head 1; ``L0H1``: layer 0, head 1, when there are several layers)."""
+    """Lesson 08: one line per run: held-out accuracy and loss at the end, the first snapshot step with at least each
+    of ``accuracies`` held-out accuracy (``never`` if not within the run), and the final pattern match of every head
+    (``H1``: head 1; ``L0H1``: layer 0, head 1, when there are several layers)."""
     width = max([len(name) for name in runs] + [3])
     specs = [f"<{width}", ">8", ">6", *[">7"] * len(accuracies), ""]
     rows = [["run", "accuracy", "loss", *[f"to {a:.0%}" for a in accuracies],
@@ -55,7 +55,8 @@ def results_table(runs: Mapping[str, TrainingRun], *, accuracies: Sequence[float
 
 
 def timing_table(runs: Mapping[str, TrainingRun]) -> str:
-    """Wall-clock training time of each run and in total (differs from run to run: print it apart)."""
+    """Lessons 08, 10 and 14: wall-clock training time of each run and in total (differs from run to run: print it
+    apart)."""
     width = max([len(name) for name in runs] + [5])
     rows = [[name, f"{run.config.steps} steps", f"{run.seconds:.1f} s",
              f"({1000 * run.seconds / run.config.steps:.1f} ms per step)"] for name, run in runs.items()]
@@ -65,8 +66,8 @@ def timing_table(runs: Mapping[str, TrainingRun]) -> str:
 
 
 def pattern_match_table(run: TrainingRun, *, every: int | None = None) -> str:
-    """Held-out accuracy and every head's pattern match over training, one line per snapshot
-    (every ``every`` steps; default: the run's snapshots)."""
+    """Lesson 08: held-out accuracy and every head's pattern match over training, one line per snapshot (every
+    ``every`` steps; default: the run's snapshots)."""
     L, H = run.pattern_match.shape[1:]
     names = [f"{f'L{l} ' if L > 1 else ''}head {h}" for l in range(L) for h in range(H)]
     rows = [["step", "accuracy", *names]]
@@ -79,9 +80,10 @@ def pattern_match_table(run: TrainingRun, *, every: int | None = None) -> str:
 
 
 def steps_table(runs: Mapping[str, Mapping[int, TrainingRun]], *, accuracies: Sequence[float] = (0.9, 0.99)) -> str:
-    """Steps to each of ``accuracies`` held-out accuracy, per run and seed: ``runs[name][seed]``.
+    """Lesson 08: steps to each of ``accuracies`` held-out accuracy, per run and seed: ``runs[name][seed]``.
 
-    One line per name, one column per seed, cells like ``60/90`` (``never``: not within the run's steps)."""
+    One line per name, one column per seed, cells like ``60/90`` (``never``: not within the run's steps).
+    """
     seeds = sorted({seed for by_seed in runs.values() for seed in by_seed})
     if not seeds:
         raise ValueError("runs must map at least one name to at least one seed's TrainingRun, got none")
@@ -105,8 +107,8 @@ def _check_knockouts(results: object) -> None:
 
 
 def knockout_table(results: Mapping[object, HeadKnockout], *, key_name: str = "seed") -> str:
-    """:func:`head_knockout`'s accuracies as text: per result (e.g. per seed) one line with nothing
-    knocked out and one per head knocked out; columns: all questions, then each letter."""
+    """Lesson 08: :func:`head_knockout`'s accuracies as text: per result (e.g. per seed) one line with nothing knocked
+    out and one per head knocked out; columns: all questions, then each letter."""
     _check_knockouts(results)
     first = next(iter(results.values()))
     letters = [LETTERS[c].upper() for c in range(first.by_letter.shape[1])]
@@ -122,9 +124,9 @@ def knockout_table(results: Mapping[object, HeadKnockout], *, key_name: str = "s
 
 def knockout_summary(results: Mapping[object, HeadKnockout], *, key_name: str = "seed", small: float = 0.1,
                      large: float = 0.3) -> str:
-    """Per result: the accuracy with each head knocked out; the letters *one head answers alone*
-    (knocking that head out costs at least ``large``, knocking out any other head less than ``small``);
-    and how many letters *need every head* (knocking out any one head costs at least ``small``)."""
+    """Lesson 08: per result: the accuracy with each head knocked out; the letters *one head answers alone* (knocking
+    that head out costs at least ``large``, knocking out any other head less than ``small``); and how many letters
+    *need every head* (knocking out any one head costs at least ``small``)."""
     _check_knockouts(results)
     key = max([len(str(k)) for k in results] + [len(key_name)])
     first = next(iter(results.values()))
@@ -148,8 +150,8 @@ def knockout_summary(results: Mapping[object, HeadKnockout], *, key_name: str = 
 
 def accuracy_table(results: Mapping[str, Mapping[int, float | None]], *, digits: int = 2,
                    reference: Mapping[int, float] | None = None, reference_name: str = "") -> str:
-    """:func:`accuracy_by_length`'s results as text: one row per run, one column per length
-    (``no row`` where the model has no position vector); optionally a ``reference`` row."""
+    """Lessons 10 and 12: :func:`accuracy_by_length`'s results as text: one row per run, one column per length (``no
+    row`` where the model has no position vector); optionally a ``reference`` row."""
     lengths = list(next(iter(results.values())))
     named = dict(results)
     if reference is not None:
@@ -162,8 +164,8 @@ def accuracy_table(results: Mapping[str, Mapping[int, float | None]], *, digits:
 
 
 def shares_by_layer_table(shares: Tensor) -> str:
-    """A text table: each layer's average share per pattern over its heads, and each layer's
-    largest single-head share per pattern (2 digits). ``shares``: ``(L, H, 5)`` from
+    """Lesson 11: a text table: each layer's average share per pattern over its heads, and each layer's largest
+    single-head share per pattern (2 digits). ``shares``: ``(L, H, 5)`` from
     :func:`attn_helpers.lab.attention_shares`."""
     if shares.ndim != 3 or shares.shape[-1] != len(PATTERNS):
         raise ValueError(f"shares must have shape (L, H, {len(PATTERNS)}), got {list(shares.shape)}")
@@ -182,9 +184,9 @@ def _heads_text(heads: list[tuple[int, int]], scores: Tensor) -> str:
 
 def circuit_table(circuits: Mapping[object, Circuit], drop_steps: Mapping[object, int | None] | None = None, *,
                   key_name: str = "seed") -> str:
-    """One line per circuit (e.g. per seed): the previous-token heads and induction heads with their scores
-    (``L0H1 0.99``: layer 0, head 1), the best score of each kind, the loss drop step (if given), the repeated
-    part's loss and the loss with each group knocked out, in nats."""
+    """Lesson 14: one line per circuit (e.g. per seed): the previous-token heads and induction heads with their scores
+    (``L0H1 0.99``: layer 0, head 1), the best score of each kind, the loss drop step (if given), the repeated part's
+    loss and the loss with each group knocked out, in nats."""
     def loss(value: float | None) -> str:
         return "-" if value is None else f"{value:.2f}"
 

@@ -166,7 +166,7 @@ class LookupTask(Task):
 
 
 def held_out_sequences(task: Task, count: int) -> tuple[Tensor, Tensor]:
-    """The ``count`` sequences every run of ``task`` is measured on: tokens ``(count, N)`` and targets
+    """Lesson 08: the ``count`` sequences every run of ``task`` is measured on: tokens ``(count, N)`` and targets
     ``(count, N)``, drawn with a generator seeded by :data:`HELD_OUT_SEED` (the global random state is left alone)."""
     return task.sample(count, torch.Generator().manual_seed(HELD_OUT_SEED))
 

@@ -12,8 +12,8 @@ __all__ = ["one_thread"]
 
 @contextmanager
 def one_thread() -> Iterator[None]:
-    """Run the block on one math thread, then restore the count: for tiny tensors extra threads only cost (10-30x on a
-    busy machine), and one thread fixes the order of every sum."""
+    """Lesson 08: run the block on one math thread, then restore the count: for tiny tensors extra threads only cost
+    (10-30x on a busy machine), and one thread fixes the order of every sum."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

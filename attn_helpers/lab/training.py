@@ -176,14 +176,14 @@ def train(task: Task, config: TrainConfig = TrainConfig(), *,
 
 
 def initial_model(task: Task, config: TrainConfig) -> TinyAttentionModel:
-    """The model :func:`train` starts from: :meth:`TinyAttentionModel.for_task` (seeded with
-    ``config.seed``, the global random state left alone) in float64. Two configs that differ only in
-    ``num_heads``, ``scaled`` or ``wiring`` start from exactly the same parameters."""
+    """Lessons 08 and 14: the model :func:`train` starts from: :meth:`TinyAttentionModel.for_task` (seeded with
+    ``config.seed``, the global random state left alone) in float64. Two configs that differ only in ``num_heads``,
+    ``scaled`` or ``wiring`` start from exactly the same parameters."""
     return TinyAttentionModel.for_task(task, config).to(torch.float64)
 
 
 def batch_generator(config: TrainConfig) -> torch.Generator:
-    """The random generator :func:`train` draws its training batches from (seeded by ``config.seed``):
+    """Lesson 08: the random generator :func:`train` draws its training batches from (seeded by ``config.seed``):
     ``task.sample(config.batch_size, batch_generator(config))`` gives its first batch, and so on."""
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
@@ -192,9 +192,9 @@ def batch_generator(config: TrainConfig) -> torch.Generator:
 
 def training_step(model: nn.Module, optimizer: Adam, task: Task, batches: torch.Generator,
                   batch_size: int) -> tuple[Tensor, float]:
-    """One step of :func:`train`: draw ``batch_size`` fresh sequences of ``task`` with ``batches``,
-    forward, loss, backward, one optimizer step. Returns the batch's tokens ``(batch, N)`` (train()
-    counts the sequences it has seen) and the batch's loss."""
+    """Lesson 08: one step of :func:`train`: draw ``batch_size`` fresh sequences of ``task`` with ``batches``,
+    forward, loss, backward, one optimizer step. Returns the batch's tokens ``(batch, N)`` (train() counts the
+    sequences it has seen) and the batch's loss."""
     tokens, targets = task.sample(batch_size, batches)  # (batch, N) each: fresh sequences
     logits = model(tokens)  # (batch, N, n_classes): forward
     loss = F.cross_entropy(logits.reshape(-1, task.n_classes),  # (batch*N, n_classes)
@@ -259,8 +259,8 @@ def _train(task: Task, config: TrainConfig, progress: Callable[[int, int], None]
 def train_many(jobs: Mapping[str, tuple[Task, TrainConfig]], *,
                progress: Callable[[str, int, int], None] | None = None,
                measures: Mapping[str, Measure] | None = None) -> dict[str, TrainingRun]:
-    """:func:`train` each ``name -> (task, config)`` in order (each with ``measures``); ``progress(name, step,
-    total)`` at every snapshot."""
+    """Lessons 08, 10, 12 and 14: :func:`train` each ``name -> (task, config)`` in order (each with ``measures``);
+    ``progress(name, step, total)`` at every snapshot."""
     runs = {}
     for name, (task, config) in jobs.items():
         report = None if progress is None else (lambda step, total, name=name: progress(name, step, total))

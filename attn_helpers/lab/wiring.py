@@ -12,14 +12,16 @@ SKIP_KINDS = ("identity", "values", "none")
 
 
 def check_wiring(wiring: object, name: str = "wiring") -> str:
-    """``wiring`` if it is one of :data:`SKIP_KINDS`; otherwise a ``ValueError`` naming the argument ``name``."""
+    """Lesson 06: ``wiring`` if it is one of :data:`SKIP_KINDS`; otherwise a ``ValueError`` naming the argument
+    ``name``."""
     if wiring not in SKIP_KINDS:
         raise ValueError(f"{name} must be one of {list(SKIP_KINDS)}, got {wiring!r}")
     return wiring  # type: ignore[return-value]
 
 
 def next_hidden(wiring: str, x: Tensor, out: Tensor, projected: Tensor) -> Tensor:
-    """The hidden state after one layer: ``x``, ``out`` and ``projected`` each ``(B, N, chan)`` -> ``(B, N, chan)``.
+    """Lesson 06: the hidden state after one layer: ``x``, ``out`` and ``projected`` each ``(B, N, chan)`` -> ``(B, N,
+    chan)``.
 
     ``out`` is the layer's output (``projected`` plus the merged values), ``projected`` its output projection.
     """
