@@ -6,8 +6,10 @@ A name a module declares but its room does not export is unreachable the documen
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +46,20 @@ def test_the_package_face_exports_names_of_the_rooms_only():
     rooms = {name for room in ROOMS for name in importlib.import_module(f"attn_helpers.{room}").__all__}
     extra = sorted(set(attn_helpers.__all__) - rooms - set(ROOMS))
     assert not extra, f"attn_helpers exports names no room exports: {extra}"
+
+
+@pytest.mark.parametrize("face", ["attn_helpers/__init__.py", "attn_helpers/core/__init__.py",
+                                  "attn_helpers/lab/__init__.py"])
+def test_a_face_writes_each_public_name_once(face):
+    """``core`` and ``lab`` star-import their modules (a name lives in its module's ``__all__`` only); the package face
+    imports each name once and reads ``__all__`` off its namespace: no list of names to keep in step."""
+    tree = ast.parse((Path(attn_helpers.__file__).parents[1] / face).read_text(encoding="utf-8"))
+    assigned = [node for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                and any(getattr(t, "id", None) == "__all__" for t in node.targets)]
+    assert len(assigned) == 1 and not isinstance(assigned[0].value, (ast.List, ast.Tuple)), \
+        f"{face}: __all__ must be read off the modules or the namespace, not written out"
+    assert not any(isinstance(node, ast.AugAssign) for node in ast.walk(tree)), f"{face}: no __all__ += ..."
+    if face != "attn_helpers/__init__.py":
+        named = [alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1
+                 and node.module for alias in node.names if alias.name != "*"]
+        assert not named, f"{face} imports {named} by name; star-import the module instead"
