@@ -38,7 +38,7 @@ def token_ids(tokens: Sequence[str]) -> Tensor:
 
 
 def embed(tokens: Sequence[str], dim: int, *, seed: int = 0) -> Tensor:
-    """Lessons 01, 02, 03, 04 and 05: look every token up in :func:`embedding_table`: ``N`` tokens -> ``(N, dim)``;
+    """Lessons 01-05, 08, 10, 11 and 13: look every token up in :func:`embedding_table`: ``N`` tokens -> ``(N, dim)``;
     equal words, equal rows."""
     table = embedding_table(dim, seed=seed)  # (vocab, dim)
     return table[token_ids(tokens)]  # (N, dim): row i is the table row of token i

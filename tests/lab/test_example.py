@@ -57,8 +57,8 @@ def test_show_source_prints_the_code_without_the_docstring(capsys):
     show_source(embed)
     printed = capsys.readouterr().out
     assert printed.startswith("def embed(") and "table[token_ids(tokens)]" in printed
-    assert "Look every token up" not in printed
-    assert "Look every token up" in source_text(embed, docstring=True)
+    assert "look every token up" not in printed
+    assert "look every token up" in source_text(embed, docstring=True)
 
 
 def test_source_text_of_a_function_without_a_docstring():
