@@ -16,6 +16,9 @@ import pytest
 import attn_helpers
 
 ROOMS = ("core", "lab", "views", "widgets", "checks")
+#: Modules whose names a room makes reachable but does not export: core's argument checks (``core.check_heads``),
+#: which are no lesson's math and must stay off the exercise guard's watch list (it watches every export).
+BY_PATH = {"core": {"arguments"}}
 
 
 def declared(room: str) -> dict[str, str]:
@@ -33,7 +36,8 @@ def declared(room: str) -> dict[str, str]:
 def test_a_room_exports_what_its_public_modules_declare(room):
     package = importlib.import_module(f"attn_helpers.{room}")
     names = declared(room)
-    public = {name: module for name, module in names.items() if not module.startswith("_")}
+    public = {name: module for name, module in names.items()
+              if not module.startswith("_") and module not in BY_PATH.get(room, set())}
     missing = sorted(f"{module}.{name}" for name, module in public.items() if name not in package.__all__)
     assert not missing, f"declared in a module's __all__ but not exported by attn_helpers.{room}: {missing}"
     homeless = sorted(set(package.__all__) - set(names))

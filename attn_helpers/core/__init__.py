@@ -1,6 +1,8 @@
 """core: the math a learner reads, in lesson order. Imports torch only; every forward is shaped like its formula.
 
-Six chapters, each importing only the ones above it; this face exports exactly the names of their ``__all__``:
+Six chapters, each importing only the ones above it; this face exports the names of their ``__all__`` (the
+argument checks are reachable here, ``core.check_heads``, but not exported: they are no lesson's math, and the
+exercise guard watches every exported function):
 
     arguments   argument checks with learner-facing messages (``check_heads``: the divisibility message)
     masks       causal, sliding-window and padding masks, the one mask convention (True = may attend) (03, 12)
@@ -20,4 +22,4 @@ from .layers import *  # noqa: F403
 from .positions import *  # noqa: F403
 from .efficient import *  # noqa: F403
 
-__all__ = [name for chapter in (arguments, masks, attention, layers, positions, efficient) for name in chapter.__all__]
+__all__ = [name for chapter in (masks, attention, layers, positions, efficient) for name in chapter.__all__]
