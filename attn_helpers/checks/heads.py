@@ -28,9 +28,6 @@ __all__ = ["check_split_heads", "check_merge_heads", "check_head_shapes", "check
            "check_heads_prediction", "check_multi_head_function"]
 
 
-# ------------------------------------------------------------------------------ shared helpers
-
-
 def run_options(options: Mapping[str, str], namespace: Mapping[str, Any]) -> dict[str, Any]:
     """Evaluate each option's line of code in a copy of ``namespace``: letter -> result, or the exception it raised."""
     results: dict[str, Any] = {}
@@ -41,9 +38,6 @@ def run_options(options: Mapping[str, str], namespace: Mapping[str, Any]) -> dic
         except Exception as problem:  # the error is the lesson: report it, never raise it
             results[letter] = problem
     return results
-
-
-# ------------------------------------------------------------------------------ the checkers
 
 
 #: What a split or a merge the learner writes must not be or call: the library's own two steps.
@@ -280,9 +274,6 @@ def _short(row: Tensor) -> str:
     return "[" + ", ".join(f"{value:.2f}" for value in row.tolist()) + "]"
 
 
-# ------------------------------------------------------------------------------ predict: 1 head against H heads
-
-
 @prediction_checker
 def check_heads_prediction(prediction: Any, out_one: Tensor, out_many: Tensor, num_heads: int,
                            tolerance: float = 1e-5) -> Verdict:
@@ -306,9 +297,6 @@ def check_heads_prediction(prediction: Any, out_one: Tensor, out_many: Tensor, n
                      "head_dim-wide dot products; one wide head takes one softmax over the sum of those dot products.")
     return wrong(f"they agree to within {tolerance:g}.",
                  "compare the outputs' largest difference with float rounding (the tolerance).")
-
-
-# ------------------------------------------------------------------------------ code: multi-head attention
 
 
 def _multi_head_cases() -> list[tuple[int, Tensor, Tensor, Tensor]]:

@@ -47,10 +47,6 @@ def check_knockout_loss_prediction(prediction: Any, loss: float, full_loss: floa
     return wrong(f"{measured}.", "compare the measured loss with both reference numbers.")
 
 
-# --------------------------------------------------------------------------------------------
-# Exercise: the induction score
-# --------------------------------------------------------------------------------------------
-
 #: What already computes the induction score or its pattern: the lesson's helpers.
 SCORE_SHORTCUTS = library(("induction_scores", "induction_pattern", "previous_token_scores"))
 
@@ -141,10 +137,6 @@ def check_induction_scores(answer: Any) -> Verdict:
         success="one induction match per head: the weight after earlier copies, averaged over the queries that "
                 "have one.")
 
-
-# --------------------------------------------------------------------------------------------
-# Exercise: the repeated part's loss with a head knocked out
-# --------------------------------------------------------------------------------------------
 
 #: What already measures the loss with heads knocked out: the lesson's helper.
 LOSS_SHORTCUTS = library(("repeated_loss",))

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from ..core import MultiHeadAttention
 from ..lab import local_random
 from ._core import Verdict, checker, correct, error_text, not_a_function, wrong
-from ._guard import TORCH_ATTENTION, Watch, array_calls, library, run_watching
+from ._guard import TORCH_ATTENTION, Watch, library, run_watching
 from ._predict import as_choice, prediction_checker
 
 __all__ = [
@@ -42,9 +42,6 @@ def _as_count(answer: Any, what: str) -> int | Verdict:
     return int(answer)
 
 
-# ------------------------------------------------------------------------------ traced shape
-
-
 _ENTRY_SIZES = ((2, 3, 12, 3), (1, 5, 8, 4), (3, 2, 10, 1), (2, 4, 18, 2))  # (B, N, chan, num_heads)
 
 
@@ -58,7 +55,7 @@ def check_qkv_entry(answer: Any) -> Verdict:
     refused = not_a_function(answer, "source(part, b, h, n, e, chan, num_heads)")
     if refused:
         return refused
-    watched = array_calls(library() | TORCH_ATTENTION)
+    watched = library() | TORCH_ATTENTION | Watch(packages={"torch": "PyTorch's", "numpy": "NumPy's"})
     follow = "follow one number through reshape(B, N, 3, H, head_dim) and then permute(2, 0, 3, 1, 4)."
     for B, N, chan, H in _ENTRY_SIZES:
         hd = chan // H
@@ -94,9 +91,6 @@ def check_qkv_entry(answer: Any) -> Verdict:
             return wrong(what, follow)
     return correct("every entry at four sizes (1 to 4 heads): qkv_heads[part, b, h, n, e] is "
                    "qkv[b, n, part*chan + h*head_dim + e].")
-
-
-# -------------------------------------------------------------------------- parameter count
 
 
 #: What counts a layer's numbers instead of computing them: building a module, reading its parameters, numel.
@@ -180,12 +174,6 @@ def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
                      "each Linear(d_in, d_out) holds d_in·d_out matrix entries and d_out biases; this layer has four.")
     return correct(f"{expected:,} = 4·d_model² + 4·d_model for d_model = {d}, and right at {len(sizes) - 1} more sizes "
                    f"(d_model up to {max(s[0] for s in sizes)}); the heads add nothing.")
-
-
-# ---------------------------------------------------------------------------------- head scale
-
-
-# ---------------------------------------------------------------------------------- spot the bugs
 
 
 @dataclass(frozen=True)
@@ -317,8 +305,6 @@ def _judge_suspect_lines(answer: Any, listing: tuple[SuspectLine, ...],
                  " / ".join(hints) if hints else "take out the lines that hold no bug; the others are right.")
 
 
-# ------------------------------------------------------------------------ prediction: dropout
-
 DROPOUT_CHOICES = ("unchanged", "scaled up", "scaled down")
 
 
@@ -341,8 +327,6 @@ def check_dropout_prediction(prediction: Any, weights_train: Tensor, weights_eva
                  "dropout zeroes a share p of the attention weights; to keep each row's sum right on average, it divides the "
                  "rest by 1 - p.")
 
-
-# ----------------------------------------------------------------- code: the whole multi-head class
 
 _MHA_CONFIGS = ((2, 5, 8, 2), (3, 7, 12, 3), (1, 4, 6, 1), (2, 6, 16, 4))  # (B, N, d_model, num_heads)
 

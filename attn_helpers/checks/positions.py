@@ -16,15 +16,13 @@ from torch import Tensor
 
 from ..core import apply_rope, permute_tokens
 from ._core import Verdict, checker, compare_tensors, correct, error_text, not_a_function, wrong
-from ._guard import Watch, library, package_calls, run_watching
+from ._guard import TRANSFORMERS, Watch, library, run_watching
 from ._predict import as_choice, prediction_checker
 
 __all__ = ["check_shuffle_prediction", "check_rope", "check_rotated_v_shift"]
 
 SHUFFLE_CHOICES = ("reordered", "changed")
 
-
-# ------------------------------------------------------------------------------ predict: shuffle the input
 
 @prediction_checker
 def check_shuffle_prediction(prediction: Any, out: Tensor, out_shuffled: Tensor, perm: Tensor) -> Verdict:
@@ -51,13 +49,10 @@ def check_shuffle_prediction(prediction: Any, out: Tensor, out_shuffled: Tensor,
                  "was added to x before the layer, or what the layer does to q and k.")
 
 
-# ------------------------------------------------------------------------------ code: RoPE on every pair
-
 #: What the learner's RoPE must not call: the library's own rotations, and anything of ``transformers`` (its
 #: ``rotate_half``, ``apply_rotary_pos_emb`` and rotary embedding layers, which the lesson tests apply_rope against).
-_ROPE_LIBRARY = package_calls(
-    library(("apply_rope", "RotaryAttention")) | Watch({torch.onnx.ops.rotary_embedding: "PyTorch's rotary_embedding"}),
-    {"transformers": "transformers'"})
+_ROPE_LIBRARY = (library(("apply_rope", "RotaryAttention")) | TRANSFORMERS
+                 | Watch({torch.onnx.ops.rotary_embedding: "PyTorch's rotary_embedding"}))
 
 
 def _rope_cases() -> list[tuple[Tensor, Tensor]]:
@@ -132,8 +127,6 @@ def check_rope(answer: Any) -> Verdict:
     return correct("the same as apply_rope on three inputs of other sizes (head_dim 6, 10 and 4, positions out of "
                    "order): pair i = features (i, i + head_dim/2), turned by position × θ_i.")
 
-
-# ------------------------------------------------------------------------------ predict: rotate v too, shift every position
 
 SHIFT_NAMES = ("scores", "weights", "heads")
 

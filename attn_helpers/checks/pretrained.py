@@ -30,9 +30,6 @@ _PADDING_LIBRARY = library(("padding_mask",))
 _WHOLE_LIBRARY = library(skip=())
 
 
-# ------------------------------------------------------------------------------ exercise 11.2: weight rows of one head
-
-
 def _weights_cases(q_proj: torch.nn.Linear, num_heads: int) -> list[tuple[Tensor, Tensor, int]]:
     cases = [(q_proj.weight.detach(), q_proj.bias.detach(), num_heads)]
     generator = torch.Generator().manual_seed(11)
@@ -90,9 +87,6 @@ def check_head_rows(answer: Callable[..., tuple[Tensor, Tensor]], q_proj: torch.
                  for h, (w_h, b_h) in enumerate(answer(weight, bias, g, num_heads) for g in range(num_heads))]
     return correct(f"for every head h, x @ W_h.T + b_h equals split_heads(q)[:, h] (largest difference below 1e-5: "
                    f"{max(diffs) < 1e-5}): head h is made by its own {weight.shape[0] // num_heads} rows of the projection.")
-
-
-# ------------------------------------------------------------------------------ exercise 11.3: the keep mask of a padded batch
 
 
 def _mask_cases(attention_mask: Tensor) -> list[Tensor]:
@@ -163,9 +157,6 @@ def check_keep_mask(answer: Callable[[Tensor], Tensor], attention_mask: Tensor) 
                          "True exactly where attention_mask is 1.")
     return correct("True for every real key, False for every [PAD] (on either side), one row per sequence "
                    "shared by all its queries.")
-
-
-# ------------------------------------------------------------------------------ exercise 11.1 (predict): padding
 
 
 @prediction_checker

@@ -13,7 +13,7 @@ from torch import Tensor
 from ..core import merge_heads
 from ..lab import SKIP_KINDS, AttentionStack, depth_sweep, local_random, signal_through_stack
 from ._core import Verdict, as_letter, as_number, checker, compare_tensors, correct, error_text, not_a_function, wrong
-from ._guard import FunctionNamed, Watch, codes_called, library, run_watching
+from ._guard import Watch, codes_called, library, run_watching
 from ._predict import as_choice, prediction_checker
 from .heads import run_options
 
@@ -113,7 +113,7 @@ def _measuring_functions() -> Watch:
     """The functions that already measure the gradient at a layer: the helpers', and 6.5.1's ``measure_depths``,
     which the notebook defines (watched by its name while the learner's function runs)."""
     return Watch({depth_sweep: "depth_sweep", signal_through_stack: "signal_through_stack",
-                  FunctionNamed("measure_depths"): "measure_depths"})
+                  "measure_depths": "measure_depths"})
 
 
 def _watched_for_layer_grad(stack: AttentionStack, x: Tensor) -> Watch:

@@ -18,21 +18,17 @@ from torch import Tensor
 from ..core import alibi_bias, alibi_slopes, sliding_window_mask, softmax_with_sinks
 from ._core import Verdict, checker, compare_tensors, correct, wrong
 from ._function import judge_function
-from ._guard import library, package_calls
+from ._guard import TRANSFORMERS, library
 from .masking import boolean_mask_judge
 from ._predict import as_choice, prediction_checker
 
 __all__ = ["check_cache_window_mask", "check_sink_softmax", "check_alibi", "check_softcap_prediction"]
 
 #: The library's steps of lesson 12 and everything of ``transformers``: refused inside the learner's functions.
-_TODAY_LIBRARY = package_calls(
-    library(("sliding_window_mask", "softmax_with_sinks", "alibi_bias", "alibi_slopes", "attend",
-             "scaled_dot_product_attention", "grouped_query_attention", "GroupedQueryAttention",
-             "weights_after_steps", "window_reach")),
-    {"transformers": "transformers'"})
+_TODAY_LIBRARY = library(("sliding_window_mask", "softmax_with_sinks", "alibi_bias", "alibi_slopes", "attend",
+                          "scaled_dot_product_attention", "grouped_query_attention", "GroupedQueryAttention",
+                          "weights_after_steps", "window_reach")) | TRANSFORMERS
 
-
-# ------------------------------------------------------------------------------ code: the window of a decoding step
 
 def _judge_cache_window(n_q: int, n_k: int, window: int) -> Callable[[Any], Verdict]:
     """The judge of the ``(n_q, n_k)`` keep mask of the newest ``n_q`` queries (positions ``n_k - n_q .. n_k - 1``)
@@ -77,8 +73,6 @@ def check_cache_window_mask(answer: Any) -> Verdict:
                           success="for one query, a prefill, a square mask and a window longer than the cache: each "
                                   "new token keeps itself and the window - 1 keys before it.")
 
-
-# ------------------------------------------------------------------------------ code: the softmax with sinks
 
 def _judge_sinks(scores: Tensor, sinks: Tensor) -> Callable[[Any], Verdict]:
     expected = softmax_with_sinks(scores, sinks)  # (B, H, N_q, N_k)
@@ -145,8 +139,6 @@ def check_sink_softmax(answer: Any) -> Verdict:
                                   "row is all zeros.")
 
 
-# ------------------------------------------------------------------------------ code: ALiBi's bias
-
 def _judge_alibi(num_heads: int, n: int) -> Callable[[Any], Verdict]:
     expected = alibi_bias(num_heads, n)  # (H, n, n)
     i, j = torch.arange(n, dtype=torch.float64)[:, None], torch.arange(n, dtype=torch.float64)[None, :]
@@ -201,8 +193,6 @@ def check_alibi(answer: Any) -> Verdict:
                           success="for 2, 4 and 16 heads: zero on the diagonal, -slope_h for the key one place back, "
                                   "each head its own slope.")
 
-
-# ------------------------------------------------------------------------------ predict: when does the cap matter?
 
 SOFTCAP_CHOICES = ("units", "tens", "both", "neither")
 
