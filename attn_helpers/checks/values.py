@@ -107,17 +107,6 @@ def _midpoint_mistake(weights: Tensor, i: int, j: int) -> tuple[str, str]:
             "weight only the keys whose values the midpoint lies between.")
 
 
-def _attention_cases() -> list[tuple[str, tuple[Tensor, ...], Tensor | None]]:
-    g = torch.Generator().manual_seed(4)
-    r = lambda *shape: torch.randn(*shape, generator=g)  # noqa: E731
-    return [
-        ("self-attention, q, k, v of shape (2, 5, 8)", (r(2, 5, 8), r(2, 5, 8), r(2, 5, 8)), None),
-        ("cross-attention, q (2, 3, 8), k (2, 6, 8), v (2, 6, 4)", (r(2, 3, 8), r(2, 6, 8), r(2, 6, 4)), None),
-        ("with a heads axis, q, k, v of shape (2, 3, 5, 16)", (r(2, 3, 5, 16), r(2, 3, 5, 16), r(2, 3, 5, 16)), None),
-        ("with a causal keep mask (True = may attend)", (r(2, 5, 8), r(2, 5, 8), r(2, 5, 8)), causal_mask(5)),
-    ]
-
-
 _STEPS = ("scores = q @ k.mT / sqrt(d_k), the mask, a softmax over the keys, then weights @ v "
           "(section 4.2, for every query at once).")
 
