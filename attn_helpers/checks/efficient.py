@@ -203,48 +203,45 @@ def check_kv_cache_size(answer: Any, *, num_layers: int, chan: int, num_heads: i
 _REPEAT_CASES = ((1, 1, 4, 3, 4), (2, 3, 2, 2, 3), (1, 2, 5, 4, 8))  # more (B, G, N, d, H): multi-query, G = H, 4 per group
 
 
+def _judge_repeat(k: Tensor, heads: int, first: bool) -> Any:
+    per_group = heads // k.shape[1]
+    mistakes = {
+        "you tiled the heads with repeat (heads 0, 1, 0, 1, ...)": (
+            k.repeat(1, per_group, 1, 1),
+            f"query head h must use key/value head h // (H / G), so the copies of one head sit next to each "
+            f"other (0, 0, ..., 1, 1, ...): use repeat_interleave({per_group}, dim=1)" if first else
+            "the copies of one head must sit next to each other: repeat_interleave(H // G, dim=1)."),
+        "you repeated the tokens instead of the heads": (
+            k.repeat_interleave(per_group, dim=2), "the heads are axis 1 of (B, G, N, d): repeat_interleave along dim=1."),
+        "you repeated the head_dim features instead of the heads": (
+            k.repeat_interleave(per_group, dim=3), "the heads are axis 1 of (B, G, N, d): repeat_interleave along dim=1."),
+    }
+
+    def judge(got: Any) -> Verdict:
+        verdict = compare_tensors(got, repeat_kv_heads(k, heads), name="your repeated k" if first else "your result",
+                                  likely_mistakes=mistakes)
+        if not (verdict.ok or first or "what you get when" in verdict.message):  # right on the exercise's k only
+            return wrong(verdict.message, "work out the copies per key head from the shapes (num_heads // "
+                                          "k.shape[1]), not from this exercise's numbers.")
+        return verdict
+
+    return judge
+
+
 @checker
 def check_repeat_kv(answer: Any, k: Tensor, num_heads: int) -> Verdict:
     """Exercise 9: ``repeat_heads(k (B, G, N, d), num_heads) -> (B, H, N, d)``, query head ``h`` getting key/value
     head ``h // (H / G)``; run on ``k`` and three more shapes (multi-query, ``G = H``, 4 per group)."""
-    how = "write it with one tensor operation on the heads axis (dim=1)."
-    refused = _refused(answer, "repeat_heads(k, num_heads)", _REPEAT_LIBRARY, how)
-    if refused:
-        return refused
     g = torch.Generator().manual_seed(5)
     cases = [(k, num_heads)] + [(torch.randn(B, G, N, d, generator=g), H) for B, G, N, d, H in _REPEAT_CASES]
-    for case_number, (k_case, heads) in enumerate(cases):
-        per_group = heads // k_case.shape[1]
-        try:
-            got, called = run_watching(answer, (k_case.clone(), heads), _REPEAT_LIBRARY)
-        except Exception as problem:  # the learner's code failed: say how, never a traceback
-            return wrong(f"repeat_heads(k of shape {list(k_case.shape)}, {heads}) raised {error_text(problem)}",
-                         "compute how many query heads share one key head from the shapes: num_heads // k.shape[1].")
-        if called:
-            return wrong(_CALLS.format(called[0]), how)
-        mistakes = {
-            "you tiled the heads with repeat (heads 0, 1, 0, 1, ...)": (
-                k_case.repeat(1, per_group, 1, 1),
-                f"query head h must use key/value head h // (H / G), so the copies of one head sit next to each "
-                f"other (0, 0, ..., 1, 1, ...): use repeat_interleave({per_group}, dim=1)" if case_number == 0 else
-                "the copies of one head must sit next to each other: repeat_interleave(H // G, dim=1)."),
-            "you repeated the tokens instead of the heads": (
-                k_case.repeat_interleave(per_group, dim=2),
-                "the heads are axis 1 of (B, G, N, d): repeat_interleave along dim=1."),
-            "you repeated the head_dim features instead of the heads": (
-                k_case.repeat_interleave(per_group, dim=3),
-                "the heads are axis 1 of (B, G, N, d): repeat_interleave along dim=1."),
-        }
-        name = "your repeated k" if case_number == 0 else f"for k of shape {list(k_case.shape)} and {heads} query heads, your result"
-        verdict = compare_tensors(got, repeat_kv_heads(k_case, heads), name=name, likely_mistakes=mistakes)
-        if not verdict.ok:
-            if case_number and "what you get when" not in verdict.message:  # right on the exercise's k only
-                verdict = wrong(verdict.message, "work out the copies per key head from the shapes "
-                                                 "(num_heads // k.shape[1]), not from this exercise's numbers.")
-            return verdict
-    per_group = num_heads // k.shape[1]
-    return correct(f"{[k.shape[0], num_heads, *k.shape[2:]]}: each of the {k.shape[1]} key/value heads serves "
-                   f"{per_group} query heads in a row; right for multi-query (G = 1) and G = H too.")
+    return judge_function(
+        answer, [((k_case, heads), "" if i == 0 else f"for k of shape {list(k_case.shape)} and {heads} query heads",
+                  _judge_repeat(k_case, heads, i == 0)) for i, (k_case, heads) in enumerate(cases)],
+        watched=_REPEAT_LIBRARY, example="repeat_heads(k, num_heads)", calls=_CALLS, is_=_CALLS,
+        lines="write it with one tensor operation on the heads axis (dim=1).",
+        raised="compute how many query heads share one key head from the shapes: num_heads // k.shape[1].",
+        success=f"{[k.shape[0], num_heads, *k.shape[2:]]}: each of the {k.shape[1]} key/value heads serves "
+                f"{num_heads // k.shape[1]} query heads in a row; right for multi-query (G = 1) and G = H too.")
 
 
 @prediction_checker

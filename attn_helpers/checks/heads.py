@@ -14,7 +14,7 @@ from ..core import Attention, merge_heads, scaled_dot_product_attention, split_h
 from ._core import Verdict, as_letter, as_shape, checker, compare_tensors, correct, error_text, wrong
 from ._function import judge_function
 from ._guard import MASK_BUILDERS, TORCH_ATTENTION, TORCH_MULTI_HEAD, library
-from ._predict import as_choice, prediction_checker
+from ._predict import prediction_checker
 
 __all__ = ["check_split_heads", "check_merge_heads", "check_head_shapes", "check_split_line",
            "check_heads_prediction", "check_multi_head_function"]
@@ -243,13 +243,10 @@ def _short(row: Tensor) -> str:
     return "[" + ", ".join(f"{value:.2f}" for value in row.tolist()) + "]"
 
 
-@prediction_checker
-def check_heads_prediction(prediction: Any, out_one: Tensor, out_many: Tensor, num_heads: int,
+@prediction_checker(choices=("same", "different"))
+def check_heads_prediction(choice: str, out_one: Tensor, out_many: Tensor, num_heads: int,
                            tolerance: float = 1e-5) -> Verdict:
     """Prediction 5: is a 1-head layer's output ``"same"`` as a ``num_heads``-head layer's with the same parameters?"""
-    choice = as_choice(prediction, ["same", "different"])
-    if isinstance(choice, Verdict):
-        return choice
     if out_one.shape != out_many.shape:
         raise ValueError(f"out_one and out_many must have the same shape, got {list(out_one.shape)} and "
                          f"{list(out_many.shape)}")

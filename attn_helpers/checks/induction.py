@@ -15,20 +15,17 @@ from ..lab import (InductionTask, TinyAttentionModel, induction_pattern, inducti
 from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
 from ._function import judge_function
 from ._guard import Watch, library
-from ._predict import as_choice, prediction_checker
+from ._predict import prediction_checker
 
 __all__ = ["check_knockout_loss_prediction", "check_induction_scores", "check_knockout_loss"]
 
 KNOCKOUT_LOSS_CHOICES = ("same", "higher", "guessing")
 
 
-@prediction_checker
-def check_knockout_loss_prediction(prediction: Any, loss: float, full_loss: float, guessing: float) -> Verdict:
+@prediction_checker(choices=KNOCKOUT_LOSS_CHOICES)
+def check_knockout_loss_prediction(choice: str, loss: float, full_loss: float, guessing: float) -> Verdict:
     """Prediction 14: previous-token head knocked out, is the loss the ``"same"`` (within 0.2 nats), back
     at ``"guessing"`` (within 0.5 nats of it) or ``"higher"``?"""
-    choice = as_choice(prediction, KNOCKOUT_LOSS_CHOICES)
-    if isinstance(choice, Verdict):
-        return choice
     if abs(loss - full_loss) <= 0.2:
         happened = "same"
     elif abs(loss - guessing) <= 0.5:

@@ -15,7 +15,7 @@ from ..core import MultiHeadAttention
 from ..lab import local_random
 from ._core import Verdict, checker, correct, error_text, not_a_function, wrong
 from ._guard import TORCH_ATTENTION, Watch, library, run_watching
-from ._predict import as_choice, prediction_checker
+from ._predict import prediction_checker
 
 __all__ = ["SuspectLine", "SUSPECT_LAYER", "numbered_listing", "check_qkv_entry", "check_mha_parameter_count",
            "check_suspect_lines", "DROPOUT_CHOICES", "check_dropout_prediction", "check_mha_class"]
@@ -252,12 +252,9 @@ def _judge_suspect_lines(answer: Any, listing: tuple[SuspectLine, ...],
 DROPOUT_CHOICES = ("unchanged", "scaled up", "scaled down")
 
 
-@prediction_checker
-def check_dropout_prediction(prediction: Any, weights_train: Tensor, weights_eval: Tensor, p: float) -> Verdict:
+@prediction_checker(choices=DROPOUT_CHOICES)
+def check_dropout_prediction(choice: str, weights_train: Tensor, weights_eval: Tensor, p: float) -> Verdict:
     """Prediction 7: are the weights dropout keeps ``"unchanged"``, ``"scaled up"`` or ``"scaled down"``?"""
-    choice = as_choice(prediction, DROPOUT_CHOICES)
-    if isinstance(choice, Verdict):
-        return choice
     kept = (weights_train != 0) & (weights_eval != 0)
     ratio = (weights_train[kept] / weights_eval[kept]).median().item()
     happened = "unchanged" if abs(ratio - 1) < 1e-4 else ("scaled up" if ratio > 1 else "scaled down")

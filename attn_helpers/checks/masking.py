@@ -13,7 +13,7 @@ from ..core import causal_mask, mask_to_additive, padding_mask
 from ._core import Verdict, checker, compare_tensors, correct, wrong
 from ._function import judge_function, random_cases
 from ._guard import LIBRARY_ATTENTION, library
-from ._predict import as_choice, prediction_checker
+from ._predict import prediction_checker
 
 __all__ = ["check_additive_mask", "check_window_blocked_mask", "check_convention_prediction", "check_masked_row_prediction",
            "check_padding_keep_mask", "check_softmax_axis"]
@@ -240,12 +240,9 @@ def _row_outcome(row: Tensor) -> str:
     return "uniform" if bool(torch.allclose(row, torch.full_like(row, 1 / row.numel()))) else "other"
 
 
-@prediction_checker
-def check_masked_row_prediction(prediction: Any, row: Tensor) -> Verdict:
+@prediction_checker(choices=ROW_OUTCOMES)
+def check_masked_row_prediction(choice: str, row: Tensor) -> Verdict:
     """Prediction 3: what a softmax gives a row whose keys are all blocked."""
-    choice = as_choice(prediction, ROW_OUTCOMES)
-    if isinstance(choice, Verdict):
-        return choice
     outcome = _row_outcome(row)
     if choice == outcome:
         return correct(f"the row is {row.tolist()}: every score is -inf, so the row's maximum is -inf "
@@ -257,12 +254,9 @@ def check_masked_row_prediction(prediction: Any, row: Tensor) -> Verdict:
                  "before any exp (the literal formula would divide 0 by 0: NaN as well).")
 
 
-@prediction_checker
-def check_convention_prediction(prediction: Any, reads_true_as_keep: bool, function: str) -> Verdict:
+@prediction_checker(choices=("keep", "blocked"))
+def check_convention_prediction(choice: str, reads_true_as_keep: bool, function: str) -> Verdict:
     """Prediction 3a: does ``function`` read ``True`` as "keep" or "blocked"?"""
-    choice = as_choice(prediction, ("keep", "blocked"))
-    if isinstance(choice, Verdict):
-        return choice
     actual = "keep" if reads_true_as_keep else "blocked"
     if choice == actual:
         return correct(f"{function} reads True as {actual!r}: only the mask of that convention reproduced our weights.")

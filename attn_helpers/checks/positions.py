@@ -12,19 +12,16 @@ from ..core import apply_rope, permute_tokens
 from ._core import Verdict, checker, compare_tensors, correct, wrong
 from ._function import judge_function
 from ._guard import TRANSFORMERS, Watch, library
-from ._predict import as_choice, prediction_checker
+from ._predict import prediction_checker
 
 __all__ = ["check_shuffle_prediction", "check_rope", "check_rotated_v_shift"]
 
 SHUFFLE_CHOICES = ("reordered", "changed")
 
 
-@prediction_checker
-def check_shuffle_prediction(prediction: Any, out: Tensor, out_shuffled: Tensor, perm: Tensor) -> Verdict:
+@prediction_checker(choices=SHUFFLE_CHOICES)
+def check_shuffle_prediction(choice: str, out: Tensor, out_shuffled: Tensor, perm: Tensor) -> Verdict:
     """Prediction 10: after shuffling the tokens with ``perm``, are the output rows ``"reordered"`` or ``"changed"``?"""
-    choice = as_choice(prediction, SHUFFLE_CHOICES)
-    if isinstance(choice, Verdict):
-        return choice
     gap = (out_shuffled - permute_tokens(out, perm)).abs().max().item()
     happened = "reordered" if gap < 1e-5 else "changed"
     if choice == happened == "reordered":

@@ -13,7 +13,7 @@ from ..core import split_heads
 from ._core import Verdict, checker, correct, not_a_function, wrong
 from ._function import judge_function
 from ._guard import library
-from ._predict import as_choice, prediction_checker
+from ._predict import prediction_checker
 
 __all__ = ["check_head_rows", "check_keep_mask", "check_padding_prediction"]
 
@@ -143,12 +143,9 @@ def _judge_keep_mask(mask: Tensor) -> Any:
     return judge
 
 
-@prediction_checker
-def check_padding_prediction(prediction: Any, max_difference: float, tolerance: float = 1e-5) -> Verdict:
+@prediction_checker(choices=("same", "different"))
+def check_padding_prediction(choice: str, max_difference: float, tolerance: float = 1e-5) -> Verdict:
     """Prediction 11: are a short sentence's weights the ``"same"`` alone and padded (``max_difference``: measured)?"""
-    choice = as_choice(prediction, ["same", "different"])
-    if isinstance(choice, Verdict):
-        return choice
     same = max_difference < tolerance
     if choice == ("same" if same else "different"):
         return correct(f"the largest difference is below {tolerance:g}: the mask gives every [PAD] key a weight of "

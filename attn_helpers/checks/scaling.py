@@ -15,7 +15,7 @@ from ..lab import attention_entropy
 from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
 from ._function import judge_function, random_cases
 from ._guard import LIBRARY_ATTENTION, Watch
-from ._predict import as_choice, prediction_checker
+from ._predict import prediction_checker
 
 __all__ = ["check_scaled_scores", "check_score_variance", "check_row_entropy", "check_trend_prediction"]
 
@@ -97,12 +97,9 @@ def check_score_variance(answer: Any, d_k: int, var_q: float = 1.0, var_k: float
 TRENDS = ("rises", "falls", "stays")
 
 
-@prediction_checker
-def check_trend_prediction(prediction: Any, values: Sequence[float], what: str, xs: Sequence[int]) -> Verdict:
+@prediction_checker(choices=TRENDS)
+def check_trend_prediction(choice: str, values: Sequence[float], what: str, xs: Sequence[int]) -> Verdict:
     """Prediction 2: does ``what`` rise, fall or stay (within 10%) from ``values[0]`` to ``values[-1]``?"""
-    choice = as_choice(prediction, TRENDS)
-    if isinstance(choice, Verdict):
-        return choice
     first, last = float(values[0]), float(values[-1])
     ratio = last / first if first else float("inf")
     trend = "stays" if abs(ratio - 1) < 0.1 else ("rises" if last > first else "falls")

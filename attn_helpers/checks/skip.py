@@ -15,7 +15,7 @@ from ..lab import SKIP_KINDS, AttentionStack, depth_sweep, local_random, signal_
 from ._core import Verdict, as_letter, as_number, checker, compare_tensors, correct, error_text, not_a_function, wrong
 from ._function import judge_function
 from ._guard import Watch, codes_called, library, run_watching
-from ._predict import as_choice, prediction_checker
+from ._predict import prediction_checker
 from .heads import run_options
 
 __all__ = ["check_skip_through_v", "check_gradient_trend_prediction", "check_layer_grad",
@@ -76,13 +76,10 @@ def _trend(first: float, last: float) -> str:
     return "grows" if ratio > 2 else ("shrinks" if ratio < 0.5 else "stays")
 
 
-@prediction_checker
-def check_gradient_trend_prediction(prediction: Any, first: Tensor, last: Tensor, depths: tuple[int, int]) -> Verdict:
+@prediction_checker(choices=TRENDS)
+def check_gradient_trend_prediction(choice: str, first: Tensor, last: Tensor, depths: tuple[int, int]) -> Verdict:
     """Prediction 6: with ``x + attention(x)``, does layer 1's gradient (``first``, ``last``: one per seed, at the
     two ``depths``) shrink (below half), stay or grow (above twice) with depth?"""
-    choice = as_choice(prediction, TRENDS)
-    if isinstance(choice, Verdict):
-        return choice
     first, last = torch.as_tensor(first, dtype=torch.float64), torch.as_tensor(last, dtype=torch.float64)
     trends = [_trend(a, b) for a, b in zip(first.tolist(), last.tolist())]
     count = {t: trends.count(t) for t in TRENDS}

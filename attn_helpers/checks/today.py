@@ -14,7 +14,7 @@ from ._core import Verdict, checker, compare_tensors, correct, wrong
 from ._function import judge_function
 from ._guard import TRANSFORMERS, library
 from .masking import boolean_mask_judge
-from ._predict import as_choice, prediction_checker
+from ._predict import prediction_checker
 
 __all__ = ["check_cache_window_mask", "check_sink_softmax", "check_alibi", "check_softcap_prediction"]
 
@@ -181,13 +181,10 @@ def check_alibi(answer: Any) -> Verdict:
 SOFTCAP_CHOICES = ("units", "tens", "both", "neither")
 
 
-@prediction_checker
-def check_softcap_prediction(prediction: Any, change_units: float, change_tens: float, cap: float) -> Verdict:
+@prediction_checker(choices=SOFTCAP_CHOICES)
+def check_softcap_prediction(choice: str, change_units: float, change_tens: float, cap: float) -> Verdict:
     """Prediction 12: does a soft cap change the weights (by more than 0.05) of scores of ``"units"``,
     ``"tens"``, ``"both"`` or ``"neither"``?"""
-    choice = as_choice(prediction, SOFTCAP_CHOICES)
-    if isinstance(choice, Verdict):
-        return choice
     units, tens = change_units > 0.05, change_tens > 0.05
     happened = {(False, True): "tens", (True, True): "both", (True, False): "units", (False, False): "neither"}[
         (units, tens)]

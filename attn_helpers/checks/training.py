@@ -14,20 +14,17 @@ from ..lab import LookupTask, NoWrapPreviousTokenTask, PreviousTokenTask, TinyAt
 from ._core import Verdict, checker, compare_tensors, correct, error_text, not_a_function, wrong
 from ._function import judge_function
 from ._guard import Watch, library, run_watching
-from ._predict import as_choice, prediction_checker
+from ._predict import prediction_checker
 
 __all__ = ["check_knockout_prediction", "check_previous_token_pattern", "check_pattern_match", "check_knockout"]
 
 KNOCKOUT_CHOICES = ("same", "lower", "chance")
 
 
-@prediction_checker
-def check_knockout_prediction(prediction: Any, accuracy: float, full_accuracy: float, chance: float) -> Verdict:
+@prediction_checker(choices=KNOCKOUT_CHOICES)
+def check_knockout_prediction(choice: str, accuracy: float, full_accuracy: float, chance: float) -> Verdict:
     """Prediction 8: one head knocked out, is the accuracy the ``"same"`` (within 0.05), at ``"chance"`` (at most
     twice it) or ``"lower"``?"""
-    choice = as_choice(prediction, KNOCKOUT_CHOICES)
-    if isinstance(choice, Verdict):
-        return choice
     if accuracy >= full_accuracy - 0.05:
         happened = "same"
     elif accuracy <= 2 * chance:
