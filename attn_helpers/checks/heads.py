@@ -3,6 +3,7 @@ head against several (a prediction) and multi-head attention, each function run 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -96,16 +97,11 @@ def _merge_mistakes(heads: Tensor) -> dict[str, tuple[Tensor, str]]:
 def _judge_reshaping(answer: Any, cases: list[tuple[tuple[Any, ...], Tensor, dict[str, tuple[Tensor, str]], str]],
                      *, what: str, example: str, lines: str, success: str) -> Verdict:
     """The learner's split or merge on every case ``(args, expected, mistakes, description)``."""
-
-    def judge(expected: Tensor, mistakes: dict[str, tuple[Tensor, str]]) -> Callable[[Any], Verdict]:
-        mistakes = {cause: pair for cause, pair in mistakes.items()  # with one head, some mistakes are right
-                    if not (pair[0].shape == expected.shape and torch.equal(pair[0], expected))}
-        return lambda got: compare_tensors(got, expected, name=f"your {what}", likely_mistakes=mistakes)
-
     default = ("read the sizes from the input (e.g. B, N, chan = x.shape) instead of writing the numbers of one "
                f"example; {lines}")
-    return judge_function(answer, [(args, description, judge(expected, mistakes))
-                                   for args, expected, mistakes, description in cases],
+    return judge_function(answer, [(args, description, functools.partial(
+        compare_tensors, expected=expected, name=f"your {what}", likely_mistakes=mistakes))
+        for args, expected, mistakes, description in cases],
                           watched=_SPLIT_AND_MERGE, example=example, lines=lines, success=success,
                           raised=lambda problem: _raised_hint(problem, default))
 
@@ -315,8 +311,6 @@ def _judge_multi_head(num_heads: int, q: Tensor, k: Tensor, v: Tensor) -> Callab
             heads.reshape(B, N, chan),
             "merge with transpose(1, 2) first, to (B, N, H, head_dim), then reshape(B, N, chan)."),
     }
-    if num_heads == 1:  # one head: several mistakes coincide with the right answer
-        mistakes = {cause: pair for cause, pair in mistakes.items() if not torch.allclose(pair[0], expected)}
 
     def judge(got: Any) -> Verdict:
         if not isinstance(got, Tensor):

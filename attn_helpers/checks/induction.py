@@ -10,8 +10,8 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from ..lab import (InductionTask, TinyAttentionModel, induction_pattern, induction_task, local_random,
-                   pattern_match, repeated_loss, repeated_part)
+from ..lab import (InductionTask, TinyAttentionModel, induction_task, local_random, repeated_loss,
+                   repeated_part)
 from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
 from ._function import judge_function
 from ._guard import Watch, library

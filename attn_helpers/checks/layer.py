@@ -288,11 +288,11 @@ def _variant(layer: MultiHeadAttention, x: Tensor, *, scale: float | None = None
 
 
 _MHA_MISTAKES: tuple[tuple[str, dict[str, Any], str], ...] = (
-    ("the scores were scaled by 1/sqrt(d_model) instead of 1/sqrt(head_dim)", {"scale": "d_model"},
+    ("the scores were scaled by 1/sqrt(d_model) instead of 1/sqrt(head_dim)", {"scale": lambda d, hd: d ** -0.5},
      "each head's dot products sum over head_dim features, so scale by head_dim ** -0.5 (lesson 05's scale bug)."),
     ("the scores were not scaled at all", {"scale": 1.0},
      "multiply q @ k.transpose(-2, -1) by head_dim ** -0.5 before the softmax."),
-    ("the scores were multiplied by sqrt(head_dim) instead of divided", {"scale": "sqrt"},
+    ("the scores were multiplied by sqrt(head_dim) instead of divided", {"scale": lambda d, hd: hd ** 0.5},
      "the scale is head_dim ** -0.5, the inverse of the square root."),
     ("the heads were split with reshape(B, H, N, head_dim), without the transpose", {"split_transpose": False},
      "split with reshape(B, N, H, head_dim) and then transpose(1, 2): each head must get a slice of every token's "
@@ -375,11 +375,7 @@ def check_mha_class(answer: Any) -> Verdict:
         hd = d_model // num_heads
         with torch.no_grad():
             for cause, change, hint in _MHA_MISTAKES:
-                change = dict(change)
-                if change.get("scale") == "d_model":
-                    change["scale"] = d_model ** -0.5
-                elif change.get("scale") == "sqrt":
-                    change["scale"] = hd ** 0.5
+                change = {key: value(d_model, hd) if callable(value) else value for key, value in change.items()}
                 if torch.allclose(got, _variant(reference, x, **change), atol=1e-5, rtol=1e-4):
                     return wrong(f"with d_model={d_model}, {num_heads} heads, your output matches what you get when "
                                  f"{cause}.", hint)

@@ -179,8 +179,6 @@ def _judge_keep(lengths: Tensor, n: int, side: str) -> Callable[[Any], Verdict]:
                 (positions[None, :] > first_real[:, None])[:, None, :],
                 "the first real token is at position n - L itself: keep positions >= n - L."),
         }
-        success = (f"shape {list(expected.shape)}: the last `length` keys of each sentence are real, and the "
-                   "axis of size 1 lets the mask broadcast over every query row.")
     else:
         likely_mistakes = {
             "you marked the padding instead of the real keys (the blocked convention)": (
@@ -189,8 +187,8 @@ def _judge_keep(lengths: Tensor, n: int, side: str) -> Callable[[Any], Verdict]:
                 (positions[None, :] <= lengths[:, None])[:, None, :],
                 "positions count from 0: a sentence of length L has its real tokens at 0, ..., L - 1."),
         }
-        success = (f"shape {list(expected.shape)}: the first `length` keys of each sentence are real, and the "
-                   "axis of size 1 lets the mask broadcast over every query row.")
+    success = (f"shape {list(expected.shape)}: the {'last' if side == 'left' else 'first'} `length` keys of each "
+               "sentence are real, and the axis of size 1 lets the mask broadcast over every query row.")
 
     def judge(answer: Any) -> Verdict:
         if not isinstance(answer, Tensor):
