@@ -10,9 +10,9 @@ import torch
 from torch import Tensor
 
 from ..core import split_heads
-from ._core import Verdict, checker, correct, not_a_function, wrong
+from ._core import Verdict, checker, correct, wrong
 from ._function import judge_function
-from ._guard import library
+from ._guard import Watch, library
 from ._predict import prediction_checker
 
 __all__ = ["check_head_rows", "check_keep_mask", "check_padding_prediction"]
@@ -29,51 +29,61 @@ def _weights_cases(q_proj: torch.nn.Linear, num_heads: int) -> list[tuple[Tensor
     return cases
 
 
+def _judge_rows(weight: Tensor, bias: Tensor, h: int, heads: int) -> Any:
+    hidden = weight.shape[0]
+    head_dim = hidden // heads
+    rows = slice(h * head_dim, (h + 1) * head_dim)
+
+    def judge(got: Any) -> Verdict:
+        if not isinstance(got, (tuple, list)) or len(got) != 2 or not all(isinstance(t, Tensor) for t in got):
+            return wrong(f"head_rows should return a pair of tensors (W_h, b_h), got {type(got).__name__}.",
+                         "return weight[...], bias[...] with the same row selection for both.")
+        w_h, b_h = got
+        if w_h.shape == (hidden, head_dim) and torch.equal(w_h, weight[:, rows]):
+            return wrong(f"for head {h} you took columns {rows.start}-{rows.stop - 1} of the weight, shape "
+                         f"{list(w_h.shape)}.", "a Linear's weight is (out_features, in_features): each ROW "
+                         "makes one output feature, so the rows select a head; weight[rows] takes rows.")
+        if w_h.shape != (head_dim, hidden):
+            return wrong(f"for head {h} of {heads} (hidden {hidden}), W_h has shape {list(w_h.shape)}; expected "
+                         f"{[head_dim, hidden]}: head_dim rows of the whole input width.",
+                         "one head has head_dim = hidden // num_heads features, one row each.")
+        if torch.equal(w_h, weight[h::heads]):
+            return wrong(f"for head {h} you took every {heads}th row ({h}, {h + heads}, ...).",
+                         "split_heads reshapes (..., hidden) to (..., num_heads, head_dim): head h gets the "
+                         "contiguous block of rows h*head_dim up to (h+1)*head_dim, not every H-th row.")
+        if not torch.equal(w_h, weight[rows]):
+            other = [g for g in range(heads) if torch.equal(w_h, weight[g * head_dim:(g + 1) * head_dim])]
+            if other:
+                return wrong(f"for head {h} you returned the rows of head {other[0]}.",
+                             "head h's rows start at h * head_dim and end before (h + 1) * head_dim.")
+            return wrong(f"W_h for head {h} of {heads} is not rows {rows.start}-{rows.stop - 1} of the weight.",
+                         "head h's rows are weight[h * head_dim:(h + 1) * head_dim].")
+        if b_h.shape != (head_dim,) or not torch.equal(b_h, bias[rows]):
+            return wrong(f"W_h is right for head {h}, but b_h (shape {list(b_h.shape)}) is not the same rows of "
+                         f"the bias.", "the bias has one entry per output feature: take the same rows of it.")
+        return correct()
+
+    return judge
+
+
 @checker
 def check_head_rows(answer: Callable[..., tuple[Tensor, Tensor]], q_proj: torch.nn.Linear, x: Tensor,
                     num_heads: int) -> Verdict:
     """Exercise 11.2: ``head_rows(weight, bias, h, num_heads) -> (W_h, b_h)``, the rows of a ``Linear(hidden,
     hidden)`` that make head ``h``, for every head of ``q_proj`` and of two made-up sizes."""
-    problem = not_a_function(answer, "head_rows(weight, bias, h, num_heads)")
-    if problem:
-        return problem
-    for weight, bias, heads in _weights_cases(q_proj, num_heads):
-        hidden = weight.shape[0]
-        head_dim = hidden // heads
-        for h in range(heads):
-            got = answer(weight, bias, h, heads)
-            if not isinstance(got, (tuple, list)) or len(got) != 2 or not all(isinstance(t, Tensor) for t in got):
-                return wrong(f"head_rows should return a pair of tensors (W_h, b_h), got {type(got).__name__}.",
-                             "return weight[...], bias[...] with the same row selection for both.")
-            w_h, b_h = got
-            rows = slice(h * head_dim, (h + 1) * head_dim)
-            if w_h.shape == (hidden, head_dim) and torch.equal(w_h, weight[:, rows]):
-                return wrong(f"for head {h} you took columns {rows.start}-{rows.stop - 1} of the weight, shape "
-                             f"{list(w_h.shape)}.", "a Linear's weight is (out_features, in_features): each ROW "
-                             "makes one output feature, so the rows select a head; weight[rows] takes rows.")
-            if w_h.shape != (head_dim, hidden):
-                return wrong(f"for head {h} of {heads} (hidden {hidden}), W_h has shape {list(w_h.shape)}; expected "
-                             f"{[head_dim, hidden]}: head_dim rows of the whole input width.",
-                             "one head has head_dim = hidden // num_heads features, one row each.")
-            if torch.equal(w_h, weight[h::heads]):
-                return wrong(f"for head {h} you took every {heads}th row ({h}, {h + heads}, ...).",
-                             "split_heads reshapes (..., hidden) to (..., num_heads, head_dim): head h gets the "
-                             "contiguous block of rows h*head_dim up to (h+1)*head_dim, not every H-th row.")
-            if not torch.equal(w_h, weight[rows]):
-                other = [g for g in range(heads) if torch.equal(w_h, weight[g * head_dim:(g + 1) * head_dim])]
-                if other:
-                    return wrong(f"for head {h} you returned the rows of head {other[0]}.",
-                                 "head h's rows start at h * head_dim and end before (h + 1) * head_dim.")
-                return wrong(f"W_h for head {h} of {heads} is not rows {rows.start}-{rows.stop - 1} of the weight.",
-                             "head h's rows are weight[h * head_dim:(h + 1) * head_dim].")
-            if b_h.shape != (head_dim,) or not torch.equal(b_h, bias[rows]):
-                return wrong(f"W_h is right for head {h}, but b_h (shape {list(b_h.shape)}) is not the same rows of "
-                             f"the bias.", "the bias has one entry per output feature: take the same rows of it.")
+    cases = [((w, b, h, heads), "", _judge_rows(w, b, h, heads))
+             for w, b, heads in _weights_cases(q_proj, num_heads) for h in range(heads)]
+    verdict = judge_function(answer, cases, watched=Watch(), example="head_rows(weight, bias, h, num_heads)",
+                             lines="head h's rows are a contiguous block of head_dim = hidden // num_heads rows, of "
+                                   "the weight and of the bias.", success="")
+    if not verdict.ok:
+        return verdict
     weight, bias = q_proj.weight.detach(), q_proj.bias.detach()
     with torch.no_grad():
         q_heads = split_heads(q_proj(x), num_heads)  # (B, H, N, head_dim)
         diffs = [(x @ w_h.T + b_h - q_heads[:, h]).abs().max().item()
-                 for h, (w_h, b_h) in enumerate(answer(weight, bias, g, num_heads) for g in range(num_heads))]
+                 for h, (w_h, b_h) in enumerate(answer(weight.clone(), bias.clone(), g, num_heads)
+                                                for g in range(num_heads))]
     return correct(f"for every head h, x @ W_h.T + b_h equals split_heads(q)[:, h] (largest difference below 1e-5: "
                    f"{max(diffs) < 1e-5}): head h is made by its own {weight.shape[0] // num_heads} rows of the projection.")
 

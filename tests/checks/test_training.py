@@ -105,15 +105,15 @@ def test_check_knockout_prediction():
 
 
 def _without_head(model, tokens, layer, head, first_only=False):
-    """The exercise's solution, as a learner would write it; ``first_only``: the mistake of running every layer on
-    the first h (embeddings + positions) instead of the current one."""
-    h = first = model.embed(tokens) + model.position.weight  # (B, N, dim)
+    """The exercise's solution as a learner might write it (the head zeroed by a 0/1 factor per head);
+    ``first_only``: the mistake of running every layer on the first h (embeddings + positions)."""
+    x = model.embed(tokens) + model.position.weight  # (B, N, dim)
+    h = x
     for index, attention in enumerate(model.layers):
-        _, inter = attention(first if first_only else h, return_intermediates=True)
-        heads = inter["heads"].clone()  # (B, H, N, head_dim)
-        if index == layer:
-            heads[:, head] = 0.0
-        h = h + attention.proj(merge_heads(heads))
+        heads = attention(x if first_only else h, return_intermediates=True)[1]["heads"]  # (B, H, N, head_dim)
+        factor = torch.ones(heads.shape[1], 1, 1)  # (H, 1, 1)
+        factor[head] = 0.0 if index == layer else 1.0
+        h = h + attention.proj(merge_heads(heads * factor))
     return model.readout(h)
 
 
