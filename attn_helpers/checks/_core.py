@@ -1,9 +1,6 @@
-"""What every exercise checker shares: verdicts, tensor comparison with likely causes, the wrapper.
-
-A checker is written as a *judge* — a function from the learner's answer to a :class:`Verdict`,
-computing the right answer from the exercise's own inputs — and wrapped with :func:`checker`,
-which prints the verdict in words and never raises. Tests call ``check_x.judge(answer)``.
-"""
+"""What every checker shares: a *judge* (answer -> :class:`Verdict`) wrapped by :func:`checker`, which
+prints the verdict in words and never raises (tests call ``check_x.judge``); :func:`compare_tensors` names likely
+mistakes; answer parsers; lines that fit the output area."""
 
 from __future__ import annotations
 
@@ -24,13 +21,9 @@ __all__ = ["LINE_WIDTH", "Verdict", "as_letter", "as_number", "as_shape", "check
 
 NOT_ATTEMPTED = "⏳ Not attempted yet: replace None with your answer and run the cell again."
 
-# The widest printed line (in character columns) that JupyterLab never has to break. Its stream output is a
-# <pre> with `white-space: pre-wrap; word-break: break-all` (JupyterLab 4's outputarea CSS), so a longer line is cut
-# at whatever character reaches the edge, in the middle of a word ("ad / d up"). Measured in JupyterLab 4.6 in
-# Chromium at 1366 x 768 with the file browser open (its default 250 px): the output <pre> is 926 px wide and a
-# character of its 13 px monospace font is 7.83 px (DejaVu Sans Mono here; Menlo is as wide, Consolas narrower),
-# so 118 columns fit on a line (a line of 119 wraps). The limit leaves room for a browser zoom of 110 % (about 102
-# columns then) and for glyphs drawn wider than a column; wide characters (✅) are counted as two columns.
+# The widest line JupyterLab never breaks (its output <pre> breaks anywhere, mid-word): measured in JupyterLab 4.6 in
+# Chromium at 1366 x 768 with the file browser open, 118 columns of its 13 px monospace font fit; 100 leaves room
+# for a 110 % zoom and for wide glyphs (✅ counts two columns).
 LINE_WIDTH = 100
 INDENT = "   "  # continuation lines start under the text after the verdict's sign ("✅ " is three columns)
 _KEEP = "\ue000"  # stands in, while wrapping, for a space that must not break (inside a shape or a call)
@@ -53,9 +46,8 @@ def _closing(text: str, start: int) -> int:
 
 
 def _unbreakable(text: str, room: int) -> str:
-    """``text`` with the spaces inside shapes, lists, tuples and calls (``[1, 8, 192]``, ``(3, H, head_dim)``,
-    ``transpose(1, 2)``) made unbreakable, as long as the group fits in ``room`` columns; prose in brackets
-    ("(largest difference 0.5)") stays breakable."""
+    """``text`` with the spaces inside shapes, lists, tuples and calls that fit in ``room`` unbreakable;
+    prose in brackets stays breakable."""
     out, i = [], 0
     while i < len(text):
         end = _closing(text, i) if text[i] in "([" else -1
@@ -73,13 +65,9 @@ def _unbreakable(text: str, room: int) -> str:
 
 
 def fit_lines(text: str, *, indent: str = INDENT, width: int | None = None) -> str:
-    """``text`` in lines of at most ``width`` columns (:data:`LINE_WIDTH`), broken at spaces only.
-
-    No word, number or shape is split: a line breaks only where ``text`` has a space outside a shape, list,
-    tuple or call, and a word longer than the line is kept whole. A wrapped line continues under ``indent``;
-    a paragraph (a line of ``text``) that starts with spaces continues three columns further in. Wide
-    characters (✅) count two columns, as the browser draws them.
-    """
+    """``text`` in lines of at most ``width`` columns (:data:`LINE_WIDTH`), broken at spaces outside shapes,
+    lists, tuples and calls only; continuation lines under ``indent`` (a paragraph starting with spaces: three
+    columns further in); wide characters count two."""
     width = LINE_WIDTH if width is None else width
     lines = []
     for paragraph in text.split("\n"):
@@ -114,8 +102,7 @@ class Verdict:
         return f"{text}\n{INDENT}Hint: {self.hint}" if self.hint else text
 
     def __str__(self) -> str:
-        """The verdict as printed: in lines of at most :data:`LINE_WIDTH` columns, broken at spaces, continuation
-        lines indented (a hint's under its first word)."""
+        """The verdict as printed: in lines that fit, a hint's continuation under its first word."""
         if self.ok or not self.hint:
             return fit_lines(self.plain())
         head = fit_lines(f"❌ Not yet: {self.message}")
@@ -131,11 +118,8 @@ def wrong(message: str, hint: str = "") -> Verdict:
 
 
 def checker(judge: Callable[..., Verdict]) -> Callable[..., None]:
-    """Wrap ``judge(answer, ...) -> Verdict`` into ``check(answer, ...)`` that prints the verdict.
-
-    ``None`` prints "not attempted yet"; an answer the judge cannot even look at (a wrong type,
-    an exception inside the judge) prints a verdict naming the problem, never a traceback.
-    """
+    """Wrap ``judge(answer, ...) -> Verdict`` into ``check(answer, ...)`` printing it: ``None`` prints "not
+    attempted yet", an exception a verdict naming it, never a traceback."""
 
     @functools.wraps(judge)
     def check(answer: Any = None, *args: Any, **kwargs: Any) -> None:
@@ -158,10 +142,7 @@ def say(outcome: Verdict | str) -> None:
 
 
 def as_number(answer: Any, what: str, *, hint: str) -> float | Verdict:
-    """``answer`` as a float (a Python number or a one-element tensor), or a Verdict saying why not.
-
-    ``what`` names the quantity in the message; ``hint`` says how to get one number (a lesson's words).
-    """
+    """``answer`` (a number or a one-element tensor) as a float, or a Verdict (``hint``: how to get one)."""
     if isinstance(answer, Tensor):
         if answer.numel() != 1:
             return wrong(f"{what} should be one number, got a tensor of shape {list(answer.shape)}.", hint)
@@ -173,8 +154,7 @@ def as_number(answer: Any, what: str, *, hint: str) -> float | Verdict:
 
 def as_shape(answer: Any, what: str = "the shape", *, hint: str = "write it like [13, 4, 100, 16], one number per axis."
              ) -> list[int] | Verdict:
-    """A shape answer (a list or tuple of whole numbers, or a ``torch.Size``) as a list of ints, or a
-    Verdict saying why not. ``what`` names the answer in the message; ``hint`` shows the form wanted."""
+    """A shape (a list or tuple of whole numbers, a ``torch.Size``) as a list of ints, or a Verdict."""
     if isinstance(answer, Tensor) or isinstance(answer, (str, bytes)) or not hasattr(answer, "__iter__"):
         return wrong(f"{what} should be a shape: a list or tuple of ints, got {answer!r}.", hint)
     values = list(answer)
@@ -193,9 +173,7 @@ def as_letter(answer: Any, options: Mapping[str, str]) -> str | Verdict:
 
 
 def not_a_function(answer: Any, example: str) -> Verdict | None:
-    """The checkers' one verdict on an answer that is not the function the exercise asks for (a tensor computed
-    once, a number, a string), ``example`` being the call (``"my_split(x, num_heads)"``); ``None`` when it is
-    callable."""
+    """The one verdict on an answer that is not the function asked for (``example``: its call), or ``None``."""
     if callable(answer) and not isinstance(answer, Tensor):
         return None
     got = (f"a tensor of shape {list(answer.shape)}" if isinstance(answer, Tensor)
@@ -231,12 +209,8 @@ def compare_tensors(
     rtol: float = 1e-4,
     success: str = "",
 ) -> Verdict:
-    """Compare a learner's tensor with the expected one and explain the difference.
-
-    ``likely_mistakes`` maps a short cause ("transposed", "not scaled", "softmax over the wrong
-    axis") to ``(what that mistake would produce, hint)``; if the answer equals one of them, the
-    verdict names that cause. Otherwise the verdict reports the shape or the largest difference.
-    """
+    """The learner's tensor against ``expected``; ``likely_mistakes``: cause -> (what that mistake gives,
+    hint), named when the answer equals one; else the shape or the largest difference."""
     got = _as_tensor(answer, name)
     if isinstance(got, Verdict):
         return got

@@ -1,8 +1,5 @@
-"""A function the learner writes, judged on inputs the lesson never printed (lessons 00, 02, 03, 03a, and
-lesson 05's split and merge).
-
-The checkers' one guard (:mod:`._guard`): the function is refused when it *is* one of the library's functions
-that already answer the exercise, or calls one while it runs."""
+"""A function the learner writes, judged on inputs the lesson never printed, under the one guard (:mod:`._guard`):
+refused when it *is*, or calls, a watched function."""
 
 from __future__ import annotations
 
@@ -19,33 +16,35 @@ from ._guard import Watch, run_watching
 Case = tuple[tuple[Any, ...], str, Callable[[Any], Verdict]]
 
 
-def judge_function(answer: Any, cases: Sequence[Case], *, watched: Watch, example: str,
-                   lines: str, success: str, raised: str | Callable[[BaseException], str] = "") -> Verdict:
-    """Run the learner's function on every case; the first case it gets wrong gives the verdict, which starts
-    with that case's description. ``example`` is the call it should support (``"my_weights(x)"``), ``lines``
-    the hint that says how to write it, ``raised`` the hint for a function that raised (a default if empty; a
-    function of the exception when the hint depends on it)."""
+def judge_function(answer: Any, cases: Sequence[Case], *, watched: Watch, example: str, lines: str, success: str,
+                   raised: str | Callable[[BaseException], str] = "", refusal: str = "which does the exercise for you",
+                   calls: str = "your function calls {}, {}.", is_: str = "your answer is {}, {}: the exercise is to "
+                   "write it.") -> Verdict:
+    """Run the learner's function on every case; the first wrong case gives the verdict, after its description
+    (none if empty). ``example``: the call asked for; ``lines``: how to write it (the refusals' hint); ``raised``:
+    the hint (or a function of the exception giving it) for a function that raised; ``calls`` and ``is_``: the
+    refusals, filled with the watched name and ``refusal``."""
     refused = not_a_function(answer, example)
     if refused:
         return refused
     itself = watched.itself(answer)
     if itself:
-        return wrong(f"your answer is {itself}, which does the exercise for you: the exercise is to write it.",
-                     lines)
+        return wrong(is_.format(itself, refusal), lines)
     for args, description, judge in cases:
+        where = f"{description}: " if description else ""
         try:
             got, called = run_watching(answer, tuple(a.clone() if isinstance(a, Tensor) else a for a in args),
                                        watched)
         except Exception as problem:
             hint = raised(problem) if callable(raised) else raised
-            return wrong(f"{description}: your function raised {error_text(problem)}", hint or (
+            return wrong(f"{where}your function raised {error_text(problem)}", hint or (
                 "read the sizes from the input (e.g. x.shape[-1]) instead of writing the numbers of one "
                 f"example; {lines}"))
         if called:
-            return wrong(f"your function calls {called[0]}, which does the exercise for you.", lines)
+            return wrong(calls.format(called[0], refusal), lines)
         verdict = judge(got)
         if not verdict.ok:
-            return wrong(f"{description}: {verdict.message}", verdict.hint)
+            return wrong(f"{where}{verdict.message}", verdict.hint)
     return correct(success)
 
 
@@ -53,3 +52,13 @@ def random_cases(seed: int, shapes: Sequence[tuple[int, ...]]) -> list[Tensor]:
     """One standard-normal tensor per shape, from a generator of its own (the lesson's seed untouched)."""
     generator = torch.Generator().manual_seed(seed)
     return [torch.randn(*shape, generator=generator) for shape in shapes]
+
+
+def whole_bytes(got: Any) -> int | Verdict:
+    """A function's result as a whole number of bytes, or the verdict on a result that is not one."""
+    if isinstance(got, Tensor) and got.numel() == 1:
+        got = got.item()
+    if isinstance(got, bool) or not isinstance(got, (int, float)) or int(got) != got:
+        return wrong(f"your function returned {got!r:.40}; expected a whole number of bytes.",
+                     "return the product of the sizes: an int.")
+    return int(got)

@@ -1,9 +1,5 @@
-"""What the "predict before you run" checkers share.
-
-A prediction is written into a variable in one cell; the next cell computes the real thing and
-calls the checker with the prediction and the computed values. The checker compares the two and
-explains the outcome, right or wrong. Like every checker it prints, never raises.
-"""
+"""The "predict before you run" checkers: a prediction is written in one cell, the next computes the real thing and
+calls the checker with both; ``choices`` parses a prediction that is one of a few words."""
 
 from __future__ import annotations
 
@@ -19,9 +15,18 @@ PREDICT_NOT_ATTEMPTED = ("⏳ Not attempted yet: write your prediction in the ce
                          "then run both cells.")
 
 
-def prediction_checker(judge: Callable[..., Verdict]) -> Callable[..., None]:
-    """Like :func:`~attn_helpers.checks._core.checker`, but ``None`` points at the prediction's own cell."""
-    wrapped = checker(judge)
+def prediction_checker(judge: Callable[..., Verdict] | None = None, *, choices: Sequence[str] = ()) -> Any:
+    """Like :func:`~attn_helpers.checks._core.checker`, but ``None`` points at the prediction's own cell; with
+    ``choices`` the judge gets the prediction as one of them (a wrong word is a verdict)."""
+    if judge is None:
+        return functools.partial(prediction_checker, choices=choices)
+
+    @functools.wraps(judge)
+    def parsed(prediction: Any, *args: Any, **kwargs: Any) -> Verdict:
+        choice = as_choice(prediction, choices) if choices else prediction
+        return choice if isinstance(choice, Verdict) else judge(choice, *args, **kwargs)
+
+    wrapped = checker(parsed)
 
     @functools.wraps(judge)
     def check(prediction: Any = None, *args: Any, **kwargs: Any) -> None:
@@ -34,9 +39,8 @@ def prediction_checker(judge: Callable[..., Verdict]) -> Callable[..., None]:
 def as_choice(prediction: Any, choices: Sequence[str]) -> str | Verdict:
     """``prediction`` as one of ``choices`` (case and surrounding spaces ignored), or a Verdict saying why not."""
     if isinstance(prediction, str):
-        text = prediction.strip().lower()
         for choice in choices:
-            if text == choice.lower():
+            if prediction.strip().lower() == choice.lower():
                 return choice
     options = ", ".join(repr(c) for c in choices)
     return wrong(f"the prediction should be one of {options}, got {prediction!r}.",

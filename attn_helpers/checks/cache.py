@@ -1,13 +1,5 @@
-"""Checkers for 13 · The cache that does not grow: the size of a latent (MLA) cache, one step of causal
-linear attention's recurrence, and the gated delta rule's transition matrix.
-
-Each judge runs the learner's function on sizes or tensors the lesson never printed, recomputes the right
-answer with the library, names the typical mistakes (K and V counted twice, the rotary key forgotten, every head
-counted, the rotary key counted per head; the normaliser from before the update, the state transposed, no
-normaliser, φ applied twice; k @ k for the outer product) and refuses a function that
-is, or calls, the library's answer (``latent_cache_bytes``, ``model_cache_bytes``, ``linear_attention_step``,
-``linear_attention``, or anything of ``transformers``).
-"""
+"""Checkers for 13 · The cache that does not grow: an MLA cache's size, one step of linear attention, the gated
+delta rule's transition; each run on inputs the lesson never printed, the library and ``transformers`` refused."""
 
 from __future__ import annotations
 
@@ -20,18 +12,15 @@ from torch import Tensor
 from ..core import elu_feature_map, linear_attention_step
 from ..lab import latent_cache_bytes
 from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
-from ._function import judge_function
-from ._guard import library, package_calls
+from ._function import judge_function, whole_bytes
+from ._guard import TRANSFORMERS, library
 from ._predict import as_choice, prediction_checker
 
 __all__ = ["check_latent_cache_size", "check_linear_attention_step", "check_delta_transition",
            "check_state_bytes_prediction", "check_overwrite_prediction"]
 
 
-# ------------------------------------------------------------------------------ the latent cache
-
-_LATENT_LIBRARY = package_calls(library(("latent_cache_bytes", "model_cache_bytes", "kv_cache_bytes",
-                                         "LatentAttention")), {"transformers": "transformers'"})
+_LATENT_LIBRARY = library(("latent_cache_bytes", "model_cache_bytes", "kv_cache_bytes", "LatentAttention")) | TRANSFORMERS
 #: (num_layers, num_heads, kv_lora_rank, qk_rope_head_dim, head_dim, seq_len, dtype_bytes): DeepSeek-V2's sizes
 #: (DeepSeek-AI, 2024, section 3.1.2), a small made-up model, and one whose rotary key is wider than its latent.
 _LATENT_CASES = ((60, 128, 512, 64, 128, 4096, 2), (4, 3, 16, 8, 10, 7, 4), (2, 5, 6, 12, 4, 100, 1))
@@ -59,17 +48,13 @@ def _judge_latent(sizes: dict[str, int]) -> Any:
     }
 
     def judge(got: Any) -> Verdict:
-        if isinstance(got, Tensor) and got.numel() == 1:
-            got = got.item()
-        if isinstance(got, bool) or not isinstance(got, (int, float)) or int(got) != got:
-            return wrong(f"your function returned {got!r:.40}; expected a whole number of bytes.",
-                         "return the product of the sizes: an int.")
-        if int(got) == expected:
-            return correct()
-        if int(got) in mistakes:
-            cause, hint = mistakes[int(got)]
-            return wrong(f"{int(got):,} bytes, expected {expected:,}: matches what you get when {cause}.", hint)
-        return wrong(f"{int(got):,} bytes, expected {expected:,}: no typical mistake gives this number.",
+        got = whole_bytes(got)
+        if isinstance(got, Verdict) or got == expected:
+            return got if isinstance(got, Verdict) else correct()
+        if got in mistakes:
+            cause, hint = mistakes[got]
+            return wrong(f"{got:,} bytes, expected {expected:,}: matches what you get when {cause}.", hint)
+        return wrong(f"{got:,} bytes, expected {expected:,}: no typical mistake gives this number.",
                      "start from what section 13.1.1 says one token leaves in one layer's cache, then count "
                      "it for every layer and every token, in bytes.")
     return judge
@@ -77,9 +62,7 @@ def _judge_latent(sizes: dict[str, int]) -> Any:
 
 @checker
 def check_latent_cache_size(answer: Any) -> Verdict:
-    """Exercise: a function ``answer(num_layers, num_heads, kv_lora_rank, qk_rope_head_dim, head_dim, seq_len,
-    dtype_bytes) -> int``, the bytes of one sequence's MLA cache (``num_heads`` and ``head_dim`` are distractors).
-    Run on three models the lesson never printed; ``latent_cache_bytes`` and its neighbours are refused."""
+    """Exercise 13: ``mla_cache_bytes(...) -> int``, one sequence's MLA cache (``num_heads``, ``head_dim`` distract)."""
     cases = [(case, ", ".join(f"{k}={v}" for k, v in zip(_LATENT_KEYS, case)), _judge_latent(dict(zip(_LATENT_KEYS, case))))
              for case in _LATENT_CASES]
     return judge_function(answer, cases, watched=_LATENT_LIBRARY,
@@ -93,19 +76,15 @@ def check_latent_cache_size(answer: Any) -> Verdict:
 
 
 def _seeded_cases(make_inputs: Callable[..., tuple[Tensor, ...]], first_seed: int, shapes: tuple[tuple[int, ...], ...],
-                  make_judge: Callable[..., Any], describe: Callable[[tuple[Tensor, ...]], str]) -> list:
-    """One case per shape: inputs from ``make_inputs(first_seed + i, shape)``, described, with their judge."""
-    cases = []
-    for i, shape in enumerate(shapes):
-        inputs = make_inputs(first_seed + i, shape)
-        cases.append((inputs, describe(inputs), make_judge(*inputs)))
-    return cases
+                  make_judge: Callable[..., Any], name: str) -> list:
+    """One case per shape: inputs from ``make_inputs(first_seed + i, shape)``, described by ``name``, judged."""
+    inputs = [make_inputs(first_seed + i, shape) for i, shape in enumerate(shapes)]
+    return [(x, f"for {name} of shape {tuple(x[0].shape)} ({'..., d_k, d_v' if name == 'state' else '..., d_k'})",
+             make_judge(*x)) for x in inputs]
 
 
-# ------------------------------------------------------------------------------ one linear-attention step
-
-_STEP_LIBRARY = package_calls(library(("linear_attention_step", "linear_attention", "gated_delta_rule", "gated_delta_step", "gated_delta_chunk",
-                                       "elu_feature_map")), {"transformers": "transformers'"})
+_DELTA_NAMES = ("gated_delta_step", "gated_delta_chunk", "gated_delta_rule", "linear_attention_step")
+_STEP_LIBRARY = library((*_DELTA_NAMES, "linear_attention", "elu_feature_map")) | TRANSFORMERS
 _STEP_SHAPES = ((3, 5), (2, 4, 6), (1, 2, 3))  # (..., d_k, d_v): d_k != d_v, so a transposed state shows
 
 
@@ -170,11 +149,9 @@ def _step_raised(problem: BaseException) -> str:
 
 @checker
 def check_linear_attention_step(answer: Any) -> Verdict:
-    """Exercise: a function ``answer(state, normalizer, phi_q, phi_k, v) -> (o, state, normalizer)``: one token of
-    causal linear attention (``state (..., d_k, d_v)``, ``normalizer (..., d_k)``, features already mapped).
-    Run on three made-up inputs with ``d_k != d_v``; ``linear_attention_step`` and its neighbours are refused."""
-    cases = _seeded_cases(_step_inputs, 11, _STEP_SHAPES, _judge_step,
-                          lambda inputs: f"for state of shape {tuple(inputs[0].shape)} (..., d_k, d_v)")
+    """Exercise 13: ``step(state, normalizer, phi_q, phi_k, v) -> (o, state, normalizer)``, one token of causal
+    linear attention (``state (..., d_k, d_v)``, features already mapped); run with ``d_k != d_v``."""
+    cases = _seeded_cases(_step_inputs, 11, _STEP_SHAPES, _judge_step, "state")
     return judge_function(answer, cases, watched=_STEP_LIBRARY, example="step(state, normalizer, phi_q, phi_k, v)",
                           raised=_step_raised,
                           lines="write the recurrence of section 13.2.1 yourself: update S and z with this "
@@ -184,10 +161,7 @@ def check_linear_attention_step(answer: Any) -> Verdict:
                                   "the two reads.")
 
 
-# ------------------------------------------------------------------------------ the gated delta rule's transition
-
-_DELTA_LIBRARY = package_calls(library(("gated_delta_step", "gated_delta_chunk", "gated_delta_rule",
-                                        "linear_attention_step")), {"transformers": "transformers'"})
+_DELTA_LIBRARY = library(_DELTA_NAMES) | TRANSFORMERS
 _TRANSITION_SHAPES = ((4,), (2, 5), (3, 2, 3))  # (..., d_k): one key, and keys with batch axes
 
 
@@ -230,12 +204,9 @@ def _transition_raised(problem: BaseException) -> str:
 
 @checker
 def check_delta_transition(answer: Any) -> Verdict:
-    """Exercise: a function ``answer(k, log_decay, beta) -> A``, the gated delta rule's transition
-    ``A_t = exp(g_t) (I - β_t k_t k_tᵀ)`` ``(..., d_k, d_k)`` (unit ``k (..., d_k)``, ``log_decay``, ``beta (...)``),
-    so that ``S_t = A_t S_{t-1} + β_t k_t v_tᵀ``. Run on three made-up inputs, one with no batch axes;
-    ``gated_delta_step`` and its neighbours are refused."""
-    cases = _seeded_cases(_transition_inputs, 21, _TRANSITION_SHAPES, _judge_transition,
-                          lambda inputs: f"for k of shape {tuple(inputs[0].shape)} (..., d_k)")
+    """Exercise 13: ``transition(k, log_decay, beta)``, the gated delta rule's ``A_t = exp(g_t) (I - β_t k_t k_tᵀ)``
+    ``(..., d_k, d_k)``, so that ``S_t = A_t S_{t-1} + β_t k_t v_tᵀ``."""
+    cases = _seeded_cases(_transition_inputs, 21, _TRANSITION_SHAPES, _judge_transition, "k")
     return judge_function(answer, cases, watched=_DELTA_LIBRARY, example="transition(k, log_decay, beta)",
                           raised=_transition_raised,
                           lines="write the transition A_t of section 13.3.1 yourself, from its formula "
@@ -244,13 +215,9 @@ def check_delta_transition(answer: Any) -> Verdict:
                                   "is faded by α_t and loses β_t of what it held along k_t.")
 
 
-# ------------------------------------------------------------------------------ predictions
-
-
 @prediction_checker
 def check_state_bytes_prediction(prediction: Any, state_bytes: int, d_k: int, d_v: int, dtype_bytes: int) -> Verdict:
-    """Predict before you run: the bytes of one head's state ``S (d_k, d_v)`` and normaliser ``z (d_k,)`` after
-    1,024 tokens (``state_bytes``, measured)."""
+    """Prediction 13: the bytes of one head's ``S (d_k, d_v)`` and ``z (d_k,)`` after 1,024 tokens (measured)."""
     got = as_number(prediction, "your prediction", hint="write one number of bytes, e.g. prediction = 1000.")
     if isinstance(got, Verdict):
         return got
@@ -274,9 +241,8 @@ OVERWRITE_CHOICES = ("old", "new", "old + new")
 
 @prediction_checker
 def check_overwrite_prediction(prediction: Any, reads: dict[str, Tensor], old: Tensor, new: Tensor) -> Verdict:
-    """Predict before you run: one key written twice, first with ``old`` then with ``new``; what does each memory
-    return for that key? ``prediction``: a pair ``(linear, delta)`` of ``"old"``, ``"new"`` or ``"old + new"``;
-    ``reads``: what each memory returned (``"linear"``, ``"delta"``), measured."""
+    """Prediction 13: one key written with ``old`` then ``new``; a pair ``(linear, delta)`` of what each memory
+    returns (``reads``: measured), each ``"old"``, ``"new"`` or ``"old + new"``."""
     if not isinstance(prediction, (tuple, list)) or len(prediction) != 2:
         return wrong(f"the prediction should be a pair (linear, delta), got {prediction!r:.60}.",
                      'write e.g. prediction = ("old", "new").')

@@ -1,14 +1,5 @@
-"""Checkers for 09 · Efficient attention: one online-softmax step, the size of a KV cache, repeating
-key/value heads for grouped-query attention, a prediction of what the cache saves, and the learner's
-own greedy generation loop with a KV cache.
-
-Each judge recomputes the right answer from the exercise's own inputs and recognises the typical
-wrong answers (the old sum not rescaled, K or V forgotten, query heads counted instead of groups,
-``repeat`` instead of ``repeat_interleave``). Where the learner writes a function, it is run on more
-cases than the exercise's, and a function that calls the library's answer is refused: the calls are watched
-while it runs (:func:`~attn_helpers.checks._guard.run_watching`), so a new name for the library's function
-(``osu = online_softmax_update``) is refused too.
-"""
+"""Checkers for 09 · Efficient attention: one online-softmax step, a KV cache's size, repeating key/value heads, what
+the cache saves (a prediction) and a greedy generation loop with a KV cache; the library's answer refused."""
 
 from __future__ import annotations
 
@@ -22,33 +13,44 @@ from torch import Tensor
 from ..core import grouped_query_attention, online_softmax, online_softmax_update, repeat_kv_heads
 from ..lab import generate_greedy, kv_cache_bytes
 from ._core import Verdict, as_number, checker, compare_tensors, correct, error_text, not_a_function, wrong
-from ._guard import Watch, package_calls, run_watching
+from ._function import judge_function, whole_bytes
+from ._guard import TRANSFORMERS, Watch, run_watching
 from ._predict import prediction_checker
 
 __all__ = ["check_online_softmax_step", "check_kv_cache_size", "check_repeat_kv", "check_cache_flops_prediction",
            "check_generate_with_cache"]
 
+_CALLS = "your function calls {}, the library's answer to this exercise."  # the refusal of every exercise of 09
+_FOLD_LIBRARY = Watch({online_softmax_update: "online_softmax_update", online_softmax: "online_softmax"})
+_CACHE_LIBRARY = Watch({kv_cache_bytes: "kv_cache_bytes"})
+_REPEAT_LIBRARY = Watch({repeat_kv_heads: "repeat_kv_heads", grouped_query_attention: "grouped_query_attention"}
+                        ) | TRANSFORMERS  # transformers' repeat_kv is this exercise's answer, one search away
+_GENERATE_LIBRARY = Watch({generate_greedy: "generate_greedy"})
 
-# ------------------------------------------------------------------------------ online softmax
+
+def _refused(answer: Any, example: str, library: Watch, how: str) -> Verdict | None:
+    """Not a function, or one of ``library`` itself (``None`` when it can run)."""
+    itself = library.itself(answer)
+    return not_a_function(answer, example) or (wrong(_CALLS.format(itself), how) if itself else None)
 
 
-_FOLD_CASES = (  # more rows the learner's function must fold right: (running_max, running_sum, block)
+_FOLD_CASES = (  # more rows to fold: (running_max, running_sum, block)
     (float("-inf"), 0.0, (1.0, -2.0, 0.5)),  # the first block: nothing seen before
     (4.0, 2.5, (1.0, 3.5, -1.0, 2.0, 0.0)),  # the maximum does not change
     (-1.0, 3.0, (2.0,)),  # a block of one score, above the old maximum
 )
 
 
-def _judge_fold(got: Any, running_max: Tensor, running_sum: Tensor, block: Tensor, where: str) -> Verdict | None:
-    """The verdict on one folded row ``got = (new_max, new_sum)``, or ``None`` when it is right."""
+def _judge_fold(got: Any, running_max: Tensor, running_sum: Tensor, block: Tensor) -> Verdict:
+    """The verdict on one folded row ``got = (new_max, new_sum)``."""
     if not isinstance(got, (tuple, list)) or len(got) != 2:
-        return wrong(f"{where}your function returned {got!r:.60}; expected a pair (new_max, new_sum).",
+        return wrong(f"your function returned {got!r:.60}; expected a pair (new_max, new_sum).",
                      "end the function with return new_max, new_sum.")
     numbers = [as_number(a, name, hint="the running max and the running sum are one number each for one row of scores.")
                for a, name in zip(got, ("new_max", "new_sum"))]
     for n in numbers:
         if isinstance(n, Verdict):
-            return wrong(where + n.message, n.hint)
+            return n
     got_max, got_sum = numbers  # type: ignore[misc]
     new_max, new_sum = (t.item() for t in online_softmax_update(running_max, running_sum, block))
     m, l = running_max.item(), running_sum.item()
@@ -62,15 +64,15 @@ def _judge_fold(got: Any, running_max: Tensor, running_sum: Tensor, block: Tenso
 
     if not close(got_max, new_max):
         if close(got_max, m):
-            return wrong(f"{where}new_max = {got_max:.4f} is the old running max, but the block has a larger score "
+            return wrong(f"new_max = {got_max:.4f} is the old running max, but the block has a larger score "
                          f"({block_max:.4f}).", "new_max = max(running_max, block.max()).")
         if close(got_max, block_max):
-            return wrong(f"{where}new_max = {got_max:.4f} is the block's own max, but an earlier score was larger "
+            return wrong(f"new_max = {got_max:.4f} is the block's own max, but an earlier score was larger "
                          f"({m:.4f}).", "new_max = max(running_max, block.max()): the running max never goes down.")
-        return wrong(f"{where}new_max = {got_max:.4f}, expected the largest score seen so far.",
+        return wrong(f"new_max = {got_max:.4f}, expected the largest score seen so far.",
                      "new_max = max(running_max, block.max()).")
     if close(got_sum, new_sum):
-        return None
+        return correct()
     mistakes = {
         "you added the block's terms without rescaling the old sum": l + block_sum(new_max),
         "you rescaled the old sum by exp(new_max - running_max), upside down": l * math.exp(new_max - m) + block_sum(new_max),
@@ -79,72 +81,33 @@ def _judge_fold(got: Any, running_max: Tensor, running_sum: Tensor, block: Tenso
     }
     for cause, value in mistakes.items():
         if close(got_sum, value):
-            return wrong(f"{where}new_sum = {got_sum:.4f} is what you get when {cause}.",
+            return wrong(f"new_sum = {got_sum:.4f} is what you get when {cause}.",
                          "the old sum was computed relative to the old max: rescale it with "
                          "exp(running_max - new_max), then add exp(block - new_max).sum().")
-    return wrong(f"{where}new_sum = {got_sum:.4f}, expected {new_sum:.4f}.",
+    return wrong(f"new_sum = {got_sum:.4f}, expected {new_sum:.4f}.",
                  "new_sum = running_sum * exp(running_max - new_max) + exp(block - new_max).sum().")
 
 
 @checker
 def check_online_softmax_step(answer: Any, running_max: Tensor, running_sum: Tensor, block: Tensor) -> Verdict:
-    """Exercise: a function ``answer(running_max, running_sum, block (b,)) -> (new_max, new_sum)`` folding one
-    block into one row's running max and sum. Run on the exercise's row and on three more (the first
-    block, a block below the running max, a block of one score); calling ``online_softmax_update``
-    or ``online_softmax`` is refused."""
-    how = "write the two lines yourself: the new max, then the rescaled old sum plus the block's terms."
-    refused = _refused(answer, "fold_block(running_max, running_sum, block)", _FOLD_LIBRARY, how)
-    if refused:
-        return refused
+    """Exercise 9: ``fold_block(running_max, running_sum, block (b,)) -> (new_max, new_sum)``, one block folded
+    into a row's running max and sum; run on the exercise's row and three more."""
     cases = [(running_max, running_sum, block)] + [
         (torch.tensor(m), torch.tensor(l), torch.tensor(b)) for m, l, b in _FOLD_CASES]
-    for case_number, (m, l, b) in enumerate(cases):
-        where = "" if case_number == 0 else (f"For running_max = {m.item():g}, running_sum = {l.item():g}, "
-                                             f"block = {[round(x, 2) for x in b.tolist()]}: ")
-        try:
-            got, called = run_watching(answer, (m.clone(), l.clone(), b.clone()), _FOLD_LIBRARY)
-        except Exception as problem:  # the learner's code failed: say how, never a traceback
-            return wrong(f"{where}your function raised {error_text(problem)}",
-                         "work on the three tensors it receives: running_max and running_sum (one number each), block (b,).")
-        if called:
-            return _calls_library(called, how)
-        verdict = _judge_fold(got, m, l, b, where)
-        if verdict is not None:
-            return verdict
     new_max, new_sum = (t.item() for t in online_softmax_update(running_max, running_sum, block))
-    return correct(f"new_max = {new_max:.4f}, new_sum = {new_sum:.4f}: the old sum shrank by "
-                   f"exp(running_max - new_max) = {math.exp(running_max.item() - new_max):.4f} before the block's "
-                   f"terms were added; right for a first block and for a block below the running max too.")
+    return judge_function(
+        answer, [((m, l, b), "" if i == 0 else f"For running_max = {m.item():g}, running_sum = {l.item():g}, "
+                  f"block = {[round(x, 2) for x in b.tolist()]}",
+                  lambda got, m=m, l=l, b=b: _judge_fold(got, m, l, b)) for i, (m, l, b) in enumerate(cases)],
+        watched=_FOLD_LIBRARY, example="fold_block(running_max, running_sum, block)", calls=_CALLS, is_=_CALLS,
+        lines="write the two lines yourself: the new max, then the rescaled old sum plus the block's terms.",
+        raised="work on the three tensors it receives: running_max and running_sum (one number each), block (b,).",
+        success=f"new_max = {new_max:.4f}, new_sum = {new_sum:.4f}: the old sum shrank by "
+                f"exp(running_max - new_max) = {math.exp(running_max.item() - new_max):.4f} before the block's "
+                f"terms were added; right for a first block and for a block below the running max too.")
 
 
-# ------------------------------------------------------------------------------ the learner's own code
-
-
-#: The library's answers, watched while the learner's function runs: code object -> the name the verdict gives.
-_FOLD_LIBRARY = Watch({online_softmax_update: "online_softmax_update", online_softmax: "online_softmax"})
-_CACHE_LIBRARY = Watch({kv_cache_bytes: "kv_cache_bytes"})
-#: and anything of ``transformers`` (its ``repeat_kv`` is this exercise's answer, one search away)
-_REPEAT_LIBRARY = package_calls(Watch({repeat_kv_heads: "repeat_kv_heads",
-                                       grouped_query_attention: "grouped_query_attention"}),
-                                {"transformers": "transformers'"})
-_GENERATE_LIBRARY = Watch({generate_greedy: "generate_greedy"})
-
-
-def _refused(answer: Any, example: str, library: Watch, how: str) -> Verdict | None:
-    """Why the checker will not run ``answer`` (``example``: the call the exercise asks for): not a function, or
-    one of ``library`` itself. ``None`` when it can run; ``how``: a hint."""
-    itself = library.itself(answer)
-    return not_a_function(answer, example) or (_calls_library([itself], how) if itself else None)
-
-
-def _calls_library(called: list[str], how: str) -> Verdict:
-    """The refusal of a function that called ``called[0]``, one of the library's answers (by any name)."""
-    return wrong(f"your function calls {called[0]}, the library's answer to this exercise.", how)
-
-
-# ------------------------------------------------------------------------------ KV cache size
-
-_CACHE_SIZES = (  # further models the learner's function must get right: (num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)
+_CACHE_SIZES = (  # more models: (num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)
     (12, 768, 12, 12, 1024, 4),  # multi-head, head_dim 64, float32
     (40, 5120, 40, 8, 4096, 2),  # grouped-query, 5 query heads per group, head_dim 128, float16
     (3, 96, 6, 1, 100, 2),  # multi-query, head_dim 16, float16
@@ -202,10 +165,8 @@ def _cache_verdict(results: list[tuple[dict[str, int], int, int]], first: int) -
 @checker
 def check_kv_cache_size(answer: Any, *, num_layers: int, chan: int, num_heads: int, num_kv_heads: int,
                         seq_len: int, dtype_bytes: int) -> Verdict:
-    """Exercise: a function ``answer(num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes) -> int``,
-    the bytes of one sequence's KV cache, from the query width ``chan`` (``head_dim = chan // num_heads`` is
-    not given). Run on the given sizes (typical mistakes named) and on three more models (multi-head,
-    grouped-query, multi-query); calling ``kv_cache_bytes``, by any name, is refused."""
+    """Exercise 9: ``cache_bytes(num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes) -> int``, one
+    sequence's KV cache from the query width ``chan``; run on the given sizes and three more models."""
     how = ("write the product yourself: keys and values, layers, key/value heads, tokens, features per head "
            "(chan // num_heads), bytes.")
     refused = _refused(answer, "cache_bytes(num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)",
@@ -222,82 +183,69 @@ def check_kv_cache_size(answer: Any, *, num_layers: int, chan: int, num_heads: i
             return wrong(f"cache_bytes({described}) raised {error_text(problem)}",
                          "keep the six parameter names of the exercise's def line.")
         if called:
-            return _calls_library(called, how)
-        if isinstance(got, Tensor) and got.numel() == 1:
-            got = got.item()
-        if isinstance(got, bool) or not isinstance(got, (int, float)) or int(got) != got:
-            return wrong(f"your function returned {got!r:.40}; expected a whole number of bytes.",
-                         "return the product of the sizes: an int.")
+            return wrong(_CALLS.format(called[0]), how)
+        got = whole_bytes(got)
+        if isinstance(got, Verdict):
+            return got
         expected = kv_cache_bytes(num_layers=sizes["num_layers"], num_kv_heads=sizes["num_kv_heads"],
                                   head_dim=sizes["chan"] // sizes["num_heads"], seq_len=sizes["seq_len"],
                                   dtype_bytes=sizes["dtype_bytes"])
-        results.append((sizes, int(got), expected))
+        results.append((sizes, got, expected))
     failed = [case_number for case_number, (_, got, expected) in enumerate(results) if got != expected]
     if failed:
         return _cache_verdict(results, failed[0])
-    expected = kv_cache_bytes(num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=chan // num_heads,
-                              seq_len=seq_len, dtype_bytes=dtype_bytes)
+    expected = results[0][2]
     return correct(f"{expected:,} bytes = {expected / 2 ** 30:.3g} GiB for these sizes, and right for three more "
                    f"models; with one key/value head per query head it would be {num_heads // num_kv_heads} times as much.")
 
 
-# ------------------------------------------------------------------------------ repeat K/V heads
-
 _REPEAT_CASES = ((1, 1, 4, 3, 4), (2, 3, 2, 2, 3), (1, 2, 5, 4, 8))  # more (B, G, N, d, H): multi-query, G = H, 4 per group
+
+
+def _judge_repeat(k: Tensor, heads: int, first: bool) -> Any:
+    per_group = heads // k.shape[1]
+    mistakes = {
+        "you tiled the heads with repeat (heads 0, 1, 0, 1, ...)": (
+            k.repeat(1, per_group, 1, 1),
+            f"query head h must use key/value head h // (H / G), so the copies of one head sit next to each "
+            f"other (0, 0, ..., 1, 1, ...): use repeat_interleave({per_group}, dim=1)" if first else
+            "the copies of one head must sit next to each other: repeat_interleave(H // G, dim=1)."),
+        "you repeated the tokens instead of the heads": (
+            k.repeat_interleave(per_group, dim=2), "the heads are axis 1 of (B, G, N, d): repeat_interleave along dim=1."),
+        "you repeated the head_dim features instead of the heads": (
+            k.repeat_interleave(per_group, dim=3), "the heads are axis 1 of (B, G, N, d): repeat_interleave along dim=1."),
+    }
+
+    def judge(got: Any) -> Verdict:
+        verdict = compare_tensors(got, repeat_kv_heads(k, heads), name="your repeated k" if first else "your result",
+                                  likely_mistakes=mistakes)
+        if not (verdict.ok or first or "what you get when" in verdict.message):  # right on the exercise's k only
+            return wrong(verdict.message, "work out the copies per key head from the shapes (num_heads // "
+                                          "k.shape[1]), not from this exercise's numbers.")
+        return verdict
+
+    return judge
 
 
 @checker
 def check_repeat_kv(answer: Any, k: Tensor, num_heads: int) -> Verdict:
-    """Exercise: a function ``answer(k (B, G, N, d), num_heads) -> (B, num_heads, N, d)`` giving query head ``h``
-    key/value head ``h // (H / G)``. Run on ``k`` and on three more shapes (multi-query, ``G = H``,
-    4 query heads per group); calling ``repeat_kv_heads`` or ``grouped_query_attention`` is refused."""
-    how = "write it with one tensor operation on the heads axis (dim=1)."
-    refused = _refused(answer, "repeat_heads(k, num_heads)", _REPEAT_LIBRARY, how)
-    if refused:
-        return refused
+    """Exercise 9: ``repeat_heads(k (B, G, N, d), num_heads) -> (B, H, N, d)``, query head ``h`` getting key/value
+    head ``h // (H / G)``; run on ``k`` and three more shapes (multi-query, ``G = H``, 4 per group)."""
     g = torch.Generator().manual_seed(5)
     cases = [(k, num_heads)] + [(torch.randn(B, G, N, d, generator=g), H) for B, G, N, d, H in _REPEAT_CASES]
-    for case_number, (k_case, heads) in enumerate(cases):
-        per_group = heads // k_case.shape[1]
-        try:
-            got, called = run_watching(answer, (k_case.clone(), heads), _REPEAT_LIBRARY)
-        except Exception as problem:  # the learner's code failed: say how, never a traceback
-            return wrong(f"repeat_heads(k of shape {list(k_case.shape)}, {heads}) raised {error_text(problem)}",
-                         "compute how many query heads share one key head from the shapes: num_heads // k.shape[1].")
-        if called:
-            return _calls_library(called, how)
-        mistakes = {
-            "you tiled the heads with repeat (heads 0, 1, 0, 1, ...)": (
-                k_case.repeat(1, per_group, 1, 1),
-                f"query head h must use key/value head h // (H / G), so the copies of one head sit next to each "
-                f"other (0, 0, ..., 1, 1, ...): use repeat_interleave({per_group}, dim=1)" if case_number == 0 else
-                "the copies of one head must sit next to each other: repeat_interleave(H // G, dim=1)."),
-            "you repeated the tokens instead of the heads": (
-                k_case.repeat_interleave(per_group, dim=2),
-                "the heads are axis 1 of (B, G, N, d): repeat_interleave along dim=1."),
-            "you repeated the head_dim features instead of the heads": (
-                k_case.repeat_interleave(per_group, dim=3),
-                "the heads are axis 1 of (B, G, N, d): repeat_interleave along dim=1."),
-        }
-        name = "your repeated k" if case_number == 0 else f"for k of shape {list(k_case.shape)} and {heads} query heads, your result"
-        verdict = compare_tensors(got, repeat_kv_heads(k_case, heads), name=name, likely_mistakes=mistakes)
-        if not verdict.ok:
-            if case_number and "what you get when" not in verdict.message:  # right on the exercise's k only
-                verdict = wrong(verdict.message, "work out the copies per key head from the shapes "
-                                                 "(num_heads // k.shape[1]), not from this exercise's numbers.")
-            return verdict
-    per_group = num_heads // k.shape[1]
-    return correct(f"{[k.shape[0], num_heads, *k.shape[2:]]}: each of the {k.shape[1]} key/value heads serves "
-                   f"{per_group} query heads in a row; right for multi-query (G = 1) and G = H too.")
-
-
-# ------------------------------------------------------------------------------ predict: what the cache saves
+    return judge_function(
+        answer, [((k_case, heads), "" if i == 0 else f"for k of shape {list(k_case.shape)} and {heads} query heads",
+                  _judge_repeat(k_case, heads, i == 0)) for i, (k_case, heads) in enumerate(cases)],
+        watched=_REPEAT_LIBRARY, example="repeat_heads(k, num_heads)", calls=_CALLS, is_=_CALLS,
+        lines="write it with one tensor operation on the heads axis (dim=1).",
+        raised="compute how many query heads share one key head from the shapes: num_heads // k.shape[1].",
+        success=f"{[k.shape[0], num_heads, *k.shape[2:]]}: each of the {k.shape[1]} key/value heads serves "
+                f"{num_heads // k.shape[1]} query heads in a row; right for multi-query (G = 1) and G = H too.")
 
 
 @prediction_checker
 def check_cache_flops_prediction(prediction: Any, flops_no_cache: int, flops_cache: int, t: int) -> Verdict:
-    """Predict before you run: how many times more matrix-product FLOPs re-running the layer on all ``t``
-    tokens spends on the newest token than one cached step (``flops_no_cache / flops_cache``, measured)."""
+    """Prediction 9: how many times the FLOPs of one cached step re-running the layer on all ``t`` tokens costs."""
     got = as_number(prediction, "your prediction", hint="write one number, e.g. prediction = 10.")
     if isinstance(got, Verdict):
         return got
@@ -316,9 +264,6 @@ def check_cache_flops_prediction(prediction: Any, flops_no_cache: int, flops_cac
                      "without a cache the layer projects and attends from every one of the t tokens again.")
     return wrong(f"you predicted {got:,.4g}. {explain}",
                  "count the rows: re-running computes t output rows, the cached step one.")
-
-
-# ------------------------------------------------------------------------------ write the cached generation loop
 
 
 def _recording(model: Any) -> tuple[Any, list[tuple[str, int, Tensor, Any]]]:
@@ -342,10 +287,8 @@ def _recording(model: Any) -> tuple[Any, list[tuple[str, int, Tensor, Any]]]:
 
 @checker
 def check_generate_with_cache(answer: Any, model: Any, prompt: Tensor, num_new: int) -> Verdict:
-    """Exercise: a function ``generate_with_cache(model, prompt, num_new) -> tokens (B, N_prompt + num_new)``:
-    greedy decoding that fills a ``KVCache`` with the prompt once (the prefill) and then feeds
-    ``model.step`` one new token per step. Run on ``model`` and ``prompt``; compared with the loop
-    without the cache, token for token, and with the calls it made."""
+    """Exercise 9: ``generate_with_cache(model, prompt, num_new) -> (B, N_prompt + num_new)``, greedy decoding with
+    one prefill of a ``KVCache`` then one token per ``model.step``; compared with the uncached loop and its calls."""
     how = "write the loop: the prefill model.step(prompt, cache), then one model.step(newest, cache) per new token."
     refused = _refused(answer, "generate_with_cache(model, prompt, num_new)", _GENERATE_LIBRARY, how)
     if refused:
@@ -362,7 +305,7 @@ def check_generate_with_cache(answer: Any, model: Any, prompt: Tensor, num_new: 
                 if "max_tokens" in text else "run your function on the prompt in a cell of its own to see where it fails.")
         return wrong(f"your function raised {text}", hint)
     if called:
-        return _calls_library(called, how)
+        return wrong(_CALLS.format(called[0]), how)
     if not isinstance(got, Tensor) or got.shape != expected.shape:
         shape = list(got.shape) if isinstance(got, Tensor) else type(got).__name__
         return wrong(f"your function returned {shape}; expected a tensor of shape {list(expected.shape)}: the "

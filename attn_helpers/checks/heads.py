@@ -1,16 +1,9 @@
-"""Checkers for 05 · Multi-head reshaping: split heads and merge heads (functions the learner writes), the
-shapes on the way, view vs reshape, one head against several with the same parameters (a prediction), and
-multi-head attention written by the learner.
-
-The code exercises hand in a *function*; its judge runs it on inputs it makes up (several sizes and head
-counts), so nothing the lesson printed can pass, refuses a function that is or calls the library's own
-``split_heads`` / ``merge_heads`` (or, for multi-head attention, a whole multi-head layer), watching the calls
-while the function runs (the checkers' one guard, :mod:`._guard`), and recognises the typical wrong versions
-(one wide head, scaling by the full width, heads split or merged without the transpose, the softmax over the
-queries)."""
+"""Checkers for 05 · Multi-head reshaping: split and merge heads, the shapes on the way, view vs reshape, one
+head against several (a prediction) and multi-head attention, each function run on inputs of the checker's own."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -19,16 +12,13 @@ import torch
 from torch import Tensor
 
 from ..core import Attention, merge_heads, scaled_dot_product_attention, split_heads
-from ._core import Verdict, as_letter, as_shape, checker, compare_tensors, correct, error_text, not_a_function, wrong
+from ._core import Verdict, as_letter, as_shape, checker, compare_tensors, correct, error_text, wrong
 from ._function import judge_function
-from ._guard import MASK_BUILDERS, TORCH_ATTENTION, TORCH_MULTI_HEAD, library, run_watching
-from ._predict import as_choice, prediction_checker
+from ._guard import MASK_BUILDERS, TORCH_ATTENTION, TORCH_MULTI_HEAD, library
+from ._predict import prediction_checker
 
 __all__ = ["check_split_heads", "check_merge_heads", "check_head_shapes", "check_split_line",
            "check_heads_prediction", "check_multi_head_function"]
-
-
-# ------------------------------------------------------------------------------ shared helpers
 
 
 def run_options(options: Mapping[str, str], namespace: Mapping[str, Any]) -> dict[str, Any]:
@@ -43,20 +33,14 @@ def run_options(options: Mapping[str, str], namespace: Mapping[str, Any]) -> dic
     return results
 
 
-# ------------------------------------------------------------------------------ the checkers
-
-
-#: What a split or a merge the learner writes must not be or call: the library's own two steps.
 _SPLIT_AND_MERGE = library(("split_heads", "merge_heads"))
 
-#: What a multi-head function must not call (exercise 5.6): the split and merge above, and the layers that split,
-#: attend and merge in one call (the library's and PyTorch's). Their attention step alone (an SDPA) is allowed.
-WHOLE_LAYERS = (library(("split_heads", "merge_heads", "Attention", "ConcatHeadsAttention", "MultiHeadAttention"))
-                | TORCH_MULTI_HEAD)
+#: Exercise 5.6 refuses the split, the merge and whole layers (the library's, PyTorch's); an SDPA is allowed.
+_MULTI_HEAD_REFUSED = (library(skip=(*MASK_BUILDERS, "scaled_dot_product_attention", "attend", "attention_scores"))
+                       | TORCH_MULTI_HEAD)
 
 
 def _raised_hint(problem: BaseException, default: str) -> str:
-    """The hint for a function that raised: ``view`` on a transposed tensor has its own, else ``default``."""
     if "view size is not compatible" in str(problem):
         return ("view cannot walk this tensor's memory with fixed steps (here it was not contiguous, as after "
                 "the transpose of section 5.5.1): use reshape (or .contiguous().view).")
@@ -64,8 +48,7 @@ def _raised_hint(problem: BaseException, default: str) -> str:
 
 
 def _split_cases() -> list[tuple[Tensor, int]]:
-    """``(x (B, N, chan), num_heads)`` made up here, none of them a tensor the lesson printed. The first has
-    several heads and chan != N * head_dim, so a line written for one example's sizes fails."""
+    """``(x (B, N, chan), num_heads)``; the first has several heads and chan != N * head_dim."""
     generator = torch.Generator().manual_seed(52)
     return [(torch.randn(B, N, chan, generator=generator), num_heads)
             for B, N, chan, num_heads in ((2, 5, 12, 3), (1, 4, 10, 2), (3, 2, 16, 4), (2, 3, 5, 1))]
@@ -113,28 +96,19 @@ def _merge_mistakes(heads: Tensor) -> dict[str, tuple[Tensor, str]]:
 
 def _judge_reshaping(answer: Any, cases: list[tuple[tuple[Any, ...], Tensor, dict[str, tuple[Tensor, str]], str]],
                      *, what: str, example: str, lines: str, success: str) -> Verdict:
-    """Run the learner's split or merge on every case ``(args, expected, mistakes, description)`` with
-    :func:`~._function.judge_function`; refuse one that is or calls the library's ``split_heads`` /
-    ``merge_heads``."""
-
-    def judge(expected: Tensor, mistakes: dict[str, tuple[Tensor, str]]) -> Callable[[Any], Verdict]:
-        mistakes = {cause: pair for cause, pair in mistakes.items()  # with one head, some mistakes are right
-                    if not (pair[0].shape == expected.shape and torch.equal(pair[0], expected))}
-        return lambda got: compare_tensors(got, expected, name=f"your {what}", likely_mistakes=mistakes)
-
+    """The learner's split or merge on every case ``(args, expected, mistakes, description)``."""
     default = ("read the sizes from the input (e.g. B, N, chan = x.shape) instead of writing the numbers of one "
                f"example; {lines}")
-    return judge_function(answer, [(args, description, judge(expected, mistakes))
-                                   for args, expected, mistakes, description in cases],
+    return judge_function(answer, [(args, description, functools.partial(
+        compare_tensors, expected=expected, name=f"your {what}", likely_mistakes=mistakes))
+        for args, expected, mistakes, description in cases],
                           watched=_SPLIT_AND_MERGE, example=example, lines=lines, success=success,
                           raised=lambda problem: _raised_hint(problem, default))
 
 
 @checker
 def check_split_heads(answer: Callable[[Tensor, int], Tensor]) -> Verdict:
-    """Exercise: a function ``split(x, num_heads)``: ``x (B, N, chan) -> (B, H, N, head_dim)``, written with
-    reshape and transpose. Run on four made-up inputs (1 to 4 heads) and compared with :func:`split_heads`;
-    a function that is or calls the library's ``split_heads`` / ``merge_heads`` is refused."""
+    """Exercise 5: ``my_split(x, num_heads)``, ``(B, N, chan) -> (B, H, N, head_dim)``, on four inputs (1 to 4 heads)."""
     cases = [((x, num_heads), split_heads(x, num_heads), _split_mistakes(x, num_heads),
               f"x {list(x.shape)} with num_heads={num_heads}") for x, num_heads in _split_cases()]
     return _judge_reshaping(
@@ -146,9 +120,7 @@ def check_split_heads(answer: Callable[[Tensor, int], Tensor]) -> Verdict:
 
 @checker
 def check_merge_heads(answer: Callable[[Tensor], Tensor]) -> Verdict:
-    """Exercise: a function ``merge(heads)``: ``heads (B, H, N, head_dim) -> (B, N, chan)``, written with
-    transpose and reshape. Run on four made-up inputs (1 to 4 heads) and compared with :func:`merge_heads`;
-    a function that is or calls the library's ``split_heads`` / ``merge_heads`` is refused."""
+    """Exercise 5: ``my_merge(heads)``, ``(B, H, N, head_dim) -> (B, N, chan)``, on four inputs (1 to 4 heads)."""
     cases = []
     for x, num_heads in _split_cases():
         heads = split_heads(x, num_heads).contiguous()  # (B, H, N, head_dim), stored like a head's output
@@ -160,85 +132,72 @@ def check_merge_heads(answer: Callable[[Tensor], Tensor]) -> Verdict:
                 "features first: (B, H, N, head_dim) -> (B, N, chan).")
 
 
-#: Sizes the shape prediction of exercise 5.4 is checked at: (B, N, dim, chan, num_heads), none of them printed
-#: by the lesson; the first has dim != chan and head_dim != dim // num_heads, so mixing the widths up shows.
+#: (B, N, dim, chan, num_heads) of exercise 5.4; the first has dim != chan, so mixing the widths up shows.
 _SHAPE_CASES = ((5, 7, 30, 24, 3), (2, 11, 9, 40, 8), (3, 4, 16, 16, 1), (1, 6, 20, 12, 2))
 
 
-def _judge_head_shapes(answer: Any, B: int, N: int, dim: int, chan: int, H: int, inter: Mapping[str, Tensor]) -> Verdict:
-    """One case of :func:`check_head_shapes`: ``answer`` is the learner's dict for these sizes."""
-    sizes = f"B={B}, N={N}, dim={dim}, chan={chan}, num_heads={H}"
+def _judge_head_shapes(B: int, N: int, dim: int, chan: int, H: int) -> Callable[[Any], Verdict]:
+    """The judge of the learner's dict for these sizes, against a layer's own intermediates."""
+    with torch.device("meta"):  # shapes without values: no weights drawn, the random state untouched
+        _, inter = Attention(dim, chan, H)(torch.zeros(B, N, dim), return_intermediates=True)
     head_dim = chan // H
-    if not isinstance(answer, Mapping) or set(answer) != {"head_dim", "qkv_heads", "scores"}:
-        return wrong(f"for {sizes} your function returned {answer!r:.80}, not a dict with the keys 'head_dim', "
-                     "'qkv_heads' and 'scores'.", "return {'head_dim': ..., 'qkv_heads': [...], 'scores': [...]}.")
-    hd = answer["head_dim"]
-    if isinstance(hd, bool) or not isinstance(hd, int):
-        return wrong(f"for {sizes}: head_dim should be a whole number, got {hd!r}.", "head_dim = chan // num_heads.")
-    if hd != head_dim:
-        if hd == dim // H:
-            return wrong(f"for {sizes}: head_dim={hd} is dim // num_heads.",
+    known = {("qkv_heads", (B, N, 3, H, head_dim)): (
+                 "is the shape before the permute.",
+                 "permute(2, 0, 3, 1, 4) puts axis 2 (q/k/v) first, then batch, heads, tokens, head_dim."),
+             ("scores", (B, N, N)): ("has no heads axis.", "every head scores all pairs of tokens: (B, H, N, N)."),
+             ("scores", (B, H, N, head_dim)): ("ends in head_dim.", "q @ k.transpose(-2, -1) contracts head_dim "
+                                               "away: one score per (query, key) pair, (B, H, N, N).")}
+
+    def judge(answer: Any) -> Verdict:
+        if not isinstance(answer, Mapping) or set(answer) != {"head_dim", "qkv_heads", "scores"}:
+            return wrong(f"your function returned {answer!r:.80}, not a dict with the keys 'head_dim', 'qkv_heads' "
+                         "and 'scores'.", "return {'head_dim': ..., 'qkv_heads': [...], 'scores': [...]}.")
+        hd = answer["head_dim"]
+        if isinstance(hd, bool) or not isinstance(hd, int):
+            return wrong(f"head_dim should be a whole number, got {hd!r}.", "head_dim = chan // num_heads.")
+        if hd == dim // H != head_dim:
+            return wrong(f"head_dim={hd} is dim // num_heads.",
                          "the heads split the projected width chan, not the input width dim.")
-        return wrong(f"for {sizes}: head_dim={hd} is not right: {H} heads of {hd} features make {H * hd}, not "
-                     f"chan={chan}.", "head_dim = chan // num_heads.")
-    for key, axes in (("qkv_heads", "(3, B, H, N, head_dim)"), ("scores", "(B, H, N, N)")):
-        shape = as_shape(answer[key], key)
-        if isinstance(shape, Verdict):
-            return shape
-        expected = list(inter[key].shape)
-        if shape == expected:
-            continue
-        if key == "qkv_heads" and shape == [B, N, 3, H, head_dim]:
-            return wrong(f"for {sizes}: qkv_heads {shape} is the shape before the permute.",
-                         "permute(2, 0, 3, 1, 4) puts axis 2 (q/k/v) first, then batch, heads, tokens, head_dim.")
-        if key == "scores" and shape == [B, N, N]:
-            return wrong(f"for {sizes}: scores {shape} has no heads axis.",
-                         "every head scores all pairs of tokens: (B, H, N, N).")
-        if key == "scores" and shape == [B, H, N, head_dim]:
-            return wrong(f"for {sizes}: scores {shape} ends in head_dim.",
-                         "q @ k.transpose(-2, -1) contracts head_dim away: one score per (query, key) pair, (B, H, N, N).")
-        if sorted(shape) == sorted(expected):
-            return wrong(f"for {sizes}: {key} {shape} has the right sizes in the wrong order.", f"{key} is {axes}.")
-        return wrong(f"for {sizes}: {key} {shape} is not right.", f"{key} has the axes {axes}.")
-    return correct()
+        if hd != head_dim:
+            return wrong(f"head_dim={hd} is not right: {H} heads of {hd} features make {H * hd}, not chan={chan}.",
+                         "head_dim = chan // num_heads.")
+        for key, axes in (("qkv_heads", "(3, B, H, N, head_dim)"), ("scores", "(B, H, N, N)")):
+            shape = as_shape(answer[key], key)
+            if isinstance(shape, Verdict) or shape == list(inter[key].shape):
+                if isinstance(shape, Verdict):
+                    return shape
+                continue
+            if (key, tuple(shape)) in known:
+                said, hint = known[key, tuple(shape)]
+                return wrong(f"{key} {shape} {said}", hint)
+            if sorted(shape) == sorted(inter[key].shape):
+                return wrong(f"{key} {shape} has the right sizes in the wrong order.", f"{key} is {axes}.")
+            return wrong(f"{key} {shape} is not right.", f"{key} has the axes {axes}.")
+        return correct()
+
+    return judge
 
 
 @checker
 def check_head_shapes(answer: Any) -> Verdict:
-    """Exercise: a function ``head_shapes(B, N, dim, chan, num_heads)`` returning the dict ``{"head_dim": ...,
-    "qkv_heads": [...], "scores": [...]}`` for walkthrough 000's ``Attention(dim, chan, num_heads)`` on ``x (B, N, dim)``.
-    Checked against a real layer's intermediates at four sizes the lesson never printed; a function that builds or
-    runs a layer (or calls ``split_heads`` / ``merge_heads``) is refused: the shapes are to be worked out."""
-    example = "head_shapes(B, N, dim, chan, num_heads)"
-    refused = not_a_function(answer, example)
-    if refused:
-        return refused
-    work_out = ("work the shapes out from the sizes: head_dim = chan // num_heads, then the reshape "
-                "(B, N, 3, H, head_dim) and the permute (2, 0, 3, 1, 4).")
-    for B, N, dim, chan, H in _SHAPE_CASES:
-        try:
-            got, called = run_watching(answer, (B, N, dim, chan, H), library() | TORCH_ATTENTION)
-        except Exception as problem:
-            return wrong(f"for B={B}, N={N}, dim={dim}, chan={chan}, num_heads={H} your function raised "
-                         f"{error_text(problem)}", work_out)
-        if called:
-            return wrong(f"your function runs {called[0]}: the exercise is to predict the shapes without running one.",
-                         work_out)
-        with torch.device("meta"):  # shapes without values: no weights drawn, the random state untouched
-            _, inter = Attention(dim, chan, H)(torch.zeros(B, N, dim), return_intermediates=True)
-        verdict = _judge_head_shapes(got, B, N, dim, chan, H, inter)
-        if not verdict.ok:
-            return verdict
-    return correct("at four sizes the lesson never printed (1 to 8 heads), your head_dim, qkv_heads and scores "
-                   "are those of the layer's own intermediates.")
+    """Exercise 5.4: ``head_shapes(B, N, dim, chan, num_heads)`` -> ``{"head_dim", "qkv_heads", "scores"}`` of
+    walkthrough 000's ``Attention``, at four sizes; running a layer is refused: the shapes are to be worked out."""
+    return judge_function(
+        answer, [((B, N, dim, chan, H), f"for B={B}, N={N}, dim={dim}, chan={chan}, num_heads={H}",
+                  _judge_head_shapes(B, N, dim, chan, H)) for B, N, dim, chan, H in _SHAPE_CASES],
+        watched=library() | TORCH_ATTENTION, example="head_shapes(B, N, dim, chan, num_heads)",
+        calls="your function runs {}: the exercise is to predict the shapes without running one.",
+        lines="work the shapes out from the sizes: head_dim = chan // num_heads, then the reshape "
+              "(B, N, 3, H, head_dim) and the permute (2, 0, 3, 1, 4).",
+        raised="work the shapes out from the sizes: head_dim = chan // num_heads, then the reshape "
+               "(B, N, 3, H, head_dim) and the permute (2, 0, 3, 1, 4).",
+        success="at four sizes the lesson never printed (1 to 8 heads), your head_dim, qkv_heads and scores are "
+                "those of the layer's own intermediates.")
 
 
 @checker
 def check_split_line(answer: Any, options: Mapping[str, str], q: Tensor, num_heads: int) -> Verdict:
-    """Exercise: pick the line that splits ``q (B, N, chan)`` into heads ``(B, H, N, head_dim)``.
-
-    Every option is run on ``q``; the right ones give exactly :func:`split_heads`'s result.
-    """
+    """Exercise 5: the option letter whose line splits ``q (B, N, chan)`` into ``(B, H, N, head_dim)`` (each run)."""
     letter = as_letter(answer, options)
     if isinstance(letter, Verdict):
         return letter
@@ -280,17 +239,10 @@ def _short(row: Tensor) -> str:
     return "[" + ", ".join(f"{value:.2f}" for value in row.tolist()) + "]"
 
 
-# ------------------------------------------------------------------------------ predict: 1 head against H heads
-
-
-@prediction_checker
-def check_heads_prediction(prediction: Any, out_one: Tensor, out_many: Tensor, num_heads: int,
+@prediction_checker(choices=("same", "different"))
+def check_heads_prediction(choice: str, out_one: Tensor, out_many: Tensor, num_heads: int,
                            tolerance: float = 1e-5) -> Verdict:
-    """Prediction: with the same parameters, is a 1-head layer's output ``"same"`` as or ``"different"`` from a
-    ``num_heads``-head layer's? ``out_one``, ``out_many``: the two outputs, ``(B, N, chan)`` each."""
-    choice = as_choice(prediction, ["same", "different"])
-    if isinstance(choice, Verdict):
-        return choice
+    """Prediction 5: is a 1-head layer's output ``"same"`` as a ``num_heads``-head layer's with the same parameters?"""
     if out_one.shape != out_many.shape:
         raise ValueError(f"out_one and out_many must have the same shape, got {list(out_one.shape)} and "
                          f"{list(out_many.shape)}")
@@ -308,12 +260,8 @@ def check_heads_prediction(prediction: Any, out_one: Tensor, out_many: Tensor, n
                  "compare the outputs' largest difference with float rounding (the tolerance).")
 
 
-# ------------------------------------------------------------------------------ code: multi-head attention
-
-
 def _multi_head_cases() -> list[tuple[int, Tensor, Tensor, Tensor]]:
-    """``(num_heads, q, k, v)`` with ``q, k, v (B, N, chan)``, made up here so no printed value can pass.
-    The first case has several heads, so a function that ignores ``num_heads`` fails at once."""
+    """``(num_heads, q, k, v)``, ``q, k, v (B, N, chan)``; the first has several heads."""
     generator = torch.Generator().manual_seed(5)
     cases = []
     for B, N, chan, num_heads in ((2, 5, 10, 2), (3, 4, 12, 3), (1, 6, 16, 4), (2, 3, 6, 1)):
@@ -323,89 +271,73 @@ def _multi_head_cases() -> list[tuple[int, Tensor, Tensor, Tensor]]:
 
 
 def _heads_attention(q: Tensor, k: Tensor, v: Tensor, divisor: float, axis: int = -1) -> Tensor:
-    """``softmax(q @ k^T / divisor, dim=axis) @ v`` on ``(..., N, d)`` tensors."""
     return torch.softmax(q @ k.transpose(-2, -1) / divisor, dim=axis) @ v
 
 
-_WRITE_MULTI_HEAD = ("split q, k and v with your own reshape and transpose (exercise 5.2), attend in every head "
-                     "(your own softmax, or torch.nn.functional.scaled_dot_product_attention), and merge with your own "
-                     "transpose and reshape (exercise 5.3).")
+def _judge_multi_head(num_heads: int, q: Tensor, k: Tensor, v: Tensor) -> Callable[[Any], Verdict]:
+    B, N, chan = q.shape
+    head_dim = chan // num_heads
+    qh, kh, vh = (split_heads(t, num_heads) for t in (q, k, v))  # each (B, H, N, head_dim)
+    heads = scaled_dot_product_attention(qh, kh, vh)  # (B, H, N, head_dim)
+    expected = merge_heads(heads)  # (B, N, chan)
+    view_split = [t.reshape(B, num_heads, N, head_dim) for t in (q, k, v)]  # whole tokens per head
+    mistakes = {
+        "the scores are divided by sqrt(chan), the full width, not sqrt(head_dim)": (
+            merge_heads(_heads_attention(qh, kh, vh, math.sqrt(chan))),
+            f"each head's dot products run over head_dim = {head_dim} features, so divide by "
+            f"sqrt(head_dim): walkthrough 004's bug of section 5.6."),
+        "one wide head runs over all chan features (no split into heads)": (
+            _heads_attention(q, k, v, math.sqrt(chan)),
+            "split q, k and v into num_heads heads first: reshape(B, N, H, head_dim).transpose(1, 2)."),
+        "one wide head runs over all chan features, divided by sqrt(head_dim)": (
+            _heads_attention(q, k, v, math.sqrt(head_dim)),
+            "split q, k and v into num_heads heads first: reshape(B, N, H, head_dim).transpose(1, 2); "
+            "then each head's scores are over its own head_dim features."),
+        "the scores are not scaled at all": (
+            merge_heads(_heads_attention(qh, kh, vh, 1.0)),
+            "divide each head's scores by sqrt(head_dim) before the softmax."),
+        "the softmax runs over the queries (dim=-2)": (
+            merge_heads(_heads_attention(qh, kh, vh, math.sqrt(head_dim), axis=-2)),
+            "each query's attention weights over the keys sum to one: softmax(..., dim=-1)."),
+        "q, k and v are reshaped straight to (B, H, N, head_dim), without the transpose": (
+            merge_heads(_heads_attention(*view_split, math.sqrt(head_dim))),
+            "that hands whole tokens to each head (section 5.5): reshape(B, N, H, head_dim), then transpose(1, 2)."),
+        "q, k, v are split with reshape(B, H, N, head_dim) and the heads merged with reshape(B, N, chan), "
+        "both without a transpose": (
+            _heads_attention(*view_split, math.sqrt(head_dim)).reshape(B, N, chan),
+            "the shapes fit, but each head gets whole tokens (section 5.5): split with reshape(B, N, H, head_dim) "
+            "then transpose(1, 2), and merge with transpose(1, 2) then reshape(B, N, chan)."),
+        "the heads are merged with a reshape alone, without moving the heads axis back": (
+            heads.reshape(B, N, chan),
+            "merge with transpose(1, 2) first, to (B, N, H, head_dim), then reshape(B, N, chan)."),
+    }
+
+    def judge(got: Any) -> Verdict:
+        if not isinstance(got, Tensor):
+            return wrong(f"your function returned {type(got).__name__}, not a tensor.",
+                         "return the merged heads, one tensor of shape (B, N, chan).")
+        if tuple(got.shape) == tuple(heads.shape):
+            return wrong(f"your function returns {list(got.shape)}, the heads before merging.",
+                         "merge them: transpose(1, 2) to (B, N, H, head_dim), then reshape(B, N, chan).")
+        return compare_tensors(got, expected, name="your output", likely_mistakes=mistakes, atol=1e-4, rtol=1e-4)
+
+    return judge
 
 
 @checker
 def check_multi_head_function(answer: Callable[[Tensor, Tensor, Tensor, int], Tensor]) -> Verdict:
-    """Exercise: a function ``multi_head(q, k, v, num_heads) -> (B, N, chan)`` that splits ``q, k, v (B, N, chan)``
-    into heads, runs scaled dot-product attention in every head and merges the heads. Run on four made-up
-    cases (1 to 4 heads) and compared with :func:`split_heads`, the formula and :func:`merge_heads`. The
-    attention step may be PyTorch's or the library's ``scaled_dot_product_attention``; a function that is or
-    calls the library's ``split_heads``, ``merge_heads`` or a whole multi-head layer (``Attention``,
-    ``MultiHeadAttention``, ``nn.MultiheadAttention``, ...) is refused."""
-    refused = not_a_function(answer, "multi_head(q, k, v, num_heads)")
-    if refused:
-        return refused
-    refused_calls = (library(skip=(*MASK_BUILDERS, "scaled_dot_product_attention", "attend", "attention_scores"))
-                     | WHOLE_LAYERS)
-    itself = refused_calls.itself(answer)
-    if itself:
-        return wrong(f"your answer is {itself}: the exercise is to write the split, the attention and the merge.",
-                     _WRITE_MULTI_HEAD)
-    for num_heads, q, k, v in _multi_head_cases():
-        B, N, chan = q.shape
-        head_dim = chan // num_heads
-        what = f"q, k, v {[B, N, chan]} with num_heads={num_heads}"
-        try:
-            got, called = run_watching(answer, (q.clone(), k.clone(), v.clone(), num_heads), refused_calls)
-        except Exception as problem:
-            return wrong(f"{what}: your function raised {error_text(problem)}", _raised_hint(
-                problem, "run it on these shapes yourself and print the shape after each step: split "
-                         "(B, N, chan) -> (B, H, N, head_dim), attend, merge back to (B, N, chan)."))
-        if called:
-            return wrong(f"your function calls {called[0]}, which does part of the exercise for you.", _WRITE_MULTI_HEAD)
-        if not isinstance(got, Tensor):
-            return wrong(f"{what}: your function returned {type(got).__name__}, not a tensor.",
-                         "return the merged heads, one tensor of shape (B, N, chan).")
-        qh, kh, vh = (split_heads(t, num_heads) for t in (q, k, v))  # each (B, H, N, head_dim)
-        heads = scaled_dot_product_attention(qh, kh, vh)  # (B, H, N, head_dim)
-        expected = merge_heads(heads)  # (B, N, chan)
-        if tuple(got.shape) == tuple(heads.shape):
-            return wrong(f"{what}: your function returns {list(got.shape)}, the heads before merging.",
-                         "merge them: transpose(1, 2) to (B, N, H, head_dim), then reshape(B, N, chan).")
-        view_split = [t.reshape(B, num_heads, N, head_dim) for t in (q, k, v)]  # whole tokens per head
-        mistakes = {
-            "the scores are divided by sqrt(chan), the full width, not sqrt(head_dim)": (
-                merge_heads(_heads_attention(qh, kh, vh, math.sqrt(chan))),
-                f"each head's dot products run over head_dim = {head_dim} features, so divide by "
-                f"sqrt(head_dim): walkthrough 004's bug of section 5.6."),
-            "one wide head runs over all chan features (no split into heads)": (
-                _heads_attention(q, k, v, math.sqrt(chan)),
-                "split q, k and v into num_heads heads first: reshape(B, N, H, head_dim).transpose(1, 2)."),
-            "one wide head runs over all chan features, divided by sqrt(head_dim)": (
-                _heads_attention(q, k, v, math.sqrt(head_dim)),
-                "split q, k and v into num_heads heads first: reshape(B, N, H, head_dim).transpose(1, 2); "
-                "then each head's scores are over its own head_dim features."),
-            "the scores are not scaled at all": (
-                merge_heads(_heads_attention(qh, kh, vh, 1.0)),
-                "divide each head's scores by sqrt(head_dim) before the softmax."),
-            "the softmax runs over the queries (dim=-2)": (
-                merge_heads(_heads_attention(qh, kh, vh, math.sqrt(head_dim), axis=-2)),
-                "each query's attention weights over the keys sum to one: softmax(..., dim=-1)."),
-            "q, k and v are reshaped straight to (B, H, N, head_dim), without the transpose": (
-                merge_heads(_heads_attention(*view_split, math.sqrt(head_dim))),
-                "that hands whole tokens to each head (section 5.5): reshape(B, N, H, head_dim), then transpose(1, 2)."),
-            "q, k, v are split with reshape(B, H, N, head_dim) and the heads merged with reshape(B, N, chan), "
-            "both without a transpose": (
-                _heads_attention(*view_split, math.sqrt(head_dim)).reshape(B, N, chan),
-                "the shapes fit, but each head gets whole tokens (section 5.5): split with reshape(B, N, H, head_dim) "
-                "then transpose(1, 2), and merge with transpose(1, 2) then reshape(B, N, chan)."),
-            "the heads are merged with a reshape alone, without moving the heads axis back": (
-                heads.reshape(B, N, chan),
-                "merge with transpose(1, 2) first, to (B, N, H, head_dim), then reshape(B, N, chan)."),
-        }
-        if num_heads == 1:  # one head: several mistakes coincide with the right answer
-            mistakes = {cause: pair for cause, pair in mistakes.items() if not torch.allclose(pair[0], expected)}
-        verdict = compare_tensors(got, expected, name=f"{what}: your output", likely_mistakes=mistakes,
-                                  atol=1e-4, rtol=1e-4)
-        if not verdict.ok:
-            return verdict
-    return correct("with 1, 2, 3 and 4 heads on four sizes, your function gives split_heads, softmax(q_h k_h^T / "
-                   "sqrt(head_dim)) v_h in every head, and merge_heads, to within 1e-4.")
+    """Exercise 5.6: ``multi_head(q, k, v, num_heads) -> (B, N, chan)``: split, attend in every head (an SDPA is
+    allowed), merge; on four cases (1 to 4 heads). The library's split, merge and whole layers are refused."""
+    return judge_function(
+        answer, [((q, k, v, h), f"q, k, v {list(q.shape)} with num_heads={h}", _judge_multi_head(h, q, k, v))
+                 for h, q, k, v in _multi_head_cases()],
+        watched=_MULTI_HEAD_REFUSED, example="multi_head(q, k, v, num_heads)", refusal="which does part of the "
+        "exercise for you", is_="your answer is {}: the exercise is to write the split, the attention and the merge.",
+        lines="split q, k and v with your own reshape and transpose (exercise 5.2), attend in every head (your own "
+              "softmax, or torch.nn.functional.scaled_dot_product_attention), and merge with your own transpose "
+              "and reshape (exercise 5.3).",
+        raised=lambda problem: _raised_hint(problem, "run it on these shapes yourself and print the shape after each "
+                                            "step: split (B, N, chan) -> (B, H, N, head_dim), attend, merge back to "
+                                            "(B, N, chan)."),
+        success="with 1, 2, 3 and 4 heads on four sizes, your function gives split_heads, softmax(q_h k_h^T / "
+                "sqrt(head_dim)) v_h in every head, and merge_heads, to within 1e-4.")

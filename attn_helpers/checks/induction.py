@@ -1,7 +1,5 @@
-"""Checkers for 14 · Two heads that compose: a prediction of what knocking out the previous-token head does,
-and two functions the learner writes: every head's induction score, and the repeated part's loss with one head
-knocked out (each refused when it hands the work to the lesson's helper: the calls are watched while the
-function runs, so a new name for the helper is refused too)."""
+"""Checkers for 14 · Two heads that compose: a previous-token knockout (a prediction), each head's
+induction score and the repeated part's loss with one head knocked out (the lesson's helpers refused)."""
 
 from __future__ import annotations
 
@@ -12,26 +10,22 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from ..lab import (InductionTask, TinyAttentionModel, induction_pattern, induction_task, local_random,
-                   pattern_match, repeated_loss, repeated_part)
+from ..lab import (InductionTask, TinyAttentionModel, induction_task, local_random, repeated_loss,
+                   repeated_part)
 from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
 from ._function import judge_function
 from ._guard import Watch, library
-from ._predict import as_choice, prediction_checker
+from ._predict import prediction_checker
 
 __all__ = ["check_knockout_loss_prediction", "check_induction_scores", "check_knockout_loss"]
 
 KNOCKOUT_LOSS_CHOICES = ("same", "higher", "guessing")
 
 
-@prediction_checker
-def check_knockout_loss_prediction(prediction: Any, loss: float, full_loss: float, guessing: float) -> Verdict:
-    """Prediction: with the previous-token head knocked out, is the repeated part's ``loss`` about the ``"same"``
-    as ``full_loss`` (within 0.2 nats), back at ``"guessing"`` (within 0.5 nats of ``guessing``, the loss of a
-    uniform guess), or ``"higher"`` in between?"""
-    choice = as_choice(prediction, KNOCKOUT_LOSS_CHOICES)
-    if isinstance(choice, Verdict):
-        return choice
+@prediction_checker(choices=KNOCKOUT_LOSS_CHOICES)
+def check_knockout_loss_prediction(choice: str, loss: float, full_loss: float, guessing: float) -> Verdict:
+    """Prediction 14: previous-token head knocked out, is the loss the ``"same"`` (within 0.2 nats), back
+    at ``"guessing"`` (within 0.5 nats of it) or ``"higher"``?"""
     if abs(loss - full_loss) <= 0.2:
         happened = "same"
     elif abs(loss - guessing) <= 0.5:
@@ -46,10 +40,6 @@ def check_knockout_loss_prediction(prediction: Any, loss: float, full_loss: floa
                                      "head wrote: without it, which key would the induction head's query match?")
     return wrong(f"{measured}.", "compare the measured loss with both reference numbers.")
 
-
-# --------------------------------------------------------------------------------------------
-# Exercise: the induction score
-# --------------------------------------------------------------------------------------------
 
 #: What already computes the induction score or its pattern: the lesson's helpers.
 SCORE_SHORTCUTS = library(("induction_scores", "induction_pattern", "previous_token_scores"))
@@ -129,10 +119,8 @@ def _score_cases() -> list:
 
 @checker
 def check_induction_scores(answer: Any) -> Verdict:
-    """Exercise: ``answer(weights (B, L, H, N, N), tokens (B, N)) -> (L, H)``, each head's weight on the keys
-    right after earlier copies of its query's token, averaged over the queries that have an earlier copy (pooled
-    over sequences). Run on made-up weights and tokens (small vocabularies, many repeats, one sequence without
-    any); the lesson's helpers are refused."""
+    """Exercise 14: ``(weights (B, L, H, N, N), tokens (B, N)) -> (L, H)``, the weight after earlier copies of
+    each query's token, averaged over the queries with one (pooled over sequences)."""
     return judge_function(
         answer, _score_cases(), watched=SCORE_SHORTCUTS | Watch({_scores: "the checker's own reference, _scores"}),
         example="my_induction_scores(weights, tokens)",
@@ -141,10 +129,6 @@ def check_induction_scores(answer: Any) -> Verdict:
         success="one induction match per head: the weight after earlier copies, averaged over the queries that "
                 "have one.")
 
-
-# --------------------------------------------------------------------------------------------
-# Exercise: the repeated part's loss with a head knocked out
-# --------------------------------------------------------------------------------------------
 
 #: What already measures the loss with heads knocked out: the lesson's helper.
 LOSS_SHORTCUTS = library(("repeated_loss",))
@@ -206,8 +190,7 @@ _LOSS_MISTAKES = {
 
 
 def _other_model() -> tuple[TinyAttentionModel, Tensor]:
-    """A model and sequences the learner has not seen: 3 causal rotary layers of 4 heads (untrained), and a
-    task of 24 tokens from 12 kinds."""
+    """An untrained model of 3 causal rotary layers of 4 heads, and 16 sequences of 24 tokens of 12 kinds."""
     task = InductionTask(seq_len=24, vocab_size=12, min_repeat=4, max_repeat=8)
     with local_random(14):
         model = TinyAttentionModel(12, 12, 24, dim=16, num_heads=4, num_layers=3, position_scheme="rope", causal=True)
@@ -216,9 +199,8 @@ def _other_model() -> tuple[TinyAttentionModel, Tensor]:
 
 @checker
 def check_knockout_loss(answer: Any, model: TinyAttentionModel) -> Verdict:
-    """Exercise: ``answer(model, tokens, layer, head) -> float``, the next-token loss on the repeated part of
-    ``tokens`` with that head knocked out. Run for every head of ``model`` on sequences the lesson never drew,
-    and on an untrained 3-layer, 4-head model; :func:`attn_helpers.lab.repeated_loss` is refused."""
+    """Exercise 14: ``knockout_loss(model, tokens, layer, head) -> float``, the repeated part's next-token
+    loss with that head knocked out, for every head of ``model`` on new sequences and of an untrained model."""
     if not isinstance(model, TinyAttentionModel) or not model.causal:
         raise TypeError("model must be a causal TinyAttentionModel")
     cases = []

@@ -1,9 +1,5 @@
-"""Checkers for 07 · The complete layer: traced shapes, parameter counts, spotting bugs,
-dropout on the weights (a prediction) and the whole multi-head attention class written by hand.
-
-Each judge recomputes the right answer from what the notebook passes in (the layer, its input, the
-listing under review) and recognises the typical wrong answers.
-"""
+"""Checkers for 07 · The complete layer: where a ``qkv`` entry goes, the parameter count, the bugs of a listing,
+dropout on the weights (a prediction) and the whole multi-head attention class written by hand."""
 
 from __future__ import annotations
 
@@ -18,20 +14,11 @@ from torch import Tensor, nn
 from ..core import MultiHeadAttention
 from ..lab import local_random
 from ._core import Verdict, checker, correct, error_text, not_a_function, wrong
-from ._guard import TORCH_ATTENTION, Watch, array_calls, library, run_watching
-from ._predict import as_choice, prediction_checker
+from ._guard import TORCH_ATTENTION, Watch, library, run_watching
+from ._predict import prediction_checker
 
-__all__ = [
-    "SuspectLine",
-    "SUSPECT_LAYER",
-    "numbered_listing",
-    "check_qkv_entry",
-    "check_mha_parameter_count",
-    "check_suspect_lines",
-    "DROPOUT_CHOICES",
-    "check_dropout_prediction",
-    "check_mha_class",
-]
+__all__ = ["SuspectLine", "SUSPECT_LAYER", "numbered_listing", "check_qkv_entry", "check_mha_parameter_count",
+           "check_suspect_lines", "DROPOUT_CHOICES", "check_dropout_prediction", "check_mha_class"]
 
 
 def _as_count(answer: Any, what: str) -> int | Verdict:
@@ -42,23 +29,18 @@ def _as_count(answer: Any, what: str) -> int | Verdict:
     return int(answer)
 
 
-# ------------------------------------------------------------------------------ traced shape
-
-
 _ENTRY_SIZES = ((2, 3, 12, 3), (1, 5, 8, 4), (3, 2, 10, 1), (2, 4, 18, 2))  # (B, N, chan, num_heads)
 
 
 @checker
 def check_qkv_entry(answer: Any) -> Verdict:
-    """Exercise: a function ``source(part, b, h, n, e, chan, num_heads)`` giving ``(batch, token, feature)``:
-    the entry of ``qkv = self.qkv(x)`` ``(B, N, 3*chan)`` that ``qkv_heads[part, b, h, n, e]`` holds after
-    walkthrough 000's reshape ``(B, N, 3, H, head_dim)`` and permute ``(2, 0, 3, 1, 4)``. Checked on every
-    entry at four sizes. A function that calls PyTorch or NumPy is refused: a tensor laid out like ``qkv_heads``
-    (an ``arange`` reshaped and permuted) would look the answer up instead of working it out."""
+    """Exercise 7.1: ``source(part, b, h, n, e, chan, num_heads) -> (batch, token, feature)``, the ``qkv`` entry
+    ``qkv_heads[part, b, h, n, e]`` holds, on every entry at four sizes; any PyTorch or NumPy call is refused (a
+    tensor laid out like ``qkv_heads`` would look the answer up)."""
     refused = not_a_function(answer, "source(part, b, h, n, e, chan, num_heads)")
     if refused:
         return refused
-    watched = array_calls(library() | TORCH_ATTENTION)
+    watched = library() | TORCH_ATTENTION | Watch(packages={"torch": "PyTorch's", "numpy": "NumPy's"})
     follow = "follow one number through reshape(B, N, 3, H, head_dim) and then permute(2, 0, 3, 1, 4)."
     for B, N, chan, H in _ENTRY_SIZES:
         hd = chan // H
@@ -84,37 +66,30 @@ def check_qkv_entry(answer: Any) -> Verdict:
             what = f"with {sizes}, qkv_heads[{part}, {b}, {h}, {n}, {e}] is qkv{list(expected)}; you gave {list(got)}."
             if tuple(got[:2]) == (n, b) != (b, n):
                 return wrong(what, "the batch index comes first in qkv, then the token: (b, n, ...).")
-            if got[2] == h * 3 * hd + part * hd + e:
-                return wrong(what, "the 3*chan features are laid out as (3, H, head_dim): all of q's heads, then "
-                                   "all of k's, then all of v's.")
-            if got[2] == h * hd + e:
-                return wrong(what, "q, k and v sit side by side in the 3*chan features: add part*chan.")
-            if got[2] == part * chan + e * H + h:
-                return wrong(what, "each head's head_dim features are neighbours: head h starts at h*head_dim.")
-            return wrong(what, follow)
+            features = {h * 3 * hd + part * hd + e: "the 3*chan features are laid out as (3, H, head_dim): all of "
+                                                    "q's heads, then all of k's, then all of v's.",
+                        h * hd + e: "q, k and v sit side by side in the 3*chan features: add part*chan.",
+                        part * chan + e * H + h: "each head's head_dim features are neighbours: head h starts at "
+                                                 "h*head_dim."}
+            return wrong(what, features.get(got[2], follow))
     return correct("every entry at four sizes (1 to 4 heads): qkv_heads[part, b, h, n, e] is "
                    "qkv[b, n, part*chan + h*head_dim + e].")
 
 
-# -------------------------------------------------------------------------- parameter count
-
-
-#: What counts a layer's numbers instead of computing them: building a module, reading its parameters, numel.
+#: What counts a layer's numbers instead of computing them.
 _COUNTING = Watch({nn.Module.__init__: "a module it builds", nn.Module.parameters: ".parameters()",
                    nn.Module.named_parameters: ".named_parameters()", nn.Module.state_dict: ".state_dict()",
                    torch.numel: "PyTorch's numel", torch.Tensor.numel: "PyTorch's Tensor.numel"})
 
 
 def _parameter_count(d_model: int, num_heads: int) -> int:
-    """The learnable numbers of a ``MultiHeadAttention(d_model, num_heads)``, counted on a layer built on the
-    meta device (shapes without values: the global random state untouched)."""
+    """``MultiHeadAttention(d_model, num_heads)``'s learnable numbers (on the meta device: no random draws)."""
     with torch.device("meta"):
         return sum(p.numel() for p in MultiHeadAttention(d_model, num_heads).parameters())
 
 
 def _seeded_layer(d_model: int, num_heads: int, generator: torch.Generator) -> MultiHeadAttention:
-    """A ``MultiHeadAttention(d_model, num_heads)`` in eval mode whose weights and biases are drawn from
-    ``generator``, uniform in ``±1/sqrt(d_model)`` like a fresh ``nn.Linear``'s (the global random state untouched)."""
+    """An eval ``MultiHeadAttention`` whose parameters are drawn from ``generator`` like a fresh ``nn.Linear``'s."""
     with torch.device("meta"):
         layer = MultiHeadAttention(d_model, num_heads)
     layer = layer.to_empty(device="cpu")
@@ -129,10 +104,8 @@ _COUNT_SIZES = ((8, 2), (64, 4), (200, 5), (768, 12))  # (d_model, num_heads): a
 
 @checker
 def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
-    """Exercise: a function ``answer(d_model, num_heads)`` giving the number of learnable numbers of a
-    ``MultiHeadAttention(d_model, num_heads)``, from a formula. ``module`` is the lesson's layer (its sizes are
-    the ones named in messages). Checked against ``sum(p.numel() ...)`` of layers the checker builds at four
-    sizes; a function that builds a layer or reads its parameters is refused."""
+    """Exercise 7: ``answer(d_model, num_heads)``, ``MultiHeadAttention``'s parameter count from a formula, at the
+    sizes of ``module`` (the lesson's layer) and four more; building a layer or reading its parameters is refused."""
     d, H = module.d_model, module.num_heads
     expected = sum(p.numel() for p in module.parameters())
     if not callable(answer):
@@ -159,20 +132,20 @@ def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
         right = _parameter_count(d_model, num_heads)
         if value == right:
             continue
-        hd = d_model // num_heads
+        hd, d = d_model // num_heads, d_model
         at = f"at d_model = {d_model}, num_heads = {num_heads}: "
-        if value == 4 * d_model * d_model:
-            return wrong(f"{at}{value:,} = 4·d_model² counts the four matrices only.",
-                         "each of the four Linear layers also has a bias of d_model numbers.")
-        if value == 3 * d_model * d_model + 3 * d_model:
-            return wrong(f"{at}{value:,} counts q_proj, k_proj and v_proj only.",
-                         "the output projection out_proj is a fourth Linear(d_model, d_model).")
-        if value == num_heads * right and num_heads > 1:
-            return wrong(f"{at}{value:,} is one full layer per head, times {num_heads}.",
-                         "the heads share the projections: each head only gets a slice of d_model columns.")
-        if value in (4 * d_model * hd + 4 * hd, 4 * d_model * hd) and num_heads > 1:
-            return wrong(f"{at}{value:,} looks like the parameters of a single head.",
-                         "count whole Linear(d_model, d_model) layers: the head split is a reshape, not a smaller layer.")
+        single = ("looks like the parameters of a single head.", "count whole Linear(d_model, d_model) layers: the "
+                  "head split is a reshape, not a smaller layer.")
+        known = {4 * d * d: ("= 4·d_model² counts the four matrices only.",
+                             "each of the four Linear layers also has a bias of d_model numbers."),
+                 3 * d * d + 3 * d: ("counts q_proj, k_proj and v_proj only.",
+                                     "the output projection out_proj is a fourth Linear(d_model, d_model)."),
+                 **({num_heads * right: (f"is one full layer per head, times {num_heads}.", "the heads share the "
+                                         "projections: each head only gets a slice of d_model columns."),
+                     4 * d * hd + 4 * hd: single, 4 * d * hd: single} if num_heads > 1 else {})}
+        if value in known:
+            said, hint = known[value]
+            return wrong(f"{at}{value:,} {said}", hint)
         if (d_model, num_heads) != (d, H):
             return wrong(f"{at}your function gives {value:,}, the layer holds {right:,} (at d_model = {d} it was right).",
                          "the count must follow d_model: no number of this lesson's layer may be written in.")
@@ -182,16 +155,9 @@ def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
                    f"(d_model up to {max(s[0] for s in sizes)}); the heads add nothing.")
 
 
-# ---------------------------------------------------------------------------------- head scale
-
-
-# ---------------------------------------------------------------------------------- spot the bugs
-
-
 @dataclass(frozen=True)
 class SuspectLine:
-    """One line of a listing under review: its code only. What is wrong with it (or why it is fine) is kept by
-    the checker (:data:`_REVIEW`), so the listing the learner reads does not carry the answer."""
+    """One line of a listing under review: its code only (the review is :data:`_REVIEW`, apart)."""
 
     code: str
 
@@ -215,58 +181,25 @@ SUSPECT_LAYER: tuple[SuspectLine, ...] = (
 )
 
 
-#: What the review says of the lines of :data:`SUSPECT_LAYER` it has something to say about, by line number
-#: (from 1): ``(is_bug, explanation, hint)``; every other line is fine and unexplained. Kept apart from the listing
-#: so that the listing the exercise prints (:func:`numbered_listing`) does not carry the answer. Plain text, not
-#: hidden: the explanations are prose nothing could compute, and a learner who opens this file reads the answer,
-#: as they could work it out from the library's layer. tests/checks/test_layer.py proves that fixing exactly the lines
-#: noted as bugs gives the library's ``Attention``.
+#: The review of :data:`SUSPECT_LAYER` by line number (from 1): ``(is_bug, explanation, hint)``; other lines are fine.
+#: tests/checks/test_layer.py proves that fixing exactly the bugs gives the library's ``Attention``.
 _REVIEW: dict[int, tuple[bool, str, str]] = {
-    2: (
-        True,
-        'dropout is accepted and stored nowhere that forward reads: asking for dropout changes '
-        "nothing (walkthrough 004's actv and device, again).",
-        'check that every argument of __init__ is used somewhere.'),
-    4: (
-        False,
-        'head_dim = chan // num_heads is right (a check that num_heads divides chan would help, but '
-        'the reshape on line 11 fails loudly anyway).',
-        ''),
-    5: (
-        True,
-        'two bugs: `qk_scale or ...` replaces qk_scale=0.0 by the default (walkthrough 000), and the '
-        'default uses chan, the width of all heads, instead of head_dim (walkthrough 004).',
+    2: (True, "dropout is accepted and stored nowhere that forward reads: asking for dropout changes nothing "
+              "(walkthrough 004's actv and device, again).", "check that every argument of __init__ is used somewhere."),
+    4: (False, "head_dim = chan // num_heads is right (a check that num_heads divides chan would help, but the reshape "
+               "on line 11 fails loudly anyway).", ""),
+    5: (True, "two bugs: `qk_scale or ...` replaces qk_scale=0.0 by the default (walkthrough 000), and the default uses "
+              "chan, the width of all heads, instead of head_dim (walkthrough 004).",
         "try qk_scale=0.0 in your head, and ask which vectors the scale's width belongs to."),
-    6: (
-        False,
-        'one fused Linear(dim, 3*chan) makes q, k and v at once, as in walkthrough 000.',
-        ''),
-    7: (
-        False,
-        'the output projection maps the merged heads (chan wide) to chan.',
-        ''),
-    11: (
-        False,
-        'the 3*chan features are laid out as (3, H, head_dim), so this reshape is right.',
-        ''),
-    12: (
-        False,
-        'unpacking a tensor splits its first axis, which the permute made the q/k/v axis.',
-        ''),
-    13: (
-        True,
-        "softmax(dim=-2) normalises each key's column, not each query's row: the attention weights of"
-        ' one query no longer sum to one.',
-        'ask over which axis the attention weights of one query must sum to one.'),
-    14: (
-        False,
-        'transpose then reshape merges the heads back (reshape copies when needed; view would fail).',
-        ''),
-    15: (
-        False,
-        'the skip (the tensor added at the end) is merged v because x is dim wide and the output chan'
-        " wide (walkthrough 000's design).",
-        ''),
+    6: (False, "one fused Linear(dim, 3*chan) makes q, k and v at once, as in walkthrough 000.", ""),
+    7: (False, "the output projection maps the merged heads (chan wide) to chan.", ""),
+    11: (False, "the 3*chan features are laid out as (3, H, head_dim), so this reshape is right.", ""),
+    12: (False, "unpacking a tensor splits its first axis, which the permute made the q/k/v axis.", ""),
+    13: (True, "softmax(dim=-2) normalises each key's column, not each query's row: the attention weights of one query "
+               "no longer sum to one.", "ask over which axis the attention weights of one query must sum to one."),
+    14: (False, "transpose then reshape merges the heads back (reshape copies when needed; view would fail).", ""),
+    15: (False, "the skip (the tensor added at the end) is merged v because x is dim wide and the output chan wide "
+                "(walkthrough 000's design).", ""),
 }
 
 
@@ -277,7 +210,7 @@ def numbered_listing(listing: tuple[SuspectLine, ...] = SUSPECT_LAYER) -> str:
 
 @checker
 def check_suspect_lines(answer: Any) -> Verdict:
-    """Exercise: the set of line numbers of :data:`SUSPECT_LAYER` that hold a bug; every flag is explained."""
+    """Exercise 7: the set of line numbers of :data:`SUSPECT_LAYER` that hold a bug."""
     return _judge_suspect_lines(answer, SUSPECT_LAYER, _REVIEW)
 
 
@@ -299,9 +232,8 @@ def _judge_suspect_lines(answer: Any, listing: tuple[SuspectLine, ...],
     if picked == buggy:
         found = "\n".join(f"   line {i}: {notes[i][1]}" for i in sorted(buggy))
         return correct(f"all {len(buggy)} buggy lines found.\n{found}")
-    # A wrong set hears how many of its lines hold no bug and why the first of them is right (one line a try, so the
-    # whole listing flagged does not come back as the list of the fine lines), and the hint of each bug it misses,
-    # never the line of a bug.
+    # a wrong set hears why its first fine line is fine, how many more there are, and the hint of each missed bug,
+    # never the line of a bug
     fine = sorted(picked - buggy)
     missed = sorted(buggy - picked)
     said = []
@@ -317,18 +249,12 @@ def _judge_suspect_lines(answer: Any, listing: tuple[SuspectLine, ...],
                  " / ".join(hints) if hints else "take out the lines that hold no bug; the others are right.")
 
 
-# ------------------------------------------------------------------------ prediction: dropout
-
 DROPOUT_CHOICES = ("unchanged", "scaled up", "scaled down")
 
 
-@prediction_checker
-def check_dropout_prediction(prediction: Any, weights_train: Tensor, weights_eval: Tensor, p: float) -> Verdict:
-    """Prediction: in training mode, are the attention weights dropout keeps ``"unchanged"``, ``"scaled up"`` or
-    ``"scaled down"``? ``weights_train``, ``weights_eval``: ``(..., N_q, N_k)`` of one layer on one input."""
-    choice = as_choice(prediction, DROPOUT_CHOICES)
-    if isinstance(choice, Verdict):
-        return choice
+@prediction_checker(choices=DROPOUT_CHOICES)
+def check_dropout_prediction(choice: str, weights_train: Tensor, weights_eval: Tensor, p: float) -> Verdict:
+    """Prediction 7: are the weights dropout keeps ``"unchanged"``, ``"scaled up"`` or ``"scaled down"``?"""
     kept = (weights_train != 0) & (weights_eval != 0)
     ratio = (weights_train[kept] / weights_eval[kept]).median().item()
     happened = "unchanged" if abs(ratio - 1) < 1e-4 else ("scaled up" if ratio > 1 else "scaled down")
@@ -341,8 +267,6 @@ def check_dropout_prediction(prediction: Any, weights_train: Tensor, weights_eva
                  "dropout zeroes a share p of the attention weights; to keep each row's sum right on average, it divides the "
                  "rest by 1 - p.")
 
-
-# ----------------------------------------------------------------- code: the whole multi-head class
 
 _MHA_CONFIGS = ((2, 5, 8, 2), (3, 7, 12, 3), (1, 4, 6, 1), (2, 6, 16, 4))  # (B, N, d_model, num_heads)
 
@@ -364,11 +288,11 @@ def _variant(layer: MultiHeadAttention, x: Tensor, *, scale: float | None = None
 
 
 _MHA_MISTAKES: tuple[tuple[str, dict[str, Any], str], ...] = (
-    ("the scores were scaled by 1/sqrt(d_model) instead of 1/sqrt(head_dim)", {"scale": "d_model"},
+    ("the scores were scaled by 1/sqrt(d_model) instead of 1/sqrt(head_dim)", {"scale": lambda d, hd: d ** -0.5},
      "each head's dot products sum over head_dim features, so scale by head_dim ** -0.5 (lesson 05's scale bug)."),
     ("the scores were not scaled at all", {"scale": 1.0},
      "multiply q @ k.transpose(-2, -1) by head_dim ** -0.5 before the softmax."),
-    ("the scores were multiplied by sqrt(head_dim) instead of divided", {"scale": "sqrt"},
+    ("the scores were multiplied by sqrt(head_dim) instead of divided", {"scale": lambda d, hd: hd ** 0.5},
      "the scale is head_dim ** -0.5, the inverse of the square root."),
     ("the heads were split with reshape(B, H, N, head_dim), without the transpose", {"split_transpose": False},
      "split with reshape(B, N, H, head_dim) and then transpose(1, 2): each head must get a slice of every token's "
@@ -391,14 +315,9 @@ _WRITE_IT = ("write each step with nn.Linear and tensor operations (reshape, tra
              "the scaled scores, the softmax, weights @ v and the merge are the exercise.")
 @checker
 def check_mha_class(answer: Any) -> Verdict:
-    """Exercise: a class ``answer(d_model, num_heads)`` holding ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``
-    (each ``nn.Linear(d_model, d_model)``) whose ``forward(x (B, N, d_model))`` returns ``(B, N, d_model)``.
-
-    Its parameters are copied from a :class:`MultiHeadAttention`; the outputs are compared with that layer's and
-    with ``nn.MultiheadAttention``'s (via ``to_torch``) on four sizes, and typical mistakes are named. A class
-    that is, holds or calls a library's attention (``MultiHeadAttention``, ``nn.MultiheadAttention``,
-    ``F.scaled_dot_product_attention``, the attention functions ``attn_helpers.core`` exports) is refused.
-    """
+    """Exercise 7: a class ``answer(d_model, num_heads)`` with ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``,
+    given a ``MultiHeadAttention``'s parameters and compared with it and ``nn.MultiheadAttention`` at four sizes;
+    a class that is, holds or calls a library's attention is refused."""
     if not (isinstance(answer, type) and issubclass(answer, nn.Module)):
         return wrong(f"the answer should be your class (an nn.Module subclass, not an instance), got {answer!r}.",
                      "end the cell with answer = MyMultiHeadAttention (the class itself, no parentheses).")
@@ -456,11 +375,7 @@ def check_mha_class(answer: Any) -> Verdict:
         hd = d_model // num_heads
         with torch.no_grad():
             for cause, change, hint in _MHA_MISTAKES:
-                change = dict(change)
-                if change.get("scale") == "d_model":
-                    change["scale"] = d_model ** -0.5
-                elif change.get("scale") == "sqrt":
-                    change["scale"] = hd ** 0.5
+                change = {key: value(d_model, hd) if callable(value) else value for key, value in change.items()}
                 if torch.allclose(got, _variant(reference, x, **change), atol=1e-5, rtol=1e-4):
                     return wrong(f"with d_model={d_model}, {num_heads} heads, your output matches what you get when "
                                  f"{cause}.", hint)

@@ -1,7 +1,5 @@
-"""Checkers for lesson 03 (softmax and masks) and its appendix 03a (mask conventions): a padding mask
-built by hand, the softmax axis, what a fully masked row gives, which convention a PyTorch function
-reads, a blocked-convention causal mask and a boolean mask turned additive. Each judge recomputes the
-right answer from the exercise's inputs."""
+"""Checkers for 03 · Softmax and masks and 03a · Mask conventions: a padding keep mask, the softmax axis,
+a fully masked row, which convention a function reads, a blocked causal window, a boolean mask made additive."""
 
 from __future__ import annotations
 
@@ -15,7 +13,7 @@ from ..core import causal_mask, mask_to_additive, padding_mask
 from ._core import Verdict, checker, compare_tensors, correct, wrong
 from ._function import judge_function, random_cases
 from ._guard import LIBRARY_ATTENTION, library
-from ._predict import as_choice, prediction_checker
+from ._predict import prediction_checker
 
 __all__ = ["check_additive_mask", "check_window_blocked_mask", "check_convention_prediction", "check_masked_row_prediction",
            "check_padding_keep_mask", "check_softmax_axis"]
@@ -51,8 +49,7 @@ def _judge_window(n: int, w: int) -> Callable[[Any], Verdict]:
 
 def boolean_mask_judge(expected: Tensor, mistakes: dict[str, tuple[Tensor, str]], *, needs: str,
                        example: str) -> Callable[[Any], Verdict]:
-    """The judge of a boolean mask: a non-boolean answer is told ``needs`` (a comparison such as ``example`` gives
-    booleans), any other answer is compared with ``expected`` and its ``mistakes``."""
+    """A boolean mask's judge: a non-boolean answer is told ``needs`` (``example`` gives booleans)."""
     def judge(got: Any) -> Verdict:
         if isinstance(got, Tensor) and got.dtype != torch.bool:
             return wrong(f"your function returns dtype {got.dtype}; {needs}.",
@@ -64,9 +61,7 @@ def boolean_mask_judge(expected: Tensor, mistakes: dict[str, tuple[Tensor, str]]
 
 @checker
 def check_window_blocked_mask(answer: Any) -> Verdict:
-    """Exercise: a function ``my_window_mask(n, w)``: the ``(n, n)`` mask in the "True = blocked" convention
-    that lets query i see only keys ``i - w < j <= i`` (itself and the w - 1 tokens before it). Run on sizes
-    larger than any mask the lessons printed, including ``w >= n`` (a plain causal mask)."""
+    """Exercise 3a: ``my_window_mask(n, w)``, the "True = blocked" ``(n, n)`` mask keeping ``i - w < j <= i``."""
     cases = [((n, w), f"for n = {n}, w = {w}", _judge_window(n, w)) for n, w in ((12, 3), (9, 1), (7, 10))]
     return judge_function(answer, cases, watched=library(("sliding_window_mask",)),
                           example="my_window_mask(n, w)",
@@ -77,8 +72,7 @@ def check_window_blocked_mask(answer: Any) -> Verdict:
 
 
 def _judge_axis(scores_t: Tensor) -> Callable[[Any], Verdict]:
-    """The judge of the weights for scores stored keys-first, ``scores_t (..., N_k, N_q)``: a softmax over the
-    keys, axis -2, in the same layout."""
+    """The judge of weights for keys-first ``scores_t (..., N_k, N_q)``: a softmax over axis -2."""
     expected = torch.softmax(scores_t, dim=-2)  # (..., N_k, N_q): each column (one query) sums to one
     mistakes: dict[str, tuple[Tensor, str]] = {
         "you normalised over the last axis (dim=-1), which here is the queries": (
@@ -97,10 +91,8 @@ def _judge_axis(scores_t: Tensor) -> Callable[[Any], Verdict]:
 
 @checker
 def check_softmax_axis(answer: Any) -> Verdict:
-    """Exercise: a function ``my_weights(scores_t)``: attention weights from scores stored keys-first,
-    ``scores_t (..., N_k, N_q)``, in the same layout, each query's weights over the keys summing to one. Run on
-    scores with 1, 2 and 3 axes in front (N_k != N_q); a function that is or calls a library's attention
-    (``online_softmax`` included) is refused."""
+    """Exercise 3: ``my_weights(scores_t (..., N_k, N_q))``, the weights in the same layout, on 1 to 3
+    axes in front (N_k != N_q)."""
     cases = []
     for scores_t, axes in zip(random_cases(33, [(2, 3, 5, 4), (3, 6, 2), (2, 2, 3, 4, 6)]),
                               ("(B, H, N_k, N_q)", "(B, N_k, N_q)", "(B, H, 3, N_k, N_q)")):
@@ -153,9 +145,7 @@ def _judge_additive(blocked: Tensor, dtype: torch.dtype) -> Callable[[Any], Verd
 
 @checker
 def check_additive_mask(answer: Any) -> Verdict:
-    """Exercise: a function ``my_additive(blocked, dtype)``: the additive form of a boolean mask in the blocked
-    convention (``True`` = may NOT attend), 0.0 / -inf in ``dtype``, the shape of ``blocked``. Run on three
-    made-up masks and dtypes; a function that is or calls :func:`attn_helpers.mask_to_additive` is refused."""
+    """Exercise 3a: ``my_additive(blocked, dtype)``, 0.0 / -inf in ``dtype`` for a "True = blocked" mask."""
     g = torch.Generator().manual_seed(36)
     masks = [(~causal_mask(5), torch.float64), (torch.rand(2, 1, 6, generator=g) < 0.4, torch.float16),
              (~(causal_mask(3, 4)[None] & padding_mask([2, 4], 4)), torch.float32)]
@@ -189,8 +179,6 @@ def _judge_keep(lengths: Tensor, n: int, side: str) -> Callable[[Any], Verdict]:
                 (positions[None, :] > first_real[:, None])[:, None, :],
                 "the first real token is at position n - L itself: keep positions >= n - L."),
         }
-        success = (f"shape {list(expected.shape)}: the last `length` keys of each sentence are real, and the "
-                   "axis of size 1 lets the mask broadcast over every query row.")
     else:
         likely_mistakes = {
             "you marked the padding instead of the real keys (the blocked convention)": (
@@ -199,8 +187,8 @@ def _judge_keep(lengths: Tensor, n: int, side: str) -> Callable[[Any], Verdict]:
                 (positions[None, :] <= lengths[:, None])[:, None, :],
                 "positions count from 0: a sentence of length L has its real tokens at 0, ..., L - 1."),
         }
-        success = (f"shape {list(expected.shape)}: the first `length` keys of each sentence are real, and the "
-                   "axis of size 1 lets the mask broadcast over every query row.")
+    success = (f"shape {list(expected.shape)}: the {'last' if side == 'left' else 'first'} `length` keys of each "
+               "sentence are real, and the axis of size 1 lets the mask broadcast over every query row.")
 
     def judge(answer: Any) -> Verdict:
         if not isinstance(answer, Tensor):
@@ -218,19 +206,13 @@ def _judge_keep(lengths: Tensor, n: int, side: str) -> Callable[[Any], Verdict]:
     return judge
 
 
-#: The package's padding mask builder, refused in exercise 3.2 (flipped, it gives the left-padded layout).
 _PADDING_BUILDER = library(("padding_mask",))
 
 
 @checker
 def check_padding_keep_mask(answer: Any, lengths: Tensor, n: int, side: str = "right") -> Verdict:
-    """Exercise: the keep mask ``(B, 1, n)`` of sentences of ``lengths`` padded to ``n`` tokens (True = a real key).
-
-    ``side="right"``: the padding comes after the words (``padding_mask``'s layout), real tokens at
-    ``0 .. L-1``; ``answer`` is the mask. ``side="left"`` (exercise 3.2): the padding comes first, real tokens
-    at ``n-L .. n-1``; ``answer`` is a function ``my_left_keep_mask(lengths, n)``, run on ``lengths, n`` and on
-    two other batches, and refused when it is or calls ``padding_mask``.
-    """
+    """Exercise 3: the keep mask ``(B, 1, n)`` of ``lengths`` padded to ``n``; ``side="left"`` (exercise 3.2):
+    a function ``my_left_keep_mask(lengths, n)``, run on two more batches, ``padding_mask`` refused."""
     if side not in ("right", "left"):
         raise ValueError(f"side must be 'right' or 'left', got {side!r}")
     lengths = torch.as_tensor(lengths)
@@ -256,12 +238,9 @@ def _row_outcome(row: Tensor) -> str:
     return "uniform" if bool(torch.allclose(row, torch.full_like(row, 1 / row.numel()))) else "other"
 
 
-@prediction_checker
-def check_masked_row_prediction(prediction: Any, row: Tensor) -> Verdict:
-    """Prediction: what a softmax gives for a query row whose keys are all blocked (``row`` as computed)."""
-    choice = as_choice(prediction, ROW_OUTCOMES)
-    if isinstance(choice, Verdict):
-        return choice
+@prediction_checker(choices=ROW_OUTCOMES)
+def check_masked_row_prediction(choice: str, row: Tensor) -> Verdict:
+    """Prediction 3: what a softmax gives a row whose keys are all blocked."""
     outcome = _row_outcome(row)
     if choice == outcome:
         return correct(f"the row is {row.tolist()}: every score is -inf, so the row's maximum is -inf "
@@ -273,12 +252,9 @@ def check_masked_row_prediction(prediction: Any, row: Tensor) -> Verdict:
                  "before any exp (the literal formula would divide 0 by 0: NaN as well).")
 
 
-@prediction_checker
-def check_convention_prediction(prediction: Any, reads_true_as_keep: bool, function: str) -> Verdict:
-    """Prediction: does ``function`` read ``True`` in a boolean mask as "keep" or as "blocked"?"""
-    choice = as_choice(prediction, ("keep", "blocked"))
-    if isinstance(choice, Verdict):
-        return choice
+@prediction_checker(choices=("keep", "blocked"))
+def check_convention_prediction(choice: str, reads_true_as_keep: bool, function: str) -> Verdict:
+    """Prediction 3a: does ``function`` read ``True`` as "keep" or "blocked"?"""
     actual = "keep" if reads_true_as_keep else "blocked"
     if choice == actual:
         return correct(f"{function} reads True as {actual!r}: only the mask of that convention reproduced our weights.")

@@ -1,5 +1,5 @@
-"""Checkers for 00 · Orientation: one query's weights predicted, a shape read, the formula
-written as a function (run on inputs the lesson never printed)."""
+"""Checkers for 00 · Orientation: one query's largest weight (a prediction), the scores' shape, and the
+formula written as a function."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ __all__ = ["check_largest_key", "check_scores_shape", "check_self_attention_weig
 
 @prediction_checker
 def check_largest_key(prediction: Any, weights: Tensor, tokens: Sequence[str], query: str) -> Verdict:
-    """Prediction: which key gets the largest weight in the row of ``query`` (``weights`` is ``(N, N)``)."""
+    """Prediction 0: which key gets the largest weight in ``query``'s row of ``weights (N, N)``."""
     choice = as_choice(prediction, list(dict.fromkeys(tokens)))
     if isinstance(choice, Verdict):
         return choice
@@ -40,7 +40,7 @@ def check_largest_key(prediction: Any, weights: Tensor, tokens: Sequence[str], q
 
 @checker
 def check_scores_shape(answer: Any, B: int, num_heads: int, N: int) -> Verdict:
-    """Exercise: the shape of the scores of multi-head self-attention, ``(B, H, N, N)``."""
+    """Exercise 0: the multi-head scores' shape ``(B, H, N, N)``."""
     shape = as_shape(answer, "a shape", hint="write it like [B, H, N, N] with whole numbers.")
     if isinstance(shape, Verdict):
         return shape
@@ -90,9 +90,7 @@ def _judge_weights(x: Tensor) -> Callable[[Any], Verdict]:
 
 @checker
 def check_self_attention_weights(answer: Any) -> Verdict:
-    """Exercise: a function ``my_weights(x)`` giving ``softmax(x @ x.mT / sqrt(d_k), dim=-1)`` for tokens
-    ``x (N, d_k)`` used as queries and keys. Run on three made-up inputs whose N differs from d_k; a function
-    that is or calls the library's attention is refused."""
+    """Exercise 0: ``my_weights(x (N, d_k))``, ``softmax(x @ x.mT / sqrt(d_k))``, on three inputs with N != d_k."""
     cases = [((x,), f"for x of shape (N, d_k) = {tuple(x.shape)}", _judge_weights(x))
              for x in random_cases(3, _CASE_SHAPES)]
     return judge_function(answer, cases, watched=LIBRARY_ATTENTION, example="my_weights(x)",

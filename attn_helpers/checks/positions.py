@@ -1,11 +1,5 @@
-"""Checkers for 10 · Positions: what shuffling the input does to the output (a prediction), the rotation
-of every feature pair of a tensor (RoPE written by hand, run by the checker on inputs of its own, the
-library's ``apply_rope`` refused), and a prediction: what a shift of every position changes if ``v`` were
-rotated too.
-
-Each judge recomputes the right answer from the exercise's inputs or from the library (the rotation
-from :func:`attn_helpers.positions.apply_rope`) and recognises the typical wrong answers.
-"""
+"""Checkers for 10 · Positions: shuffled inputs (a prediction), RoPE written by hand (``apply_rope`` and
+``transformers`` refused) and what a shift of every position changes when ``v`` is rotated too (a prediction)."""
 
 from __future__ import annotations
 
@@ -15,24 +9,19 @@ import torch
 from torch import Tensor
 
 from ..core import apply_rope, permute_tokens
-from ._core import Verdict, checker, compare_tensors, correct, error_text, not_a_function, wrong
-from ._guard import Watch, library, package_calls, run_watching
-from ._predict import as_choice, prediction_checker
+from ._core import Verdict, checker, compare_tensors, correct, wrong
+from ._function import judge_function
+from ._guard import TRANSFORMERS, Watch, library
+from ._predict import prediction_checker
 
 __all__ = ["check_shuffle_prediction", "check_rope", "check_rotated_v_shift"]
 
 SHUFFLE_CHOICES = ("reordered", "changed")
 
 
-# ------------------------------------------------------------------------------ predict: shuffle the input
-
-@prediction_checker
-def check_shuffle_prediction(prediction: Any, out: Tensor, out_shuffled: Tensor, perm: Tensor) -> Verdict:
-    """Prediction: after shuffling the input tokens with ``perm``, are the output rows the old ones
-    ``"reordered"`` by ``perm``, or ``"changed"`` numbers? ``out``, ``out_shuffled``: ``(B, N, chan)``."""
-    choice = as_choice(prediction, SHUFFLE_CHOICES)
-    if isinstance(choice, Verdict):
-        return choice
+@prediction_checker(choices=SHUFFLE_CHOICES)
+def check_shuffle_prediction(choice: str, out: Tensor, out_shuffled: Tensor, perm: Tensor) -> Verdict:
+    """Prediction 10: after shuffling the tokens with ``perm``, are the output rows ``"reordered"`` or ``"changed"``?"""
     gap = (out_shuffled - permute_tokens(out, perm)).abs().max().item()
     happened = "reordered" if gap < 1e-5 else "changed"
     if choice == happened == "reordered":
@@ -51,18 +40,12 @@ def check_shuffle_prediction(prediction: Any, out: Tensor, out_shuffled: Tensor,
                  "was added to x before the layer, or what the layer does to q and k.")
 
 
-# ------------------------------------------------------------------------------ code: RoPE on every pair
-
-#: What the learner's RoPE must not call: the library's own rotations, and anything of ``transformers`` (its
-#: ``rotate_half``, ``apply_rotary_pos_emb`` and rotary embedding layers, which the lesson tests apply_rope against).
-_ROPE_LIBRARY = package_calls(
-    library(("apply_rope", "RotaryAttention")) | Watch({torch.onnx.ops.rotary_embedding: "PyTorch's rotary_embedding"}),
-    {"transformers": "transformers'"})
+_ROPE_LIBRARY = (library(("apply_rope", "RotaryAttention")) | TRANSFORMERS
+                 | Watch({torch.onnx.ops.rotary_embedding: "PyTorch's rotary_embedding"}))
 
 
 def _rope_cases() -> list[tuple[Tensor, Tensor]]:
-    """``(x (..., N, head_dim), positions (N,))`` made up here, none a tensor the lesson printed: positions not
-    ``0..N-1`` and not in order, ``head_dim`` 6, 10 and 4, with and without leading axes."""
+    """``(x (..., N, head_dim), positions (N,))``: positions out of order, ``head_dim`` 6, 10 and 4."""
     g = torch.Generator().manual_seed(102)
     shapes_positions = (((5, 6), [3, 0, 7, 1, 12]), ((2, 3, 4, 10), [40, 41, 2, 9]), ((3, 4), [100, 5, 0]))
     return [(torch.randn(*shape, generator=g, dtype=torch.float64), torch.tensor(positions))
@@ -71,8 +54,7 @@ def _rope_cases() -> list[tuple[Tensor, Tensor]]:
 
 def _rope_variant(x: Tensor, positions: Tensor, *, sign: float = 1.0, exponent: float = 2.0,
                   interleaved: bool = False, swap: bool = False) -> Tensor:
-    """RoPE with one thing changed (a typical mistake): the turn's direction, ``θ_i = 10000^(-exponent·i/head_dim)``,
-    the pairing, or cos and sin swapped."""
+    """RoPE with one typical mistake: the direction, ``θ_i``'s exponent, the pairing, or cos and sin swapped."""
     head_dim = x.shape[-1]
     theta = 10000.0 ** (-exponent * torch.arange(head_dim // 2, dtype=torch.float64) / head_dim)
     angle = sign * positions[:, None].to(torch.float64) * theta  # (N, head_dim/2)
@@ -82,65 +64,55 @@ def _rope_variant(x: Tensor, positions: Tensor, *, sign: float = 1.0, exponent: 
     return torch.stack(turned, dim=-1).flatten(-2) if interleaved else torch.cat(turned, dim=-1)
 
 
+def _judge_rope(x: Tensor, positions: Tensor) -> Any:
+    mistakes = {
+        "every pair turns clockwise (the signs of the sines are swapped)": (
+            _rope_variant(x, positions, sign=-1.0), "a' = a cos φ - b sin φ, b' = a sin φ + b cos φ."),
+        "feature 2i is paired with 2i + 1 (the interleaved pairing)": (
+            _rope_variant(x, positions, interleaved=True),
+            "this exercise uses the half pairing: feature i goes with feature i + head_dim/2."),
+        "θ_i = 10000^(-i/head_dim), without the 2": (
+            _rope_variant(x, positions, exponent=1.0), "θ_i = 10000 ** (-2 * i / head_dim), i = 0 .. head_dim/2 - 1."),
+        "θ_i = 10000^(-2i/(head_dim/2)): head_dim/2 (the number of pairs) in the exponent": (
+            _rope_variant(x, positions, exponent=4.0),
+            "the exponent divides by head_dim, the full width: θ_i = 10000 ** (-2 * i / head_dim)."),
+        "the row index 0, 1, 2, ... is used instead of the positions": (
+            _rope_variant(x, torch.arange(len(positions))), "the angle is positions[row] × θ_i."),
+        "cos and sin swapped places": (
+            _rope_variant(x, positions, swap=True), "at position 0 nothing may move: a' starts with a cos φ."),
+    }
+
+    def judge(got: Any) -> Verdict:
+        if isinstance(got, Tensor) and got.shape == x.shape and torch.equal(got, x):
+            return wrong("your function returned x unchanged (the stub's return x is still there?).",
+                         "only position 0 leaves a pair where it was; " + _ROPE_HOW)
+        return compare_tensors(got, apply_rope(x, positions), name="your result", likely_mistakes=mistakes)
+
+    return judge
+
+
+_ROPE_HOW = ("turn each pair yourself: a = x[..., :half], b = x[..., half:], then a cos - b sin and a sin + b cos, "
+             "with the angle position × θ_i.")
+
+
 @checker
 def check_rope(answer: Any) -> Verdict:
-    """Exercise: ``answer(x, positions)``, RoPE with the half pairing written by hand: ``x (..., N, head_dim)``,
-    ``positions (N,)`` integers -> the same shape. Run on three made-up inputs (``head_dim`` 6, 10, 4; positions
-    out of order) and compared with :func:`apply_rope`; a function that is or calls ``apply_rope`` (or a
-    :class:`RotaryAttention` layer) or anything of ``transformers`` is refused while it runs."""
-    how = ("turn each pair yourself: a = x[..., :half], b = x[..., half:], then a cos - b sin and a sin + b cos, "
-           "with the angle position × θ_i.")
-    refused = not_a_function(answer, "rope(x, positions)")
-    if refused:
-        return refused
-    itself = _ROPE_LIBRARY.itself(answer)
-    if itself:
-        return wrong(f"your answer is {itself}: the exercise is to write it.", how)
-    for x, positions in _rope_cases():
-        where = f"x {list(x.shape)} at positions {positions.tolist()}"
-        try:
-            got, called = run_watching(answer, (x.clone(), positions.clone()), _ROPE_LIBRARY)
-        except Exception as problem:  # the learner's code failed: say how, never a traceback
-            return wrong(f"for {where} your function raised {error_text(problem)}",
-                         "read head_dim from x.shape[-1] and use positions as given (shape (N,)), "
-                         "not the numbers of one example.")
-        if called:
-            return wrong(f"your function calls {called[0]}, which does the exercise for you.", how)
-        if isinstance(got, Tensor) and got.shape == x.shape and torch.equal(got, x):
-            return wrong(f"for {where} your function returned x unchanged (the stub's return x is still there?).",
-                         "only position 0 leaves a pair where it was; " + how)
-        mistakes = {
-            "every pair turns clockwise (the signs of the sines are swapped)": (
-                _rope_variant(x, positions, sign=-1.0), "a' = a cos φ - b sin φ, b' = a sin φ + b cos φ."),
-            "feature 2i is paired with 2i + 1 (the interleaved pairing)": (
-                _rope_variant(x, positions, interleaved=True),
-                "this exercise uses the half pairing: feature i goes with feature i + head_dim/2."),
-            "θ_i = 10000^(-i/head_dim), without the 2": (
-                _rope_variant(x, positions, exponent=1.0), "θ_i = 10000 ** (-2 * i / head_dim), i = 0 .. head_dim/2 - 1."),
-            "θ_i = 10000^(-2i/(head_dim/2)): head_dim/2 (the number of pairs) in the exponent": (
-                _rope_variant(x, positions, exponent=4.0),
-                "the exponent divides by head_dim, the full width: θ_i = 10000 ** (-2 * i / head_dim)."),
-            "the row index 0, 1, 2, ... is used instead of the positions": (
-                _rope_variant(x, torch.arange(len(positions))), "the angle is positions[row] × θ_i."),
-            "cos and sin swapped places": (
-                _rope_variant(x, positions, swap=True), "at position 0 nothing may move: a' starts with a cos φ."),
-        }
-        verdict = compare_tensors(got, apply_rope(x, positions), name=f"for {where}, your result",
-                                  likely_mistakes=mistakes)
-        if not verdict.ok:
-            return verdict
-    return correct("the same as apply_rope on three inputs of other sizes (head_dim 6, 10 and 4, positions out of "
-                   "order): pair i = features (i, i + head_dim/2), turned by position × θ_i.")
+    """Exercise 10: ``rope(x (..., N, head_dim), positions (N,))`` with the half pairing, on three inputs."""
+    return judge_function(
+        answer, [((x, p), f"for x {list(x.shape)} at positions {p.tolist()}", _judge_rope(x, p))
+                 for x, p in _rope_cases()],
+        watched=_ROPE_LIBRARY, example="rope(x, positions)", lines=_ROPE_HOW,
+        raised="read head_dim from x.shape[-1] and use positions as given (shape (N,)), not the numbers of one "
+               "example.",
+        success="the same as apply_rope on three inputs of other sizes (head_dim 6, 10 and 4, positions out of "
+                "order): pair i = features (i, i + head_dim/2), turned by position × θ_i.")
 
-
-# ------------------------------------------------------------------------------ predict: rotate v too, shift every position
 
 SHIFT_NAMES = ("scores", "weights", "heads")
 
 
 def _shift_changes(shift: int = 1000) -> dict[str, float]:
-    """Largest change of ``scores``, ``weights`` and ``heads = weights @ v`` when every position moves by
-    ``shift``, in a layer that rotates ``v`` too (float64, made-up ``q``, ``k``, ``v`` of 2 heads, 6 tokens)."""
+    """The largest change of ``scores``, ``weights``, ``heads`` when every position moves by ``shift``, ``v`` rotated."""
     g = torch.Generator().manual_seed(103)
     q, k, v = (torch.randn(1, 2, 6, 8, generator=g, dtype=torch.float64) for _ in range(3))  # (B, H, N, head_dim)
     results = []
@@ -153,9 +125,7 @@ def _shift_changes(shift: int = 1000) -> dict[str, float]:
 
 @checker
 def check_rotated_v_shift(answer: Any) -> Verdict:
-    """Prediction: in a layer that rotates ``v`` too (by each token's position, like ``k``), which of
-    ``scores``, ``weights``, ``heads`` change when every position is shifted by the same amount? A set of
-    names from :data:`SHIFT_NAMES` (empty: nothing changes). The checker measures it (shift 1000, float64)."""
+    """Prediction 10: with ``v`` rotated too, the set of :data:`SHIFT_NAMES` a shift of every position changes."""
     if isinstance(answer, str):
         answer = set() if answer.strip().lower() in ("", "none", "nothing") else {answer}
     if not isinstance(answer, (set, list, tuple, frozenset)) or not all(isinstance(n, str) for n in answer):

@@ -1,12 +1,5 @@
-"""Checkers for 11 · Inside a real pretrained transformer: the weight rows that make one head, the keep
-mask of a padded batch, and a prediction about padding.
-
-The two code exercises hand in a *function*; each judge runs it on the lesson's model and on other
-inputs it makes up (a left-padded batch for the mask), so a tensor copied from the lesson cannot pass,
-refuses any function of ``attn_helpers`` (``padding_mask``, the encoder) while the keep mask runs, and recognises the typical wrong answers
-(columns instead of rows, every H-th row, the mask's other convention, a missing query axis, a 0/1
-integer or float mask, a mask built from the lengths).
-"""
+"""Checkers for 11 · Inside a real pretrained transformer: the weight rows that make one head, the keep mask of a
+padded batch (run on batches of the checker's own, any library function refused) and a prediction about padding."""
 
 from __future__ import annotations
 
@@ -17,20 +10,15 @@ import torch
 from torch import Tensor
 
 from ..core import split_heads
-from ._core import Verdict, checker, correct, error_text, not_a_function, wrong
-from ._guard import library, run_watching
-from ._predict import as_choice, prediction_checker
+from ._core import Verdict, checker, correct, wrong
+from ._function import judge_function
+from ._guard import Watch, library
+from ._predict import prediction_checker
 
 __all__ = ["check_head_rows", "check_keep_mask", "check_padding_prediction"]
 
-#: What the learner's keep mask must not be: the library's padding mask, which takes lengths.
-_PADDING_LIBRARY = library(("padding_mask",))
-#: What it must not call: anything the library exports, the padding mask and the encoder (which builds this mask
-#: from the tokenizer's) included.
+#: Anything the library exports, the padding mask and the encoder (which builds this mask itself) included.
 _WHOLE_LIBRARY = library(skip=())
-
-
-# ------------------------------------------------------------------------------ exercise 11.2: weight rows of one head
 
 
 def _weights_cases(q_proj: torch.nn.Linear, num_heads: int) -> list[tuple[Tensor, Tensor, int]]:
@@ -41,58 +29,63 @@ def _weights_cases(q_proj: torch.nn.Linear, num_heads: int) -> list[tuple[Tensor
     return cases
 
 
+def _judge_rows(weight: Tensor, bias: Tensor, h: int, heads: int) -> Any:
+    hidden = weight.shape[0]
+    head_dim = hidden // heads
+    rows = slice(h * head_dim, (h + 1) * head_dim)
+
+    def judge(got: Any) -> Verdict:
+        if not isinstance(got, (tuple, list)) or len(got) != 2 or not all(isinstance(t, Tensor) for t in got):
+            return wrong(f"head_rows should return a pair of tensors (W_h, b_h), got {type(got).__name__}.",
+                         "return weight[...], bias[...] with the same row selection for both.")
+        w_h, b_h = got
+        if w_h.shape == (hidden, head_dim) and torch.equal(w_h, weight[:, rows]):
+            return wrong(f"for head {h} you took columns {rows.start}-{rows.stop - 1} of the weight, shape "
+                         f"{list(w_h.shape)}.", "a Linear's weight is (out_features, in_features): each ROW "
+                         "makes one output feature, so the rows select a head; weight[rows] takes rows.")
+        if w_h.shape != (head_dim, hidden):
+            return wrong(f"for head {h} of {heads} (hidden {hidden}), W_h has shape {list(w_h.shape)}; expected "
+                         f"{[head_dim, hidden]}: head_dim rows of the whole input width.",
+                         "one head has head_dim = hidden // num_heads features, one row each.")
+        if torch.equal(w_h, weight[h::heads]):
+            return wrong(f"for head {h} you took every {heads}th row ({h}, {h + heads}, ...).",
+                         "split_heads reshapes (..., hidden) to (..., num_heads, head_dim): head h gets the "
+                         "contiguous block of rows h*head_dim up to (h+1)*head_dim, not every H-th row.")
+        if not torch.equal(w_h, weight[rows]):
+            other = [g for g in range(heads) if torch.equal(w_h, weight[g * head_dim:(g + 1) * head_dim])]
+            if other:
+                return wrong(f"for head {h} you returned the rows of head {other[0]}.",
+                             "head h's rows start at h * head_dim and end before (h + 1) * head_dim.")
+            return wrong(f"W_h for head {h} of {heads} is not rows {rows.start}-{rows.stop - 1} of the weight.",
+                         "head h's rows are weight[h * head_dim:(h + 1) * head_dim].")
+        if b_h.shape != (head_dim,) or not torch.equal(b_h, bias[rows]):
+            return wrong(f"W_h is right for head {h}, but b_h (shape {list(b_h.shape)}) is not the same rows of "
+                         f"the bias.", "the bias has one entry per output feature: take the same rows of it.")
+        return correct()
+
+    return judge
+
+
 @checker
 def check_head_rows(answer: Callable[..., tuple[Tensor, Tensor]], q_proj: torch.nn.Linear, x: Tensor,
                     num_heads: int) -> Verdict:
-    """Exercise: a function ``head_rows(weight, bias, h, num_heads) -> (W_h, b_h)``: the rows of a
-    ``Linear(hidden, hidden)``'s ``weight (hidden, hidden)`` and ``bias (hidden,)`` that make head
-    ``h``'s features. Run for every head of ``q_proj`` (checked against ``split_heads(q_proj(x))``)
-    and of two made-up sizes."""
-    problem = not_a_function(answer, "head_rows(weight, bias, h, num_heads)")
-    if problem:
-        return problem
-    for weight, bias, heads in _weights_cases(q_proj, num_heads):
-        hidden = weight.shape[0]
-        head_dim = hidden // heads
-        for h in range(heads):
-            got = answer(weight, bias, h, heads)
-            if not isinstance(got, (tuple, list)) or len(got) != 2 or not all(isinstance(t, Tensor) for t in got):
-                return wrong(f"head_rows should return a pair of tensors (W_h, b_h), got {type(got).__name__}.",
-                             "return weight[...], bias[...] with the same row selection for both.")
-            w_h, b_h = got
-            rows = slice(h * head_dim, (h + 1) * head_dim)
-            if w_h.shape == (hidden, head_dim) and torch.equal(w_h, weight[:, rows]):
-                return wrong(f"for head {h} you took columns {rows.start}-{rows.stop - 1} of the weight, shape "
-                             f"{list(w_h.shape)}.", "a Linear's weight is (out_features, in_features): each ROW "
-                             "makes one output feature, so the rows select a head; weight[rows] takes rows.")
-            if w_h.shape != (head_dim, hidden):
-                return wrong(f"for head {h} of {heads} (hidden {hidden}), W_h has shape {list(w_h.shape)}; expected "
-                             f"{[head_dim, hidden]}: head_dim rows of the whole input width.",
-                             "one head has head_dim = hidden // num_heads features, one row each.")
-            if torch.equal(w_h, weight[h::heads]):
-                return wrong(f"for head {h} you took every {heads}th row ({h}, {h + heads}, ...).",
-                             "split_heads reshapes (..., hidden) to (..., num_heads, head_dim): head h gets the "
-                             "contiguous block of rows h*head_dim up to (h+1)*head_dim, not every H-th row.")
-            if not torch.equal(w_h, weight[rows]):
-                other = [g for g in range(heads) if torch.equal(w_h, weight[g * head_dim:(g + 1) * head_dim])]
-                if other:
-                    return wrong(f"for head {h} you returned the rows of head {other[0]}.",
-                                 "head h's rows start at h * head_dim and end before (h + 1) * head_dim.")
-                return wrong(f"W_h for head {h} of {heads} is not rows {rows.start}-{rows.stop - 1} of the weight.",
-                             "head h's rows are weight[h * head_dim:(h + 1) * head_dim].")
-            if b_h.shape != (head_dim,) or not torch.equal(b_h, bias[rows]):
-                return wrong(f"W_h is right for head {h}, but b_h (shape {list(b_h.shape)}) is not the same rows of "
-                             f"the bias.", "the bias has one entry per output feature: take the same rows of it.")
+    """Exercise 11.2: ``head_rows(weight, bias, h, num_heads) -> (W_h, b_h)``, the rows of a ``Linear(hidden,
+    hidden)`` that make head ``h``, for every head of ``q_proj`` and of two made-up sizes."""
+    cases = [((w, b, h, heads), "", _judge_rows(w, b, h, heads))
+             for w, b, heads in _weights_cases(q_proj, num_heads) for h in range(heads)]
+    verdict = judge_function(answer, cases, watched=Watch(), example="head_rows(weight, bias, h, num_heads)",
+                             lines="head h's rows are a contiguous block of head_dim = hidden // num_heads rows, of "
+                                   "the weight and of the bias.", success="")
+    if not verdict.ok:
+        return verdict
     weight, bias = q_proj.weight.detach(), q_proj.bias.detach()
     with torch.no_grad():
         q_heads = split_heads(q_proj(x), num_heads)  # (B, H, N, head_dim)
         diffs = [(x @ w_h.T + b_h - q_heads[:, h]).abs().max().item()
-                 for h, (w_h, b_h) in enumerate(answer(weight, bias, g, num_heads) for g in range(num_heads))]
+                 for h, (w_h, b_h) in enumerate(answer(weight.clone(), bias.clone(), g, num_heads)
+                                                for g in range(num_heads))]
     return correct(f"for every head h, x @ W_h.T + b_h equals split_heads(q)[:, h] (largest difference below 1e-5: "
                    f"{max(diffs) < 1e-5}): head h is made by its own {weight.shape[0] // num_heads} rows of the projection.")
-
-
-# ------------------------------------------------------------------------------ exercise 11.3: the keep mask of a padded batch
 
 
 def _mask_cases(attention_mask: Tensor) -> list[Tensor]:
@@ -104,28 +97,22 @@ def _mask_cases(attention_mask: Tensor) -> list[Tensor]:
 
 @checker
 def check_keep_mask(answer: Callable[[Tensor], Tensor], attention_mask: Tensor) -> Verdict:
-    """Exercise: a function ``keep_mask(attention_mask) -> mask``: from a tokenizer's ``attention_mask (B, N)``
-    (1 = real token, 0 = padding, on either side) the boolean key-padding mask ``(B, 1, N)``, ``True`` = may
-    attend (``(B, 1, 1, N)`` is accepted too). Run on ``attention_mask`` and on three made-up batches, one
-    padded on the left; a function that is ``padding_mask`` or calls any ``attn_helpers`` function (the
-    encoder builds this mask itself) is refused while it runs."""
+    """Exercise 11.3: ``keep_mask(attention_mask (B, N)) -> (B, 1, N)`` boolean, True = may attend (``(B, 1, 1, N)``
+    too), on ``attention_mask`` and three batches, one padded on the left."""
     how = "compare attention_mask with 1 yourself and insert the query axis: (B, N) -> (B, 1, N)."
-    problem = not_a_function(answer, "keep_mask(attention_mask)")
-    if problem:
-        return problem
-    itself = _PADDING_LIBRARY.itself(answer)
-    if itself:
-        return wrong(f"your answer is {itself}, which takes lengths, and the exercise is to write the mask.", how)
-    for mask in _mask_cases(attention_mask):
-        B, N = mask.shape
-        expected = (mask == 1)[:, None, :]  # (B, 1, N)
-        try:
-            got, called = run_watching(answer, (mask.clone(),), _WHOLE_LIBRARY)
-        except Exception as problem:  # the learner's code failed: say how, never a traceback
-            return wrong(f"for attention_mask {mask.tolist()} your function raised {error_text(problem)}",
-                         "use only attention_mask itself; read B and N from its shape.")
-        if called:
-            return wrong(f"your function calls {called[0]}, which builds this mask for you.", how)
+    return judge_function(
+        answer, [((mask,), "", _judge_keep_mask(mask)) for mask in _mask_cases(attention_mask)],
+        watched=_WHOLE_LIBRARY, example="keep_mask(attention_mask)", lines=how, refusal="which builds this mask for you",
+        is_="your function calls {}, {}.", raised="use only attention_mask itself; read B and N from its shape.",
+        success="True for every real key, False for every [PAD] (on either side), one row per sequence shared by all "
+                "its queries.")
+
+
+def _judge_keep_mask(mask: Tensor) -> Any:
+    B, N = mask.shape
+    expected = (mask == 1)[:, None, :]  # (B, 1, N)
+
+    def judge(got: Any) -> Verdict:
         if not isinstance(got, Tensor):
             return wrong(f"keep_mask returned {type(got).__name__}, expected a boolean tensor.",
                          "build it with tensor operations on attention_mask.")
@@ -161,20 +148,14 @@ def check_keep_mask(answer: Callable[[Tensor], Tensor], attention_mask: Tensor) 
                              "read the 1s where they are: True exactly where attention_mask is 1.")
             return wrong(f"for attention_mask {mask.tolist()} your mask is {got[:, 0].tolist()}.",
                          "True exactly where attention_mask is 1.")
-    return correct("True for every real key, False for every [PAD] (on either side), one row per sequence "
-                   "shared by all its queries.")
+        return correct()
+
+    return judge
 
 
-# ------------------------------------------------------------------------------ exercise 11.1 (predict): padding
-
-
-@prediction_checker
-def check_padding_prediction(prediction: Any, max_difference: float, tolerance: float = 1e-5) -> Verdict:
-    """Prediction: are a short sentence's attention weights (real tokens) the same alone and padded in a
-    batch? ``max_difference``: the largest difference measured over every layer and head."""
-    choice = as_choice(prediction, ["same", "different"])
-    if isinstance(choice, Verdict):
-        return choice
+@prediction_checker(choices=("same", "different"))
+def check_padding_prediction(choice: str, max_difference: float, tolerance: float = 1e-5) -> Verdict:
+    """Prediction 11: are a short sentence's weights the ``"same"`` alone and padded (``max_difference``: measured)?"""
     same = max_difference < tolerance
     if choice == ("same" if same else "different"):
         return correct(f"the largest difference is below {tolerance:g}: the mask gives every [PAD] key a weight of "

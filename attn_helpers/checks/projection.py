@@ -22,7 +22,7 @@ def _as_shape(answer: Any) -> list[int] | Verdict:
 
 @checker
 def check_qkv_shape(answer: Any, B: int, N: int, dim: int, chan: int) -> Verdict:
-    """Exercise: the shape of ``Linear(dim, 3 * chan)`` applied to ``x (B, N, dim)``."""
+    """Exercise 1: the shape of ``Linear(dim, 3 * chan)(x (B, N, dim))``."""
     shape = _as_shape(answer)
     if isinstance(shape, Verdict):
         return shape
@@ -30,17 +30,17 @@ def check_qkv_shape(answer: Any, B: int, N: int, dim: int, chan: int) -> Verdict
     if shape == expected:
         return correct(f"{expected}: the layer keeps B and N and turns each token's {dim} numbers into "
                        f"3 × {chan} = {3 * chan} (q, k and v side by side).")
-    if shape == [B, N, chan]:
-        return wrong(f"{shape} is the shape of q alone.",
-                     "the fused layer makes q, k and v at once: its output is 3 × chan wide.")
-    if shape == [B, N, 3 * dim]:
-        return wrong(f"{shape} uses the input width dim={dim}.",
-                     "a Linear(in, out) layer's output width is `out`; here out = 3 * chan, not 3 * dim.")
-    if shape in ([B, N, 3, chan], [3, B, N, chan]):
-        return wrong(f"{shape} is what you get after splitting the fused output.",
-                     "the layer itself returns one tensor with q, k and v concatenated on the last axis.")
-    if shape == [B, N, dim]:
-        return wrong(f"{shape} is the input's shape.", "the layer changes the last axis from dim to 3 * chan.")
+    split = ("is what you get after splitting the fused output.",
+             "the layer itself returns one tensor with q, k and v concatenated on the last axis.")
+    known = {(B, N, dim): ("is the input's shape.", "the layer changes the last axis from dim to 3 * chan."),
+             (B, N, 3, chan): split, (3, B, N, chan): split,
+             (B, N, 3 * dim): (f"uses the input width dim={dim}.", "a Linear(in, out) layer's output width is `out`; "
+                                                                     "here out = 3 * chan, not 3 * dim."),
+             (B, N, chan): ("is the shape of q alone.",
+                            "the fused layer makes q, k and v at once: its output is 3 × chan wide.")}
+    if tuple(shape) in known:
+        said, hint = known[tuple(shape)]
+        return wrong(f"{shape} {said}", hint)
     if sorted(shape) == sorted(expected):
         return wrong(f"{shape} has the right sizes in the wrong order.",
                      "a Linear layer only changes the last axis: (B, N, dim) -> (B, N, out).")
@@ -95,8 +95,7 @@ def _judge_split(qkv: Tensor) -> Callable[[Any], Verdict]:
 
 @checker
 def check_split_qkv(answer: Any) -> Verdict:
-    """Exercise: a function ``my_split(qkv)``: ``(q, k, v)`` from a fused output ``qkv (..., 3 * chan)`` of any
-    ``chan`` (read from the input). Run on three made-up inputs (chan 5, 6 and 10, zero to two axes in front)."""
+    """Exercise 1: ``my_split(qkv (..., 3 * chan)) -> (q, k, v)`` for any ``chan``, on three inputs."""
     generator = torch.Generator().manual_seed(13)
     # the first input's axis 0 (8) is longer than its chan (6): a split along it cuts, and the verdict can say so
     inputs = [torch.randn(*shape, generator=generator) for shape in ((8, 4, 18), (30,), (2, 3, 2, 15))]
@@ -110,7 +109,7 @@ def check_split_qkv(answer: Any) -> Verdict:
 
 @checker
 def check_key_layer(answer: Any, fused: nn.Linear, chan: int) -> Verdict:
-    """Exercise: a separate ``nn.Linear(dim, chan)`` giving the same keys as the fused layer."""
+    """Exercise 1: a separate ``nn.Linear(dim, chan)`` giving the fused layer's keys."""
     if not isinstance(answer, nn.Linear):
         return wrong(f"the answer should be an nn.Linear layer, got {type(answer).__name__}.",
                      "build `nn.Linear(dim, chan)` and copy the key rows of the fused weight matrix into it.")
@@ -166,7 +165,7 @@ def check_key_layer(answer: Any, fused: nn.Linear, chan: int) -> Verdict:
 
 @prediction_checker
 def check_weight_shape_prediction(prediction: Any, layer: nn.Linear) -> Verdict:
-    """Prediction: the shape of ``layer.weight`` for ``nn.Linear(in_features, out_features)``."""
+    """Prediction 1: the shape of ``nn.Linear``'s ``weight``."""
     shape = _as_shape(prediction)
     if isinstance(shape, Verdict):
         return shape

@@ -1,5 +1,5 @@
-"""Checkers for 02 · Scores and scaling: scaled scores, the variance of raw scores, the row entropies (a
-function the learner writes) and the prediction of how the softmax saturates as d_k grows."""
+"""Checkers for 02 · Scores and scaling: scaled scores, a raw score's variance, row entropies and how the
+softmax saturates as d_k grows (a prediction)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ from ..lab import attention_entropy
 from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
 from ._function import judge_function, random_cases
 from ._guard import LIBRARY_ATTENTION, Watch
-from ._predict import as_choice, prediction_checker
+from ._predict import prediction_checker
 
 __all__ = ["check_scaled_scores", "check_score_variance", "check_row_entropy", "check_trend_prediction"]
 
 
 def _judge_scores(q: Tensor, k_t: Tensor) -> Callable[[Any], Verdict]:
-    """The judge of the scores of ``q (..., N_q, d_k)`` and keys stored transposed, ``k_t (..., d_k, N_k)``."""
+    """The judge of the scores of ``q (..., N_q, d_k)`` and ``k_t (..., d_k, N_k)``."""
     d_k, n_q, n_k = q.shape[-1], q.shape[-2], k_t.shape[-1]
     raw = q @ k_t  # (..., N_q, N_k)
     mistakes = {
@@ -43,9 +43,8 @@ def _judge_scores(q: Tensor, k_t: Tensor) -> Callable[[Any], Verdict]:
 
 @checker
 def check_scaled_scores(answer: Any) -> Verdict:
-    """Exercise: a function ``my_scores(q, k_t)``: the scaled scores ``(..., N_q, N_k)`` of ``q (..., N_q, d_k)``
-    and keys stored already transposed, ``k_t (..., d_k, N_k)``. Run on three made-up pairs (d_k, N_q and N_k
-    all different); a function that is or calls a library's attention (``attention_scores``, ...) is refused."""
+    """Exercise 2: ``my_scores(q, k_t)`` with keys stored transposed, on three pairs (d_k, N_q, N_k
+    all different); a library's attention is refused."""
     cases = []
     for q, k_t in ((random_cases(22, [(2, 4, 6), (2, 6, 5)])), random_cases(23, [(3, 8), (8, 2)]),
                    random_cases(24, [(2, 3, 5, 4), (2, 3, 4, 7)])):
@@ -64,9 +63,7 @@ def _as_number(answer: Any, what: str) -> float | Verdict:
 
 @checker
 def check_score_variance(answer: Any, d_k: int, var_q: float = 1.0, var_k: float = 1.0) -> Verdict:
-    """Exercise: the variance of an unscaled score ``q . k`` when q and k have ``d_k`` independent
-    entries of mean 0 and variances ``var_q`` and ``var_k``. The right answer is ``d_k * var_q * var_k``;
-    the verdict also measures it."""
+    """Exercise 2: ``Var(q·k)`` for ``d_k`` independent entries of variances ``var_q``, ``var_k`` (measured too)."""
     value = _as_number(answer, "the variance")
     if isinstance(value, Verdict):
         return value
@@ -100,15 +97,9 @@ def check_score_variance(answer: Any, d_k: int, var_q: float = 1.0, var_k: float
 TRENDS = ("rises", "falls", "stays")
 
 
-@prediction_checker
-def check_trend_prediction(prediction: Any, values: Sequence[float], what: str, xs: Sequence[int]) -> Verdict:
-    """Prediction: does ``what`` rise, fall or stay about the same from the first to the last of ``values``?
-
-    ``values[i]`` was measured at ``xs[i]``; a change of less than 10% counts as "stays".
-    """
-    choice = as_choice(prediction, TRENDS)
-    if isinstance(choice, Verdict):
-        return choice
+@prediction_checker(choices=TRENDS)
+def check_trend_prediction(choice: str, values: Sequence[float], what: str, xs: Sequence[int]) -> Verdict:
+    """Prediction 2: does ``what`` rise, fall or stay (within 10%) from ``values[0]`` to ``values[-1]``?"""
     first, last = float(values[0]), float(values[-1])
     ratio = last / first if first else float("inf")
     trend = "stays" if abs(ratio - 1) < 0.1 else ("rises" if last > first else "falls")
@@ -121,7 +112,7 @@ def check_trend_prediction(prediction: Any, values: Sequence[float], what: str, 
 
 
 def _judge_entropy(weights: Tensor) -> Callable[[Any], Verdict]:
-    """The judge of the row entropies of ``weights (..., N_k)``, one per row; some weights are exactly 0."""
+    """The judge of the row entropies of ``weights (..., N_k)``, some exactly 0."""
     logs = torch.log(weights)  # (..., N_k); -inf where a weight is 0
     terms = torch.where(weights > 0, weights * logs, torch.zeros(()))  # 0 * log 0 counts as 0
     expected = attention_entropy(weights)  # (...,)
@@ -146,8 +137,7 @@ def _judge_entropy(weights: Tensor) -> Callable[[Any], Verdict]:
 
 
 def _softmax_rows(seed: int, shapes: list[tuple[int, ...]]) -> list[Tensor]:
-    """Softmax rows with about a third of the keys blocked (-inf), so those weights are exactly 0; every row
-    keeps its first key."""
+    """Softmax rows with about a third of the keys blocked (weights exactly 0), the first key kept."""
     rows = []
     for s in random_cases(seed, shapes):
         blocked = torch.rand(s.shape, generator=torch.Generator().manual_seed(seed)) < 0.35  # (..., N_k)
@@ -156,8 +146,7 @@ def _softmax_rows(seed: int, shapes: list[tuple[int, ...]]) -> list[Tensor]:
     return rows
 
 
-#: Ready-made entropies, refused in exercise 2.4 besides the attention functions: they count 0 * log(0) as 0
-#: for the learner (torch.special.entr and xlogy, as functions and as tensor methods).
+#: Ready-made entropies, which count 0 * log(0) as 0 for the learner.
 ENTROPY_WATCH = LIBRARY_ATTENTION | Watch({
     torch.distributions.Categorical.entropy: "torch.distributions' Categorical.entropy",
     torch.distributions.OneHotCategorical.entropy: "torch.distributions' OneHotCategorical.entropy",
@@ -168,11 +157,8 @@ ENTROPY_WATCH = LIBRARY_ATTENTION | Watch({
 
 @checker
 def check_row_entropy(answer: Any) -> Verdict:
-    """Exercise: a function ``my_entropy(weights)``: the entropy in nats of every row of ``weights (..., N_k)``,
-    ``-sum(w * log(w))`` over the last axis with ``0 * log(0)`` counted as 0, shape ``(...)``. Run on three
-    made-up tables in which some weights are exactly 0; a function that is or calls attn_helpers'
-    ``attention_entropy`` (or another attention function of the shared list) or a ready-made entropy
-    (``Categorical.entropy``, ``torch.special.entr``, ``xlogy``: :data:`ENTROPY_WATCH`) is refused."""
+    """Exercise 2.4: ``my_entropy(weights (..., N_k))`` in nats, ``0 · log 0`` counted as 0; the library's
+    attention and ready-made entropies (:data:`ENTROPY_WATCH`) are refused."""
     cases = [((w,), f"for weights of shape {tuple(w.shape)}, some exactly 0", _judge_entropy(w))
              for w in _softmax_rows(24, [(3, 5), (4, 4), (2, 3, 6)])]
     return judge_function(answer, cases, watched=ENTROPY_WATCH, example="my_entropy(weights)",

@@ -13,8 +13,9 @@ from torch import Tensor
 from ..core import merge_heads
 from ..lab import SKIP_KINDS, AttentionStack, depth_sweep, local_random, signal_through_stack
 from ._core import Verdict, as_letter, as_number, checker, compare_tensors, correct, error_text, not_a_function, wrong
-from ._guard import FunctionNamed, Watch, codes_called, library, run_watching
-from ._predict import as_choice, prediction_checker
+from ._function import judge_function
+from ._guard import Watch, codes_called, library, run_watching
+from ._predict import prediction_checker
 from .heads import run_options
 
 __all__ = ["check_skip_through_v", "check_gradient_trend_prediction", "check_layer_grad",
@@ -23,56 +24,50 @@ __all__ = ["check_skip_through_v", "check_gradient_trend_prediction", "check_lay
 TRENDS = ("shrinks", "stays", "grows")
 
 
-#: ``(B, H, N, head_dim)`` of the checker's own ``v``: no layer and no input to rebuild, so a learner's function
-#: cannot hand the work to a layer's forward pass (replaying the lesson's seeds gave the layer's own output).
+#: ``(B, H, N, head_dim)`` of the checker's own ``v``: no layer whose forward pass could be replayed.
 _SKIP_SIZES = ((2, 2, 5, 4), (1, 3, 4, 2), (3, 1, 6, 3))
 
 
-#: What exercise 6.2's function must not call: the library's merge, which is the half of the exercise to write.
-_LIBRARY_MERGE = library(("merge_heads",))
+def _judge_skip(v_heads: Tensor, projected: Tensor) -> Any:
+    B, H, N, head_dim = v_heads.shape
+    chan = H * head_dim
+    mistakes = {
+        "you flattened v_heads without moving its heads axis": (
+            projected + v_heads.reshape(B, N, chan),
+            "v_heads is (B, H, N, head_dim): transpose(1, 2) first, so each token's heads sit side by side, "
+            "then reshape."),
+        "you left out the attention output": (
+            merge_heads(v_heads), "the skip is added to the projected attention output: projected + merged v_heads."),
+        "you left out the skip": (projected, "add the merged values v_heads to projected."),
+        "you merged v_heads with head_dim before heads, so the heads' features are interleaved": (
+            projected + v_heads.permute(0, 2, 3, 1).reshape(B, N, chan),
+            "transpose(1, 2) to (B, N, H, head_dim) keeps each head's head_dim features together; then "
+            "reshape."),
+    }
+    expected = projected + merge_heads(v_heads)  # (B, N, chan)
+    return lambda got: compare_tensors(got, expected, name="your output", likely_mistakes=mistakes)
 
 
 @checker
 def check_skip_through_v(answer: Any) -> Verdict:
-    """Exercise: a function ``answer(v_heads, projected)`` giving walkthrough 000's output ``projected + v`` with
-    ``v_heads (B, H, N, head_dim)`` merged to ``(B, N, chan)``. Run on made-up ``v_heads`` and ``projected`` of three sizes."""
-    refused = not_a_function(answer, "walkthrough_output(v_heads, projected)")
-    if refused:
-        return refused
-    generator = torch.Generator().manual_seed(62)
+    """Exercise 6.2: ``walkthrough_output(v_heads, projected)``, walkthrough 000's ``projected + v`` with
+    ``v_heads (B, H, N, head_dim)`` merged to ``(B, N, chan)``, at three sizes; ``merge_heads`` is refused."""
+    g = torch.Generator().manual_seed(62)
+    cases = []
     for B, H, N, head_dim in _SKIP_SIZES:
-        chan = H * head_dim
-        v_heads = torch.randn(B, H, N, head_dim, generator=generator, dtype=torch.float64)
-        projected = torch.randn(B, N, chan, generator=generator, dtype=torch.float64)  # (B, N, chan)
-        where = f"v_heads {list(v_heads.shape)} and projected {list(projected.shape)}"
-        try:
-            got, borrowed = run_watching(answer, (v_heads.clone(), projected.clone()), _LIBRARY_MERGE)
-        except Exception as problem:  # the learner's code failed: say how, never a traceback
-            return wrong(f"for {where} your function raised {error_text(problem)}",
-                         "read B, H, N and head_dim from v_heads.shape, not the numbers of one example.")
-        if borrowed:
-            return wrong(f"your function hands the merge to {borrowed[0]}: the exercise asks you to write it.",
-                         "v_heads is (B, H, N, head_dim): transpose(1, 2) to (B, N, H, head_dim), reshape to "
-                         "(B, N, H * head_dim), then add projected.")
-        expected = projected + merge_heads(v_heads)  # (B, N, chan)
-        mistakes = {
-            "you flattened v_heads without moving its heads axis": (
-                projected + v_heads.reshape(B, N, chan),
-                "v_heads is (B, H, N, head_dim): transpose(1, 2) first, so each token's heads sit side by side, "
-                "then reshape."),
-            "you left out the attention output": (
-                merge_heads(v_heads), "the skip is added to the projected attention output: projected + merged v_heads."),
-            "you left out the skip": (projected, "add the merged values v_heads to projected."),
-            "you merged v_heads with head_dim before heads, so the heads' features are interleaved": (
-                projected + v_heads.permute(0, 2, 3, 1).reshape(B, N, chan),
-                "transpose(1, 2) to (B, N, H, head_dim) keeps each head's head_dim features together; then "
-                "reshape."),
-        }
-        verdict = compare_tensors(got, expected, name=f"for {where}, your output", likely_mistakes=mistakes)
-        if not verdict.ok:
-            return verdict
-    return correct("on three sizes (1 to 3 heads): the projected heads plus the values merged like them, "
-                   "both chan = H * head_dim wide.")
+        v_heads = torch.randn(B, H, N, head_dim, generator=g, dtype=torch.float64)
+        projected = torch.randn(B, N, H * head_dim, generator=g, dtype=torch.float64)  # (B, N, chan)
+        cases.append(((v_heads, projected), f"for v_heads {list(v_heads.shape)} and projected "
+                      f"{list(projected.shape)}", _judge_skip(v_heads, projected)))
+    return judge_function(
+        answer, cases, watched=library(("merge_heads",)), example="walkthrough_output(v_heads, projected)",
+        calls="your function hands the merge to {}: the exercise asks you to write it.",
+        is_="your function hands the merge to {}: the exercise asks you to write it.",
+        lines="v_heads is (B, H, N, head_dim): transpose(1, 2) to (B, N, H, head_dim), reshape to "
+              "(B, N, H * head_dim), then add projected.",
+        raised="read B, H, N and head_dim from v_heads.shape, not the numbers of one example.",
+        success="on three sizes (1 to 3 heads): the projected heads plus the values merged like them, both "
+                "chan = H * head_dim wide.")
 
 
 def _trend(first: float, last: float) -> str:
@@ -81,17 +76,10 @@ def _trend(first: float, last: float) -> str:
     return "grows" if ratio > 2 else ("shrinks" if ratio < 0.5 else "stays")
 
 
-@prediction_checker
-def check_gradient_trend_prediction(prediction: Any, first: Tensor, last: Tensor, depths: tuple[int, int]) -> Verdict:
-    """Prediction: with ``x + attention(x)``, does the gradient at layer 1 shrink, stay or grow with depth?
-
-    ``first`` and ``last`` ``(seeds,)`` are that gradient at depth ``depths[0]`` and ``depths[1]``, one
-    value per seed; "grows" means more than twice as big, "shrinks" less than half. The verdict says
-    how many seeds did what.
-    """
-    choice = as_choice(prediction, TRENDS)
-    if isinstance(choice, Verdict):
-        return choice
+@prediction_checker(choices=TRENDS)
+def check_gradient_trend_prediction(choice: str, first: Tensor, last: Tensor, depths: tuple[int, int]) -> Verdict:
+    """Prediction 6: with ``x + attention(x)``, does layer 1's gradient (``first``, ``last``: one per seed, at the
+    two ``depths``) shrink (below half), stay or grow (above twice) with depth?"""
     first, last = torch.as_tensor(first, dtype=torch.float64), torch.as_tensor(last, dtype=torch.float64)
     trends = [_trend(a, b) for a, b in zip(first.tolist(), last.tolist())]
     count = {t: trends.count(t) for t in TRENDS}
@@ -110,16 +98,13 @@ def _grad_norm(output: Tensor, params: list[Tensor]) -> float:
 
 
 def _measuring_functions() -> Watch:
-    """The functions that already measure the gradient at a layer: the helpers', and 6.5.1's ``measure_depths``,
-    which the notebook defines (watched by its name while the learner's function runs)."""
+    """What already measures the gradient at a layer: the helpers, and 6.5.1's ``measure_depths`` (by its name)."""
     return Watch({depth_sweep: "depth_sweep", signal_through_stack: "signal_through_stack",
-                  FunctionNamed("measure_depths"): "measure_depths"})
+                  "measure_depths": "measure_depths"})
 
 
 def _watched_for_layer_grad(stack: AttentionStack, x: Tensor) -> Watch:
-    """What exercise 6.3's function must not call: every function and method the library exports, except
-    what running the stack calls (``stack(x, depth=L)`` is how the exercise gets x_L), and 6.5.1's
-    ``measure_depths`` when the notebook has defined it."""
+    """Exercise 6.3's watch: the library but what running the stack calls, and :func:`_measuring_functions`."""
 
     def run_every_wiring() -> None:
         for wiring in SKIP_KINDS:
@@ -132,9 +117,8 @@ def _watched_for_layer_grad(stack: AttentionStack, x: Tensor) -> Watch:
 
 @checker
 def check_layer_grad(answer: Any) -> Verdict:
-    """Exercise: a function ``fn(stack, x, L, layer)`` returning the norm of the gradient of ``||x_L||`` with
-    respect to all parameters of layer ``layer`` (counted from 1, ``layer <= L``), run on a small stack
-    (3 layers, ``chan=8``, 2 heads, float64) under each wiring and compared with autograd to a relative ``1e-6``."""
+    """Exercise 6.3: ``grad_at_layer(stack, x, L, layer)``, the norm of the gradient of ``||x_L||`` over layer
+    ``layer``'s parameters (from 1), on a 3-layer stack under each wiring, to a relative 1e-6."""
     refused = not_a_function(answer, "grad_at_layer(stack, x, L, layer)")
     if refused:
         return refused
@@ -210,10 +194,7 @@ def check_layer_grad(answer: Any) -> Verdict:
 @checker
 def check_residual_line(answer: Any, options: Mapping[str, str], namespace: Mapping[str, Any],
                         shape: tuple[int, ...] | list[int]) -> Verdict:
-    """Exercise: pick the residual line that runs and gives a tensor of ``shape`` (e.g. ``(B, N, chan)``).
-
-    Every option is evaluated in ``namespace``; the right ones run and have exactly ``shape``.
-    """
+    """Exercise 6: the option letter whose residual line runs in ``namespace`` and gives ``shape``."""
     letter = as_letter(answer, options)
     if isinstance(letter, Verdict):
         return letter

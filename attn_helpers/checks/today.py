@@ -1,11 +1,5 @@
-"""Checkers for 12 · Attention in today's models: the sliding-window mask of a decoding step (the newest queries
-against a cache), the softmax with a sink logit per head, ALiBi's bias, and a prediction about soft-capping.
-
-Each judge recomputes the right answer from its own inputs (none of them a tensor the lesson printed) with the
-library (:func:`attn_helpers.core.sliding_window_mask`, :func:`~attn_helpers.core.softmax_with_sinks`,
-:func:`~attn_helpers.core.alibi_bias`), names the typical mistakes, and refuses the library's answer and anything
-of ``transformers`` (whose layers the lesson tests these steps against).
-"""
+"""Checkers for 12 · Attention in today's models: a decoding step's sliding-window mask, the softmax with a
+sink per head, ALiBi's bias and soft-capping (a prediction); the library's steps and ``transformers`` refused."""
 
 from __future__ import annotations
 
@@ -18,25 +12,19 @@ from torch import Tensor
 from ..core import alibi_bias, alibi_slopes, sliding_window_mask, softmax_with_sinks
 from ._core import Verdict, checker, compare_tensors, correct, wrong
 from ._function import judge_function
-from ._guard import library, package_calls
+from ._guard import TRANSFORMERS, library
 from .masking import boolean_mask_judge
-from ._predict import as_choice, prediction_checker
+from ._predict import prediction_checker
 
 __all__ = ["check_cache_window_mask", "check_sink_softmax", "check_alibi", "check_softcap_prediction"]
 
-#: The library's steps of lesson 12 and everything of ``transformers``: refused inside the learner's functions.
-_TODAY_LIBRARY = package_calls(
-    library(("sliding_window_mask", "softmax_with_sinks", "alibi_bias", "alibi_slopes", "attend",
-             "scaled_dot_product_attention", "grouped_query_attention", "GroupedQueryAttention",
-             "weights_after_steps", "window_reach")),
-    {"transformers": "transformers'"})
+_TODAY_LIBRARY = library(("sliding_window_mask", "softmax_with_sinks", "alibi_bias", "alibi_slopes", "attend",
+                          "scaled_dot_product_attention", "grouped_query_attention", "GroupedQueryAttention",
+                          "weights_after_steps", "window_reach")) | TRANSFORMERS
 
-
-# ------------------------------------------------------------------------------ code: the window of a decoding step
 
 def _judge_cache_window(n_q: int, n_k: int, window: int) -> Callable[[Any], Verdict]:
-    """The judge of the ``(n_q, n_k)`` keep mask of the newest ``n_q`` queries (positions ``n_k - n_q .. n_k - 1``)
-    against ``n_k`` cached keys, each query seeing keys ``i - window < j <= i``."""
+    """The judge of the keep mask of the newest ``n_q`` queries against ``n_k`` cached keys."""
     i = torch.arange(n_k - n_q, n_k)[:, None]  # (n_q, 1): the queries' positions
     j = torch.arange(n_k)[None, :]  # (1, n_k): the keys' positions
     keep = lambda width, rows=i: (j <= rows) & (j > rows - width)  # noqa: E731  (n_q, n_k)
@@ -65,10 +53,7 @@ def _judge_cache_window(n_q: int, n_k: int, window: int) -> Callable[[Any], Verd
 
 @checker
 def check_cache_window_mask(answer: Any) -> Verdict:
-    """Exercise: ``window_mask(n_q, n_k, window)``, the ``(n_q, n_k)`` boolean keep mask of the newest ``n_q``
-    tokens (positions ``n_k - n_q .. n_k - 1``) attending to ``n_k`` cached keys through a sliding window of
-    ``window`` keys. Run on four sizes (one query, a prefill, a window longer than the cache); the library's
-    ``sliding_window_mask`` and anything of ``transformers`` are refused."""
+    """Exercise 12: ``window_mask(n_q, n_k, window)``, the newest ``n_q`` tokens' ``(n_q, n_k)`` keep mask."""
     cases = [((n_q, n_k, w), f"for n_q = {n_q}, n_k = {n_k}, window = {w}", _judge_cache_window(n_q, n_k, w))
              for n_q, n_k, w in ((1, 9, 4), (3, 11, 5), (5, 5, 2), (2, 6, 20))]
     return judge_function(answer, cases, watched=_TODAY_LIBRARY, example="window_mask(n_q, n_k, window)",
@@ -77,8 +62,6 @@ def check_cache_window_mask(answer: Any) -> Verdict:
                           success="for one query, a prefill, a square mask and a window longer than the cache: each "
                                   "new token keeps itself and the window - 1 keys before it.")
 
-
-# ------------------------------------------------------------------------------ code: the softmax with sinks
 
 def _judge_sinks(scores: Tensor, sinks: Tensor) -> Callable[[Any], Verdict]:
     expected = softmax_with_sinks(scores, sinks)  # (B, H, N_q, N_k)
@@ -129,10 +112,8 @@ def _sink_cases() -> list[tuple[Tensor, Tensor, str]]:
 
 @checker
 def check_sink_softmax(answer: Any) -> Verdict:
-    """Exercise: ``sink_softmax(scores, sinks)``: ``scores (B, H, N_q, N_k)``, ``sinks (H,)`` -> weights
-    ``(B, H, N_q, N_k)``, the softmax of each row with one more logit ``sinks[h]``, whose weight is dropped. Run on
-    three sizes (3, 5 and 2 heads) and on scores with masked keys and a fully masked row; the library's
-    ``softmax_with_sinks`` and ``attend``, and anything of ``transformers``, are refused."""
+    """Exercise 12: ``sink_softmax(scores (B, H, N_q, N_k), sinks (H,))``, each row's softmax with one more
+    logit ``sinks[h]``, whose weight is dropped; also on masked rows."""
     cases = [((scores, sinks), description, _judge_sinks(scores, sinks))
              for scores, sinks, description in _sink_cases()]
     return judge_function(answer, cases, watched=_TODAY_LIBRARY, example="sink_softmax(scores, sinks)",
@@ -144,8 +125,6 @@ def check_sink_softmax(answer: Any) -> Verdict:
                                   "(exp(sink) + Σ exp(scores)), summing to less than one, and a fully masked "
                                   "row is all zeros.")
 
-
-# ------------------------------------------------------------------------------ code: ALiBi's bias
 
 def _judge_alibi(num_heads: int, n: int) -> Callable[[Any], Verdict]:
     expected = alibi_bias(num_heads, n)  # (H, n, n)
@@ -190,10 +169,7 @@ def _judge_alibi(num_heads: int, n: int) -> Callable[[Any], Verdict]:
 
 @checker
 def check_alibi(answer: Any) -> Verdict:
-    """Exercise: ``alibi(num_heads, n)``, ALiBi's bias ``(num_heads, n, n)``: ``-slope_h * (i - j)`` with
-    ``slope_h = 2 ** (-8 * (h + 1) / num_heads)`` (``num_heads`` a power of two). Run on 2, 4 and 16 heads with 5,
-    9 and 3 tokens; the library's ``alibi_bias`` and ``alibi_slopes`` and anything of ``transformers`` (Bloom's
-    ``build_alibi_tensor``) are refused."""
+    """Exercise 12: ``alibi(num_heads, n)``, ``-slope_h * (i - j)`` with ``slope_h = 2 ** (-8 (h + 1) / H)``."""
     cases = [((h, n), f"for num_heads = {h}, n = {n}", _judge_alibi(h, n)) for h, n in ((4, 5), (2, 9), (16, 3))]
     return judge_function(answer, cases, watched=_TODAY_LIBRARY, example="alibi(num_heads, n)",
                           lines="head h (from 0) has the slope 2 ** (-8 (h + 1) / num_heads); query i and key j get "
@@ -202,19 +178,13 @@ def check_alibi(answer: Any) -> Verdict:
                                   "each head its own slope.")
 
 
-# ------------------------------------------------------------------------------ predict: when does the cap matter?
-
 SOFTCAP_CHOICES = ("units", "tens", "both", "neither")
 
 
-@prediction_checker
-def check_softcap_prediction(prediction: Any, change_units: float, change_tens: float, cap: float) -> Verdict:
-    """Prediction: with a soft cap of ``cap``, do the weights change by more than 0.05 for scores of a few
-    ``"units"``, of ``"tens"``, ``"both"`` or ``"neither"``? ``change_units`` and ``change_tens``: the largest
-    change of a weight the next cell measured for each."""
-    choice = as_choice(prediction, SOFTCAP_CHOICES)
-    if isinstance(choice, Verdict):
-        return choice
+@prediction_checker(choices=SOFTCAP_CHOICES)
+def check_softcap_prediction(choice: str, change_units: float, change_tens: float, cap: float) -> Verdict:
+    """Prediction 12: does a soft cap change the weights (by more than 0.05) of scores of ``"units"``,
+    ``"tens"``, ``"both"`` or ``"neither"``?"""
     units, tens = change_units > 0.05, change_tens > 0.05
     happened = {(False, True): "tens", (True, True): "both", (True, False): "units", (False, False): "neither"}[
         (units, tens)]

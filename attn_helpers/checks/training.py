@@ -1,8 +1,5 @@
-"""Checkers for 08 · Watch attention learn: a prediction of what knocking out a head does, and three
-functions the learner writes: the ideal pattern of the previous-token task for any length, the pattern
-match of each head, and the knockout of one head of any layer (each refused when it hands the work to
-the helper that already does it: the calls are watched while the function runs,
-:func:`~attn_helpers.checks._guard.run_watching`, so a new name for the helper is refused too)."""
+"""Checkers for 08 · Watch attention learn: what knocking out a head does (a prediction), and three functions: the
+previous-token task's ideal pattern, each head's pattern match and one head's knockout; the helpers refused."""
 
 from __future__ import annotations
 
@@ -15,22 +12,19 @@ from torch import Tensor
 from ..core import merge_heads
 from ..lab import LookupTask, NoWrapPreviousTokenTask, PreviousTokenTask, TinyAttentionModel, local_random, pattern_match
 from ._core import Verdict, checker, compare_tensors, correct, error_text, not_a_function, wrong
+from ._function import judge_function
 from ._guard import Watch, library, run_watching
-from ._predict import as_choice, prediction_checker
+from ._predict import prediction_checker
 
 __all__ = ["check_knockout_prediction", "check_previous_token_pattern", "check_pattern_match", "check_knockout"]
 
 KNOCKOUT_CHOICES = ("same", "lower", "chance")
 
 
-@prediction_checker
-def check_knockout_prediction(prediction: Any, accuracy: float, full_accuracy: float, chance: float) -> Verdict:
-    """Prediction: with one head of the trained lookup model knocked out, is the held-out ``accuracy``
-    about the ``"same"`` as ``full_accuracy`` (within 0.05), down to ``"chance"`` (at most twice
-    ``chance``), or ``"lower"`` in between?"""
-    choice = as_choice(prediction, KNOCKOUT_CHOICES)
-    if isinstance(choice, Verdict):
-        return choice
+@prediction_checker(choices=KNOCKOUT_CHOICES)
+def check_knockout_prediction(choice: str, accuracy: float, full_accuracy: float, chance: float) -> Verdict:
+    """Prediction 8: one head knocked out, is the accuracy the ``"same"`` (within 0.05), at ``"chance"`` (at most
+    twice it) or ``"lower"``?"""
     if accuracy >= full_accuracy - 0.05:
         happened = "same"
     elif accuracy <= 2 * chance:
@@ -49,77 +43,52 @@ def check_knockout_prediction(prediction: Any, accuracy: float, full_accuracy: f
     return wrong(f"{measured}.", "compare the measured accuracy with both reference numbers.")
 
 
-#: What already builds the previous-token pattern: the tasks' own ``ideal_attention`` (code object -> name),
-#: watched while the learner's function runs. Several task classes share one code object, so the name says
-#: what was called, not which class.
+#: What already builds the pattern: the tasks' ``ideal_attention`` (one code object, so named by what it is).
 PATTERN_BUILDERS = Watch({cls.ideal_attention: "the task's own ideal_attention"
                           for cls in (PreviousTokenTask, NoWrapPreviousTokenTask, LookupTask)})
-
-
-#: What already computes the pattern match: the lesson's helper.
 _PATTERN_MATCH = Watch({pattern_match: "training.pattern_match"})
+_SMALL_EXAMPLE = "run your function on a small example and print the shape of each intermediate."
 
 
-def _call(answer: Any, what: str, *args: Any, watched: Watch) -> Any:
-    """``answer(*args)`` with the calls of ``watched`` recorded: ``(result, called names)``, or a
-    :class:`Verdict` naming the exception it raised."""
-    itself = watched.itself(answer)
-    if itself:
-        return answer, [itself]  # not run: the answer is the helper itself
-    try:
-        return run_watching(answer, args, watched)
-    except Exception as problem:
-        return wrong(f"{what} raised {error_text(problem)}.", "run your function on a small example and print "
-                                                              "the shape of each intermediate.")
+def _judge_pattern(N: int) -> Any:
+    expected = PreviousTokenTask(seq_len=N).ideal_attention(torch.zeros(1, N, dtype=torch.long))[0]  # (N, N)
+    eye = torch.eye(N)  # (N, N)
+    no_wrap = torch.diag(torch.ones(N - 1), -1)  # (N, N): row 0 left empty
+    mistakes = {
+        "each query looks at the NEXT token": (
+            eye.roll(1, dims=1), "row i is query i and must put its 1 in column i - 1, one step to the LEFT."),
+        "each query looks at the NEXT token, and the last row has nothing": (
+            torch.diag(torch.ones(N - 1), 1),
+            "that is the line ABOVE the diagonal: row i must put its 1 in column i - 1, one step to the LEFT, "
+            "and row 0 wraps around to column N - 1 (torch.diag(..., 1) is above, -1 below the diagonal)."),
+        "each query looks at itself": (eye, "the target of position i is the token before it: column i - 1."),
+        "position 0 has nothing to look at": (
+            no_wrap, "position 0 wraps around: its target is the LAST token, so row 0 has its 1 in column N - 1."),
+        "position 0 looks at itself": (
+            no_wrap + torch.diag(torch.eye(N)[0]),
+            "position 0 wraps around: its target is the last token, so row 0 has its 1 in column N - 1."),
+    }
+    return lambda got: compare_tensors(got, expected, name="your pattern", likely_mistakes=mistakes)
 
 
 @checker
 def check_previous_token_pattern(answer: Any, task: PreviousTokenTask) -> Verdict:
-    """Exercise: a function ``answer(n) -> (n, n)``, the ideal attention of the previous-token task of
-    length ``n``: row ``i`` one-hot at key ``(i - 1) mod n``. Run for ``n = task.seq_len``, 3 and 9
-    (typical mistakes named); a function that calls the task's own ``ideal_attention`` is refused."""
+    """Exercise 8: ``previous_token_pattern(n) -> (n, n)``, row ``i`` one-hot at key ``(i - 1) mod n``, for
+    ``n = task.seq_len``, 3 and 9."""
     if not isinstance(task, PreviousTokenTask):
         raise TypeError(f"task must be a PreviousTokenTask, got {type(task).__name__}")
-    refused = not_a_function(answer, "previous_token_pattern(n)")
-    if refused:
-        return refused
-    for N in dict.fromkeys((task.seq_len, 3, 9)):
-        ran = _call(answer, f"previous_token_pattern({N})", N, watched=PATTERN_BUILDERS)
-        if isinstance(ran, Verdict):
-            return ran
-        got, called = ran
-        if called:
-            return wrong(f"your function hands the work to {called[0]}, which already builds the pattern: the "
-                         "exercise asks you to build it.", "start from torch.eye(n) (a 1 in column i of row i) and "
-                                                           "move each row's 1 one column to the left.")
-        tokens = torch.zeros(1, N, dtype=torch.long)  # the pattern does not depend on the tokens
-        expected = PreviousTokenTask(seq_len=N).ideal_attention(tokens)[0]  # (N, N)
-        eye = torch.eye(N)  # (N, N)
-        no_wrap = torch.diag(torch.ones(N - 1), -1)  # (N, N): row 0 left empty
-        mistakes = {
-            "each query looks at the NEXT token": (
-                eye.roll(1, dims=1), "row i is query i and must put its 1 in column i - 1, one step to the LEFT."),
-            "each query looks at the NEXT token, and the last row has nothing": (
-                torch.diag(torch.ones(N - 1), 1),
-                "that is the line ABOVE the diagonal: row i must put its 1 in column i - 1, one step to the LEFT, "
-                "and row 0 wraps around to column N - 1 (torch.diag(..., 1) is above, -1 below the diagonal)."),
-            "each query looks at itself": (eye, "the target of position i is the token before it: column i - 1."),
-            "position 0 has nothing to look at": (
-                no_wrap, "position 0 wraps around: its target is the LAST token, so row 0 has its 1 in column N - 1."),
-            "position 0 looks at itself": (
-                no_wrap + torch.diag(torch.eye(N)[0]),
-                "position 0 wraps around: its target is the last token, so row 0 has its 1 in column N - 1."),
-        }
-        verdict = compare_tensors(got, expected, name=f"previous_token_pattern({N})", likely_mistakes=mistakes)
-        if not verdict.ok:
-            return verdict
-    return correct(f"for N = {task.seq_len}, 3 and 9: every row has one 1, one step left of the diagonal, and "
-                   f"row 0 wraps around to the last key.")
+    return judge_function(
+        answer, [((N,), f"previous_token_pattern({N})", _judge_pattern(N)) for N in dict.fromkeys((task.seq_len, 3, 9))],
+        watched=PATTERN_BUILDERS, example="previous_token_pattern(n)", raised=_SMALL_EXAMPLE,
+        refusal="which already builds the pattern: the exercise asks you to build it",
+        calls="your function hands the work to {}, {}.", is_="your function hands the work to {}, {}.",
+        lines="start from torch.eye(n) (a 1 in column i of row i) and move each row's 1 one column to the left.",
+        success=f"for N = {task.seq_len}, 3 and 9: every row has one 1, one step left of the diagonal, and row 0 "
+                "wraps around to the last key.")
 
 
 def _lookup_case() -> tuple[Tensor, Tensor]:
-    """Weights ``(H, N, N)`` of 3 random heads and the ideal ``(N, N)`` of one lookup sequence, whose
-    first half (the pairs) has no target: the rows the exercise's average must leave out."""
+    """3 random heads' weights ``(H, N, N)`` and the ideal ``(N, N)`` of a lookup sequence (its pairs: no target)."""
     task = LookupTask()
     generator = torch.Generator().manual_seed(8)
     tokens, _ = task.sample(1, generator)  # (1, N)
@@ -130,71 +99,63 @@ def _lookup_case() -> tuple[Tensor, Tensor]:
 
 @checker
 def check_pattern_match(answer: Any, weights: Tensor, ideal: Tensor) -> Verdict:
-    """Exercise: a function ``answer(weights (H, N, N), ideal (N, N)) -> (H,)``, each head's pattern match on
-    one sequence: the weight on the ideal key summed over keys, averaged over the rows that have a target
-    (all-zero rows of ``ideal`` are left out). Run on ``weights``/``ideal`` and on a lookup sequence whose
-    pair rows have no target; a function that calls :func:`attn_helpers.training.pattern_match` is refused."""
-    refused = not_a_function(answer, "match(weights, ideal)")
-    if refused:
-        return refused
+    """Exercise 8: ``match(weights (H, N, N), ideal (N, N)) -> (H,)``, the weight on the ideal key averaged over the
+    rows with a target; run on the given heads and on a lookup sequence whose pair rows have none."""
     cases = (("the step-10 heads of the previous-token run", weights, ideal),
              ("3 random heads on a lookup sequence (its 4 pair rows have no target)", *_lookup_case()))
-    for described, w, target in cases:
-        ran = _call(answer, f"match(weights, ideal) on {described}", w.clone(), target.clone(),
-                    watched=_PATTERN_MATCH)
-        if isinstance(ran, Verdict):
-            return ran
-        got, called = ran
-        if called:
-            return wrong("your function hands the work to training.pattern_match, which already computes it: the "
-                         "exercise asks you to write it.", "multiply weights by ideal, sum over the keys, then "
-                                                           "average over the rows that have a target.")
-        expected = pattern_match(w[None], target[None])  # (H,)
-        on_target = w * target  # (H, N, N)
-        N = target.shape[-1]
-        mistakes = {
-            "you averaged over all N × N cells": (
-                on_target.mean(dim=(-2, -1)),
-                "each row has one right key: sum over the keys (dim=-1) first, then average the rows."),
-            "you summed over the rows instead of averaging them": (
-                on_target.sum(dim=(-2, -1)), "average over the rows, so a perfect head scores 1."),
-            "you measured how peaked each row is, not where its peak is": (
-                w.max(dim=-1).values.mean(dim=-1),
-                "the largest weight can sit on the wrong key; multiply by ideal to keep only the right key's weight."),
-            "you left out the heads axis": (
-                on_target.sum(dim=-1).mean(), "keep one number per head: average over the rows only (dim=-1 after the sum)."),
-        }
-        with_target = target.sum(dim=-1) > 0  # (N,): the rows that have a right key
-        mistakes["you summed over the queries (dim=-2) instead of the keys"] = (
-            on_target.sum(dim=-2)[..., with_target].mean(dim=-1),
-            "weights[h, i, j] is query i's weight on key j: sum over the keys (dim=-1) to get each query's weight "
-            "on its right key, then average over the queries that have a target.")
-        hits = (w.argmax(dim=-1) == target.argmax(dim=-1)).to(w.dtype)  # (H, N): largest weight on the right key
-        if bool(hits[..., with_target].any()):  # all zeros would match any all-zero answer, whatever its mistake
-            mistakes["you counted the rows whose largest weight is on the right key (a hit rate)"] = (
-                hits[..., with_target].mean(dim=-1),
-                "the match is the weight on the right key, however large the others: multiply by ideal, sum the keys.")
-        mistakes["you multiplied by ideal transposed (ideal.mT)"] = (
-            (w * target.mT).sum(dim=-1)[..., with_target].mean(dim=-1),
-            "ideal[i, j] = 1 when query i should look at key j, the same (query, key) layout as weights.")
-        if bool((target.sum(dim=-1) == 0).any()):
-            mistakes["you averaged over every row, also the rows without a target"] = (
-                on_target.sum(dim=-1).mean(dim=-1),
-                f"a row of ideal that is all zeros has no target (the set R of 8.2.1 leaves it out): average over "
-                f"the rows with a target only, ideal.sum(dim=-1) > 0, not over all {N} (a sum over the queries, dim=-2, "
-                f"averaged over all {N} gives these numbers too: sum over the keys, dim=-1).")
-        verdict = compare_tensors(got, expected, name=f"your match on {described}", likely_mistakes=mistakes,
-                                  atol=1e-6)
-        if not verdict.ok:
-            return verdict
     values = ", ".join(f"{v:.2f}" for v in pattern_match(weights[None], ideal[None]).tolist())
-    return correct(f"one number per head ({values} at step 10), and rows without a target left out on the lookup.")
+    return judge_function(
+        answer, [((w, target), f"match(weights, ideal) on {described}", _judge_match(w, target, described))
+                 for described, w, target in cases],
+        watched=_PATTERN_MATCH, example="match(weights, ideal)", raised=_SMALL_EXAMPLE,
+        refusal="which already computes it: the exercise asks you to write it",
+        calls="your function hands the work to {}, {}.", is_="your function hands the work to {}, {}.",
+        lines="multiply weights by ideal, sum over the keys, then average over the rows that have a target.",
+        success=f"one number per head ({values} at step 10), and rows without a target left out on the lookup.")
+
+
+def _judge_match(w: Tensor, target: Tensor, described: str) -> Any:
+    expected = pattern_match(w[None], target[None])  # (H,)
+    on_target = w * target  # (H, N, N)
+    N = target.shape[-1]
+    mistakes = {
+        "you averaged over all N × N cells": (
+            on_target.mean(dim=(-2, -1)),
+            "each row has one right key: sum over the keys (dim=-1) first, then average the rows."),
+        "you summed over the rows instead of averaging them": (
+            on_target.sum(dim=(-2, -1)), "average over the rows, so a perfect head scores 1."),
+        "you measured how peaked each row is, not where its peak is": (
+            w.max(dim=-1).values.mean(dim=-1),
+            "the largest weight can sit on the wrong key; multiply by ideal to keep only the right key's weight."),
+        "you left out the heads axis": (
+            on_target.sum(dim=-1).mean(), "keep one number per head: average over the rows only (dim=-1 after the sum)."),
+    }
+    with_target = target.sum(dim=-1) > 0  # (N,): the rows that have a right key
+    mistakes["you summed over the queries (dim=-2) instead of the keys"] = (
+        on_target.sum(dim=-2)[..., with_target].mean(dim=-1),
+        "weights[h, i, j] is query i's weight on key j: sum over the keys (dim=-1) to get each query's weight "
+        "on its right key, then average over the queries that have a target.")
+    hits = (w.argmax(dim=-1) == target.argmax(dim=-1)).to(w.dtype)  # (H, N): largest weight on the right key
+    if bool(hits[..., with_target].any()):  # all zeros would match any all-zero answer, whatever its mistake
+        mistakes["you counted the rows whose largest weight is on the right key (a hit rate)"] = (
+            hits[..., with_target].mean(dim=-1),
+            "the match is the weight on the right key, however large the others: multiply by ideal, sum the keys.")
+    mistakes["you multiplied by ideal transposed (ideal.mT)"] = (
+        (w * target.mT).sum(dim=-1)[..., with_target].mean(dim=-1),
+        "ideal[i, j] = 1 when query i should look at key j, the same (query, key) layout as weights.")
+    if bool((target.sum(dim=-1) == 0).any()):
+        mistakes["you averaged over every row, also the rows without a target"] = (
+            on_target.sum(dim=-1).mean(dim=-1),
+            f"a row of ideal that is all zeros has no target (the set R of 8.2.1 leaves it out): average over "
+            f"the rows with a target only, ideal.sum(dim=-1) > 0, not over all {N} (a sum over the queries, dim=-2, "
+            f"averaged over all {N} gives these numbers too: sum over the keys, dim=-1).")
+    return lambda got: compare_tensors(got, expected, name=f"your match on {described}", likely_mistakes=mistakes,
+                                       atol=1e-6)
 
 
 def _knockout_logits(model: TinyAttentionModel, tokens: Tensor, layer: int, head: int, *,
                      mistake: str | None = None) -> Tensor:
-    """The logits of ``model`` with ``head`` of ``layer`` knocked out, written step by step; ``mistake``
-    reproduces one typical error (the keys of :data:`_KNOCKOUT_MISTAKES`). ``(B, N) -> (B, N, C)``."""
+    """``(B, N) -> (B, N, C)`` with ``head`` of ``layer`` knocked out; ``mistake``: one of :data:`_KNOCKOUT_MISTAKES`."""
     if mistake == "no positions":
         h = model.embed(tokens)  # (B, N, dim)
     else:
@@ -248,14 +209,12 @@ _KNOCKOUT_MISTAKES = {
 
 
 def _other_model(task: LookupTask) -> TinyAttentionModel:
-    """A model the learner has not seen: 3 layers of 4 heads, seeded, float64."""
     with local_random(8):  # seeded without touching the notebook's random state
         model = TinyAttentionModel(task.vocab_size, task.n_classes, task.seq_len, dim=16, num_heads=4, num_layers=3)
     return model.to(torch.float64).eval()
 
 
-#: What already knocks a head out: the lesson's helper, the checker's own version (when not reproducing a mistake),
-#: and the forward pass of ANY TinyAttentionModel (the one handed over, a copy, a fresh one) given ``keep_heads``.
+#: What already knocks a head out: the helper, the checker's own version, any TinyAttentionModel given keep_heads.
 KNOCKOUT_SHORTCUTS = library(("head_knockout",)) | Watch({_knockout_logits: "the checker's own knockout",
                                                           TinyAttentionModel: "the model's own keep_heads"})
 _KNOCKOUT_ONLY_IF = {TinyAttentionModel: lambda args: args.get("keep_heads") is not None,
@@ -264,10 +223,8 @@ _KNOCKOUT_ONLY_IF = {TinyAttentionModel: lambda args: args.get("keep_heads") is 
 
 @checker
 def check_knockout(answer: Any, model: TinyAttentionModel, tokens: Tensor) -> Verdict:
-    """Exercise: ``answer(model, tokens, layer, head) -> logits (B, N, C)``, ``model``'s logits with one head of
-    one layer knocked out (its output zeroed before that layer's projection). Run on ``model`` for every
-    layer and head, and on a 3-layer, 4-head model; compared with ``model(tokens, keep_heads=...)``. A function
-    that uses ``keep_heads`` or :func:`attn_helpers.training.head_knockout` itself is refused."""
+    """Exercise 8: ``without_head(model, tokens, layer, head) -> (B, N, C)``, the logits with one head zeroed before
+    its layer's projection, for every head of ``model`` and of a 3-layer model; ``keep_heads`` is refused."""
     refused = not_a_function(answer, "without_head(model, tokens, layer, head)")
     if refused:
         return refused

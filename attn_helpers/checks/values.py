@@ -1,7 +1,5 @@
-"""Checkers for lesson 04 (weighted values and cross-attention): the output shape of a cross-attention
-(predicted), weights that put an output at a chosen point, and the whole scaled dot-product attention
-written as a function.
-Each judge recomputes the right answer from the exercise's inputs."""
+"""Checkers for 04 · Weighted values: a cross-attention's output shape (predicted), weights putting an output at a
+chosen point, and the whole scaled dot-product attention written as a function."""
 
 from __future__ import annotations
 
@@ -12,8 +10,9 @@ import torch
 from torch import Tensor
 
 from ..core import causal_mask, scaled_dot_product_attention
-from ._core import Verdict, as_shape, checker, compare_tensors, correct, not_a_function, wrong
-from ._guard import LIBRARY_ATTENTION, library, run_watching
+from ._core import Verdict, as_shape, checker, compare_tensors, correct, wrong
+from ._function import judge_function
+from ._guard import LIBRARY_ATTENTION, library
 from ._predict import prediction_checker
 
 __all__ = ["check_attention_function", "check_midpoint_weights", "check_output_shape_prediction"]
@@ -32,7 +31,7 @@ def _judge_output_shape(answer: Any, q: Tensor, k: Tensor, v: Tensor) -> Verdict
     expected = (B, n_q, d_v)
     if shape == expected:
         return correct(f"{expected}: one output per query (N_q={n_q}), as wide as a value (d_v={d_v}).")
-    mistakes = {
+    mistakes = {  # shape -> (cause, hint)
         (B, n_k, d_v): ("you give one output per key",
                         f"there is one output per QUERY: N_q={n_q} rows, not N_k={n_k}."),
         (B, n_q, d_k): ("your output is as wide as a query",
@@ -40,7 +39,7 @@ def _judge_output_shape(answer: Any, q: Tensor, k: Tensor, v: Tensor) -> Verdict
         (B, n_q, n_k): ("that is the shape of the attention weights",
                         f"the weights (B, N_q, N_k) multiply v (B, N_k, d_v); N_k={n_k} cancels out."),
     }
-    if shape in mistakes and shape != expected:
+    if shape in mistakes:
         cause, hint = mistakes[shape]
         return wrong(f"{shape}: {cause}.", hint)
     return wrong(f"{shape} is not the output's shape.",
@@ -49,14 +48,13 @@ def _judge_output_shape(answer: Any, q: Tensor, k: Tensor, v: Tensor) -> Verdict
 
 @prediction_checker
 def check_output_shape_prediction(prediction: Any, q: Tensor, k: Tensor, v: Tensor) -> Verdict:
-    """Prediction: the shape of ``attention(q, k, v)``, written before running it."""
+    """Prediction 4: the shape of ``attention(q, k, v)``."""
     return _judge_output_shape(prediction, q, k, v)
 
 
 @checker
 def check_midpoint_weights(answer: Any, v: Tensor, i: int, j: int) -> Verdict:
-    """Exercise: weights ``(N_k,)`` that put the output ``weights @ v`` (``v`` is ``(N_k, d_v)``) at the
-    midpoint of value rows ``i`` and ``j``, as softmax weights could (non-negative, summing to one)."""
+    """Exercise 4: softmax-like weights ``(N_k,)`` putting ``weights @ v`` at the midpoint of values ``i`` and ``j``."""
     if not isinstance(answer, Tensor):
         try:
             answer = torch.as_tensor(answer, dtype=v.dtype)
@@ -83,8 +81,7 @@ def check_midpoint_weights(answer: Any, v: Tensor, i: int, j: int) -> Verdict:
 
 
 def _midpoint_mistake(weights: Tensor, i: int, j: int) -> tuple[str, str]:
-    """What is wrong with non-negative ``weights (N_k,)`` summing to one whose output is not the midpoint of
-    values ``i`` and ``j``, and a hint that names it without giving the answer away."""
+    """What is wrong with ``weights (N_k,)`` whose output misses the midpoint, and a hint that does not give it away."""
     used = [key for key in range(len(weights)) if weights[key].item() > 1e-6]  # the keys that get weight
     if torch.allclose(weights, torch.full_like(weights, 1 / len(weights)), atol=1e-4):
         return ("equal weights on every key give the mean of ALL the values.",
@@ -110,93 +107,83 @@ def _midpoint_mistake(weights: Tensor, i: int, j: int) -> tuple[str, str]:
             "weight only the keys whose values the midpoint lies between.")
 
 
-def _attention_cases() -> list[tuple[str, tuple[Tensor, ...], Tensor | None]]:
-    g = torch.Generator().manual_seed(4)
-    r = lambda *shape: torch.randn(*shape, generator=g)  # noqa: E731
-    return [
-        ("self-attention, q, k, v of shape (2, 5, 8)", (r(2, 5, 8), r(2, 5, 8), r(2, 5, 8)), None),
-        ("cross-attention, q (2, 3, 8), k (2, 6, 8), v (2, 6, 4)", (r(2, 3, 8), r(2, 6, 8), r(2, 6, 4)), None),
-        ("with a heads axis, q, k, v of shape (2, 3, 5, 16)", (r(2, 3, 5, 16), r(2, 3, 5, 16), r(2, 3, 5, 16)), None),
-        ("with a causal keep mask (True = may attend)", (r(2, 5, 8), r(2, 5, 8), r(2, 5, 8)), causal_mask(5)),
-    ]
-
-
 _STEPS = ("scores = q @ k.mT / sqrt(d_k), the mask, a softmax over the keys, then weights @ v "
           "(section 4.2, for every query at once).")
 
-
-#: The library's attention, and the explorers' softmax with a mask (lab.masked_weights), which would do the
-#: exercise's mask and softmax for it.
+#: The library's attention, and lab.masked_weights, which would do the mask and the softmax.
 _ATTENTION_FUNCTION_WATCH = LIBRARY_ATTENTION | library(("masked_weights",))
+
+
+def _attention_raised(problem: BaseException) -> str:
+    if any(words in str(problem) for words in ("size of tensor", "mat1 and mat2", "must match")):
+        return "k.T reverses every axis of a 3-D tensor; swap only the last two with k.mT or k.transpose(-2, -1)."
+    return "run your function on these shapes yourself and follow the shapes step by step."
+
+
+def _judge_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Any:
+    d_k = q.shape[-1]
+    raw = q @ k.mT  # (..., N_q, N_k)
+    fill = (lambda s: s) if mask is None else (lambda s: s.masked_fill(~mask, float("-inf")))
+    expected = scaled_dot_product_attention(q, k, v, mask)
+    mistakes = {
+        "the scores are not divided by sqrt(d_k)": (
+            torch.softmax(fill(raw), dim=-1) @ v, f"divide q @ k.mT by math.sqrt(d_k), with d_k = q.shape[-1] ({d_k} here)."),
+        "the scores are divided by d_k, not sqrt(d_k)": (
+            torch.softmax(fill(raw / d_k), dim=-1) @ v, "the scale is 1 / sqrt(d_k)."),
+        "the softmax runs over the queries (dim=-2)": (
+            torch.softmax(fill(raw / math.sqrt(d_k)), dim=-2) @ v, "each query's weights over the keys sum to one: dim=-1."),
+        "it returns the weights, not weights @ v": (
+            torch.softmax(fill(raw / math.sqrt(d_k)), dim=-1), "finish with weights @ v."),
+    }
+    # a count of tokens instead of d_k; when N_q = N_k (self-attention) the two give the same numbers: both named
+    tokens = {f"the number of queries, q.shape[-2] = {q.shape[-2]}": q.shape[-2],
+              f"the number of keys, k.shape[-2] = {k.shape[-2]}": k.shape[-2]}
+    if q.shape[-2] == k.shape[-2]:
+        tokens = {f"the number of tokens, q.shape[-2] = k.shape[-2] = {q.shape[-2]}": q.shape[-2]}
+    for name, n in tokens.items():
+        mistakes[f"the scores are divided by the square root of {name}, not of d_k"] = (
+            torch.softmax(fill(raw / math.sqrt(n)), dim=-1) @ v,
+            f"d_k is the width of a query and of a key, the LAST axis: q.shape[-1] ({d_k} here), not axis -2.")
+    if v.shape[-1] != d_k:
+        mistakes[f"the scores are divided by sqrt(d_v) = sqrt({v.shape[-1]}), not sqrt(d_k)"] = (
+            torch.softmax(fill(raw / math.sqrt(v.shape[-1])), dim=-1) @ v,
+            f"the scale belongs to the dot products q @ k.mT, whose width is d_k = q.shape[-1] ({d_k} here).")
+    if mask is not None:
+        mistakes["the mask is ignored"] = (
+            torch.softmax(raw / math.sqrt(d_k), dim=-1) @ v, "apply the mask before the softmax: "
+            "scores.masked_fill(~mask, float('-inf')) blocks the keys where mask is False.")
+        mistakes["the mask is read as True = blocked"] = (
+            torch.softmax((raw / math.sqrt(d_k)).masked_fill(mask, float("-inf")), dim=-1) @ v,
+            "this mask says True = may attend: block where it is "
+            "False, scores.masked_fill(~mask, float('-inf')).")
+        mistakes["the boolean mask is added to the scores"] = (
+            torch.softmax(raw / math.sqrt(d_k) + mask, dim=-1) @ v,
+            "adding True/False adds 1/0 and blocks nothing (section 3a.5): "
+            "scores.masked_fill(~mask, float('-inf')).")
+
+    def judge(got: Any) -> Verdict:
+        if isinstance(got, tuple):
+            return wrong(f"your function returns a tuple of {len(got)}; return only the output.",
+                         "the output is weights @ v, shape (..., N_q, d_v).")
+        return compare_tensors(got, expected, name="your output", likely_mistakes=mistakes)
+
+    return judge
 
 
 @checker
 def check_attention_function(answer: Any) -> Verdict:
-    """Exercise: a function ``fn(q, k, v, mask=None)`` computing ``softmax(q @ k^T / sqrt(d_k)) @ v`` with an
-    optional keep mask, run on several inputs and compared with :func:`attn_helpers.scaled_dot_product_attention`."""
-    refused = not_a_function(answer, "my_attention(q, k, v, mask=None)")
-    if refused:
-        return refused
-    itself = _ATTENTION_FUNCTION_WATCH.itself(answer)
-    if itself:
-        return wrong(f"your function is {itself}, the library's own attention: the exercise asks you to write "
-                     "the steps yourself.", _STEPS)
-    for what, (q, k, v), mask in _attention_cases():
-        try:
-            got, called = run_watching(answer, (q, k, v) if mask is None else (q, k, v, mask), _ATTENTION_FUNCTION_WATCH)
-        except Exception as problem:
-            hint = ("k.T reverses every axis of a 3-D tensor; swap only the last two with k.mT or k.transpose(-2, -1)."
-                    if "size of tensor" in str(problem) or "mat1 and mat2" in str(problem) or "must match" in str(problem)
-                    else "run your function on these shapes yourself and follow the shapes step by step.")
-            return wrong(f"{what}: your function raised {type(problem).__name__}: {problem}", hint)
-        if called:
-            return wrong(f"your function calls {called[0]}, the library's own attention: the exercise asks you "
-                         "to write the steps yourself.", _STEPS)
-        if isinstance(got, tuple):
-            return wrong(f"{what}: your function returns a tuple of {len(got)}; return only the output.",
-                         "the output is weights @ v, shape (..., N_q, d_v).")
-        d_k = q.shape[-1]
-        raw = q @ k.mT  # (..., N_q, N_k)
-        blocked = None if mask is None else ~mask
-        fill = (lambda s: s) if mask is None else (lambda s: s.masked_fill(blocked, float("-inf")))
-        expected = scaled_dot_product_attention(q, k, v, mask)
-        mistakes = {
-            "the scores are not divided by sqrt(d_k)": (
-                torch.softmax(fill(raw), dim=-1) @ v, f"divide q @ k.mT by math.sqrt(d_k), with d_k = q.shape[-1] ({d_k} here)."),
-            "the scores are divided by d_k, not sqrt(d_k)": (
-                torch.softmax(fill(raw / d_k), dim=-1) @ v, "the scale is 1 / sqrt(d_k)."),
-            "the softmax runs over the queries (dim=-2)": (
-                torch.softmax(fill(raw / math.sqrt(d_k)), dim=-2) @ v, "each query's weights over the keys sum to one: dim=-1."),
-            "it returns the weights, not weights @ v": (
-                torch.softmax(fill(raw / math.sqrt(d_k)), dim=-1), "finish with weights @ v."),
-        }
-        # a count of tokens instead of d_k; when N_q = N_k (self-attention) the two give the same numbers: both named
-        tokens = {f"the number of queries, q.shape[-2] = {q.shape[-2]}": q.shape[-2],
-                  f"the number of keys, k.shape[-2] = {k.shape[-2]}": k.shape[-2]}
-        if q.shape[-2] == k.shape[-2]:
-            tokens = {f"the number of tokens, q.shape[-2] = k.shape[-2] = {q.shape[-2]}": q.shape[-2]}
-        for name, n in tokens.items():
-            mistakes[f"the scores are divided by the square root of {name}, not of d_k"] = (
-                torch.softmax(fill(raw / math.sqrt(n)), dim=-1) @ v,
-                f"d_k is the width of a query and of a key, the LAST axis: q.shape[-1] ({d_k} here), not axis -2.")
-        if v.shape[-1] != d_k:
-            mistakes[f"the scores are divided by sqrt(d_v) = sqrt({v.shape[-1]}), not sqrt(d_k)"] = (
-                torch.softmax(fill(raw / math.sqrt(v.shape[-1])), dim=-1) @ v,
-                f"the scale belongs to the dot products q @ k.mT, whose width is d_k = q.shape[-1] ({d_k} here).")
-        if mask is not None:
-            mistakes["the mask is ignored"] = (
-                torch.softmax(raw / math.sqrt(d_k), dim=-1) @ v, "apply the mask before the softmax: "
-                "scores.masked_fill(~mask, float('-inf')) blocks the keys where mask is False.")
-            mistakes["the mask is read as True = blocked"] = (
-                torch.softmax((raw / math.sqrt(d_k)).masked_fill(mask, float("-inf")), dim=-1) @ v,
-                "this mask says True = may attend: block where it is "
-                "False, scores.masked_fill(~mask, float('-inf')).")
-            mistakes["the boolean mask is added to the scores"] = (
-                torch.softmax(raw / math.sqrt(d_k) + mask, dim=-1) @ v,
-                "adding True/False adds 1/0 and blocks nothing (section 3a.5): "
-                "scores.masked_fill(~mask, float('-inf')).")
-        verdict = compare_tensors(got, expected, name=f"{what}: your output", likely_mistakes=mistakes)
-        if not verdict.ok:
-            return verdict
-    return correct("on self-attention, cross-attention, a heads axis and a causal mask, your function gives "
-                   "attn_helpers' output: softmax(q @ k.mT / sqrt(d_k), masked) @ v.")
+    """Exercise 4: ``my_attention(q, k, v, mask=None)``, ``softmax(q @ k^T / sqrt(d_k)) @ v`` with an optional keep
+    mask, on self- and cross-attention, a heads axis and a causal mask."""
+    g = torch.Generator().manual_seed(4)
+    r = lambda *shape: torch.randn(*shape, generator=g)  # noqa: E731
+    cases = [("self-attention, q, k, v of shape (2, 5, 8)", (r(2, 5, 8), r(2, 5, 8), r(2, 5, 8))),
+             ("cross-attention, q (2, 3, 8), k (2, 6, 8), v (2, 6, 4)", (r(2, 3, 8), r(2, 6, 8), r(2, 6, 4))),
+             ("with a heads axis, q, k, v of shape (2, 3, 5, 16)", (r(2, 3, 5, 16), r(2, 3, 5, 16), r(2, 3, 5, 16))),
+             ("with a causal keep mask (True = may attend)", (r(2, 5, 8), r(2, 5, 8), r(2, 5, 8), causal_mask(5)))]
+    return judge_function(answer, [(args, what, _judge_attention(*args)) for what, args in cases],
+                          watched=_ATTENTION_FUNCTION_WATCH, example="my_attention(q, k, v, mask=None)", lines=_STEPS,
+                          refusal="the library's own attention", raised=_attention_raised,
+                          is_="your function is {}, {}: the exercise asks you to write the steps yourself.",
+                          calls="your function calls {}, {}: the exercise asks you to write the steps yourself.",
+                          success="on self-attention, cross-attention, a heads axis and a causal mask, your function "
+                                  "gives attn_helpers' output: softmax(q @ k.mT / sqrt(d_k), masked) @ v.")

@@ -60,12 +60,22 @@ def test_a_watch_recognises_aliases_copies_partials_layers_and_torchs_ops_by_the
     assert watched.itself(lambda x: x) == "" and watched.itself([1, 2]) == ""  # unhashable: not watched
 
 
-def test_joining_and_narrowing_watches_keeps_names_and_words():
-    joined = Watch({core.split_heads: "split"}, words=("entr",)) | LIBRARY_ATTENTION
-    assert joined.words == ("entr", *LIBRARY_ATTENTION.words)
+def test_joining_and_narrowing_watches_keeps_names_and_packages():
+    joined = Watch({core.split_heads: "split"}, packages={"numpy": "NumPy's"}) | LIBRARY_ATTENTION
+    assert joined.packages == {"numpy": "NumPy's"}
     assert joined.name(core.split_heads.__code__) == "split"
     narrowed = joined.without([core.split_heads])
-    assert narrowed.name(core.split_heads.__code__) == "" and narrowed.words == joined.words
+    assert narrowed.name(core.split_heads.__code__) == "" and narrowed.packages == joined.packages
+
+
+def test_a_name_watches_a_function_defined_outside_the_package_only():
+    def measure_depths():
+        return 1
+
+    watched = Watch({"measure_depths": "measure_depths"})
+    assert watched.name(measure_depths.__code__) == "measure_depths"
+    assert run_watching(lambda: measure_depths(), (), watched)[1] == ["measure_depths"]
+    assert watched.name(core.split_heads.__code__) == ""
 
 
 # ------------------------------------------------------------------------------ the guard at run time

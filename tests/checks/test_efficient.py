@@ -1,0 +1,197 @@
+"""Lesson 09's checkers (attn_helpers/checks/efficient.py): each learner's function runs on more cases than the
+exercise's, each typical mistake is named, and the library's answer is refused under any name."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attn_helpers import KVCache, online_softmax_update, repeat_kv_heads
+from attn_helpers.checks import (check_cache_flops_prediction, check_generate_with_cache, check_kv_cache_size,
+                                 check_online_softmax_step, check_repeat_kv)
+from attn_helpers.lab import TinyCausalLM, generate_greedy, kv_cache_bytes
+
+
+def _random_model(seed: int = 0, vocab: int = 11) -> TinyCausalLM:
+    torch.manual_seed(seed)
+    return TinyCausalLM(vocab, d_model=16, num_heads=2).eval()
+
+
+_SIZES = dict(num_layers=28, chan=3584, num_heads=28, num_kv_heads=4, seq_len=32768, dtype_bytes=2)
+
+
+def _formula(num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes):
+    return 2 * num_layers * num_kv_heads * seq_len * (chan // num_heads) * dtype_bytes
+
+
+def _cache_lambda(expression):
+    """A learner's cache_bytes whose body is ``expression`` (in the six parameter names)."""
+    return eval(f"lambda num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes: {expression}",
+                {"kv_cache_bytes": kv_cache_bytes})
+
+
+_KV = kv_cache_bytes  # the library's formula under another name: the checker must still refuse it
+
+
+@pytest.mark.parametrize(("answer", "ok", "says"), [
+    (_formula, True, "right for three more models"),
+    (_cache_lambda("2 * num_layers * num_heads * seq_len * (chan // num_heads) * dtype_bytes"), False,
+     "not chan"),  # the query heads counted
+    (_cache_lambda("2 * num_layers * num_kv_heads * seq_len * chan * dtype_bytes"), False, "chan // num_heads"),
+    (_cache_lambda("num_layers * num_kv_heads * seq_len * (chan // num_heads) * dtype_bytes"), False,
+     "keys AND values"),
+    (_cache_lambda("num_layers * num_kv_heads * seq_len * (chan // num_heads) * dtype_bytes * 8"), False,
+     "two things"),  # no x2 and bits: both named
+    # with the exercise's float16 this gives the same number as forgetting the values: the other models tell
+    (_cache_lambda("2 * num_layers * num_kv_heads * seq_len * (chan // num_heads)"), False, "left out dtype_bytes"),
+    (_cache_lambda("2 * num_layers * num_kv_heads * seq_len * (chan // num_heads) * 2"), False,
+     "For num_layers=12"),  # float16 hard-coded
+    (lambda **sizes: 1879048192, False, "For num_layers=12"),  # the exercise's number, copied
+    (_cache_lambda("kv_cache_bytes(num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=chan // num_heads, "
+                   "seq_len=seq_len, dtype_bytes=dtype_bytes)"), False, "calls kv_cache_bytes"),
+    (lambda num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes: _KV(
+        num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=chan // num_heads, seq_len=seq_len,
+        dtype_bytes=dtype_bytes), False, "calls kv_cache_bytes"),  # an alias: seen at run time
+    (kv_cache_bytes, False, "calls kv_cache_bytes"),
+    (_KV, False, "calls kv_cache_bytes"),
+    (1879048192, False, "should be a function"),
+    (lambda layers: 1, False, "keep the six parameter names"),
+])
+def test_kv_cache_size_checker_runs_the_learners_formula_on_several_models(answer, ok, says):
+    verdict = check_kv_cache_size.judge(answer, **_SIZES)
+    assert verdict.ok is ok, verdict
+    assert says in verdict.message + verdict.hint
+
+
+@pytest.mark.parametrize(("answer", "ok", "says"), [
+    (lambda k, num_heads: k.repeat_interleave(num_heads // k.shape[1], dim=1), True, "right for multi-query"),
+    (lambda k, num_heads: k.repeat(1, num_heads // k.shape[1], 1, 1), False, "repeat_interleave(3, dim=1)"),
+    (lambda k, num_heads: k.repeat_interleave(3, dim=1), False, "from the shapes"),  # the exercise's 3, hard-coded
+    (lambda k, num_heads: k.repeat_interleave(num_heads // k.shape[1], dim=2), False, "along dim=1"),
+    (lambda k, num_heads: repeat_kv_heads(k, num_heads), False, "calls repeat_kv_heads"),
+    (lambda k, num_heads, rk=repeat_kv_heads: rk(k, num_heads), False, "calls repeat_kv_heads"),  # an alias
+    (repeat_kv_heads, False, "calls repeat_kv_heads"),
+    (torch.zeros(1, 6, 3, 2), False, "should be a function"),
+])
+def test_repeat_kv_checker_runs_the_learners_function_on_several_shapes(answer, ok, says):
+    verdict = check_repeat_kv.judge(answer, torch.randn(1, 2, 3, 2), 6)
+    assert verdict.ok is ok, verdict
+    assert says in verdict.message + verdict.hint
+
+
+def _fold(rescale: bool = True, keep_old_max: bool = False):
+    """A learner's fold_block, right or with one typical mistake."""
+
+    def fold_block(running_max, running_sum, block):
+        new_max = block.max() if keep_old_max else torch.maximum(running_max, block.max())
+        old = running_sum * torch.exp(running_max - new_max) if rescale else running_sum
+        return new_max, old + torch.exp(block - new_max).sum()
+
+    return fold_block
+
+
+@pytest.mark.parametrize(("answer", "ok", "says"), [
+    (_fold(), True, "right for a first block"),
+    (_fold(rescale=False), False, "without rescaling the old sum"),
+    (_fold(keep_old_max=True), False, "the running max never goes down"),  # right on the exercise's row only
+    (lambda m, l, b: (3.0, 2.3758), False, "For running_max = -inf"),  # the exercise's numbers, copied
+    (lambda m, l, b: online_softmax_update(m, l, b), False, "calls online_softmax_update"),
+    (lambda m, l, b, osu=online_softmax_update: osu(m, l, b), False, "calls online_softmax_update"),  # an alias
+    (online_softmax_update, False, "calls online_softmax_update"),
+    (lambda m, l, b: m, False, "expected a pair"),
+    ((3.0, 2.3758), False, "should be a function"),
+])
+def test_online_softmax_step_checker_runs_the_learners_function_on_several_rows(answer, ok, says):
+    verdict = check_online_softmax_step.judge(answer, torch.tensor(2.0), torch.tensor(1.5), torch.tensor([0.5, 3.0, 1.0, 2.5]))
+    assert verdict.ok is ok, verdict
+    assert says in verdict.message + verdict.hint
+
+
+def test_repeat_kv_checker_refuses_transformers_repeat_kv():
+    """The exercise's answer in another library, one search away: refused as the library's own is."""
+    llama = pytest.importorskip("transformers.models.llama.modeling_llama")
+    verdict = check_repeat_kv.judge(lambda k, num_heads: llama.repeat_kv(k, num_heads // k.shape[1]),
+                                    torch.randn(1, 2, 3, 2), 6)
+    assert not verdict.ok and "transformers' repeat_kv" in verdict.message, verdict
+
+
+def _loop(prefill: bool = True, refeed: bool = False, rerun: bool = False):
+    """A learner's generate_with_cache, right or with one typical mistake."""
+
+    def generate_with_cache(model, prompt, num_new):
+        cache = KVCache(max_tokens=prompt.shape[1] + num_new)
+        tokens = prompt
+        if rerun:
+            for _ in range(num_new):
+                tokens = torch.cat([tokens, model(tokens)[:, -1].argmax(-1, keepdim=True)], dim=1)
+            return tokens
+        logits = model.step(prompt if prefill else prompt[:, -1:], cache)[:, -1]
+        for _ in range(num_new):
+            newest = logits.argmax(dim=-1, keepdim=True)
+            tokens = torch.cat([tokens, newest], dim=1)
+            logits = model.step(tokens if refeed else newest, cache)[:, -1]
+        return tokens
+
+    return generate_with_cache
+
+
+def _prompt_one_by_one(model, prompt, num_new):
+    """Fills the cache right, but one prompt token per step: not the prefill the exercise asks for."""
+    cache = KVCache(max_tokens=prompt.shape[1] + num_new)
+    tokens = prompt
+    for i in range(prompt.shape[1]):
+        logits = model.step(prompt[:, i:i + 1], cache)[:, -1]
+    for _ in range(num_new):
+        newest = logits.argmax(dim=-1, keepdim=True)
+        tokens = torch.cat([tokens, newest], dim=1)
+        logits = model.step(newest, cache)[:, -1]
+    return tokens
+
+
+def _new_cache_each_step(model, prompt, num_new):
+    """Makes a new (empty) cache for every step, so it feeds the whole sequence every time."""
+    tokens = prompt
+    for _ in range(num_new):
+        cache = KVCache(max_tokens=tokens.shape[1])
+        newest = model.step(tokens, cache)[:, -1].argmax(dim=-1, keepdim=True)
+        tokens = torch.cat([tokens, newest], dim=1)
+    return tokens
+
+
+@pytest.mark.parametrize(("answer", "ok", "says"), [
+    (_loop(), True, "the same 12 tokens as the loop without the cache"),
+    (_new_cache_each_step, False, "create the cache once, before the prefill"),
+    (_prompt_one_by_one, False, "one call that feeds the whole prompt at once (feeding it one token at a time fills "
+                                "the same cache, in 3 calls instead of one)"),
+    (_loop(prefill=False), False, "the cache never saw the whole prompt's keys and values"),
+    (_loop(refeed=True), False, "each step feeds only the newest token"),
+    (_loop(rerun=True), False, "the loop without the cache"),
+    (lambda model, prompt, num_new: prompt, False, "expected a tensor of shape [2, 15]"),
+    (42, False, "the answer should be a function"),
+    (lambda model, prompt, num_new: generate_greedy(model, prompt, num_new, use_cache=True), False,
+     "calls generate_greedy, the library's answer"),
+    (lambda model, prompt, num_new, gg=generate_greedy: gg(model, prompt, num_new, use_cache=True), False,
+     "calls generate_greedy, the library's answer"),  # an alias: seen while the function runs
+    (generate_greedy, False, "calls generate_greedy, the library's answer"),
+])
+def test_generate_with_cache_checker_names_the_mistake(answer, ok, says):
+    model = _random_model(4)
+    prompt = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    verdict = check_generate_with_cache.judge(answer, model, prompt, 12)
+    assert verdict.ok is ok
+    assert says in verdict.message + verdict.hint
+
+
+def test_generate_with_cache_checker_leaves_the_model_untouched():
+    model = _random_model(5)
+    check_generate_with_cache.judge(_loop(), model, torch.tensor([[1, 2]]), 3)
+    assert "step" not in vars(model) and "forward" not in vars(model)  # the checker recorded calls on a copy
+
+
+@pytest.mark.parametrize(("prediction", "ok", "says"), [
+    (1024, True, "1,024 times as many"), (1000, True, "1,024 times as many"), (1024 ** 2, False, "not t²"),
+    (1, False, "every one of the t tokens again"), (10, False, "count the rows"), ("many", False, "should be a number"),
+])
+def test_cache_flops_prediction_checker(prediction, ok, says):
+    verdict = check_cache_flops_prediction.judge(prediction, 142_606_336, 139_264, 1024)
+    assert verdict.ok is ok and says in verdict.message + verdict.hint
