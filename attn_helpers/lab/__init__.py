@@ -27,6 +27,7 @@ from .example import (  # noqa: F401
     embed,
     embedding_table,
     token_ids,
+    sentence_intermediates,
 )
 from .measure import (  # noqa: F401
     SOFTMAX_FLOPS_PER_SCORE,
@@ -168,6 +169,7 @@ __all__ = [
     "embed",
     "embedding_table",
     "token_ids",
+    "sentence_intermediates",
     "SOFTMAX_FLOPS_PER_SCORE",
     "MODEL_ATTENTION_SIZES",
     "attention_parameters",
@@ -272,26 +274,6 @@ __all__ = [
     "check_weights",
     "to_transformers",
 ]
-
-# The explorers' math (attn_helpers.widgets draws it): one import block, with its names added to __all__.
-from .explorer_math import (  # noqa: E402
-    MASK_TYPES,
-    MASK_CONVENTIONS,
-    keep_mask,
-    masked_weights,
-    VALUE_MASKS,
-    weights_and_outputs,
-    scaled_logits,
-    sentence_embeddings,
-    seeded_attention,
-    seeded_stack,
-    projected_qkv,
-    word_vectors,
-    sentence_intermediates,
-)
-from . import explorer_math as _explorer_math  # noqa: E402
-
-__all__ += _explorer_math.__all__
 
 # Lesson 13 (the cache that does not grow): the caches of latent and hybrid models, counted.
 from .measure import (  # noqa: E402

@@ -8,7 +8,8 @@ A real model turns a token into a vector by looking up its row in a learned tabl
 the same with a seeded random table, so equal words get equal rows in every lesson that uses it:
 ``embed(["the", "cat", "sat", "on", "the", "mat"], dim)`` gives rows 0 and 4 the very same numbers.
 
-Imports torch only; the table does not touch the global random state.
+Lesson 05's heads explorer (and lesson 00) runs :data:`LONG_SENTENCE` through one seeded ``Attention``:
+:func:`sentence_intermediates`. Nothing here touches the global random state.
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["SENTENCE", "PADDED_SENTENCE", "LONG_SENTENCE", "VOCAB", "embed", "embedding_table", "token_ids"]
+from ..core import Attention
+from .seeded import local_random
+from .threads import one_thread
+
+__all__ = ["SENTENCE", "PADDED_SENTENCE", "LONG_SENTENCE", "VOCAB", "embed", "embedding_table", "token_ids",
+           "sentence_intermediates"]
 
 SENTENCE = ("the", "cat", "sat", "on", "the", "mat")
 PADDED_SENTENCE = SENTENCE + ("<pad>", "<pad>")  # 8 tokens, the last two padding
@@ -49,3 +55,23 @@ def embed(tokens: Sequence[str], dim: int, *, seed: int = 0) -> Tensor:
     """Look every token up in :func:`embedding_table`: ``N`` tokens -> ``(N, dim)``; equal words, equal rows."""
     table = embedding_table(dim, seed=seed)  # (vocab, dim)
     return table[token_ids(tokens)]  # (N, dim): row i is the table row of token i
+
+
+def sentence_intermediates(tokens: Sequence[str], vocab: Sequence[str], num_heads: int, chan: int, dim: int, *,
+                           seed: int, std: float = 1.0) -> dict[str, Tensor]:
+    """One forward pass of ``Attention(dim, chan, num_heads)`` as built after ``torch.manual_seed(seed)`` over
+    ``tokens``: its intermediates by name (shapes in ``Attention.AXES``; ``"weights"`` is ``(1, num_heads, N, N)``).
+
+    Token vectors: one seeded row of spread ``std`` per word of ``vocab`` (first-seen order), so equal words get
+    equal vectors. Same arguments, same numbers; the Linear layers do not depend on ``num_heads``, so moving it
+    only cuts the same q, k and v into other heads. Runs on one CPU thread (tensors this small).
+    """
+    words = list(dict.fromkeys(vocab))
+    with one_thread():
+        with local_random(seed):
+            layer = Attention(dim, chan, num_heads=num_heads)
+        table = torch.randn(len(words), dim, generator=torch.Generator().manual_seed(seed)) * std  # (vocab, dim)
+        x = table[torch.tensor([words.index(t) for t in tokens])][None]  # (1, N, dim)
+        with torch.no_grad():
+            _, inter = layer(x, return_intermediates=True)
+    return inter

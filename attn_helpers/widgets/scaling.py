@@ -22,7 +22,8 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ..lab import scaled_logits, softmax_statistics
+from ..core import attention_scores
+from ..lab import softmax_statistics
 from ..views import WEIGHTS_CMAP, heatmap, to_numpy
 from ._base import Explorer, InvalidCombination
 from .projection import SENTENCE
@@ -100,7 +101,8 @@ class ScalingExplorer(Explorer):
                 "temperature 0 would divide the scores by zero; as the temperature falls towards 0 the "
                 "softmax becomes a one-hot pick of the largest score (try 0.05)"
             )
-        return scaled_logits(self.q_all[:, :d_k], self.k_all[:, :d_k], scaled=scaled, temperature=temperature)
+        scale = d_k ** -0.5 if scaled else 1.0
+        return attention_scores(self.q_all[:, :d_k], self.k_all[:, :d_k], scale=scale / temperature)  # (N, N)
 
     def update(self, d_k: int, scaled: bool, temperature: float, query: int) -> str:
         logits = self._logits(d_k, scaled, temperature)  # (N, N)

@@ -12,7 +12,8 @@ import torch
 from PIL import Image
 
 from attn_helpers import signal_through_stack
-from attn_helpers.lab import AttentionStack, seeded_stack
+from attn_helpers.lab import AttentionStack
+from attn_helpers.widgets.skip import seeded_stack
 from attn_helpers.widgets import SkipExplorer
 
 
@@ -175,3 +176,27 @@ def test_the_longest_title_fits_in_the_figure():
     e.render_png()
     box = e.title.get_window_extent(e.canvas.get_renderer())
     assert 0 <= box.x0 and box.x1 <= e.figure.bbox.x1, (box, e.title.get_text())
+
+
+def test_seeded_stack_layer_0_is_the_same_for_every_depth_and_w_v_is_scaled():
+    state = torch.get_rng_state()
+    full, x_full = seeded_stack(4, 49, 16, 2, seed=3)
+    short, x_short = seeded_stack(1, 49, 16, 2, seed=3, v_scale=2.0, tail=seeded_stack(4, 16, 16, 2, seed=3)[0])
+    assert torch.equal(torch.get_rng_state(), state)
+    assert full.layers[0].qkv.weight.dtype == torch.float64 and len(short.layers) == 4
+    assert x_full.shape == x_short.shape == (2, 8, 49) and x_full.dtype == torch.float64
+    torch.testing.assert_close(short.layers[0].qkv.weight[:32], full.layers[0].qkv.weight[:32], rtol=0, atol=0)
+    torch.testing.assert_close(short.layers[0].qkv.weight[32:], 2.0 * full.layers[0].qkv.weight[32:])
+    torch.testing.assert_close(short.layers[0].proj.weight, full.layers[0].proj.weight, rtol=0, atol=0)
+
+
+def test_seeded_stack_draws_what_lesson_06_draws_for_the_same_seed():
+    """The explorer's "random seed k" is lesson 06's seed k: the cells' manual_seed, stack, .double(), input."""
+    with torch.random.fork_rng():
+        torch.manual_seed(5)
+        lesson = AttentionStack(32, 64, 64, 4).double()
+        x_lesson = torch.randn(2, 8, 64, dtype=torch.float64)
+    ours, x_ours = seeded_stack(32, 64, 64, 4, seed=5)
+    torch.testing.assert_close(x_ours, x_lesson, rtol=0, atol=0)
+    for a, b in zip(ours.parameters(), lesson.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)

@@ -113,3 +113,12 @@ def test_values_plot_returns_its_artists_and_checks_shapes():
     with pytest.raises(ValueError, match="labels has 2 labels"):
         values_plot(torch.randn(5, 2), labels=["a", "b"])
     plt.close("all")
+
+
+def test_the_causal_mask_blocks_later_keys_and_the_output_is_the_weighted_values():
+    explorer = ValuesExplorer()
+    explorer.set(query=1, temperature=2.0, mask="causal")
+    weights, context = explorer._computed  # (N, N), (N, 2)
+    assert (weights.triu(1) == 0).all()
+    torch.testing.assert_close(weights.sum(dim=-1), torch.ones(len(explorer.tokens)))
+    torch.testing.assert_close(context, weights @ explorer.v)
