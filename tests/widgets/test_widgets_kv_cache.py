@@ -9,7 +9,7 @@ import pytest
 from attn_helpers import MODEL_ATTENTION_SIZES, kv_cache_bytes
 from attn_helpers.widgets import KVCacheCalculator
 from attn_helpers.widgets.kv_cache import format_bytes
-from widget_support import full_render_differs
+
 
 DEFAULTS = dict(num_heads=64, kv_groups=8, num_layers=80, seq_len=4096, dtype_bytes=2, head_dim=128)
 
@@ -117,12 +117,6 @@ def test_the_model_menu_is_part_of_the_widget_and_rejects_unknown_names(calc):
     assert calc.widget.children[0] is calc.model_menu
     with pytest.raises(ValueError, match="name must be one of"):
         calc.choose_model("GPT-5")
-
-
-def test_fast_redraw_shows_the_same_picture_as_a_full_render(calc):
-    calc.set(num_heads=8, kv_groups=2, seq_len=512)
-    assert full_render_differs(calc) < 0.005  # only edges where the drawing order differs
-    calc.set(**DEFAULTS)
 
 
 def test_with_windows_the_presets_of_models_with_local_layers_count_only_their_window():

@@ -8,7 +8,7 @@ from attn_helpers.core.arguments import check_heads
 from attn_helpers import SENTENCE, Attention, embed
 from attn_helpers.widgets import ProjectionExplorer
 from attn_helpers.widgets.projection import projected_qkv, sentence_embeddings
-from widget_support import assert_move_redraws, full_render_differs
+from widget_support import assert_move_redraws
 
 
 @pytest.fixture
@@ -70,12 +70,6 @@ def test_custom_tokens_and_empty_tokens():
     assert "x [1, 3, 5]" in e.last_status
     with pytest.raises(ValueError, match="at least one token"):
         ProjectionExplorer([])
-
-
-def test_fast_redraw_shows_the_same_picture_as_a_full_render(explorer):
-    explorer.set(dim=10, chan=30, num_heads=3, qkv_bias=True)  # new widths and colour ranges: axes and colour bars move
-    # Only the panels' antialiased frame edges may differ (drawn under the heatmaps here, over them there).
-    assert full_render_differs(explorer) < 0.01
 
 
 def test_one_colour_scale_for_every_setting_of_the_sentence():
