@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from ..lab import one_thread
-from ._display import widget_bundle
+from ._display import PNG_MIME, widget_bundle
 
 __all__ = ["Explorer", "InvalidCombination"]
 
@@ -49,6 +49,16 @@ PROBLEM_STYLE = ("color:inherit;font-weight:bold;"
 # with the file browser open is 934 CSS px (measured by the browser tests, tools/figure_sizes.py). A wider picture
 # is shrunk to fit, and its text with it: an explorer whose picture grows with a slider keeps within this.
 OUTPUT_WIDTH_PX = 930
+
+
+# Which keys move a slider. In Notebook 7 a focused slider handle never sees the arrow keys: the notebook's own
+# shortcuts take them first (jupyter/notebook#7716; tools/notebook7.py measures it); Home, End, Page Up and Page Down
+# reach the handle there and in JupyterLab (tests/notebooks/test_notebook7.py), and a number can be typed into the
+# readout.
+SLIDERS = (W.IntSlider, W.FloatSlider, W.SelectionSlider)
+KEYS_CAPTION = ('<small>Sliders: drag the handle, type a number into the readout, or click the handle and press '
+                'Home / End (either end) or Page Up / Page Down. In Notebook 7 the arrow keys move through the '
+                'notebook, not the slider.</small>')
 
 
 class InvalidCombination(ValueError):
@@ -72,6 +82,8 @@ class Explorer:
     - ``update(self, **values) -> str`` changes the dynamic artists for the current control values and
       returns the short text shown in the status line; raises :class:`InvalidCombination` for a
       combination that cannot be drawn.
+    - ``describe(self, **values) -> str``: what the picture shows, in words, with the numbers that matter (called
+      after ``update``): the picture's accessible name (the live image's ``tooltip``, the static PNG's ``alt``).
     - Optionally ``table(self, **values) -> str``: HTML shown under the picture (a shape table).
     - Optionally ``needs_redraw(self, **values) -> bool``: ``True`` when the figure's layout must be rebuilt.
     - Optionally ``layout_key(self, **values)`` (hashable) and ``layout_attributes`` (the names of what
@@ -92,12 +104,14 @@ class Explorer:
         self.image = W.Image(format="png", layout=W.Layout(max_width="100%", align_self="flex-start"))
         self.status = W.HTML()
         self.table_html = W.HTML()
+        self.caption = W.HTML(KEYS_CAPTION if any(isinstance(c, SLIDERS) for c in controls.values()) else "")
         self.last_status = ""
+        self.description = ""  # what the picture shows, in words (describe)
         self.valid = True
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
         self.widget = W.VBox([W.HBox(list(self.controls.values()), layout=W.Layout(flex_flow="row wrap")),
-                              self.status, self.image, self.table_html])
+                              self.caption, self.status, self.image, self.table_html])
         self._layouts: dict[Hashable, dict[str, Any]] = {}  # the layouts drawn and kept, by layout_key
         self.draw(self.figure)
         self._check_dynamic()
@@ -109,6 +123,9 @@ class Explorer:
         raise NotImplementedError
 
     def update(self, **values: Any) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def describe(self, **values: Any) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def table(self, **values: Any) -> str:
@@ -149,12 +166,12 @@ class Explorer:
 
     @contextmanager
     def _hold(self) -> Iterator[None]:
-        """Silence per-control refreshes while several controls change."""
-        self._holding = True
+        """Silence per-control refreshes while several controls change (nested holds end with the outer one)."""
+        before, self._holding = self._holding, True
         try:
             yield
         finally:
-            self._holding = False
+            self._holding = before
 
     _holding = False
 
@@ -172,6 +189,7 @@ class Explorer:
                 if self.needs_redraw(**values):
                     self.rebuild()
                 status = self.update(**values)
+                self.description = self.describe(**values)
                 self.table_html.value = self.table(**values)
         except InvalidCombination as problem:
             self.valid = False
@@ -188,6 +206,7 @@ class Explorer:
             return
         self.valid = True
         self.image.value = self.render_png()
+        self.image.tooltip = self.description  # ipywidgets 8 makes it the <img>'s title: its accessible name
         # the picture's own width (px), in CSS pixels
         self.image.layout.width = f"{self.canvas.get_width_height()[0] / self.pixel_density:g}px"
         self.image.layout.visibility = "visible"
@@ -294,14 +313,16 @@ class Explorer:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.last_status})"
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         """The live widget; a static ``image/png`` of the picture shown now (for front ends without a widget
         manager: the hosting service's notebook view, nbviewer, an HTML export, a saved notebook before Run All);
         and as ``text/plain`` a stable, readable line. Strict nbval compares only that line: it skips the widget
         view and ``image/png`` (nbval 0.11's ``skip_compare``). An impossible state shows no picture (its
         line says why). See ``_display.py`` for which front end shows which."""
         picture = self.static_png() if self.valid else None
-        return widget_bundle(self.widget, repr(self), picture=picture, **kwargs)
+        bundle = widget_bundle(self.widget, repr(self), picture=picture, **kwargs)
+        # (data, metadata), as IPython takes it: nbconvert's HTML writes the picture's alt from its metadata
+        return bundle, ({PNG_MIME: {"alt": self.description}} if PNG_MIME in bundle else {})
 
     #: The static picture's palette: 256 colours chosen by an octree, no dithering. Every pixel stays within
     #: 16/255 of the live picture per channel (measured on every explorer of the series: at most 15), and the

@@ -119,6 +119,13 @@ class HeadsExplorer(Explorer):
         head_dim = chan // num_heads
         return f"head_dim = {chan} // {num_heads} = {head_dim}; weights {list(self._inter['weights'].shape)}"
 
+    def describe(self, num_heads: int, chan: int, tokens: int) -> str:
+        weights = self._inter["weights"][0]  # (H, N, N)
+        top = ", ".join(f"{w:.2f}" for w in weights.amax(dim=(-2, -1)).tolist())
+        return (f"{num_heads} heatmaps, one per head (head_dim {chan // num_heads}), of the attention weights among "
+                f"the first {tokens} words of '{' '.join(SENTENCE[:4])} ...': rows are queries, columns keys, "
+                f"darker is more weight. Largest weight in each head: {top}.")
+
     def table(self, num_heads: int, chan: int, tokens: int) -> str:
         return shape_table_html(self._inter, Attention.AXES)
 

@@ -126,4 +126,10 @@ class MaskExplorer(Explorer):
         for text, s in zip(self.sum_texts, sums):
             text.set_text(_fmt(s))
         self.ax.set_title(f"softmax(scores / τ), τ = {temperature:g}, mask: {mask}", fontsize=10)
-        return "row sums: " + " ".join(_fmt(s) for s in sums)
+        self._sums = " ".join(_fmt(s) for s in sums)
+        return "row sums: " + self._sums
+
+    def describe(self, temperature: float, mask: str, convention: str) -> str:
+        return (f"Heatmap of the attention weights among {len(self.tokens)} tokens ({' '.join(self.tokens)}), "
+                f"queries down, keys across, at temperature {temperature:g} under the mask '{mask}' and the "
+                f"convention '{convention}'; grey cells are NaN. Row sums: {self._sums}.")

@@ -158,6 +158,13 @@ class ProjectionExplorer(Explorer):
         return (f"x {list(t['x'].shape)} -> qkv {list(t['qkv'].shape)} (3 × {chan}) -> q, k, v "
                 f"{list(t['q'].shape)} each; head_dim={head_dim}; qkv has {params} parameters")
 
+    def describe(self, dim: int, chan: int, num_heads: int, qkv_bias: bool) -> str:
+        n = len(self.tokens)
+        return (f"Four heatmaps, one row per token of '{' '.join(self.tokens)}': the token vectors x ({n} × {dim}) "
+                f"and the projected q, k and v ({n} × {chan} each), blue negative, red positive"
+                + (f", with dashed lines every {chan // num_heads} features where each of {num_heads} heads starts."
+                   if num_heads > 1 else "."))
+
     def table(self, dim: int, chan: int, num_heads: int, qkv_bias: bool) -> str:
         head_dim = chan // num_heads
         n = len(self.tokens)

@@ -122,3 +122,10 @@ class ScalingExplorer(Explorer):
         return (f"raw_scores × {scale:.3g} | all rows: variance {stats['variance']:.2f}, mean max weight "
                 f"{stats['max_weight']:.2f}, mean entropy {stats['entropy']:.2f} nats "
                 f"(uniform: {math.log(len(self.tokens)):.2f})")
+
+    def describe(self, d_k: int, scaled: bool, temperature: float, query: int) -> str:
+        weights = torch.softmax(self._logits(d_k, scaled, temperature), dim=-1)  # (N, N)
+        row = " ".join(f"{w:.2f}" for w in weights[query].tolist())
+        return (f"Bars of query {query} ('{self.tokens[query]}')'s softmax weights over the keys "
+                f"{' '.join(self.tokens)}: {row}; beside them a heatmap of every query's weights. d_k = {d_k}, "
+                f"{'divided' if scaled else 'not divided'} by √d_k, temperature {temperature:g}.")

@@ -166,3 +166,9 @@ class SkipExplorer(Explorer):
         return (f"output RMS {m['rms'][-1]:.2g}, token std {m['token_std'][-1]:.2g}, "
                 f"gradient at layer 1 {m['grad_norm'][0]:.2g}")
 
+    def describe(self, wiring: str, depth: int, dim: int, seed: int, v_scale: float) -> str:
+        m = self.measure(wiring, depth, dim, seed, v_scale)
+        return (f"Three curves over layers 0 to {depth} on a log scale, for {depth} layers joined by "
+                f"{dict((v, k) for k, v in WIRING_OPTIONS)[wiring].split(' (')[0]}: the hidden state's RMS goes from "
+                f"{m['rms'][0]:.2g} to {m['rms'][-1]:.2g}, the token std from {m['token_std'][0]:.2g} to "
+                f"{m['token_std'][-1]:.2g}; the gradient at layer 1 is {m['grad_norm'][0]:.2g}.")

@@ -112,3 +112,11 @@ class ValuesExplorer(Explorer):
                                   fontsize=10)
         weights_text = " ".join(f"{x:.2f}" for x in w)
         return f"weights {weights_text} | context ({o[query, 0]:.2f}, {o[query, 1]:.2f})"
+
+    def describe(self, query: int, temperature: float, mask: str) -> str:
+        weights, context = self._computed  # (N, N), (N, 2)
+        w = " ".join(f"{x:.2f}" for x in weights[query].tolist())
+        return (f"Left, bars of query {query} ('{self.tokens[query]}')'s weights over the keys "
+                f"{' '.join(self.tokens)}: {w} (temperature {temperature:g}, mask {mask}). Right, the {len(self.tokens)} "
+                f"two-dimensional values as labelled points and query {query}'s output as a star at "
+                f"({context[query, 0]:.2f}, {context[query, 1]:.2f}), inside their convex hull.")

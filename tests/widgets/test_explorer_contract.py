@@ -3,6 +3,7 @@
 * Every control moved through its values (every option; a slider's ends and three steps between), and a dozen
   seeded combinations of all controls, gives a picture or a status line saying why not (``not possible: ...``),
   never ``could not draw this`` (an exception the explorer did not expect) and never a traceback.
+* Every picture is described in words (``describe``), with numbers.
 * The fast picture (the kept picture plus the dynamic artists redrawn on it) is what a full render of the same
   figure shows, after a move of every control: only antialiased edges drawn in another order may differ.
 
@@ -64,6 +65,9 @@ def assert_picture_or_reason(explorer, moved) -> None:
     assert "could not draw this" not in status and "Traceback" not in status, (moved, status)
     if explorer.valid:
         assert explorer.image.layout.visibility == "visible" and bytes(explorer.image.value).startswith(b"\x89PNG")
+        # described in words with its numbers: the live image's tooltip (its accessible name), the static PNG's alt
+        assert explorer.image.tooltip == explorer.description and any(c.isdigit() for c in explorer.description)
+        assert explorer._repr_mimebundle_(include={"text/plain"})[1] == {}  # no picture asked for, no alt
     else:
         assert " | not possible: " in status and explorer.image.layout.visibility == "hidden", (moved, status)
 
@@ -72,15 +76,16 @@ def assert_picture_or_reason(explorer, moved) -> None:
 def test_every_control_value_and_combination_gives_a_picture_or_says_why_not(name, arguments):
     explorer = getattr(widgets, name)(*arguments(name))
     assert_picture_or_reason(explorer, "first picture")
-    choices = {control: control_values(c) for control, c in explorer.controls.items()}
-    for control, values in choices.items():
-        for value in values:
+    for control, c in explorer.controls.items():
+        for value in control_values(c):
             explorer.set(**{control: value})
             assert_picture_or_reason(explorer, {control: value})
     pick = random.Random(0)
-    for _ in range(12):
-        moved = {control: pick.choice(values) for control, values in choices.items()}
-        explorer.set(**moved)
+    for _ in range(12):  # one control after another: a control may offer what the ones before it allow
+        moved = {}
+        for control, c in explorer.controls.items():
+            moved[control] = pick.choice(control_values(c))
+            explorer.set(**{control: moved[control]})
         assert_picture_or_reason(explorer, moved)
 
 

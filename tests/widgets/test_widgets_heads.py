@@ -38,7 +38,7 @@ def test_repr_is_one_stable_line_and_is_the_text_nbval_compares(explorer):
     expected = "HeadsExplorer(num_heads=4 chan=64 tokens=8 | head_dim = 64 // 4 = 16; weights [1, 4, 8, 8])"
     assert repr(explorer) == expected
     assert repr(HeadsExplorer()) == expected  # a second one prints the same
-    assert explorer._repr_mimebundle_()["text/plain"] == expected
+    assert explorer._repr_mimebundle_()[0]["text/plain"] == expected
 
 
 @pytest.mark.parametrize(("name", "value"), [("num_heads", 2), ("chan", 32), ("tokens", 12)])

@@ -89,7 +89,7 @@ def test_bad_arguments_are_refused_with_their_names(model, encoder):
 
 
 def test_display_bundle_holds_the_widget_and_the_status(explorer):
-    bundle = explorer._repr_mimebundle_()
+    bundle, _ = explorer._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert bundle["text/plain"] == repr(explorer)
     assert explorer.text_box in explorer.widget.children and explorer.widget.children[0].children == tuple(

@@ -25,7 +25,7 @@ def test_starts_valid_with_a_stable_one_line_repr(explorer):
     text = repr(explorer)
     assert text.startswith("SkipExplorer(wiring=identity depth=4 dim=64 seed=0 v_scale=1 | output RMS ")
     assert "\n" not in text and "0x" not in text
-    assert explorer._repr_mimebundle_()["text/plain"] == text
+    assert explorer._repr_mimebundle_()[0]["text/plain"] == text
 
 
 @pytest.mark.parametrize("change", [dict(wiring="none"), dict(wiring="values"), dict(depth=9), dict(depth=1),
@@ -177,3 +177,13 @@ def test_seeded_stack_draws_what_lesson_06_draws_for_the_same_seed():
     torch.testing.assert_close(x_ours, x_lesson, rtol=0, atol=0)
     for a, b in zip(ours.parameters(), lesson.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_the_title_fits_the_figure_at_every_depth(explorer):
+    """At depth 32 the title was cut at the left edge; it must lie inside the figure for every setting."""
+    width = explorer.canvas.get_width_height()[0]
+    for wiring in ("identity", "values", "none"):
+        for depth in (1, 9, 10, 32):
+            explorer.set(wiring=wiring, depth=depth, dim=64, seed=7, v_scale=math.sqrt(3.0))
+            box = explorer.title.get_window_extent(explorer.canvas.get_renderer())
+            assert 0 <= box.x0 and box.x1 <= width, (wiring, depth, box)
