@@ -217,11 +217,6 @@ class Explorer:
     #: ``python -m benchmarks.widgets --density 2`` measures what that costs per move.
     pixel_density = 1
 
-    @property
-    def css_dpi(self) -> float:
-        """The picture's pixels per inch as the page shows them (CSS pixels): its dpi over ``pixel_density``."""
-        return self.figure.dpi / self.pixel_density
-
     #: False for an explorer whose ``draw`` lays out again the artists it made the first time
     #: (faster than making new ones); the figure is then not cleared before ``draw``.
     clear_on_rebuild = True

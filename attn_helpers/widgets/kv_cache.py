@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from ..core import check_kv_heads
 from ..lab import (MODEL_ATTENTION_SIZES, MODEL_CACHE_SIZES, WINDOWED_ATTENTION_SIZES, kv_cache_bytes, model_cache_bytes,
                    windowed_kv_cache_bytes)
-from ._base import Explorer, InvalidCombination
+from ._base import Explorer
 
 __all__ = ["KVCacheCalculator"]
 
@@ -59,7 +59,7 @@ class KVCacheCalculator(Explorer):
     ``KVCacheCalculator(num_heads=64, kv_groups=8, num_layers=80, seq_len=4096, dtype_bytes=2,
     head_dim=128, batch=1)``; display it as a cell's last line. ``kv_groups`` is the number of
     key/value heads ``G``: each is shared by ``num_heads / G`` query heads, so ``num_heads`` must be
-    a multiple of ``G`` (otherwise the calculator says why, in words). ``batch`` is fixed when it is
+    a multiple of ``G`` (the ``G`` slider offers only those). ``batch`` is fixed when it is
     made. The ``model`` menu (:meth:`choose_model`) sets heads, groups, layers and ``head_dim`` to a
     published model's; the title names the model whenever the sliders match one.
     """
@@ -163,14 +163,8 @@ class KVCacheCalculator(Explorer):
     # -- counting -------------------------------------------------------------------------------
     def sizes(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int,
               dtype_bytes: int, head_dim: int, window: int = 0, local_layers: int = 0) -> dict[str, int]:
-        """Bytes of the cache for each kind (:data:`KINDS`) at these control values."""
-        try:
-            check_kv_heads(num_heads, kv_groups)  # the library's one message for a group count that does not divide
-        except ValueError as problem:
-            raise InvalidCombination(str(problem)) from None
-        if local_layers > num_layers:
-            raise InvalidCombination(f"{local_layers} sliding-window layers in a model of {num_layers} layers: "
-                                     "move the layers slider up or the sliding-window layers down")
+        """Bytes of the cache for each kind (:data:`KINDS`) at these control values (G divides H, the sliders see
+        to it, and the sliding-window layers are at most the layers)."""
         groups = {"multi-head": num_heads, "grouped-query": kv_groups, "multi-query": 1}
         if window:  # lesson 12: local layers keep only the last `window` tokens
             return {kind: windowed_kv_cache_bytes(num_layers=num_layers, local_layers=local_layers, window=window,

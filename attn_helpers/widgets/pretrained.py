@@ -134,7 +134,6 @@ class PretrainedAttentionExplorer(Explorer):
 
     def update(self, layer: int, head: int) -> str:
         if self.problem:
-            self.table_html.value = ""  # no token list for a sentence that could not be shown
             raise InvalidCombination(self.problem)
         weights = self.weights[layer]  # (H, N, N)
         self.main_image.set_data(weights[head])

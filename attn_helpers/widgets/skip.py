@@ -12,10 +12,8 @@ notebook's random state) and reused: changing the wiring re-wires the *same* par
 uses the first layers of the same stack, and both widths share every layer after the first, so every
 difference on screen comes from the control that moved.
 
-A move redraws only what changes (see :class:`~attn_helpers.widgets.Explorer`): the three
-curves, the title and the x axis (its range follows the depth); the y axis, legend and frame are kept
-from the first picture. The numbers at the output are in the status line, not in the picture: matplotlib
-lays out and draws every text anew on each draw.
+A move redraws the three curves, the title and the x axis (its range follows the depth); the numbers at the
+output are in the status line, not in the picture (every text is laid out anew on each draw).
 """
 
 from __future__ import annotations
