@@ -219,7 +219,8 @@ def test_the_picture_is_described_in_the_image_tooltip_and_the_static_pictures_a
     tiny.set(a=3, b=5)
     assert tiny.image.tooltip == tiny.description == "a line from 3 to 5"
     bundle, metadata = tiny._repr_mimebundle_()
-    assert metadata == {PNG: {"alt": "a line from 3 to 5"}} and PNG in bundle
+    width, height = (n // tiny.pixel_density for n in tiny.canvas.get_width_height())  # CSS pixels
+    assert metadata == {PNG: {"alt": "a line from 3 to 5", "width": width, "height": height}} and PNG in bundle
     tiny.set(a=0)  # no picture, no description of one
     assert tiny._repr_mimebundle_()[1] == {}
 

@@ -91,7 +91,7 @@ def test_the_title_fits_the_figure_for_every_model_and_setting():
                 calc.render_png()
                 box = calc.title.get_window_extent(calc.canvas.get_renderer())
                 assert 0 <= box.x0 and box.x1 <= calc.canvas.get_width_height()[0], (name, seq_len, box)
-                assert calc.canvas.get_width_height()[0] <= 900
+                assert calc.canvas.get_width_height()[0] / calc.pixel_density <= 900  # CSS px
 
 
 def test_bad_sizes_are_rejected_at_construction():

@@ -81,7 +81,7 @@ def test_the_picture_leaves_room_for_the_controls_on_a_laptop_screen(explorer):
     status line within 500 px; the old 448-px one left about 50 px."""
     for run in ("lookup", "lookup, 2 layers"):
         explorer.set(run=run)
-        assert explorer.canvas.get_width_height()[1] <= 400
+        assert explorer.canvas.get_width_height()[1] / explorer.pixel_density <= 400  # CSS px
 
 
 def test_a_step_the_run_did_not_reach_is_explained(explorer):
