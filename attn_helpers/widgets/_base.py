@@ -83,7 +83,7 @@ class Explorer:
       returns the short text shown in the status line; raises :class:`InvalidCombination` for a
       combination that cannot be drawn.
     - ``describe(self, **values) -> str``: what the picture shows, in words, with the numbers that matter (called
-      after ``update``): the picture's accessible name (the live image's ``tooltip``, the static PNG's ``alt``).
+      after ``update``): shown under the live picture (folded), the static PNG's ``alt``.
     - Optionally ``table(self, **values) -> str``: HTML shown under the picture (a shape table).
     - Optionally ``needs_redraw(self, **values) -> bool``: ``True`` when the figure's layout must be rebuilt.
     - Optionally ``layout_key(self, **values)`` (hashable) and ``layout_attributes`` (the names of what
@@ -105,13 +105,14 @@ class Explorer:
         self.status = W.HTML()
         self.table_html = W.HTML()
         self.caption = W.HTML(KEYS_CAPTION if any(isinstance(c, SLIDERS) for c in controls.values()) else "")
+        self.words = W.HTML()  # the picture described (describe), for a screen reader and anyone who asks
         self.last_status = ""
         self.description = ""  # what the picture shows, in words (describe)
         self.valid = True
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
         self.widget = W.VBox([W.HBox(list(self.controls.values()), layout=W.Layout(flex_flow="row wrap")),
-                              self.caption, self.status, self.image, self.table_html])
+                              self.caption, self.status, self.image, self.words, self.table_html])
         self._layouts: dict[Hashable, dict[str, Any]] = {}  # the layouts drawn and kept, by layout_key
         self.draw(self.figure)
         self._check_dynamic()
@@ -206,7 +207,10 @@ class Explorer:
             return
         self.valid = True
         self.image.value = self.render_png()
-        self.image.tooltip = self.description  # ipywidgets 8 makes it the <img>'s title: its accessible name
+        # Not the image's tooltip: ipywidgets 8.1's DOMWidgetView.updateTooltip reads the model's description, which an
+        # Image has not, and the picture is then never drawn (JupyterLab 4, measured by tests/notebooks/test_browser.py)
+        self.words.value = (f"<details><summary><small>The picture in words</small></summary>"
+                            f"<small>{html.escape(self.description)}</small></details>")
         # the picture's own width (px), in CSS pixels
         self.image.layout.width = f"{self.canvas.get_width_height()[0] / self.pixel_density:g}px"
         self.image.layout.visibility = "visible"

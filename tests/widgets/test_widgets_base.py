@@ -214,10 +214,10 @@ def test_status_text_is_html_escaped():
     assert tiny.last_status == "<b>x & y</b>"
 
 
-def test_the_picture_is_described_in_the_image_tooltip_and_the_static_pictures_alt():
+def test_the_picture_is_described_under_it_and_in_the_static_pictures_alt():
     tiny = Tiny()
     tiny.set(a=3, b=5)
-    assert tiny.image.tooltip == tiny.description == "a line from 3 to 5"
+    assert tiny.description == "a line from 3 to 5" and "a line from 3 to 5</small></details>" in tiny.words.value
     bundle, metadata = tiny._repr_mimebundle_()
     width, height = (n // tiny.pixel_density for n in tiny.canvas.get_width_height())  # CSS pixels
     assert metadata == {PNG: {"alt": "a line from 3 to 5", "width": width, "height": height}} and PNG in bundle
