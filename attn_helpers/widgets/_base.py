@@ -51,10 +51,8 @@ PROBLEM_STYLE = ("color:inherit;font-weight:bold;"
 OUTPUT_WIDTH_PX = 930
 
 
-# Which keys move a slider. In Notebook 7 a focused slider handle never sees the arrow keys: the notebook's own
-# shortcuts take them first (jupyter/notebook#7716; tools/notebook7.py measures it); Home, End, Page Up and Page Down
-# reach the handle there and in JupyterLab (tests/notebooks/test_notebook7.py), and a number can be typed into the
-# readout.
+# Which keys move a slider: in Notebook 7 the notebook's shortcuts take the arrow keys first (jupyter/notebook#7716);
+# Home, End, Page Up and Page Down reach the handle there and in JupyterLab (tests/notebooks/test_notebook7.py).
 SLIDERS = (W.IntSlider, W.FloatSlider, W.SelectionSlider)
 KEYS_CAPTION = ('<small>Sliders: drag the handle, type a number into the readout, or click the handle and press '
                 'Home / End (either end) or Page Up / Page Down. In Notebook 7 the arrow keys move through the '

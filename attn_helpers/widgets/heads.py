@@ -1,16 +1,11 @@
 """The multi-head lesson's explorer: how many heads, how wide, how many tokens, and what each head looks at.
 
-Sliders for ``num_heads`` (1, 2, 4 or 8), ``chan`` (8 to 128 in steps of 8) and ``tokens`` (4 to
-32) over one running sentence. Every ``chan`` on offer is a multiple of 8, so every head count on
-offer cuts it into equal heads: no slider position is impossible. The picture shows every head's attention weights for the first
-``tokens`` words (one heatmap per head, token labels, one colour bar); under it a table lists the
-shape of every step of :class:`attn_helpers.Attention` for the current values.
+Sliders for ``num_heads`` (1, 2, 4 or 8), ``chan`` (8 to 128 in steps of 8, so every head count cuts it into
+equal heads) and ``tokens`` (4 to 32) over one running sentence: every head's attention weights for the first
+``tokens`` words, and under them the shape of every step of :class:`attn_helpers.Attention`.
 
-Speed: matplotlib draws the grid of labelled heatmaps once per layout (number of heads and
-tokens), moving the panels it made the first time (:class:`~attn_helpers.views.LiveHeadGrid`), with
-token labels as plain text where tick labels would stand. A move that keeps the layout (``chan``) only changes the heatmaps' data, and only
-they are drawn again onto the kept picture (:class:`~attn_helpers.widgets.Explorer`). ``make bench``
-times both kinds of move against redrawing everything, as ``interact`` would.
+Speed: a layout change (heads, tokens) lays out again the panels made the first time
+(:class:`~attn_helpers.views.LiveHeadGrid`); a ``chan`` move only redraws the heatmaps onto the kept picture.
 """
 
 from __future__ import annotations
