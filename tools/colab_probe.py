@@ -55,7 +55,7 @@ def _move(explorer, name, value, log):
 
 def _probe(explorer):
     start = explorer.values
-    bundle = explorer._repr_mimebundle_()
+    bundle, _ = explorer._repr_mimebundle_()
     report = {"class": type(explorer).__name__, "start_valid": explorer.valid,
               "widget_view": WIDGET_VIEW_MIME in bundle, "text_plain": bundle.get("text/plain", ""),
               "controls": {}, "moves": []}

@@ -110,8 +110,10 @@ def _midpoint_mistake(weights: Tensor, i: int, j: int) -> tuple[str, str]:
 _STEPS = ("scores = q @ k.mT / sqrt(d_k), the mask, a softmax over the keys, then weights @ v "
           "(section 4.2, for every query at once).")
 
-#: The library's attention, and lab.masked_weights, which would do the mask and the softmax.
-_ATTENTION_FUNCTION_WATCH = LIBRARY_ATTENTION | library(("masked_weights",))
+
+#: The library's attention, and attend, which the explorers' softmax with a mask (widgets.masking.masked_weights)
+#: calls and which would do the exercise's mask and softmax for it.
+_ATTENTION_FUNCTION_WATCH = LIBRARY_ATTENTION | library(("attend",))
 
 
 def _attention_raised(problem: BaseException) -> str:

@@ -5,17 +5,16 @@ One module per topic, each declaring its names in ``__all__`` (this face exports
 ``example`` (the running sentence, 01-05), ``measure`` (costs and timings, 07, 09, 13), ``wiring`` and ``probes``
 (06's skips and stacks, 02's saturation, 12's reach), ``references`` (12's ``transformers`` layers), ``tasks``,
 ``tiny_model``, ``training``, ``experiments`` (08, 10), ``induction`` (14), ``tables`` (every text table),
-``generation`` (09's character model), ``bert`` and ``pretrained`` (11), ``explorer_math`` (the explorers' math).
+``generation`` (09's character model), ``bert`` and ``pretrained`` (11).
 """
 
 from __future__ import annotations
 
-from . import (bert, example, experiments, explorer_math, generation, induction, measure, pretrained, probes,
+from . import (bert, example, experiments, generation, induction, measure, pretrained, probes,
                references, seeded, tables, tasks, threads, tiny_model, training, wiring)
 from .bert import *  # noqa: F403
 from .example import *  # noqa: F403
 from .experiments import *  # noqa: F403
-from .explorer_math import *  # noqa: F403
 from .generation import *  # noqa: F403
 from .induction import *  # noqa: F403
 from .measure import *  # noqa: F403
@@ -31,5 +30,5 @@ from .training import *  # noqa: F403
 from .wiring import *  # noqa: F403
 
 __all__ = [name for module in (threads, seeded, example, measure, wiring, probes, references, tasks, tiny_model,
-                               training, experiments, induction, tables, generation, bert, pretrained, explorer_math)
+                               training, experiments, induction, tables, generation, bert, pretrained)
            for name in module.__all__]

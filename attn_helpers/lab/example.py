@@ -9,7 +9,12 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["SENTENCE", "PADDED_SENTENCE", "LONG_SENTENCE", "VOCAB", "embed", "embedding_table", "token_ids"]
+from ..core import Attention
+from .seeded import local_random
+from .threads import one_thread
+
+__all__ = ["SENTENCE", "PADDED_SENTENCE", "LONG_SENTENCE", "VOCAB", "embed", "embedding_table", "token_ids",
+           "sentence_intermediates"]
 
 SENTENCE = ("the", "cat", "sat", "on", "the", "mat")
 PADDED_SENTENCE = SENTENCE + ("<pad>", "<pad>")  # 8 tokens, the last two padding
@@ -42,3 +47,23 @@ def embed(tokens: Sequence[str], dim: int, *, seed: int = 0) -> Tensor:
     equal words, equal rows."""
     table = embedding_table(dim, seed=seed)  # (vocab, dim)
     return table[token_ids(tokens)]  # (N, dim): row i is the table row of token i
+
+
+def sentence_intermediates(tokens: Sequence[str], vocab: Sequence[str], num_heads: int, chan: int, dim: int, *,
+                           seed: int, std: float = 1.0) -> dict[str, Tensor]:
+    """Lessons 00 and 05 (the heads explorer): one forward pass of ``Attention(dim, chan, num_heads)`` as built after ``torch.manual_seed(seed)`` over
+    ``tokens``: its intermediates by name (shapes in ``Attention.AXES``; ``"weights"`` is ``(1, num_heads, N, N)``).
+
+    Token vectors: one seeded row of spread ``std`` per word of ``vocab`` (first-seen order), so equal words get
+    equal vectors. Same arguments, same numbers; the Linear layers do not depend on ``num_heads``, so moving it
+    only cuts the same q, k and v into other heads. Runs on one CPU thread (tensors this small).
+    """
+    words = list(dict.fromkeys(vocab))
+    with one_thread():
+        with local_random(seed):
+            layer = Attention(dim, chan, num_heads=num_heads)
+        table = torch.randn(len(words), dim, generator=torch.Generator().manual_seed(seed)) * std  # (vocab, dim)
+        x = table[torch.tensor([words.index(t) for t in tokens])][None]  # (1, N, dim)
+        with torch.no_grad():
+            _, inter = layer(x, return_intermediates=True)
+    return inter

@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from ..lab import one_thread
-from ._display import widget_bundle
+from ._display import PNG_MIME, widget_bundle
 
 __all__ = ["Explorer", "InvalidCombination"]
 
@@ -49,6 +49,14 @@ PROBLEM_STYLE = ("color:inherit;font-weight:bold;"
 # with the file browser open is 934 CSS px (measured by the browser tests, tools/figure_sizes.py). A wider picture
 # is shrunk to fit, and its text with it: an explorer whose picture grows with a slider keeps within this.
 OUTPUT_WIDTH_PX = 930
+
+
+# Which keys move a slider: in Notebook 7 the notebook's shortcuts take the arrow keys first (jupyter/notebook#7716);
+# Home, End, Page Up and Page Down reach the handle there and in JupyterLab (tests/notebooks/test_notebook7.py).
+SLIDERS = (W.IntSlider, W.FloatSlider, W.SelectionSlider)
+KEYS_CAPTION = ('<small>Sliders: drag the handle, type a number into the readout, or click the handle and press '
+                'Home / End (either end) or Page Up / Page Down. In Notebook 7 the arrow keys move through the '
+                'notebook, not the slider.</small>')
 
 
 class InvalidCombination(ValueError):
@@ -72,6 +80,8 @@ class Explorer:
     - ``update(self, **values) -> str`` changes the dynamic artists for the current control values and
       returns the short text shown in the status line; raises :class:`InvalidCombination` for a
       combination that cannot be drawn.
+    - ``describe(self, **values) -> str``: what the picture shows, in words, with the numbers that matter (called
+      after ``update``): shown under the live picture (folded), the static PNG's ``alt``.
     - Optionally ``table(self, **values) -> str``: HTML shown under the picture (a shape table).
     - Optionally ``needs_redraw(self, **values) -> bool``: ``True`` when the figure's layout must be rebuilt.
     - Optionally ``layout_key(self, **values)`` (hashable) and ``layout_attributes`` (the names of what
@@ -92,12 +102,15 @@ class Explorer:
         self.image = W.Image(format="png", layout=W.Layout(max_width="100%", align_self="flex-start"))
         self.status = W.HTML()
         self.table_html = W.HTML()
+        self.caption = W.HTML(KEYS_CAPTION if any(isinstance(c, SLIDERS) for c in controls.values()) else "")
+        self.words = W.HTML()  # the picture described (describe), for a screen reader and anyone who asks
         self.last_status = ""
+        self.description = ""  # what the picture shows, in words (describe)
         self.valid = True
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
         self.widget = W.VBox([W.HBox(list(self.controls.values()), layout=W.Layout(flex_flow="row wrap")),
-                              self.status, self.image, self.table_html])
+                              self.caption, self.status, self.image, self.words, self.table_html])
         self._layouts: dict[Hashable, dict[str, Any]] = {}  # the layouts drawn and kept, by layout_key
         self.draw(self.figure)
         self._check_dynamic()
@@ -109,6 +122,9 @@ class Explorer:
         raise NotImplementedError
 
     def update(self, **values: Any) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def describe(self, **values: Any) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def table(self, **values: Any) -> str:
@@ -149,12 +165,12 @@ class Explorer:
 
     @contextmanager
     def _hold(self) -> Iterator[None]:
-        """Silence per-control refreshes while several controls change."""
-        self._holding = True
+        """Silence per-control refreshes while several controls change (nested holds end with the outer one)."""
+        before, self._holding = self._holding, True
         try:
             yield
         finally:
-            self._holding = False
+            self._holding = before
 
     _holding = False
 
@@ -172,6 +188,7 @@ class Explorer:
                 if self.needs_redraw(**values):
                     self.rebuild()
                 status = self.update(**values)
+                self.description = self.describe(**values)
                 self.table_html.value = self.table(**values)
         except InvalidCombination as problem:
             self.valid = False
@@ -188,20 +205,21 @@ class Explorer:
             return
         self.valid = True
         self.image.value = self.render_png()
+        # Not the image's tooltip: ipywidgets 8.1's DOMWidgetView.updateTooltip reads the model's description, which an
+        # Image has not, and the picture is then never drawn (JupyterLab 4, measured by tests/notebooks/test_browser.py)
+        self.words.value = (f"<details><summary><small>The picture in words</small></summary>"
+                            f"<small>{html.escape(self.description)}</small></details>")
         # the picture's own width (px), in CSS pixels
         self.image.layout.width = f"{self.canvas.get_width_height()[0] / self.pixel_density:g}px"
         self.image.layout.visibility = "visible"
         self._show_status(f"{self._values_text(values)} | {status}" if status else self._values_text(values), ok=True)
 
     #: Pixels rendered per CSS pixel shown: 2 renders the figure at twice its dpi and shows it at half its pixel
-    #: width, sharp on a high-density screen. Kept at 1: a move's PNG then has four times the pixels, and
-    #: ``python -m benchmarks.widgets --density 2`` measures what that costs per move.
-    pixel_density = 1
-
-    @property
-    def css_dpi(self) -> float:
-        """The picture's pixels per inch as the page shows them (CSS pixels): its dpi over ``pixel_density``."""
-        return self.figure.dpi / self.pixel_density
+    #: width, sharp on a high-density screen (at device scale 2, most laptops; 1 was doubled by the browser and
+    #: blurred). Measured with ``python -m benchmarks.widgets --density 2`` on a 2-core machine under load 6.7:
+    #: every update median under 100 ms CPU (slowest 88 ms, against 67 ms at 1) and every layout change under
+    #: 150 ms (slowest 139 ms, against 122 ms at 1).
+    pixel_density = 2
 
     #: False for an explorer whose ``draw`` lays out again the artists it made the first time
     #: (faster than making new ones); the figure is then not cleared before ``draw``.
@@ -294,14 +312,20 @@ class Explorer:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.last_status})"
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         """The live widget; a static ``image/png`` of the picture shown now (for front ends without a widget
         manager: the hosting service's notebook view, nbviewer, an HTML export, a saved notebook before Run All);
         and as ``text/plain`` a stable, readable line. Strict nbval compares only that line: it skips the widget
         view and ``image/png`` (nbval 0.11's ``skip_compare``). An impossible state shows no picture (its
         line says why). See ``_display.py`` for which front end shows which."""
         picture = self.static_png() if self.valid else None
-        return widget_bundle(self.widget, repr(self), picture=picture, **kwargs)
+        bundle = widget_bundle(self.widget, repr(self), picture=picture, **kwargs)
+        if PNG_MIME not in bundle:
+            return bundle, {}
+        # (data, metadata), as IPython takes it: the picture's alt, and its size in CSS pixels (it has pixel_density
+        # pixels per CSS pixel), which JupyterLab and nbconvert's HTML give the <img>
+        width, height = (round(n / self.pixel_density) for n in self.canvas.get_width_height())
+        return bundle, {PNG_MIME: {"alt": self.description, "width": width, "height": height}}
 
     #: The static picture's palette: 256 colours chosen by an octree, no dithering. Every pixel stays within
     #: 16/255 of the live picture per channel (measured on every explorer of the series: at most 15), and the

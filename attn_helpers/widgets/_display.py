@@ -1,37 +1,24 @@
 """How an object that wraps a widget shows itself, with ipywidgets 7 (Colab) and 8 alike.
 
-An explorer is a plain Python object holding an ipywidgets box. Making it a cell's last line must
-show the box (and print one stable text line, which strict notebook validation compares). The two
-ipywidgets generations display differently:
+An explorer is a plain Python object holding an ipywidgets box; as a cell's last line it must show the box and
+print one stable text line (what strict nbval compares). ipywidgets 8 widgets have ``_repr_mimebundle_``;
+ipywidgets 7 widgets (Colab's front end cannot draw 8) have only ``_ipython_display_``, which calls ``display``
+itself. :func:`widget_bundle` builds the same bundle for both.
 
-* ipywidgets 8 widgets have ``_repr_mimebundle_``: IPython asks for the bundle and shows it.
-* ipywidgets 7 (what Colab ships, because its front end cannot draw 8) widgets have only
-  ``_ipython_display_``, which calls ``display`` itself; there is no bundle to forward to.
+**A picture without a kernel.** The bundle may carry a static ``image/png`` of what the widget shows at display
+time; every front end shows *one* MIME type of a bundle:
 
-:func:`widget_bundle` builds the same bundle for both, so the wrapper can offer one
-``_repr_mimebundle_`` that works under either.
+* JupyterLab 4 and Notebook 7 rank the widget view (-10) before ``image/png`` (90) before ``text/plain`` (120);
+  the widget renderer is not "safe", so a trusted output shows the live widget and an untrusted one (a saved
+  notebook before Run All) the picture. Notebook 6 (``widgetsnbextension``) chooses the same way; what Colab's
+  closed front end shows for a saved output before a run is not checked here.
+* nbconvert's HTML exporter (``WidgetsDataTypeFilter``) skips the widget view when the notebook holds no state for
+  its model and takes ``image/png`` before ``text/plain``; so do the hosting service's notebook view and nbviewer
+  without saved widget state. ipywidgets' own fallback (saved state drawn by a manager from a CDN) needs
+  JavaScript and the network; the picture needs neither.
 
-**A picture without a kernel.** The bundle may also carry a static ``image/png`` of what the widget
-shows at display time. Every front end picks *one* MIME type of a bundle to show:
-
-* JupyterLab 4 and Notebook 7 rank renderers: the widget view's renderer (rank -10, registered by
-  ipywidgets' manager) before ``image/png`` (rank 90) before ``text/plain`` (rank 120). A trusted
-  output (one just computed) shows the live widget; the widget renderer is not "safe", so an
-  untrusted output (a saved notebook opened before Run All) shows the first safe type: the picture.
-* The classic Notebook 6 (ipywidgets 7's ``widgetsnbextension``) registers the widget view at index 0
-  of its display order, not safe: the same choice, live widget when trusted, picture when not. Colab's
-  front end (closed source) draws the widget view while its kernel holds the widget; what it shows
-  for a saved output before a run is not checked here.
-* nbconvert's HTML exporter (``WidgetsDataTypeFilter``) skips the widget view when the notebook's
-  metadata holds no state for its model and takes the next type of ``display_data_priority``:
-  ``image/png`` before ``text/plain``. The hosting service's notebook view, which draws no widgets,
-  shows the picture too; so does nbviewer without saved widget state.
-* ipywidgets' own fallback (the widget state saved in the notebook's metadata, drawn by the HTML
-  widget manager loaded from a CDN) needs JavaScript and the network; the picture needs neither.
-
-Strict nbval does not compare ``image/png`` (nbval 0.11's ``skip_compare`` drops it, and the widget
-view, unless run with ``--nbdime``): it compares the ``text/plain`` line, so the picture adds bytes
-to the saved notebook but no flakiness to the comparison.
+Strict nbval skips ``image/png`` and the widget view (nbval 0.11's ``skip_compare``, unless ``--nbdime``): the
+picture adds bytes to the saved notebook but no flakiness.
 """
 
 from __future__ import annotations

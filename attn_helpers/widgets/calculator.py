@@ -113,6 +113,13 @@ class LayerCalculator(Explorer):
         return (f"head_dim={head_dim} | params={sum(params.values()):,} | "
                 f"FLOPs per sequence={_fmt(sum(flops.values()))}")
 
+    def describe(self, chan: int, num_heads: int, N: int) -> str:
+        params, flops = self.counts(chan, num_heads, N)
+        return (f"Two bar charts for Attention(dim={self.dim}, chan={chan}, num_heads={num_heads}) over N={N} tokens: "
+                f"parameters per step ({sum(params.values()):,} in all, most in "
+                f"{max(params, key=params.get)}) and FLOPs per step ({_fmt(sum(flops.values()))} in all, most in "
+                f"{max(flops, key=flops.get)}).")
+
     def table(self, chan: int, num_heads: int, N: int) -> str:
         params, flops = self.counts(chan, num_heads, N)
         rows = "".join(f"<tr><td>{step}</td><td style='text-align:right'>{params[step]:,}</td>"

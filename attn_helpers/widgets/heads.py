@@ -1,16 +1,11 @@
 """The multi-head lesson's explorer: how many heads, how wide, how many tokens, and what each head looks at.
 
-Sliders for ``num_heads`` (1, 2, 4 or 8), ``chan`` (8 to 128 in steps of 8) and ``tokens`` (4 to
-32) over one running sentence. Every ``chan`` on offer is a multiple of 8, so every head count on
-offer cuts it into equal heads: no slider position is impossible. The picture shows every head's attention weights for the first
-``tokens`` words (one heatmap per head, token labels, one colour bar); under it a table lists the
-shape of every step of :class:`attn_helpers.Attention` for the current values.
+Sliders for ``num_heads`` (1, 2, 4 or 8), ``chan`` (8 to 128 in steps of 8, so every head count cuts it into
+equal heads) and ``tokens`` (4 to 32) over one running sentence: every head's attention weights for the first
+``tokens`` words, and under them the shape of every step of :class:`attn_helpers.Attention`.
 
-Speed: matplotlib draws the grid of labelled heatmaps once per layout (number of heads and
-tokens), moving the panels it made the first time (:class:`~attn_helpers.views.LiveHeadGrid`), with
-token labels as plain text where tick labels would stand. A move that keeps the layout (``chan``) only changes the heatmaps' data, and only
-they are drawn again onto the kept picture (:class:`~attn_helpers.widgets.Explorer`). ``make bench``
-times both kinds of move against redrawing everything, as ``interact`` would.
+Speed: a layout change (heads, tokens) lays out again the panels made the first time
+(:class:`~attn_helpers.views.LiveHeadGrid`); a ``chan`` move only redraws the heatmaps onto the kept picture.
 """
 
 from __future__ import annotations
@@ -102,7 +97,8 @@ class HeadsExplorer(Explorer):
         num_heads, tokens = self.controls["num_heads"].value, self.controls["tokens"].value
         if self.grid is None:
             # never wider than a laptop's output column, labels never smaller than 7.5 pt (8.3 px at 80 dpi)
-            self.grid = LiveHeadGrid(figure, max(HEAD_COUNTS), max_width=OUTPUT_WIDTH_PX / self.css_dpi,
+            self.grid = LiveHeadGrid(figure, max(HEAD_COUNTS),
+                                     max_width=OUTPUT_WIDTH_PX * self.pixel_density / self.figure.dpi,
                                      min_fontsize=7.5)
         self.images = self.grid.layout(num_heads, SENTENCE[:tokens])
         self.dynamic(self.images)
@@ -118,6 +114,13 @@ class HeadsExplorer(Explorer):
             image.set_data(head)
         head_dim = chan // num_heads
         return f"head_dim = {chan} // {num_heads} = {head_dim}; weights {list(self._inter['weights'].shape)}"
+
+    def describe(self, num_heads: int, chan: int, tokens: int) -> str:
+        weights = self._inter["weights"][0]  # (H, N, N)
+        top = ", ".join(f"{w:.2f}" for w in weights.amax(dim=(-2, -1)).tolist())
+        return (f"{num_heads} heatmaps, one per head (head_dim {chan // num_heads}), of the attention weights among "
+                f"the first {tokens} words of '{' '.join(SENTENCE[:4])} ...': rows are queries, columns keys, "
+                f"darker is more weight. Largest weight in each head: {top}.")
 
     def table(self, num_heads: int, chan: int, tokens: int) -> str:
         return shape_table_html(self._inter, Attention.AXES)

@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from ..core import check_kv_heads
 from ..lab import (MODEL_ATTENTION_SIZES, MODEL_CACHE_SIZES, WINDOWED_ATTENTION_SIZES, kv_cache_bytes, model_cache_bytes,
                    windowed_kv_cache_bytes)
-from ._base import Explorer, InvalidCombination
+from ._base import Explorer
 
 __all__ = ["KVCacheCalculator"]
 
@@ -38,6 +38,11 @@ DTYPES = (("float32 (4 bytes)", 4), ("float16 / bfloat16 (2 bytes)", 2), ("8-bit
 HEAD_DIMS = (32, 64, 96, 128, 256)
 OWN_SIZES = "(your own sizes)"
 WINDOWS = (("none (all global)", 0), ("128", 128), ("512", 512), ("1,024", 1024), ("4,096", 4096))
+
+
+def _divisors(n: int) -> list[int]:
+    """The group counts G that a number of query heads H allows: every divisor of H."""
+    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def format_bytes(n: float) -> str:
@@ -54,7 +59,7 @@ class KVCacheCalculator(Explorer):
     ``KVCacheCalculator(num_heads=64, kv_groups=8, num_layers=80, seq_len=4096, dtype_bytes=2,
     head_dim=128, batch=1)``; display it as a cell's last line. ``kv_groups`` is the number of
     key/value heads ``G``: each is shared by ``num_heads / G`` query heads, so ``num_heads`` must be
-    a multiple of ``G`` (otherwise the calculator says why, in words). ``batch`` is fixed when it is
+    a multiple of ``G`` (the ``G`` slider offers only those). ``batch`` is fixed when it is
     made. The ``model`` menu (:meth:`choose_model`) sets heads, groups, layers and ``head_dim`` to a
     published model's; the title names the model whenever the sliders match one.
     """
@@ -63,6 +68,7 @@ class KVCacheCalculator(Explorer):
                  dtype_bytes: int = 2, *, head_dim: int = 128, batch: int = 1, windows: bool = False) -> None:
         kv_cache_bytes(num_layers=num_layers, num_kv_heads=kv_groups, head_dim=head_dim, seq_len=seq_len,
                        batch=batch, dtype_bytes=dtype_bytes)  # reject bad sizes before building anything
+        check_kv_heads(num_heads, kv_groups)
         if seq_len not in SEQ_LENS:
             raise ValueError(f"seq_len must be one of {list(SEQ_LENS)}, got {seq_len}")
         if dtype_bytes not in dict((b, n) for n, b in DTYPES):
@@ -75,8 +81,9 @@ class KVCacheCalculator(Explorer):
         controls = {
             "num_heads": W.IntSlider(value=num_heads, min=1, max=128, description="query heads H", style=style,
                                      continuous_update=False),
-            "kv_groups": W.IntSlider(value=kv_groups, min=1, max=128, description="KV heads (groups) G",
-                                     style=style, continuous_update=False),
+            # only the group counts that divide H: every position of the sliders can be drawn
+            "kv_groups": W.SelectionSlider(options=_divisors(num_heads), value=kv_groups,
+                                           description="KV heads (groups) G", style=style, continuous_update=False),
             "num_layers": W.IntSlider(value=num_layers, min=1, max=128, description="layers", style=style,
                                       continuous_update=False),
             "seq_len": W.SelectionSlider(options=[(f"{n:,}", n) for n in SEQ_LENS], value=seq_len,
@@ -86,14 +93,41 @@ class KVCacheCalculator(Explorer):
         }
         if windows:  # lesson 12: how many layers keep only a window of tokens
             controls["window"] = W.Dropdown(options=WINDOWS, value=0, description="window", style=style)
-            controls["local_layers"] = W.IntSlider(value=0, min=0, max=128, description="sliding-window layers",
+            controls["local_layers"] = W.IntSlider(value=0, min=0, max=num_layers, description="sliding-window layers",
                                                    style=style, continuous_update=False)
+            controls["num_layers"].observe(self._on_layers, names="value")  # at most every layer is a local one
         self.model_menu = W.Dropdown(options=[OWN_SIZES, *self.presets], value=OWN_SIZES,
                                      description="model", style=style)
         self._syncing_menu = False
+        self.wanted_groups = kv_groups  # the G last chosen: H moved away and back gives it again
+        # observed before the explorer's own refresh (registered first): G follows H before the picture is drawn
+        controls["num_heads"].observe(self._on_heads, names="value")
+        controls["kv_groups"].observe(self._on_groups, names="value")
         super().__init__(controls, figsize=(8.0, 2.8))
         self.model_menu.observe(lambda change: self.choose_model(change["new"]), names="value")
         self.widget.children = (self.model_menu, *self.widget.children)
+
+    # -- controls that offer only what can be drawn ------------------------------------------------
+    def _on_heads(self, change: dict) -> None:
+        """H moved: G offers the divisors of the new H, at the largest one up to the G last chosen."""
+        groups = self.controls["kv_groups"]
+        options = _divisors(change["new"])
+        with self._hold():
+            self._following = True
+            try:
+                groups.options = options
+                groups.value = max(d for d in options if d <= self.wanted_groups)
+            finally:
+                self._following = False
+
+    _following = False
+
+    def _on_groups(self, change: dict) -> None:
+        if not self._following:
+            self.wanted_groups = change["new"]
+
+    def _on_layers(self, change: dict) -> None:
+        self.controls["local_layers"].max = change["new"]  # a lower max lowers the value with it
 
     # -- real models ----------------------------------------------------------------------------
     def choose_model(self, name: str) -> None:
@@ -129,14 +163,8 @@ class KVCacheCalculator(Explorer):
     # -- counting -------------------------------------------------------------------------------
     def sizes(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int,
               dtype_bytes: int, head_dim: int, window: int = 0, local_layers: int = 0) -> dict[str, int]:
-        """Bytes of the cache for each kind (:data:`KINDS`) at these control values."""
-        try:
-            check_kv_heads(num_heads, kv_groups)  # the library's one message for a group count that does not divide
-        except ValueError as problem:
-            raise InvalidCombination(str(problem)) from None
-        if local_layers > num_layers:
-            raise InvalidCombination(f"{local_layers} sliding-window layers in a model of {num_layers} layers: "
-                                     "move the layers slider up or the sliding-window layers down")
+        """Bytes of the cache for each kind (:data:`KINDS`) at these control values (G divides H, the sliders see
+        to it, and the sliding-window layers are at most the layers)."""
         groups = {"multi-head": num_heads, "grouped-query": kv_groups, "multi-query": 1}
         if window:  # lesson 12: local layers keep only the last `window` tokens
             return {kind: windowed_kv_cache_bytes(num_layers=num_layers, local_layers=local_layers, window=window,
@@ -158,9 +186,8 @@ class KVCacheCalculator(Explorer):
         self.ax.set_xticks([])  # each bar carries its number
         self.ax.spines[["top", "right", "bottom"]].set_visible(False)
         self.ax.set_xlim(0, 1.6)  # bar lengths relative to multi-head's; the labels give the numbers
-        self.title = self.ax.set_title("", fontsize=9)  # 9 points: the longest model names fit
-        # with windows (lesson 12) the title takes two lines: the bracketed token count alone fills most of the width
-        figure.subplots_adjust(left=0.17, right=0.98, top=0.78 if "window" in self.controls else 0.83, bottom=0.06)
+        self.title = self.ax.set_title("", fontsize=9)  # two lines, each within the figure for every model and setting
+        figure.subplots_adjust(left=0.17, right=0.98, top=0.78, bottom=0.06)
         # the axes and their labels are drawn once
         self.dynamic([*self.bars, *self.labels, self.published_bar, self.published_label, self.title])
 
@@ -186,7 +213,7 @@ class KVCacheCalculator(Explorer):
             self.published_label.set_text(f"as published: {format_bytes(published)}  ({kind}, {100 * published / top:.3g}%)")
         kept = (f"({num_layers - local_layers} layers × {seq_len:,} + {local_layers} layers × "
                 f"{min(window, seq_len):,}) tokens" if window else f"{num_layers} layers × {seq_len:,} tokens")
-        self.title.set_text((f"{model}: " if model else "") + f"KV cache = 2 × {kept}{chr(10) if window else ' '}× G × head_dim {head_dim} × "
+        self.title.set_text((f"{model}: " if model else "") + f"KV cache = 2 × {kept}\n× G × head_dim {head_dim} × "
                             f"{dtype_bytes} bytes" + (f" × batch {self.batch}" if self.batch != 1 else ""))
         saved = top - sizes["grouped-query"]
         if published is not None:
@@ -194,6 +221,15 @@ class KVCacheCalculator(Explorer):
                     f"({100 * published / top:.3g}%)")
         return ((f"{model} | " if model else "") + f"grouped-query {format_bytes(sizes['grouped-query'])} vs multi-head {format_bytes(top)}: "
                 f"saves {format_bytes(saved)} ({100 * saved / top:.3g}%)")
+
+    def describe(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int, dtype_bytes: int,
+                 head_dim: int, window: int = 0, local_layers: int = 0) -> str:
+        sizes = self.sizes(num_heads, kv_groups, num_layers, seq_len, dtype_bytes, head_dim, window, local_layers)
+        model = self.model_matching(num_heads, kv_groups, num_layers, head_dim, window, local_layers)
+        return (f"Bars of the KV cache of {model or 'a decoder'} ({num_layers} layers, {seq_len:,} tokens, head_dim "
+                f"{head_dim}, {dtype_bytes} bytes a number): multi-head (G = {num_heads}) "
+                f"{format_bytes(sizes['multi-head'])}, grouped-query (G = {kv_groups}) "
+                f"{format_bytes(sizes['grouped-query'])}, multi-query (G = 1) {format_bytes(sizes['multi-query'])}.")
 
     def table(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int, dtype_bytes: int,
               head_dim: int, window: int = 0, local_layers: int = 0) -> str:

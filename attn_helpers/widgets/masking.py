@@ -17,8 +17,7 @@ import torch
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from ..core import attention_scores
-from ..lab import MASK_CONVENTIONS, MASK_TYPES, keep_mask, masked_weights
+from ..core import attend, attention_scores, causal_mask, padding_mask
 from ..lab.example import PADDED_SENTENCE as DEFAULT_TOKENS
 from ..views import cmap_with_nan, heatmap, to_numpy
 from ._base import Explorer, InvalidCombination
@@ -26,12 +25,38 @@ from ._base import Explorer, InvalidCombination
 __all__ = ["MaskExplorer"]
 
 DEFAULT_LENGTH = 6
-# (label shown in the dropdown, value in the status line and in ``attn_helpers.lab.masked_weights``)
-CONVENTIONS = tuple(zip((
-    "True = keep: attn_helpers (dead row -> zeros)",
-    "True = blocked: masked_fill(-inf) + softmax (dead row -> NaN)",
-    "masked_fill(keep == 0, -1e9), walkthrough 004 (dead row -> uniform)",
-), MASK_CONVENTIONS))
+MASK_TYPES = ("none", "causal", "padding", "causal+padding", "padding (queries too)")
+# (label shown in the dropdown, value in the status line): this package's; masked_fill(-inf) + softmax; walkthrough 004's
+CONVENTIONS = (
+    ("True = keep: attn_helpers (dead row -> zeros)", "keep"),
+    ("True = blocked: masked_fill(-inf) + softmax (dead row -> NaN)", "blocked"),
+    ("masked_fill(keep == 0, -1e9), walkthrough 004 (dead row -> uniform)", "-1e9"),
+)
+
+
+def keep_mask(kind: str, n: int, length: int) -> Tensor:
+    """The ``(n, n)`` boolean mask (``True`` = may attend) of one of :data:`MASK_TYPES`: ``length`` real tokens
+    first, ``n - length`` padding tokens last; ``"padding (queries too)"`` also blocks every key of a padded query."""
+    keep = torch.ones(n, n, dtype=torch.bool)
+    real_keys = padding_mask([length], n)[0]  # (1, n): True for real keys
+    if kind in ("causal", "causal+padding"):
+        keep = keep & causal_mask(n)  # (n, n)
+    if kind in ("padding", "causal+padding", "padding (queries too)"):
+        keep = keep & real_keys  # (n, n), broadcast over query rows
+    if kind == "padding (queries too)":
+        keep = keep & real_keys.transpose(0, 1)  # (n, n): padded query rows blocked entirely
+    return keep
+
+
+def masked_weights(scores: Tensor, keep: Tensor, convention: str, temperature: float = 1.0) -> Tensor:
+    """``softmax(scores / temperature)`` ``(N, N)`` with ``keep`` applied as ``convention`` does: ``"keep"`` is
+    :func:`attn_helpers.attend` itself (its ``q @ kᵀ`` is ``scores`` for ``q = scores``, ``k`` the identity),
+    ``"blocked"`` ``masked_fill(-inf)`` then ``torch.softmax``, ``"-1e9"`` walkthrough 004's fill."""
+    if convention == "keep":
+        n = scores.shape[-1]
+        return attend(scores, torch.eye(n), torch.eye(n), mask=keep, scale=1.0 / temperature)[2]
+    fill = float("-inf") if convention == "blocked" else -1e9
+    return torch.softmax((scores / temperature).masked_fill(~keep, fill), dim=-1)
 
 
 def _default_scores(n: int) -> Tensor:
@@ -101,4 +126,10 @@ class MaskExplorer(Explorer):
         for text, s in zip(self.sum_texts, sums):
             text.set_text(_fmt(s))
         self.ax.set_title(f"softmax(scores / τ), τ = {temperature:g}, mask: {mask}", fontsize=10)
-        return "row sums: " + " ".join(_fmt(s) for s in sums)
+        self._sums = " ".join(_fmt(s) for s in sums)
+        return "row sums: " + self._sums
+
+    def describe(self, temperature: float, mask: str, convention: str) -> str:
+        return (f"Heatmap of the attention weights among {len(self.tokens)} tokens ({' '.join(self.tokens)}), "
+                f"queries down, keys across, at temperature {temperature:g} under the mask '{mask}' and the "
+                f"convention '{convention}'; grey cells are NaN. Row sums: {self._sums}.")

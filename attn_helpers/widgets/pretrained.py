@@ -134,7 +134,6 @@ class PretrainedAttentionExplorer(Explorer):
 
     def update(self, layer: int, head: int) -> str:
         if self.problem:
-            self.table_html.value = ""  # no token list for a sentence that could not be shown
             raise InvalidCombination(self.problem)
         weights = self.weights[layer]  # (H, N, N)
         self.main_image.set_data(weights[head])
@@ -147,7 +146,13 @@ class PretrainedAttentionExplorer(Explorer):
         self.frame.set_bounds(box.x0 - pad, box.y0 - pad, box.width + 2 * pad, box.height + 2 * pad)
         shares = attention_shares(torch.from_numpy(weights[head][None]))  # (5,)
         parts = ", ".join(f"{p} {s:.2f}" for p, s in zip(PATTERNS, shares.tolist()))
+        self._shares = f"This head's share on {parts}"
         return f"{len(self.tokens)} tokens; this head's share on {parts}"
+
+    def describe(self, layer: int, head: int) -> str:
+        return (f"Heatmap of layer {layer}, head {head}'s attention weights over the {len(self.tokens)} tokens "
+                f"{' '.join(self.tokens)} (queries down, keys across), and beside it small heatmaps of all "
+                f"{len(self.panels)} heads of layer {layer}, head {head} framed. {self._shares}.")
 
     def table(self, layer: int, head: int) -> str:
         tokens = " ".join(f"<code>{i}&nbsp;{html.escape(t)}</code>" for i, t in enumerate(self.tokens))

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from ..core import check_heads
-from ..lab import projected_qkv
+from ..core import Attention, check_heads
+from ..lab import VOCAB, embed, local_random
 from ..lab.example import SENTENCE
 from ..views import SIGNED_CMAP, heatmap, to_numpy
 from ._base import Explorer, InvalidCombination
@@ -31,6 +31,31 @@ MAX_DIM, MAX_CHAN, MAX_HEADS = 96, 96, 8
 # for the lesson's sentence, |x| stays under 4.1 and |q|, |k|, |v| under 2.9 for every dim, chan and qkv_bias
 # on offer. A setting that goes beyond (other tokens) widens the scale, which lays the figure out again.
 X_RANGE, QKV_RANGE = 4.5, 3.0
+
+
+def sentence_embeddings(tokens: Sequence[str], dim: int, *, seed: int = 0) -> torch.Tensor:
+    """Token vectors ``(1, N, dim)``, equal words equal rows: the running example's table (:func:`attn_helpers.embed`)
+    for its words, so the explorer shows the lesson's vectors; a seeded table of their own for other words."""
+    if all(t in VOCAB for t in tokens):
+        return embed(tokens, dim, seed=seed)[None]  # (1, N, dim)
+    vocab = sorted(set(tokens))
+    table = torch.randn(len(vocab), dim, generator=torch.Generator().manual_seed(10_000 * seed + dim))  # (vocab, dim)
+    return table[torch.tensor([vocab.index(t) for t in tokens])][None]  # (1, N, dim)
+
+
+def projected_qkv(tokens: Sequence[str], dim: int, chan: int, num_heads: int = 1, qkv_bias: bool = False, *,
+                  seed: int = 1) -> dict[str, torch.Tensor]:
+    """Lesson 01's projection: ``x (1, N, dim)`` -> ``qkv (1, N, 3·chan)`` -> ``q, k, v (1, N, chan)`` through
+    ``Attention(dim, chan, num_heads, qkv_bias)`` as built after ``torch.manual_seed(seed)`` (the notebook's random
+    state is left alone); also ``params``, the number of entries of the fused projection (a 0-d tensor)."""
+    with local_random(seed):
+        layer = Attention(dim, chan, num_heads=num_heads, qkv_bias=qkv_bias)
+    x = sentence_embeddings(tokens, dim)  # (1, N, dim)
+    with torch.no_grad():
+        qkv = layer.qkv(x)  # (1, N, 3*chan)
+    q, k, v = qkv.split(chan, dim=-1)  # each (1, N, chan)
+    params = torch.tensor(sum(p.numel() for p in layer.qkv.parameters()))
+    return {"x": x, "qkv": qkv, "q": q, "k": k, "v": v, "params": params}
 
 
 class ProjectionExplorer(Explorer):
@@ -132,6 +157,13 @@ class ProjectionExplorer(Explorer):
         params = int(t["params"])
         return (f"x {list(t['x'].shape)} -> qkv {list(t['qkv'].shape)} (3 × {chan}) -> q, k, v "
                 f"{list(t['q'].shape)} each; head_dim={head_dim}; qkv has {params} parameters")
+
+    def describe(self, dim: int, chan: int, num_heads: int, qkv_bias: bool) -> str:
+        n = len(self.tokens)
+        return (f"Four heatmaps, one row per token of '{' '.join(self.tokens)}': the token vectors x ({n} × {dim}) "
+                f"and the projected q, k and v ({n} × {chan} each), blue negative, red positive"
+                + (f", with dashed lines every {chan // num_heads} features where each of {num_heads} heads starts."
+                   if num_heads > 1 else "."))
 
     def table(self, dim: int, chan: int, num_heads: int, qkv_bias: bool) -> str:
         head_dim = chan // num_heads

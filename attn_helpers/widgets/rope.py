@@ -143,6 +143,14 @@ class RopeExplorer(Explorer):
         angle = math.degrees(offset * self.theta[pair].item()) % 360.0
         return angle - 360.0 if angle > 180.0 else angle
 
+    def describe(self, offset: int, pair: int) -> str:
+        row = offset + self.max_offset
+        return (f"Three circles with a query arrow (position {KEY_POSITION + offset}) and a key arrow (position "
+                f"{KEY_POSITION}) for feature pairs 0, {pair} and {self.pairs - 1}, {self._degrees(offset, 0):.0f}°, "
+                f"{self._degrees(offset, pair):.0f}° and {self._degrees(offset, self.pairs - 1):.0f}° apart; beside them "
+                f"the raw score q·k against the offset from -{self.max_offset} to {self.max_offset}, "
+                f"{self.raw_scores[row]:.2f} at offset {offset} ({self.raw_scores[self.max_offset]:.2f} at 0).")
+
     def table(self, offset: int, pair: int) -> str:
         row = offset + self.max_offset
         bold = " style='font-weight:bold'"

@@ -22,7 +22,8 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ..lab import scaled_logits, softmax_statistics
+from ..core import attention_scores
+from ..lab import softmax_statistics
 from ..views import WEIGHTS_CMAP, heatmap, to_numpy
 from ._base import Explorer, InvalidCombination
 from .projection import SENTENCE
@@ -100,7 +101,8 @@ class ScalingExplorer(Explorer):
                 "temperature 0 would divide the scores by zero; as the temperature falls towards 0 the "
                 "softmax becomes a one-hot pick of the largest score (try 0.05)"
             )
-        return scaled_logits(self.q_all[:, :d_k], self.k_all[:, :d_k], scaled=scaled, temperature=temperature)
+        scale = d_k ** -0.5 if scaled else 1.0
+        return attention_scores(self.q_all[:, :d_k], self.k_all[:, :d_k], scale=scale / temperature)  # (N, N)
 
     def update(self, d_k: int, scaled: bool, temperature: float, query: int) -> str:
         logits = self._logits(d_k, scaled, temperature)  # (N, N)
@@ -120,3 +122,10 @@ class ScalingExplorer(Explorer):
         return (f"raw_scores × {scale:.3g} | all rows: variance {stats['variance']:.2f}, mean max weight "
                 f"{stats['max_weight']:.2f}, mean entropy {stats['entropy']:.2f} nats "
                 f"(uniform: {math.log(len(self.tokens)):.2f})")
+
+    def describe(self, d_k: int, scaled: bool, temperature: float, query: int) -> str:
+        weights = torch.softmax(self._logits(d_k, scaled, temperature), dim=-1)  # (N, N)
+        row = " ".join(f"{w:.2f}" for w in weights[query].tolist())
+        return (f"Bars of query {query} ('{self.tokens[query]}')'s softmax weights over the keys "
+                f"{' '.join(self.tokens)}: {row}; beside them a heatmap of every query's weights. d_k = {d_k}, "
+                f"{'divided' if scaled else 'not divided'} by √d_k, temperature {temperature:g}.")

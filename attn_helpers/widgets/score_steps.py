@@ -86,3 +86,9 @@ class ScoreStepsExplorer(Explorer):
                  f"sink {sink:g}" if use_sink else "no sink"]
         self.ax.set_title(f"weights: {', '.join(steps)}; scores ×{spread:g}", fontsize=10)
         return "row sums: " + " ".join(f"{s:.2f}" for s in sums)
+
+    def describe(self, window: int, softcap: float, use_sink: bool, sink: float, spread: float) -> str:
+        sums = " ".join(f"{s:.2f}" for s in self.weights.sum(dim=-1).tolist())
+        return (f"Heatmap of the causal attention weights among {len(self.tokens)} tokens ({' '.join(self.tokens)}) "
+                f"with a window of {window} keys, " + (f"soft-capping at {softcap:g}" if softcap else "no soft-cap")
+                + (f", a sink logit {sink:g}" if use_sink else ", no sink") + f", scores ×{spread:g}. Row sums: {sums}.")

@@ -12,10 +12,8 @@ notebook's random state) and reused: changing the wiring re-wires the *same* par
 uses the first layers of the same stack, and both widths share every layer after the first, so every
 difference on screen comes from the control that moved.
 
-A move redraws only what changes (see :class:`~attn_helpers.widgets.Explorer`): the three
-curves, the title and the x axis (its range follows the depth); the y axis, legend and frame are kept
-from the first picture. The numbers at the output are in the status line, not in the picture: matplotlib
-lays out and draws every text anew on each draw.
+A move redraws the three curves, the title and the x axis (its range follows the depth); the numbers at the
+output are in the status line, not in the picture (every text is laid out anew on each draw).
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from ..lab import AttentionStack, one_thread, seeded_stack, signal_through_stack
+from ..lab import AttentionStack, local_random, one_thread, signal_through_stack
 from ._base import Explorer, InvalidCombination
 
 __all__ = ["SkipExplorer"]
@@ -38,6 +36,24 @@ MAX_DEPTH = 32
 MAX_SEED = 7
 V_SCALES = (("default", 1.0), ("× √3", math.sqrt(3.0)))  # PyTorch's Linear init, and that times sqrt(3)
 Y_RANGE = (1e-18, 1e6)  # fixed, so switching the wiring shows the change in size instead of a rescaled axis
+
+
+def seeded_stack(depth: int, dim: int, chan: int, num_heads: int, *, seed: int, v_scale: float = 1.0,
+                 tail: AttentionStack | None = None, tokens: tuple[int, int] = (2, 8)) -> tuple[AttentionStack, torch.Tensor]:
+    """Lesson 06's stack and input as its cells draw them after ``torch.manual_seed(seed)`` (random seed k here is
+    the lesson's seed k; the notebook's random state is left alone): ``AttentionStack(depth, dim, chan, num_heads,
+    wiring="none").double()``, then ``torch.randn(*tokens, dim)`` in float64. Layer 0 draws first, so it is the same
+    for every ``depth``. Every ``W_v`` is then multiplied by ``v_scale``. ``tail``: a stack whose layers 1 and up
+    are appended (the same modules), so a narrower input ``dim`` shares every later layer with ``dim = chan``."""
+    with local_random(seed):
+        stack = AttentionStack(depth, dim, chan, num_heads, wiring="none").double()
+        x = torch.randn(*tokens, dim, dtype=torch.float64)  # (B, N, dim)
+    with torch.no_grad():
+        for layer in stack.layers:
+            layer.qkv.weight[2 * chan:] *= v_scale  # rows 2*chan.. of qkv.weight (3*chan, in) are W_v
+    if tail is not None:
+        stack.layers.extend(tail.layers[1:])
+    return stack, x
 
 
 class SkipExplorer(Explorer):
@@ -148,3 +164,9 @@ class SkipExplorer(Explorer):
         return (f"output RMS {m['rms'][-1]:.2g}, token std {m['token_std'][-1]:.2g}, "
                 f"gradient at layer 1 {m['grad_norm'][0]:.2g}")
 
+    def describe(self, wiring: str, depth: int, dim: int, seed: int, v_scale: float) -> str:
+        m = self.measure(wiring, depth, dim, seed, v_scale)
+        return (f"Three curves over layers 0 to {depth} on a log scale, for {depth} layers joined by "
+                f"{dict((v, k) for k, v in WIRING_OPTIONS)[wiring].split(' (')[0]}: the hidden state's RMS goes from "
+                f"{m['rms'][0]:.2g} to {m['rms'][-1]:.2g}, the token std from {m['token_std'][0]:.2g} to "
+                f"{m['token_std'][-1]:.2g}; the gradient at layer 1 is {m['grad_norm'][0]:.2g}.")

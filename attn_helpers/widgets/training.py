@@ -188,8 +188,15 @@ class AttentionSnapshotExplorer(Explorer):
             title.set_text(f"{head_name(layer, head, L)}: match {match[layer, head].item():.2f}")
             parts.append(f"{head_name(layer, head, L)} {match[layer, head].item():.2f}")
         self.marker.set_xdata([step, step])
-        accuracy = chosen.held_out_accuracy[index].item()
+        accuracy = self._accuracy = chosen.held_out_accuracy[index].item()
         return f"held-out accuracy {accuracy:.3f}, pattern match: " + ", ".join(parts)
+
+    def describe(self, run: str, step: int) -> str:
+        chosen = self.runs[run]
+        return (f"Run '{run}' at training step {step} of {chosen.config.steps}: heatmaps of each head's attention on "
+                f"one held-out sequence ({' '.join(chosen.probe_labels)}) beside the ideal pattern; below, each "
+                f"head's pattern match and the held-out accuracy over the run, a line at step {step}. Held-out "
+                f"accuracy {self._accuracy:.3f}.")
 
     def table(self, run: str, step: int) -> str:
         chosen = self.runs[run]

@@ -18,14 +18,12 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from ..core import attention_scores
-from ..lab import VALUE_MASKS, weights_and_outputs
+from ..core import attend, attention_scores, causal_mask
 from ..lab.example import SENTENCE as DEFAULT_TOKENS
 from ..views import to_numpy, values_plot
 from ._base import Explorer, InvalidCombination
 
 __all__ = ["ValuesExplorer"]
-
 
 
 def _default_example(n: int) -> tuple[Tensor, Tensor]:
@@ -59,7 +57,7 @@ class ValuesExplorer(Explorer):
                                 description="query"),
             "temperature": W.FloatSlider(value=1.0, min=0.0, max=3.0, step=0.05, description="temperature",
                                          readout_format=".2f"),
-            "mask": W.Dropdown(options=VALUE_MASKS, value="none", description="mask"),
+            "mask": W.Dropdown(options=("none", "causal"), value="none", description="mask"),
         }
         super().__init__(controls, figsize=(11.0, 4.2), dpi=80)
 
@@ -93,7 +91,11 @@ class ValuesExplorer(Explorer):
                 "temperature 0 would divide the scores by zero; as the temperature shrinks each output moves onto "
                 "the value of its highest-scoring key, so try temperature 0.05 to see the limit")
         if getattr(self, "_computed_for", None) != (temperature, mask):  # a new query needs no new math
-            self._computed = weights_and_outputs(self.scores, self.v, temperature, mask)
+            n = len(self.tokens)
+            # attend's q @ kᵀ is the given scores for q = scores and k the identity; scale 1/τ divides them
+            context, _, weights = attend(self.scores, torch.eye(n), self.v, scale=1.0 / temperature,
+                                         mask=causal_mask(n) if mask == "causal" else None)  # (N, 2), _, (N, N)
+            self._computed = weights, context
             self._computed_for = (temperature, mask)
         weights, context = self._computed  # (N, N), (N, 2)
         w, o, v = to_numpy(weights[query]), to_numpy(context), to_numpy(self.v)
@@ -110,3 +112,11 @@ class ValuesExplorer(Explorer):
                                   fontsize=10)
         weights_text = " ".join(f"{x:.2f}" for x in w)
         return f"weights {weights_text} | context ({o[query, 0]:.2f}, {o[query, 1]:.2f})"
+
+    def describe(self, query: int, temperature: float, mask: str) -> str:
+        weights, context = self._computed  # (N, N), (N, 2)
+        w = " ".join(f"{x:.2f}" for x in weights[query].tolist())
+        return (f"Left, bars of query {query} ('{self.tokens[query]}')'s weights over the keys "
+                f"{' '.join(self.tokens)}: {w} (temperature {temperature:g}, mask {mask}). Right, the {len(self.tokens)} "
+                f"two-dimensional values as labelled points and query {query}'s output as a star at "
+                f"({context[query, 0]:.2f}, {context[query, 1]:.2f}), inside their convex hull.")

@@ -178,15 +178,15 @@ def test_attention_function_refuses_the_library_under_another_name(fn):
     assert not verdict.ok and "library's own attention" in verdict.message, verdict.message
 
 
-def test_attention_function_refuses_the_explorers_masked_softmax():  # reader g7: lab.masked_weights passed
-    from attn_helpers import lab
+def test_attention_function_refuses_the_explorers_masked_softmax():  # reader g7: the explorer's softmax passed
+    from attn_helpers.widgets.masking import masked_weights
 
     def through_lab(q, k, v, mask=None):
         import math
 
         scores = q @ k.mT / math.sqrt(q.shape[-1])
         keep = torch.ones(scores.shape[-2:], dtype=torch.bool) if mask is None else mask
-        return lab.masked_weights(scores, keep, "keep") @ v
+        return masked_weights(scores, keep, "keep") @ v
 
     verdict = checks.check_attention_function.judge(through_lab)
-    assert not verdict.ok and "masked_weights" in verdict.message, verdict
+    assert not verdict.ok and "attend" in verdict.message, verdict

@@ -71,3 +71,17 @@ def test_source_text_of_a_function_without_a_docstring():
 def test_show_source_rejects_what_is_not_code():
     with pytest.raises(TypeError, match="fn must be a function or class"):
         source_text(42)
+
+
+def test_sentence_intermediates_cut_the_same_q_k_v_into_heads_with_equal_words_equal_rows():
+    from attn_helpers.lab import sentence_intermediates
+
+    two = sentence_intermediates(SENTENCE[:4], SENTENCE, 2, 16, 8, seed=0)
+    four = sentence_intermediates(SENTENCE[:4], SENTENCE, 4, 16, 8, seed=0)
+    assert list(two["weights"].shape) == [1, 2, 4, 4] and list(four["weights"].shape) == [1, 4, 4, 4]
+    torch.testing.assert_close(two["qkv"], four["qkv"])  # the weights depend on chan, not on num_heads
+    assert all(torch.equal(two[name], sentence_intermediates(SENTENCE[:4], SENTENCE, 2, 16, 8, seed=0)[name])
+               for name in two)
+    x = sentence_intermediates(SENTENCE, SENTENCE, 1, 4, 400, seed=0, std=2.5)["x"]
+    assert torch.equal(x[0, 0], x[0, 4]) and not torch.equal(x[0, 0], x[0, 1])
+    assert 2.2 < float(x[0, :4].std()) < 2.8

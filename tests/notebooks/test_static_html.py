@@ -138,6 +138,18 @@ def test_a_notebook_run_now_renders_a_picture_per_explorer(tmp_path: Path, monke
     sizes = {explorer_name(o, known): len(base64.b64decode(o.data["image/png"]))
              for c in nb.cells for o in c.outputs if explorer_name(o, known)}
     print(f"static pictures (bytes): {sizes}")
+    # Each picture carries its explorer's description (Explorer.describe) and its CSS size in its metadata; nbconvert
+    # 7.17's classic HTML template writes the alt from it (its lab template writes the size only, and nbconvert then
+    # gives every <img> without alt "No description has been provided for this image").
+    stateless = copy.deepcopy(nb)
+    stateless.metadata.pop("widgets", None)
+    body, _ = HTMLExporter(template_name="classic", exclude_input=True).from_notebook_node(stateless)
+    images = iter(BeautifulSoup(body, "html.parser").select("img"))
+    for output in (o for c in nb.cells for o in c.outputs if "image/png" in o.get("data", {})):
+        image, meta = next(images), output.metadata.get("image/png", {})
+        if explorer_name(output, known):
+            assert any(c.isdigit() for c in meta["alt"]) and image.get("alt") == meta["alt"], (meta, image.attrs)
+            assert int(image.get("width")) == meta["width"] < 934, (meta, image.get("width"))
 
     # The check sees an explorer output that lost its picture: it shows the text line instead.
     broken = copy.deepcopy(nb)

@@ -46,6 +46,9 @@ class Tiny(Explorer):
         self.line.set_ydata([a, b])
         return f"sum={a + b}"
 
+    def describe(self, a: int, b: int, t: float) -> str:
+        return f"a line from {a} to {b}"
+
     def table(self, a: int, b: int, t: float) -> str:
         return f"<p>{a} and {b}</p>"
 
@@ -211,10 +214,26 @@ def test_status_text_is_html_escaped():
     assert tiny.last_status == "<b>x & y</b>"
 
 
+def test_the_picture_is_described_under_it_and_in_the_static_pictures_alt():
+    tiny = Tiny()
+    tiny.set(a=3, b=5)
+    assert tiny.description == "a line from 3 to 5" and "a line from 3 to 5</small></details>" in tiny.words.value
+    bundle, metadata = tiny._repr_mimebundle_()
+    width, height = (n // tiny.pixel_density for n in tiny.canvas.get_width_height())  # CSS pixels
+    assert metadata == {PNG: {"alt": "a line from 3 to 5", "width": width, "height": height}} and PNG in bundle
+    tiny.set(a=0)  # no picture, no description of one
+    assert tiny._repr_mimebundle_()[1] == {}
+
+
+def test_a_caption_names_the_keys_that_move_a_slider_in_notebook_7():
+    caption = Tiny().caption.value
+    assert "Home / End" in caption and "Page Up / Page Down" in caption and "Notebook 7" in caption
+
+
 def test_repr_is_one_line_and_the_mimebundle_carries_it_as_text_plain():
     tiny = Tiny()
     assert repr(tiny) == "Tiny(a=1 b=2 t=0.5 | sum=3)"
-    bundle = tiny._repr_mimebundle_()
+    bundle, _ = tiny._repr_mimebundle_()
     assert bundle["text/plain"] == repr(tiny)
     assert "application/vnd.jupyter.widget-view+json" in bundle
 
@@ -277,13 +296,13 @@ def _close(static: bytes, live: bytes) -> None:
 
 def test_the_display_bundle_carries_a_static_picture_of_what_is_shown_at_display_time():
     tiny = Tiny()
-    bundle = tiny._repr_mimebundle_()
+    bundle, _ = tiny._repr_mimebundle_()
     assert bundle["text/plain"] == repr(tiny) and "application/vnd.jupyter.widget-view+json" in bundle
     assert _picture(bundle).startswith(PNG_SIGNATURE)
     _close(_picture(bundle), tiny.image.value)
     first = png_pixels(_picture(bundle))
     tiny.set(a=9)  # displayed again later: the picture of that moment, not the first one
-    later = _picture(tiny._repr_mimebundle_())
+    later = _picture(tiny._repr_mimebundle_()[0])
     _close(later, tiny.image.value)
     assert (png_pixels(later) != first).any()
 
@@ -301,18 +320,18 @@ def test_the_static_picture_is_a_palette_png_smaller_than_the_live_one():
 def test_an_impossible_state_is_displayed_without_a_picture():
     tiny = Tiny()
     tiny.set(a=0)  # the kept PNG is the last valid one, hidden: it must not stand for this state
-    bundle = tiny._repr_mimebundle_()
+    bundle, _ = tiny._repr_mimebundle_()
     assert PNG not in bundle
     assert bundle["text/plain"] == "Tiny(a=0 b=2 t=0.5 | not possible: a must not be zero)"
     tiny.set(a=2)
-    assert PNG in tiny._repr_mimebundle_()
+    assert PNG in tiny._repr_mimebundle_()[0]
 
 
 def test_ipythons_include_and_exclude_decide_whether_the_picture_is_made():
     tiny = Tiny()
-    assert PNG not in tiny._repr_mimebundle_(exclude={PNG})
-    assert PNG not in tiny._repr_mimebundle_(include={"text/plain"})
-    assert PNG in tiny._repr_mimebundle_(include={PNG, "text/plain"}, exclude=None)
+    assert PNG not in tiny._repr_mimebundle_(exclude={PNG})[0]
+    assert PNG not in tiny._repr_mimebundle_(include={"text/plain"})[0]
+    assert PNG in tiny._repr_mimebundle_(include={PNG, "text/plain"}, exclude=None)[0]
 
 
 def test_the_bundle_of_an_ipywidgets_7_widget_carries_the_picture_too():

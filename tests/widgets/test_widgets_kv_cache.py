@@ -9,7 +9,7 @@ import pytest
 from attn_helpers import MODEL_ATTENTION_SIZES, kv_cache_bytes
 from attn_helpers.widgets import KVCacheCalculator
 from attn_helpers.widgets.kv_cache import format_bytes
-from widget_support import full_render_differs
+
 
 DEFAULTS = dict(num_heads=64, kv_groups=8, num_layers=80, seq_len=4096, dtype_bytes=2, head_dim=128)
 
@@ -27,7 +27,7 @@ def test_starts_valid_with_a_stable_one_line_repr(calc):
     assert text.startswith("KVCacheCalculator(num_heads=64 kv_groups=8 num_layers=80 seq_len=4096 dtype_bytes=2 "
                            "head_dim=128 | Llama-2-70B | ")
     assert "\n" not in text and "0x" not in text
-    assert calc._repr_mimebundle_()["text/plain"] == text
+    assert calc._repr_mimebundle_()[0]["text/plain"] == text
 
 
 @pytest.mark.parametrize("change", [dict(num_heads=32), dict(kv_groups=1), dict(num_layers=40),
@@ -55,17 +55,43 @@ def test_the_bars_and_the_table_are_kv_cache_bytes(calc):
     assert "saves" in calc.last_status and "(87.5%)" in calc.last_status
 
 
-def test_heads_not_divisible_by_groups_are_explained_without_a_traceback(calc):
-    calc.set(**DEFAULTS)
-    calc.set(kv_groups=6)
-    assert not calc.valid
-    assert "not possible" in calc.last_status and "64 / 6 = 10.6667" in calc.last_status
-    assert "[1, 2, 4, 8, 16, 32, 64]" in calc.last_status
-    assert "Traceback" not in calc.status.value
-    calc.set(num_heads=4, kv_groups=8)  # more groups than heads
-    assert not calc.valid and "4 / 8 = 0.5 " in calc.last_status
-    calc.set(**DEFAULTS)
-    assert calc.valid
+def test_the_groups_slider_offers_only_divisors_of_the_heads_and_keeps_the_layout_still(calc):
+    """From Llama-2-70B's sizes every press on H gives a picture (7 of 8 said "not possible" when G took any
+    number), and the table under it stays; moving H back gives the G chosen before and names the model again."""
+    calc.choose_model("Llama-2-70B")
+    for heads in range(65, 73):
+        calc.set(num_heads=heads)
+        groups = calc.controls["kv_groups"]
+        assert calc.valid and list(groups.options) == [d for d in range(1, heads + 1) if heads % d == 0]
+        assert groups.value == max(d for d in groups.options if d <= 8) and calc.table_html.value
+    calc.set(num_heads=64)
+    assert calc.values["kv_groups"] == 8 and calc.model_menu.value == "Llama-2-70B"
+    calc.set(kv_groups=2, num_heads=4)  # the G chosen last is kept where H allows it
+    assert calc.values["kv_groups"] == 2
+    with pytest.raises(ValueError, match="num_heads"):
+        KVCacheCalculator(num_heads=64, kv_groups=6)
+
+
+def test_the_sliding_window_layers_never_outnumber_the_layers():
+    calc = KVCacheCalculator(windows=True)
+    calc.set(local_layers=60)
+    calc.set(num_layers=40)
+    assert calc.controls["local_layers"].max == 40 and calc.values["local_layers"] == 40 and calc.valid
+
+
+def test_the_title_fits_the_figure_for_every_model_and_setting():
+    """The title was cut at the right edge ("... × 2 bytes (batch 1"): at 1366 x 768 the picture is shown unshrunk
+    (640 px), so every line of the title must lie inside it."""
+    for windows in (False, True):
+        calc = KVCacheCalculator(windows=windows, batch=8)
+        for name in calc.presets:
+            calc.choose_model(name)
+            for seq_len in (512, 131072):
+                calc.set(seq_len=seq_len, **({"window": 4096} if windows else {}))
+                calc.render_png()
+                box = calc.title.get_window_extent(calc.canvas.get_renderer())
+                assert 0 <= box.x0 and box.x1 <= calc.canvas.get_width_height()[0], (name, seq_len, box)
+                assert calc.canvas.get_width_height()[0] / calc.pixel_density <= 900  # CSS px
 
 
 def test_bad_sizes_are_rejected_at_construction():
@@ -119,12 +145,6 @@ def test_the_model_menu_is_part_of_the_widget_and_rejects_unknown_names(calc):
         calc.choose_model("GPT-5")
 
 
-def test_fast_redraw_shows_the_same_picture_as_a_full_render(calc):
-    calc.set(num_heads=8, kv_groups=2, seq_len=512)
-    assert full_render_differs(calc) < 0.005  # only edges where the drawing order differs
-    calc.set(**DEFAULTS)
-
-
 def test_with_windows_the_presets_of_models_with_local_layers_count_only_their_window():
     from attn_helpers.lab import WINDOWED_ATTENTION_SIZES, kv_cache_bytes, windowed_kv_cache_bytes
 
@@ -139,8 +159,8 @@ def test_with_windows_the_presets_of_models_with_local_layers_count_only_their_w
                               seq_len=32768) if rest else 0
         assert windowed_kv_cache_bytes(seq_len=32768, **{k: sizes[k] for k in (
             "num_layers", "local_layers", "window", "num_kv_heads", "head_dim")}) == local + full
-    calc.set(local_layers=100)
-    assert not calc.valid and "100 sliding-window layers in a model of 24 layers" in calc.last_status
+    calc.set(local_layers=100)  # the slider stops at the model's layers
+    assert calc.valid and calc.values["local_layers"] == 24
 
 
 def test_without_windows_the_calculator_is_lesson_09s():

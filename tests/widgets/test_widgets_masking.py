@@ -6,8 +6,10 @@ import pytest
 import torch
 
 from attn_helpers.views import NAN_COLOUR, cmap_with_nan
+from attn_helpers.core import attention_scores, causal_mask, scaled_dot_product_attention
 from attn_helpers.widgets import MaskExplorer
-from widget_support import assert_move_redraws, full_render_differs
+from attn_helpers.widgets.masking import CONVENTIONS, keep_mask, masked_weights
+from widget_support import assert_move_redraws
 
 
 @pytest.fixture
@@ -101,6 +103,28 @@ def test_cmap_with_nan_paints_infinities_grey_so_annotations_stay_readable():
     plt.close(fig)
 
 
-def test_fast_redraw_shows_the_same_picture_as_a_full_render(explorer):
-    explorer.set(mask="padding (queries too)", convention="blocked", temperature=0.4)
-    assert full_render_differs(explorer) < 0.005  # only edges where the drawing order differs
+def test_keep_mask_of_every_type():
+    n, length = 5, 3
+    assert keep_mask("none", n, length).all()
+    assert torch.equal(keep_mask("causal", n, length), causal_mask(n))
+    padding = keep_mask("padding", n, length)
+    assert padding[:, :length].all() and not padding[:, length:].any()
+    assert torch.equal(keep_mask("causal+padding", n, length), causal_mask(n) & padding)
+    both = keep_mask("padding (queries too)", n, length)
+    assert not both[length:].any() and both[:length, :length].all()
+
+
+def test_the_conventions_match_the_library_and_differ_only_on_dead_rows():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(6, 4, generator=g) for _ in range(3))
+    keep = keep_mask("padding (queries too)", 6, 4)
+    _, reference = scaled_dot_product_attention(q, k, v, keep, return_weights=True)
+    weights = {value: masked_weights(attention_scores(q, k), keep, value) for _, value in CONVENTIONS}
+    torch.testing.assert_close(weights["keep"], reference)
+    for w in weights.values():
+        torch.testing.assert_close(w[:4], reference[:4])
+    assert weights["blocked"][4:].isnan().all() and (weights["keep"][4:] == 0).all()
+    torch.testing.assert_close(weights["-1e9"][4:], torch.full((2, 6), 1 / 6))
+    scores = torch.tensor([[1.0, 2.0, 3.0]])  # the temperature divides the scores
+    torch.testing.assert_close(masked_weights(scores, torch.ones(1, 3, dtype=torch.bool), "keep", 0.5),
+                               torch.softmax(scores / 0.5, dim=-1))

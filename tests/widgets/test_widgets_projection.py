@@ -5,8 +5,10 @@ import pytest
 import torch
 
 from attn_helpers.core.arguments import check_heads
+from attn_helpers import SENTENCE, Attention, embed
 from attn_helpers.widgets import ProjectionExplorer
-from widget_support import assert_move_redraws, full_render_differs
+from attn_helpers.widgets.projection import projected_qkv, sentence_embeddings
+from widget_support import assert_move_redraws
 
 
 @pytest.fixture
@@ -70,12 +72,6 @@ def test_custom_tokens_and_empty_tokens():
         ProjectionExplorer([])
 
 
-def test_fast_redraw_shows_the_same_picture_as_a_full_render(explorer):
-    explorer.set(dim=10, chan=30, num_heads=3, qkv_bias=True)  # new widths and colour ranges: axes and colour bars move
-    # Only the panels' antialiased frame edges may differ (drawn under the heatmaps here, over them there).
-    assert full_render_differs(explorer) < 0.01
-
-
 def test_one_colour_scale_for_every_setting_of_the_sentence():
     """The colour bars are drawn once: the sentence's values stay inside the fixed scale for every setting."""
     from attn_helpers.widgets.projection import QKV_RANGE, X_RANGE
@@ -98,3 +94,23 @@ def test_values_beyond_the_scale_widen_it_and_redraw():
     assert widened[0] > 1.0 and widened[1] > 1.0 and e.ranges == widened
     assert e.images[0].get_clim() == (-widened[0], widened[0]) and e.images[1].get_clim() == (-widened[1], widened[1])
     assert e.valid
+
+
+def test_the_sentence_uses_the_series_table_and_equal_words_get_equal_vectors():
+    x = sentence_embeddings(SENTENCE, 7)
+    assert torch.equal(x[0], embed(SENTENCE, 7)) and torch.equal(x[0, 0], x[0, 4])
+    other = sentence_embeddings(["a", "zebra", "a"], 7)  # words outside the example's vocabulary: a table of their own
+    assert torch.equal(other[0, 0], other[0, 2]) and not torch.equal(other[0, 0], other[0, 1])
+
+
+def test_projected_qkv_is_lesson_01s_seeded_layer_cut_in_three_and_leaves_the_global_rng_alone():
+    state = torch.get_rng_state()
+    t = projected_qkv(SENTENCE, 10, 12, num_heads=3, qkv_bias=True, seed=1)
+    assert torch.equal(torch.get_rng_state(), state)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(1)
+        layer = Attention(10, 12, num_heads=3, qkv_bias=True)  # what a notebook builds after torch.manual_seed(1)
+    torch.testing.assert_close(t["qkv"], layer.qkv(t["x"]).detach())
+    assert [list(t[name].shape) for name in ("x", "qkv", "q", "k", "v")] == [[1, 6, 10], [1, 6, 36]] + [[1, 6, 12]] * 3
+    torch.testing.assert_close(torch.cat([t["q"], t["k"], t["v"]], dim=-1), t["qkv"])
+    assert int(t["params"]) == 36 * 10 + 36

@@ -32,7 +32,7 @@ def test_starts_valid_with_a_stable_status_line_the_browser_tests_can_parse(expl
     assert rest.startswith("pair 2 turns 0.1 rad per position, arrows 17° apart")
     assert repr(explorer) == f"RopeExplorer({explorer.last_status})" == repr(RopeExplorer())
     assert "\n" not in repr(explorer) and "0x" not in repr(explorer)
-    assert explorer._repr_mimebundle_()["text/plain"] == repr(explorer)
+    assert explorer._repr_mimebundle_()[0]["text/plain"] == repr(explorer)
 
 
 @pytest.mark.parametrize("change", [dict(offset=4), dict(offset=-32), dict(offset=32), dict(pair=0), dict(pair=7)])

@@ -8,7 +8,7 @@ import torch
 from attn_helpers.core import sliding_window_mask
 from attn_helpers.lab import weights_after_steps
 from attn_helpers.widgets import ScoreStepsExplorer
-from widget_support import assert_move_redraws, full_render_differs
+from widget_support import assert_move_redraws
 
 
 @pytest.fixture
@@ -70,8 +70,3 @@ def test_leaves_the_global_random_state_alone():
     state = torch.get_rng_state()
     ScoreStepsExplorer().set(window=2)
     assert torch.equal(torch.get_rng_state(), state)
-
-
-def test_fast_redraw_shows_the_same_picture_as_a_full_render(explorer):
-    explorer.set(window=2, use_sink=True, sink=3.0)
-    assert full_render_differs(explorer) < 0.005
