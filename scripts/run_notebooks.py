@@ -91,6 +91,9 @@ def execute(path: Path) -> float:
         km=km,
         timeout=600,
         record_timing=False,
+        # No widget state in the saved notebook: without it, a page drawn without a kernel (nbconvert's HTML,
+        # nbviewer) shows each explorer's picture (its image/png); with it, an empty widget area.
+        store_widget_state=False,
         resources={"metadata": {"path": str(path.parent.resolve())}},
     )
     start = time.perf_counter()
