@@ -106,6 +106,7 @@ def execute(path: Path) -> float:
         if cell.get("outputs"):
             cell.outputs = joined_streams(cell.outputs)
     nb.metadata["kernelspec"] = kernelspec()
+    nb.metadata.pop("widgets", None)  # a state saved by an earlier run (nbclient keeps what it does not store)
     nbformat.validate(nb)
     nbformat.write(nb, path)
     return seconds

@@ -129,13 +129,11 @@ def show_figures_sharp(shell: Any = None) -> bool:
 # -- sentences the views functions describe their panels with ------------------------------------------------------
 
 def number(value: float) -> str:
-    """A value as a description prints it: two decimals, or three significant digits when it is large or tiny."""
+    """A value as a description prints it: two decimals (few digits: the same at any thread count), whole above 1000."""
     value = float(value)
     if value != value:
         return "NaN"
-    if value == 0 or 0.01 <= abs(value) < 1000:
-        return f"{value:.2f}"
-    return f"{value:.3g}"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{round(value, 2) + 0.0:.2f}"  # + 0.0: no "-0.00"
 
 
 def _label(labels: Any, i: int, axis: str) -> str:
@@ -145,7 +143,7 @@ def _label(labels: Any, i: int, axis: str) -> str:
 def matrix_sentence(array: Any, x_labels: Any = None, y_labels: Any = None, *, title: str | None = None,
                     what: str = "Heatmap", xlabel: str = "key", ylabel: str = "query") -> str:
     """One sentence on a matrix ``(rows, cols)`` as a heatmap draws it: its size, its range, its blank cells
-    (NaN or -inf), and where each row is largest: row by row for up to 6 rows, else as a pattern (how many rows
+    (NaN or -inf), and where each row is largest: row by row for up to 8 rows, else as a pattern (how many rows
     are largest on the diagonal, one to the left, in the first column) for a square matrix, else the largest cell."""
     import numpy as np
 
@@ -163,7 +161,7 @@ def matrix_sentence(array: Any, x_labels: Any = None, y_labels: Any = None, *, t
     filled = np.where(finite, a, -np.inf)
     best = filled.argmax(axis=1)
     rows_with_values = [i for i in range(n_rows) if finite[i].any()]
-    if n_rows <= 6:
+    if n_rows <= 8:
         pairs = [f"{_label(y_labels, i, row_name)} to {_label(x_labels, best[i], col_name)} ({number(a[i, best[i]])})"
                  for i in rows_with_values]
         return text + "; largest in each row: " + ", ".join(pairs) + "."
