@@ -5,8 +5,8 @@ importing ``views`` sets up how figures are shown (sharp at 2x, with a descripti
 
 from __future__ import annotations
 
+import builtins
 import importlib
-import sys
 from typing import Any
 
 _HOME = {
@@ -47,6 +47,8 @@ _HOME = {
     "describe_axes": "display",
     "figure_description": "display",
     "show_figures_sharp": "display",
+    "figure_html": "display",
+    "UNDESCRIBED": "display",
     # lesson pictures
     "convex_hull": "values",
     "values_plot": "values",
@@ -73,10 +75,8 @@ def __getattr__(name: str) -> Any:
 
 
 def _in_ipython() -> bool:
-    """Whether an IPython shell runs this code (asked only if IPython is already imported: a plain Python never
-    imports it here)."""
-    ipython = sys.modules.get("IPython")
-    return ipython is not None and getattr(ipython, "get_ipython", lambda: None)() is not None
+    """Whether an IPython shell runs this code (IPython puts ``get_ipython`` into builtins; nothing is imported)."""
+    return getattr(builtins, "get_ipython", lambda: None)() is not None
 
 
 if _in_ipython():

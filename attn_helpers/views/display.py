@@ -15,8 +15,10 @@ numbers it draws (:func:`describe_axes`), and a lesson cell that draws its own f
 from __future__ import annotations
 
 import base64
+import builtins
 import html
 import importlib
+import io
 import struct
 import weakref
 from collections.abc import Callable
@@ -84,11 +86,13 @@ def _png_size(png: bytes) -> tuple[int, int]:
 
 def figure_html(fig: Figure) -> str | None:
     """``fig`` as one ``<img>``: a PNG at twice its dpi, shown at its size at 1x (``width``/``height``), with ``alt``."""
-    from IPython.core.pylabtools import print_figure
-
-    png = print_figure(fig, fmt="retina", bbox_inches="tight")
-    if not png:  # a figure with nothing to draw: no output
+    if not fig.axes and not fig.lines:  # a figure with nothing to draw: no output (as IPython's print_figure)
         return None
+    buffer = io.BytesIO()
+    # IPython's print_figure(fig, fmt="retina"), which the inline backend's retina format uses
+    fig.canvas.print_figure(buffer, format="png", dpi=2 * fig.dpi, bbox_inches="tight",
+                            facecolor=fig.get_facecolor(), edgecolor=fig.get_edgecolor())
+    png = buffer.getvalue()
     width, height = _png_size(png)
     alt = figure_description(fig)
     if alt is None:
@@ -107,11 +111,7 @@ def show_figures_sharp(shell: Any = None) -> bool:
     set-up again (``%matplotlib inline`` after another backend, or ``%config InlineBackend.figure_formats``) brings
     its own PNG back; calling this again restores the sharp one."""
     if shell is None:
-        try:
-            from IPython import get_ipython
-        except ImportError:
-            return False
-        shell = get_ipython()
+        shell = getattr(builtins, "get_ipython", lambda: None)()  # IPython puts get_ipython into builtins
     formatters = getattr(getattr(shell, "display_formatter", None), "formatters", None)
     if not formatters or "text/html" not in formatters:
         return False
