@@ -143,7 +143,8 @@ def _label(labels: Any, i: int, axis: str) -> str:
 def matrix_sentence(array: Any, x_labels: Any = None, y_labels: Any = None, *, title: str | None = None,
                     what: str = "Heatmap", xlabel: str = "key", ylabel: str = "query") -> str:
     """One sentence on a matrix ``(rows, cols)`` as a heatmap draws it: its size, its range, its blank cells
-    (NaN or -inf), and where each row is largest: row by row for up to 8 rows, else as a pattern (how many rows
+    (NaN or -inf), and where each row is largest (for a matrix of two values, a mask: how many cells of each row
+    hold the larger): row by row for up to 8 rows, else as a pattern (how many rows
     are largest on the diagonal, one to the left, in the first column) for a square matrix, else the largest cell."""
     import numpy as np
 
@@ -158,6 +159,10 @@ def matrix_sentence(array: Any, x_labels: Any = None, y_labels: Any = None, *, t
     text += f", values {number(a[finite].min())} to {number(a[finite].max())}"
     if not finite.all():
         text += f", {int((~finite).sum())} cells blank"
+    if np.unique(a[finite]).size <= 2:  # a mask (0 and 1, or 0 and -inf): how many cells of each row are on
+        top = a[finite].max()
+        return text + f"; cells at {number(top)} in each row: " + ", ".join(
+            str(int((a[i] == top).sum())) for i in range(n_rows)) + "."
     filled = np.where(finite, a, -np.inf)
     best = filled.argmax(axis=1)
     rows_with_values = [i for i in range(n_rows) if finite[i].any()]
@@ -190,7 +195,8 @@ def lines_sentence(ax: Axes, what: str = "Line plot") -> str:
         x, y = (np.asarray(v, dtype=np.float64) for v in line.get_data())
         if label.startswith("_") or y.size < 2 or x.size != y.size:
             continue
-        parts.append(f"{label}: {number(y[0])} at {number(x[0])} to {number(y[-1])} at {number(x[-1])} "
+        at = [f"{v:,.0f}" if float(v).is_integer() else number(v) for v in (x[0], x[-1])]  # steps, sizes: whole
+        parts.append(f"{label}: {number(y[0])} at {at[0]} to {number(y[-1])} at {at[1]} "
                      f"(lowest {number(np.nanmin(y))}, highest {number(np.nanmax(y))})")
     head = f"{what} '{title}'" if title else what
     axes = f" of {ax.get_ylabel() or 'value'} against {ax.get_xlabel() or 'x'}"

@@ -95,3 +95,8 @@ def test_the_formatter_replaces_the_inline_backends_png():
     assert IMG.match(data["text/html"]) and "Heatmap: 2 query rows" in data["text/html"]
     assert views.show_figures_sharp(SimpleNamespace()) is False  # not an IPython shell
     plt.close(fig)
+
+
+def test_a_mask_is_described_by_the_cells_each_row_keeps():
+    text = display.matrix_sentence(np.tril(np.ones((4, 4))), title="keep")
+    assert text.endswith("values 0.00 to 1.00; cells at 1.00 in each row: 1, 2, 3, 4."), text
