@@ -195,6 +195,12 @@ def lines_sentence(ax: Axes, what: str = "Line plot") -> str:
         x, y = (np.asarray(v, dtype=np.float64) for v in line.get_data())
         if label.startswith("_") or y.size < 2 or x.size != y.size:
             continue
+        if line.get_transform() != ax.transData:  # axhline / axvline: a reference line across the axes
+            if np.all(y == y[0]):
+                parts.append(f"{label}: a horizontal line at {number(y[0])}")
+            elif np.all(x == x[0]):
+                parts.append(f"{label}: a vertical line at {number(x[0])}")
+            continue
         at = [f"{v:,.0f}" if float(v).is_integer() else number(v) for v in (x[0], x[-1])]  # steps, sizes: whole
         parts.append(f"{label}: {number(y[0])} at {at[0]} to {number(y[-1])} at {at[1]} "
                      f"(lowest {number(np.nanmin(y))}, highest {number(np.nanmax(y))})")

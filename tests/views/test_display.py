@@ -100,3 +100,15 @@ def test_the_formatter_replaces_the_inline_backends_png():
 def test_a_mask_is_described_by_the_cells_each_row_keeps():
     text = display.matrix_sentence(np.tril(np.ones((4, 4))), title="keep")
     assert text.endswith("values 0.00 to 1.00; cells at 1.00 in each row: 1, 2, 3, 4."), text
+
+
+def test_curves_give_their_ends_and_reference_lines_their_place():
+    fig, ax = plt.subplots()
+    ax.plot([0, 10, 20], [3.0, 1.5, 0.5], label="loss")
+    ax.axhline(1.0, label="1 nat")
+    ax.axvline(10, label="drop")
+    ax.set(title="held-out loss", xlabel="training step", ylabel="loss")
+    text = display.lines_sentence(ax, "Curves")
+    assert text == ("Curves 'held-out loss' of loss against training step: loss: 3.00 at 0 to 0.50 at 20 (lowest 0.50, "
+                    "highest 3.00); 1 nat: a horizontal line at 1.00; drop: a vertical line at 10.00."), text
+    plt.close(fig)
