@@ -135,6 +135,9 @@ def test_a_notebook_run_now_renders_a_picture_per_explorer(tmp_path: Path, monke
 
     found, count = missing_pictures(nb)
     assert count == 3 and not found, (count, found)
+    # The figure (importing the explorers imports views, which sets up how figures are shown): one HTML <img>.
+    figure = nb.cells[3].outputs[-1].data
+    assert "image/png" not in figure and figure["text/html"].startswith('<img src="data:image/png;base64,'), figure
     known = explorer_class_names()
     sizes = {explorer_name(o, known): len(base64.b64decode(o.data["image/png"]))
              for c in nb.cells for o in c.outputs if explorer_name(o, known)}
