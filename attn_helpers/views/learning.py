@@ -174,7 +174,7 @@ def plot_snapshots(run: Any, steps: Sequence[int], *, title: str | None = None, 
 
 def plot_circuit_forming(steps: Sequence[int], loss: Any, previous: Any, induction: Any, *, guessing: float,
                          drop_step: int | None = None, drop_below: float = 1.0,
-                         figsize: tuple[float, float] = (9.2, 3.6)) -> Figure:
+                         figsize: tuple[float, float] = (9.0, 3.6)) -> Figure:
     """Lesson 14: a run's loss on the repeated part ``(S,)`` (left, with the uniform guess ``guessing`` and the
     ``drop_below`` line) and the best previous-token match ``(S,)`` and best induction match ``(S,)`` (right),
     over the snapshot ``steps``; ``drop_step`` marked on both. Returns the figure."""

@@ -3,7 +3,7 @@
 A figure (an output whose ``text/plain`` is matplotlib's ``<Figure size ...>``) must be what
 ``attn_helpers/views/display.py`` makes of it: one ``text/html`` ``<img>`` holding a PNG with twice the pixels of its
 ``width``/``height`` (sharp at device scale 2), an ``alt`` that describes it (not the placeholder of a figure nothing
-described), and a width at most the 934 px that JupyterLab's output column has at 1366x768 with the file browser
+described), and a width at most the 914 px that JupyterLab gives an HTML output at 1366x768 with the file browser
 open (measured by the browser test; a wider figure is shrunk, and its text with it). No ``image/png`` copy is kept.
 The explorers' pictures are the widgets' own business (tests/notebooks/test_static_html.py).
 """
@@ -19,7 +19,9 @@ import pytest
 
 from tools.browser_support import lesson_notebooks
 
-OUTPUT_COLUMN_PX = 934  # JupyterLab's output column at 1366x768, file browser open (tools/figure_sizes.py)
+# JupyterLab's output column at 1366x768, file browser open, is 934 px; an HTML output has 20 px of right padding
+# (.jp-RenderedHTMLCommon), so a figure shown as HTML gets 914 (measured: a 929-px figure was shown 914 px wide).
+OUTPUT_COLUMN_PX = 914
 UNDESCRIBED = "A figure without a description"  # attn_helpers.views.display.UNDESCRIBED (no matplotlib import here)
 IMG = re.compile(r'^<img src="data:image/png;base64,([A-Za-z0-9+/=]+)" width="(\d+)" height="(\d+)" alt="([^"]*)"/>$')
 
