@@ -91,6 +91,9 @@ def execute(path: Path) -> float:
         km=km,
         timeout=600,
         record_timing=False,
+        # No widget state in the saved notebook: without it, a page drawn without a kernel (nbconvert's HTML,
+        # nbviewer) shows each explorer's picture (its image/png); with it, an empty widget area.
+        store_widget_state=False,
         resources={"metadata": {"path": str(path.parent.resolve())}},
     )
     start = time.perf_counter()
@@ -103,6 +106,7 @@ def execute(path: Path) -> float:
         if cell.get("outputs"):
             cell.outputs = joined_streams(cell.outputs)
     nb.metadata["kernelspec"] = kernelspec()
+    nb.metadata.pop("widgets", None)  # a state saved by an earlier run (nbclient keeps what it does not store)
     nbformat.validate(nb)
     nbformat.write(nb, path)
     return seconds

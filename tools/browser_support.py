@@ -82,8 +82,11 @@ PROBLEM_OUTPUTS = ('.jp-OutputArea-output[data-mime-type="application/vnd.jupyte
 WIDGET_FAILURES = ("Error displaying widget", "Model not found", "Failed to load model class",
                    "Error creating view", "Error rendering widget",
                    "Click to show javascript error")  # JupyterLab's placeholder when a renderer threw
-# Static figures (image/png outputs), as opposed to the explorers' ipywidgets Images.
-STATIC_PNG = '.jp-OutputArea-output[data-mime-type="image/png"] img'
+# Static figures, as opposed to the explorers' ipywidgets Images: an image/png output, or a figure shown as one
+# HTML <img> holding its PNG (attn_helpers/views/display.py: sharp at 2x, with its description in alt).
+STATIC_PNG = ('.jp-OutputArea-output[data-mime-type="image/png"] img, '
+              '.jp-OutputArea-output[data-mime-type="text/html"] img[src^="data:image/png"]')
+FIGURE_HTML = re.compile(r'\s*<img src="data:image/png;base64,')
 
 
 # The learner's screen the browser tests use: a common laptop's 1366 x 768 (issue 31), JupyterLab's default layout.
@@ -146,7 +149,10 @@ class CommittedNotebook:
                 data = output.get("data", {})
                 # A static figure; an explorer's output also carries a picture (for front ends without a
                 # kernel), but after Run All JupyterLab shows its live widget instead.
-                if "image/png" in data and "application/vnd.jupyter.widget-view+json" not in data:
+                html = data.get("text/html", "")
+                html = "".join(html) if isinstance(html, list) else html
+                if "application/vnd.jupyter.widget-view+json" not in data and (
+                        "image/png" in data or FIGURE_HTML.match(html)):
                     pngs += 1
                 text = data.get("text/plain", "")
                 text = "".join(text) if isinstance(text, list) else text
@@ -620,7 +626,8 @@ class LessonPage(NotebookPage):
 
     def static_images(self) -> list[dict[str, Any]]:
         return self.notebook.locator(STATIC_PNG).evaluate_all(
-            "imgs => imgs.map(i => ({w: i.naturalWidth, h: i.naturalHeight, complete: i.complete}))")
+            "imgs => imgs.map(i => ({w: i.naturalWidth, h: i.naturalHeight, complete: i.complete,"
+            " shownWidth: i.getBoundingClientRect().width, alt: i.getAttribute('alt')}))")
 
     def explorers(self) -> list[ExplorerView]:
         boxes = self.notebook.locator(EXPLORER_BOX)

@@ -1,9 +1,11 @@
 """views: printouts and pictures. They take tensors or arrays and import no math.
 
-Names load on first use, so ``attn_helpers.views.show`` does not import matplotlib."""
+Names load on first use, so ``attn_helpers.views.show`` does not import matplotlib; but in an IPython kernel,
+importing ``views`` sets up how figures are shown (sharp at 2x, with a description: :mod:`.display`)."""
 
 from __future__ import annotations
 
+import builtins
 import importlib
 from typing import Any
 
@@ -40,6 +42,13 @@ _HOME = {
     "traced_flow": "dataflow",
     "flow_layout": "dataflow",
     "dataflow_diagram": "dataflow",
+    # how a figure is shown: sharp, with a description (alt text)
+    "describe_figure": "display",
+    "describe_axes": "display",
+    "figure_description": "display",
+    "show_figures_sharp": "display",
+    "figure_html": "display",
+    "UNDESCRIBED": "display",
     # lesson pictures
     "convex_hull": "values",
     "values_plot": "values",
@@ -63,3 +72,12 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _in_ipython() -> bool:
+    """Whether an IPython shell runs this code (IPython puts ``get_ipython`` into builtins; nothing is imported)."""
+    return getattr(builtins, "get_ipython", lambda: None)() is not None
+
+
+if _in_ipython():
+    importlib.import_module(".display", __name__).show_figures_sharp()

@@ -12,6 +12,7 @@ from matplotlib.axes import Axes
 
 from .arrays import to_numpy
 from .colours import GROWTH_COLOURS
+from .display import describe_axes, lines_sentence
 
 __all__ = ["growth_plot"]
 
@@ -55,4 +56,5 @@ def growth_plot(
     ax.legend(fontsize=8, frameon=False)
     if title:
         ax.set_title(title, fontsize=10)
+    describe_axes(ax, lambda: lines_sentence(ax, "Log-log plot"))
     return {"lines": lines, "slopes": slopes}

@@ -189,4 +189,11 @@ def dataflow_diagram(steps: Sequence[tuple[str, Sequence[int], str]], flow: Flow
     ax.axis("off")
     if title:
         ax.set_title(title)
+    from .display import describe_axes
+
+    named = {name: (labels or {}).get(name, name) for name, _, _ in steps}
+    describe_axes(ax, "Diagram of the forward pass, a box per tensor with its shape and axes, in order: " + "; ".join(
+        f"{named[name]} {list(shape)} ({axes})"
+        + (f" from {' and '.join(named[p] for p in flow[name])}" if flow.get(name) else "")
+        for name, shape, axes in steps) + ".")
     return ax

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
+from .display import describe_axes
+
 __all__ = ["pipeline_diagram"]
 
 
@@ -47,4 +49,7 @@ def pipeline_diagram(
     ax.axis("off")
     if title:
         ax.set_title(title)
+    describe_axes(ax, "Diagram of the steps in order, each with its shape: " + "; then ".join(
+        f"{name} {list(shape)} ({', '.join(f'{a} {s}' for a, s in zip(axes.split(), shape))})"
+        for name, shape, axes in steps) + ".")
     return ax

@@ -17,7 +17,8 @@ from matplotlib.image import AxesImage
 
 from .arrays import _check_labels, to_numpy
 from .colours import WEIGHTS_CMAP, cmap_with_nan
-from .heatmaps import _heatmap
+from .display import describe_axes
+from .heatmaps import _heatmap, describe_image
 from .labels import (MIN_FONTSIZE, _fit_fontsize, _name_axes, _panel_inches, _points, _relabel, _TICK_PAD, _text_width,
                      _tick_texts, _vertical)
 
@@ -283,6 +284,7 @@ def head_grid(
                                colorbar_label=None, xlabel="key" if lowest else "",
                                ylabel="query" if col == 0 else "", x_ticks=lowest, y_ticks=col == 0,
                                text_labels=text_labels))
+        describe_image(images[-1], labels, y_labels, title=title, xlabel="key", ylabel="query", what="Panel")
     figure.colorbar(images[0], cax=cax, label="attention weight")
     if suptitle:
         figure.suptitle(suptitle)
@@ -349,7 +351,43 @@ def origin_grid(
     handles = [plt.Rectangle((0, 0), 1, 1, facecolor=palette[t % len(palette)], edgecolor="grey") for t in range(n_tokens)]
     figure.legend(handles, labels, loc="center right", title="came from", fontsize=8, title_fontsize=8, frameon=False)
     figure.subplots_adjust(right=0.84, hspace=0.75, wspace=0.25)
+    describe_axes(axes[0, 0], lambda: origin_sentence(arrays, chan, labels))
     return figure
+
+
+def origin_sentence(arrays: Mapping[str, np.ndarray], chan: int, labels: Sequence[str]) -> str:
+    """Where each row of each head of each split came from (:func:`origin_grid`'s description)."""
+    parts = []
+    for name, a in arrays.items():
+        tokens, features = np.divmod(a.astype(np.int64), chan)
+        for h in range(a.shape[0]):
+            rows = []
+            for r in range(a.shape[1]):
+                came = sorted(set(tokens[h, r].tolist()))
+                rows.append(f"row {r} from {' and '.join(repr(labels[t]) for t in came)}")
+            parts.append(f"{name}, head {h} (features f{features[h].min()} to f{features[h].max()}): "
+                         + ", ".join(rows))
+    return "Where each entry of a split into heads came from, one panel per head, cells coloured by source token: " \
+        + "; ".join(parts) + "."
+
+
+def head_patterns(array: np.ndarray, first_layer: int = 0) -> str:
+    """Which heads of ``array (L, H, N, N)`` put most rows' largest weight on the first token, the token itself,
+    the previous or the next token (rows 2 onwards: the first rows cannot tell these apart)."""
+    L, H, n, _ = array.shape
+    rows = np.arange(2, n)
+    kinds = {"the first token": np.zeros_like(rows), "the token itself": rows, "the previous token": rows - 1,
+             "the next token": np.minimum(rows + 1, n - 1)}
+    found: dict[str, list[str]] = {k: [] for k in kinds}
+    found["no one place"] = []
+    for layer in range(L):
+        for head in range(H):
+            best = array[layer, head, rows].argmax(axis=-1)
+            share = {k: float(np.mean(best == target)) for k, target in kinds.items()}
+            kind = max(share, key=share.get)
+            found[kind if share[kind] > 0.5 else "no one place"].append(f"L{first_layer + layer}H{head}")
+    return "; ".join(f"{k} in {len(v)} ({', '.join(v)})" for k, v in found.items() if v)
+
 
 
 def plot_all_heads(weights: Any, *, gap: int = 2, figsize: tuple[float, float] = (14.0, 7.6),
@@ -385,4 +423,8 @@ def plot_all_heads(weights: Any, *, gap: int = 2, figsize: tuple[float, float] =
     bar.ax.tick_params(labelsize=fontsize)
     if title:
         ax.set_title(title, pad=8 + 1.6 * fontsize, fontsize=fontsize + 1)
+    layers = f"layers {first_layer} to {first_layer + L - 1}" if L > 1 else f"layer {first_layer}"
+    describe_axes(ax, lambda: f"Attention weights of {layers}, {H} heads each, on {n} tokens, one panel per head "
+                              f"(0 to 1). Where most rows put their largest weight: "
+                              f"{head_patterns(array, first_layer)}.")
     return figure

@@ -18,6 +18,7 @@ from matplotlib.image import AxesImage
 
 from .arrays import _check_labels, _matrix
 from .colours import HEAD_COLOURS, SIGNED_CMAP, WEIGHTS_CMAP, text_colour
+from .display import describe_axes, matrix_sentence, number
 from .labels import _axes_points, _cell_inches, _label_axes
 
 __all__ = ["heatmap", "annotate_cells", "block_heatmap"]
@@ -59,9 +60,24 @@ def heatmap(
     ticks or labels on that axis); ``text_labels=True`` writes the labels as plain text instead of
     ticks (same places, much faster to lay out and draw: for explorers).
     """
-    return _heatmap(values, x_labels, y_labels, ax=ax, title=title, xlabel=xlabel, ylabel=ylabel, cmap=cmap,
-                    vmin=vmin, vmax=vmax, annotate=annotate, colorbar=colorbar, fmt=fmt, fontsize=fontsize,
-                    colorbar_label=colorbar_label, x_ticks=x_ticks, y_ticks=y_ticks, text_labels=text_labels)
+    image = _heatmap(values, x_labels, y_labels, ax=ax, title=title, xlabel=xlabel, ylabel=ylabel, cmap=cmap,
+                     vmin=vmin, vmax=vmax, annotate=annotate, colorbar=colorbar, fmt=fmt, fontsize=fontsize,
+                     colorbar_label=colorbar_label, x_ticks=x_ticks, y_ticks=y_ticks, text_labels=text_labels)
+    describe_image(image, x_labels, y_labels, title=title, xlabel=xlabel, ylabel=ylabel)
+    return image
+
+
+def describe_image(image: AxesImage, x_labels: Sequence[str] | None, y_labels: Sequence[str] | None, *,
+                   title: str | None, xlabel: str, ylabel: str, what: str = "Heatmap") -> None:
+    """Describe ``image``'s panel from the matrix it shows when the figure is shown (so after ``set_data`` too)."""
+    def sentence() -> str:
+        array = np.ma.filled(np.ma.asarray(image.get_array(), dtype=np.float64), np.nan)
+        square = array.shape[0] == array.shape[1]
+        rows = y_labels if y_labels is not None else (x_labels if square else None)
+        named = [labels if labels is not None and all(str(t) for t in labels) else None for labels in (x_labels, rows)]
+        return matrix_sentence(array, *named, title=title, what=what, xlabel=xlabel or "key",
+                               ylabel=ylabel or "query")
+    describe_axes(image.axes, sentence)
 
 
 def _heatmap(values: Any, x_labels: Sequence[str] | None, y_labels: Sequence[str] | None, *, ax: Axes | None,
@@ -187,4 +203,9 @@ def block_heatmap(
         ax.set_title(title, pad=6 + strip_points if col_blocks else 6)
     if colorbar:
         ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.10 if row_blocks else 0.04)
+    groups = [f"{'columns' if cols else 'rows'} in blocks " + ", ".join(f"{label} ({size})" for label, size in blocks)
+              for blocks, cols in ((col_blocks, True), (row_blocks, False)) if blocks]
+    describe_axes(ax, f"Signed heatmap{f' {title!r}' if title else ''} of a {n_rows} by {n_cols} matrix, values "
+                      f"{number(array.min())} to {number(array.max())}"
+                      + "".join(f"; {g}" for g in groups) + ".")
     return image

@@ -20,6 +20,7 @@ from matplotlib.image import AxesImage
 
 from .arrays import to_numpy
 from .colours import HEAD_COLOURS, WEIGHTS_CMAP
+from .display import describe_axes, lines_sentence, number
 from .heatmaps import heatmap
 from .labels import _axes_points, _fit_fontsize
 
@@ -93,8 +94,8 @@ def plot_learning_curves(runs: Mapping[str, Any] | Any, *, accuracy: float | Non
     for i, (name, run) in enumerate(runs.items()):
         colour = HEAD_COLOURS[i % len(HEAD_COLOURS)]
         layer, head = run.best_head()
-        axes[0].plot(np.arange(1, run.config.steps + 1), to_numpy(run.train_loss), color=colour, lw=1.0)
-        axes[1].plot(run.steps, to_numpy(run.held_out_accuracy), color=colour)
+        axes[0].plot(np.arange(1, run.config.steps + 1), to_numpy(run.train_loss), color=colour, lw=1.0, label=name)
+        axes[1].plot(run.steps, to_numpy(run.held_out_accuracy), color=colour, label=name)
         axes[2].plot(run.steps, to_numpy(run.pattern_match[:, layer, head]), color=colour,
                      label=f"{name}\n(best: {head_name(layer, head, run.pattern_match.shape[1])})")
     axes[0].set(yscale="log", title="training loss", xlabel="training step")
@@ -110,38 +111,61 @@ def plot_learning_curves(runs: Mapping[str, Any] | Any, *, accuracy: float | Non
                   bbox_to_anchor=(grid[1, 1].get_position(figure).x0, axes[2].get_position().y0
                                   + axes[2].get_position().height / 2),
                   fontsize=9, frameon=False, labelspacing=0.9)
+    for ax in axes:
+        describe_axes(ax, lambda ax=ax: lines_sentence(ax, "Curves"))
     return figure
 
 
-def plot_snapshots(run: Any, steps: Sequence[int], *, title: str | None = None) -> Figure:
-    """Every head's attention on the run's probe sequence at each of ``steps`` (one row per head,
-    one column per step), and the ideal pattern at the top right.
+def plot_snapshots(run: Any, steps: Sequence[int], *, title: str | None = None, per_row: int = 3) -> Figure:
+    """Every head's attention on the run's probe sequence at each of ``steps`` (each head's panels in order,
+    ``per_row`` panels a row), and the ideal pattern after the first head's last step.
 
     ``run``: a training run (its ``probe_weights (S, L, H, N, N)``, ``pattern_match (S, L, H)``,
     ``probe_ideal (N, N)``); ``steps``: steps it recorded. Each panel's title gives the step and that
-    head's pattern match there. Returns the figure."""
+    head's pattern match there. Returns the figure.
+
+    Three panels a row keep the figure about 870 px wide, which a notebook on a 1366-px laptop screen shows
+    unshrunk (six in one row were 1,530 px, shown at 61 %)."""
     if not steps:
         raise ValueError("steps must name at least one recorded step, got none")
+    if per_row < 1:
+        raise ValueError(f"per_row must be at least 1, got {per_row}")
     indices = [run.snapshot(step) for step in steps]
     L, H = run.pattern_match.shape[1:]
-    rows, cols = L * H, len(steps) + 1
+    slots = len(steps) + 1  # each head's steps, then the ideal (the first head) or nothing
+    wraps = -(-slots // per_row)
+    rows, cols = L * H * wraps, min(per_row, slots)
     panel = 1.9
     width, height = 1.3 + cols * panel + (cols - 1) * 0.35 + 1.0, 0.9 + rows * panel + (rows - 1) * 0.8
     figure = plt.figure(figsize=(width, height))
     grid = figure.add_gridspec(rows, cols, left=0.75 / width, right=1.0 - 1.1 / width, bottom=0.55 / height,
                                top=1.0 - 0.55 / height, wspace=0.35 / panel, hspace=0.8 / panel)
     labels = run.probe_labels
-    for r in range(rows):
-        layer, head = divmod(r, H)
-        for c, (step, index) in enumerate(zip(steps, indices)):
+    panels = []
+    for h in range(L * H):
+        layer, head = divmod(h, H)
+        for i, (step, index) in enumerate(zip(steps, indices)):
+            r, c = h * wraps + i // per_row, i % per_row
+            lowest = h == L * H - 1 and i + per_row >= (slots if h == 0 else len(steps))  # nothing drawn below it
             ax = figure.add_subplot(grid[r, c])
             weights_panel(run.probe_weights[index, layer, head], labels, ax,
                           title=f"step {step}: match {run.pattern_match[index, layer, head].item():.2f}",
-                          xlabel="key" if r == rows - 1 else "",
+                          xlabel="key" if lowest else "",
                           ylabel=f"{head_name(layer, head, L)}\nquery" if c == 0 else "",
-                          x_ticks=r == rows - 1, y_ticks=c == 0)
-    ax = figure.add_subplot(grid[0, cols - 1])
-    image = weights_panel(run.probe_ideal, labels, ax, title="ideal", xlabel="key", ylabel="", y_ticks=False)
+                          x_ticks=lowest, y_ticks=c == 0)
+            panels.append(ax)
+    ax = figure.add_subplot(grid[(slots - 1) // per_row, (slots - 1) % per_row])
+    image = weights_panel(run.probe_ideal, labels, ax, title="ideal", xlabel="key", ylabel="",
+                          y_ticks=(slots - 1) % per_row == 0)
+    panels.append(ax)
+    for ax in panels[1:]:
+        describe_axes(ax, "")  # one sentence for the whole figure, below
+    matches = [f"{head_name(layer, head, L)}: " + ", ".join(
+        f"{number(run.pattern_match[index, layer, head].item())} at step {step}" for step, index in zip(steps, indices))
+        for layer in range(L) for head in range(H)]
+    describe_axes(panels[0], f"Attention weights on the {len(labels)}-token probe sequence at steps "
+                             f"{', '.join(str(s) for s in steps)}, beside the ideal pattern; the match with the "
+                             f"ideal (1 = identical) of {'; '.join(matches)}.")
     cax = figure.add_axes((1.0 - 0.85 / width, 0.55 / height, 0.12 / width, 1.0 - 1.1 / height))
     figure.colorbar(image, cax=cax, label="attention weight")
     figure.suptitle(title or f"{run.task.name}: every head over training", fontsize=11)
@@ -150,7 +174,7 @@ def plot_snapshots(run: Any, steps: Sequence[int], *, title: str | None = None) 
 
 def plot_circuit_forming(steps: Sequence[int], loss: Any, previous: Any, induction: Any, *, guessing: float,
                          drop_step: int | None = None, drop_below: float = 1.0,
-                         figsize: tuple[float, float] = (9.2, 3.6)) -> Figure:
+                         figsize: tuple[float, float] = (9.0, 3.6)) -> Figure:
     """Lesson 14: a run's loss on the repeated part ``(S,)`` (left, with the uniform guess ``guessing`` and the
     ``drop_below`` line) and the best previous-token match ``(S,)`` and best induction match ``(S,)`` (right),
     over the snapshot ``steps``; ``drop_step`` marked on both. Returns the figure."""
@@ -168,4 +192,5 @@ def plot_circuit_forming(steps: Sequence[int], loss: Any, previous: Any, inducti
             ax.axvline(drop_step, color="#b35806", lw=1.5, label=f"loss below {drop_below:g} (step {drop_step})")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, loc="best")
+        describe_axes(ax, lambda ax=ax: lines_sentence(ax, "Curves"))
     return figure

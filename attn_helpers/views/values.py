@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 
+from .display import describe_axes, number
 from .arrays import _check_labels, to_numpy
 
 __all__ = ["convex_hull", "values_plot"]
@@ -84,4 +85,17 @@ def values_plot(
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)  # outside: never hides a point
     if title:
         ax.set_title(title)
+    describe_axes(ax, lambda: values_sentence(artists, labels))
     return artists
+
+
+def values_sentence(artists: dict[str, Any], labels: Sequence[str] | None) -> str:
+    """Where :func:`values_plot`'s dots and crosses are (read from its artists, so after ``set_offsets`` too)."""
+    points = np.asarray(artists["values"].get_offsets())
+    names = list(labels) if labels is not None else [f"value {i}" for i in range(len(points))]
+    text = ("Value vectors as dots in the plane of value features 0 and 1, inside their shaded convex hull: "
+            + ", ".join(f"{n} ({number(x)}, {number(y)})" for n, (x, y) in zip(names, points)))
+    if artists["outputs"] is not None:
+        outputs = np.asarray(artists["outputs"].get_offsets())
+        text += "; outputs weights @ v as crosses: " + ", ".join(f"({number(x)}, {number(y)})" for x, y in outputs)
+    return text + "."

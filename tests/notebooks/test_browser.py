@@ -150,6 +150,20 @@ def test_run_all_shows_every_output(lesson: LessonPage, screenshot_dir: Path):
             f"the kernel runs {interpreter}, not this environment's {sys.executable}")
 
 
+@on_each(NOTEBOOKS)
+def test_every_figure_is_described_and_sharp(lesson: LessonPage, screenshot_dir: Path):
+    """JupyterLab's <img> of every static figure carries the figure's description in ``alt``, and its picture has
+    two pixels for every CSS pixel it is shown at (sharp at device scale 2; attn_helpers/views/display.py)."""
+    figures = lesson.static_images()
+    assert len(figures) == lesson.committed.n_static_png, figures
+    undescribed = [f"figure {i}: alt {f['alt']!r}" for i, f in enumerate(figures)
+                   if not (f["alt"] or "").strip() or f["alt"].startswith("A figure without a description")]
+    assert not undescribed, f"{lesson.name}: figures without a description:\n" + "\n".join(undescribed)
+    soft = [f"figure {i}: {f['w']} px shown {f['shownWidth']:.0f} px wide" for i, f in enumerate(figures)
+            if f["w"] < 2 * f["shownWidth"] - 1]
+    assert not soft, f"{lesson.name}: figures with fewer than 2 pixels per CSS pixel:\n" + "\n".join(soft)
+
+
 # -- every picture at a laptop's size (issue 31) ----------------------------------------------------
 # Before any control moves: each explorer still shows its first picture. The sizes come from the page,
 # the smallest text of each picture from the kernel that drew it (tools/figure_sizes.py, figure_probe.py).

@@ -28,9 +28,10 @@ Rules (``make notebooks`` produces notebooks that follow all of them):
   ``tests/notebooks/IGNORED_OUTPUTS.md`` (notebook, cell id, its weakening tags) whose reason has at
   least 10 characters, and every row there names such a cell (no stale rows).
 * No missing figures: a cell with a top-level ``plt.show()`` line or a top-level call of a drawing
-  helper from ``attn_helpers.views`` (``heatmap``, ``head_grid``, ...) has an ``image/png`` output
-  (unless it displays a widget, whose figures live in the widget state), and every displayed
-  ``<Figure ...>`` has its ``image/png``. ``MPLBACKEND=Agg`` leaking into the kernel breaks this.
+  helper from ``attn_helpers.views`` (``heatmap``, ``head_grid``, ...) has a picture: an ``image/png``
+  output or a figure shown as one HTML ``<img>`` of its PNG (``attn_helpers/views/display.py``), unless it
+  displays a widget; and every displayed ``<Figure ...>`` has its picture. ``MPLBACKEND=Agg`` leaking into the
+  kernel breaks this.
 
 Also: notebook file names are ``NN_snake_case.ipynb`` with unique, consecutive two-digit prefixes
 starting at ``00`` (an optional appendix to lesson NN is ``NNa_snake_case.ipynb``), and the series starts with ``notebooks/00_orientation.ipynb``.
@@ -81,6 +82,10 @@ MIN_JUSTIFICATION_CHARS = 10
 
 # Output data that is base64, not text: not scanned for paths (base64 contains "/").
 BINARY_MIME_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"}
+# A figure shown as HTML (attn_helpers/views/display.py): <img src="data:image/png;base64,..." ...>; its base64 is
+# not scanned either.
+FIGURE_HTML = re.compile(r'^\s*<img src="data:image/png;base64,')
+BASE64_PNG = re.compile(r"data:image/png;base64,[A-Za-z0-9+/=]+")
 # Top-level lines only (not inside a def, loop or callback): plt.show() or a call of one of
 # attn_helpers.views' drawing helpers (kept in sync by test_plotting_helpers_exist).
 PLOTTING_HELPERS = ("heatmap", "head_grid", "pipeline_diagram")
@@ -138,7 +143,7 @@ def _code_cells(nb: nbformat.NotebookNode) -> Iterator[tuple[int, Any]]:
 def _strings(obj: Any, where: str) -> Iterator[tuple[str, str]]:
     """Every string inside a JSON-like value, with where it is; base64 images are skipped."""
     if isinstance(obj, str):
-        yield where, obj
+        yield where, BASE64_PNG.sub("data:image/png;base64,", obj)
     elif isinstance(obj, dict):
         for key, value in obj.items():
             if key not in BINARY_MIME_TYPES:
@@ -355,7 +360,7 @@ def check_figures_present(nb: nbformat.NotebookNode) -> list[str]:
             continue  # never executed: check_executed_in_order reports it
         outputs = cell.get("outputs", [])
         datas = [o.get("data", {}) for o in outputs if o.output_type in ("display_data", "execute_result")]
-        has_png = any("image/png" in d for d in datas)
+        has_png = any(_has_picture(d) for d in datas)
         has_widget = any(WIDGET_VIEW in d for d in datas)
         drawing = DRAWS_FIGURE.search(cell.source)
         if drawing and not has_png and not has_widget:
@@ -363,9 +368,15 @@ def check_figures_present(nb: nbformat.NotebookNode) -> list[str]:
                 f"cell {index} draws a figure ({drawing.group(0)!r}) but has no image/png output (MPLBACKEND leaked?)"
             )
         for d in datas:
-            if str(d.get("text/plain", "")).startswith("<Figure size") and "image/png" not in d:
+            if str(d.get("text/plain", "")).startswith("<Figure size") and not _has_picture(d):
                 problems.append(f"cell {index} displays {d['text/plain']!r} without its image/png")
     return problems
+
+
+def _has_picture(data: dict) -> bool:
+    """An image/png, or a figure shown as one HTML <img> of its PNG."""
+    html = data.get("text/html", "")
+    return "image/png" in data or bool(FIGURE_HTML.match("".join(html) if isinstance(html, list) else html))
 
 
 def check_size(path: Path) -> list[str]:

@@ -1,15 +1,16 @@
 """A picture without a kernel: every explorer's output in a saved notebook shows an image where no widget can run.
 
 The hosting service's notebook view, nbviewer and ``jupyter nbconvert --to html`` draw no live widgets.
-Each notebook is rendered here as they do, with nbconvert's HTML exporter (lab template) and **no widget
-state** in the notebook's metadata (the service ignores it; nbconvert's ``WidgetsDataTypeFilter`` then skips
-the widget view and takes the next MIME type of its priority list). Every explorer's output, found by its
+Each notebook is rendered here as they do, with nbconvert's HTML exporter (lab template), **as committed**: the
+project's runner (``scripts/run_notebooks.py``) saves no widget state in the notebook's metadata, so nbconvert's
+``WidgetsDataTypeFilter`` skips the widget view and takes the next MIME type of its priority list (with widget
+state saved, it drew the widget view: an empty ``Out[n]`` without the scripts of a CDN). Every explorer's output, found by its
 ``text/plain`` line (``HeadsExplorer(num_heads=4 ...)``, a class from ``attn_helpers.widgets`` that is an
 ``Explorer``), must render as exactly one ``<img>`` holding that output's own ``image/png``, and not as its
 text line. Outputs are matched to the HTML by cell id (``id="cell-id=..."``) and position in the cell.
 
-* ``test_every_explorer_output_renders_as_one_picture[NN]``: the committed notebooks (they carry pictures
-  once regenerated with ``make notebooks`` after ``Explorer._repr_mimebundle_`` added them).
+* ``test_every_explorer_output_renders_as_one_picture[NN]``: the committed notebooks, as committed (no widget
+  state).
 * ``test_a_notebook_run_now_renders_a_picture_per_explorer``: a notebook written here, with three
   explorers, a figure and a printed line, executed by the project's own runner (``scripts/run_notebooks.py``,
   a kernel of this environment importing this checkout), then rendered the same way; and the check,
@@ -47,10 +48,8 @@ def explorer_name(output: dict, known: set[str]) -> str | None:
     return match.group(1) if match and match.group(1) in known else None
 
 
-def html_without_widget_state(nb: nbformat.NotebookNode) -> str:
-    """The notebook as nbconvert's HTML exporter renders it when the notebook keeps no widget state."""
-    nb = copy.deepcopy(nb)
-    nb.metadata.pop("widgets", None)
+def html_of(nb: nbformat.NotebookNode) -> str:
+    """The notebook as nbconvert's HTML exporter renders it (without a kernel)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         # Outputs are what is tested: leaving the sources out makes it ten times faster (markdown's conversion).
@@ -63,7 +62,7 @@ def html_without_widget_state(nb: nbformat.NotebookNode) -> str:
 def missing_pictures(nb: nbformat.NotebookNode) -> tuple[list[str], int]:
     """What is wrong with each explorer output of ``nb`` rendered without widget state, and how many there are."""
     known = explorer_class_names()
-    soup = BeautifulSoup(html_without_widget_state(nb), "html.parser")
+    soup = BeautifulSoup(html_of(nb), "html.parser")
     problems, count = [], 0
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code" or not cell.get("outputs"):
@@ -101,7 +100,9 @@ def missing_pictures(nb: nbformat.NotebookNode) -> tuple[list[str], int]:
                          ids=lambda p: p.name)
 def test_every_explorer_output_renders_as_one_picture(path: Path):
     nb = nbformat.read(path, as_version=4)
-    assert WIDGET_STATE in nb.metadata.get("widgets", {}), "the notebook was saved without widget state"
+    assert WIDGET_STATE not in nb.metadata.get("widgets", {}), (
+        f"{path.name} was saved with widget state: nbconvert draws its explorers as empty outputs "
+        f"(regenerate with `make notebooks NB=notebooks/{path.name}`)")
     problems, count = missing_pictures(nb)
     assert count, f"{path.name}: no explorer output found"
     assert not problems, (f"{path.name}: explorer outputs without a picture when rendered without a kernel "
@@ -130,10 +131,13 @@ def test_a_notebook_run_now_renders_a_picture_per_explorer(tmp_path: Path, monke
     execute(path)
     nb = nbformat.read(path, as_version=4)
     assert not problems(nb), problems(nb)
-    assert WIDGET_STATE in nb.metadata.get("widgets", {}), "nbclient saved no widget state"
+    assert WIDGET_STATE not in nb.metadata.get("widgets", {}), "the runner saved widget state"
 
     found, count = missing_pictures(nb)
     assert count == 3 and not found, (count, found)
+    # The figure (importing the explorers imports views, which sets up how figures are shown): one HTML <img>.
+    figure = nb.cells[3].outputs[-1].data
+    assert "image/png" not in figure and figure["text/html"].startswith('<img src="data:image/png;base64,'), figure
     known = explorer_class_names()
     sizes = {explorer_name(o, known): len(base64.b64decode(o.data["image/png"]))
              for c in nb.cells for o in c.outputs if explorer_name(o, known)}
