@@ -136,6 +136,11 @@ def number(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{round(value, 2) + 0.0:.2f}"  # + 0.0: no "-0.00"
 
 
+def _on_x(value: float) -> str:
+    """A place on an x axis (a step, a size): whole numbers whole, others as :func:`number`."""
+    return f"{float(value):,.0f}" if float(value).is_integer() else number(value)
+
+
 def _label(labels: Any, i: int, axis: str) -> str:
     return f"'{labels[i]}'" if labels is not None else f"{axis} {i}"
 
@@ -199,9 +204,9 @@ def lines_sentence(ax: Axes, what: str = "Line plot") -> str:
             if np.all(y == y[0]):
                 parts.append(f"{label}: a horizontal line at {number(y[0])}")
             elif np.all(x == x[0]):
-                parts.append(f"{label}: a vertical line at {number(x[0])}")
+                parts.append(f"{label}: a vertical line at {_on_x(x[0])}")
             continue
-        at = [f"{v:,.0f}" if float(v).is_integer() else number(v) for v in (x[0], x[-1])]  # steps, sizes: whole
+        at = [_on_x(v) for v in (x[0], x[-1])]
         parts.append(f"{label}: {number(y[0])} at {at[0]} to {number(y[-1])} at {at[1]} "
                      f"(lowest {number(np.nanmin(y))}, highest {number(np.nanmax(y))})")
     head = f"{what} '{title}'" if title else what
