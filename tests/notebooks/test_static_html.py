@@ -148,9 +148,11 @@ def test_a_notebook_run_now_renders_a_picture_per_explorer(tmp_path: Path, monke
     stateless = copy.deepcopy(nb)
     stateless.metadata.pop("widgets", None)
     body, _ = HTMLExporter(template_name="classic", exclude_input=True).from_notebook_node(stateless)
-    images = iter(BeautifulSoup(body, "html.parser").select("img"))
+    # each <img> found by its picture (the figure's HTML <img> sits between the explorers' pictures)
+    images = {"".join(img.get("src", "").split(",", 1)[-1].split()): img
+              for img in BeautifulSoup(body, "html.parser").select("img")}
     for output in (o for c in nb.cells for o in c.outputs if "image/png" in o.get("data", {})):
-        image, meta = next(images), output.metadata.get("image/png", {})
+        image, meta = images["".join(output.data["image/png"].split())], output.metadata.get("image/png", {})
         if explorer_name(output, known):
             assert any(c.isdigit() for c in meta["alt"]) and image.get("alt") == meta["alt"], (meta, image.attrs)
             assert int(image.get("width")) == meta["width"] < 934, (meta, image.get("width"))
