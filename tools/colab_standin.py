@@ -267,7 +267,7 @@ class StandinRun:
         (self.folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
         cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-c", "pytest.ini", "--rootdir", ".",
                "-rA", "-q", "--nbval", "--nbval-kernel-name", "colab", "--nbval-sanitize-with", str(SANITIZE),
-               "--nbval-cell-timeout=120", *self.names]
+               "--nbval-cell-timeout=300", *self.names]
         env = child_env(JUPYTER_PATH=str(jupyter), JUPYTER_DATA_DIR=str(folder / "jupyter-data"),
                         IPYTHONDIR=str(folder / "ipython"), MPLCONFIGDIR=str(folder / "mpl"))
         run = NbvalRun(cmd, self.folder, env, folder / "nbval.log", stop=stop)

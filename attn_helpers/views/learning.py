@@ -38,16 +38,17 @@ def head_name(layer: int, head: int, num_layers: int) -> str:
 
 
 def weights_panel(values: Any, labels: Sequence[str], ax: Axes, *, title: str, xlabel: str, ylabel: str,
-                  x_ticks: bool = True, y_ticks: bool = True) -> AxesImage:
+                  x_ticks: bool = True, y_ticks: bool = True, css_dpi: float | None = None) -> AxesImage:
     """One attention heatmap ``(N, N)`` in [0, 1] with token labels on the axes that carry ticks; returns the image.
 
     Inner panels carry no labels, and labels are text rather than ticks: ticks cost most of the drawing time.
     Labels are drawn at least :data:`READABLE_PX` pixels tall; where that many do not fit beside the panel,
-    every second (third, ...) token is labelled instead.
+    every second (third, ...) token is labelled instead. ``css_dpi``: the picture's pixels per inch as the page shows
+    them (default the figure's dpi; an explorer drawn at twice its dpi for sharp screens passes half of it).
     """
     n = len(labels)
     side = min(_axes_points(ax))  # points
-    readable = READABLE_PX * 72.0 / ax.figure.dpi  # points
+    readable = READABLE_PX * 72.0 / (css_dpi or ax.figure.dpi)  # points
     fontsize = _fit_fontsize(n, side)
     every = 1
     if fontsize < readable:

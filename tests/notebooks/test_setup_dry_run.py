@@ -35,7 +35,7 @@ def pips_dry_run() -> tuple[subprocess.CompletedProcess, dict | None]:
         result = subprocess.run(
             [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
              "--disable-pip-version-check", "--report", str(report), "-r", str(LEARNER)],
-            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1200)
         return result, (json.loads(report.read_text()) if report.exists() else None)
 
 

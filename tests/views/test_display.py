@@ -110,5 +110,5 @@ def test_curves_give_their_ends_and_reference_lines_their_place():
     ax.set(title="held-out loss", xlabel="training step", ylabel="loss")
     text = display.lines_sentence(ax, "Curves")
     assert text == ("Curves 'held-out loss' of loss against training step: loss: 3.00 at 0 to 0.50 at 20 (lowest 0.50, "
-                    "highest 3.00); 1 nat: a horizontal line at 1.00; drop: a vertical line at 10.00."), text
+                    "highest 3.00); 1 nat: a horizontal line at 1.00; drop: a vertical line at 10."), text
     plt.close(fig)
