@@ -103,7 +103,8 @@ def heatmap_picture(server: JupyterServer, browser: Browser) -> None:
     path = NOTEBOOKS_DIR / HEATMAP_NOTEBOOK
     cells = nbformat.read(path, as_version=4).cells
     index = next(i for i, c in enumerate(cells) if c.cell_type == "code" and HEATMAP_CELL_MARKER in c.source
-                 and any("image/png" in o.get("data", {}) for o in c.get("outputs", [])))
+                 and any("<img" in "".join(o.get("data", {}).get("text/html", ""))
+                         for o in c.get("outputs", [])))
     lesson = LessonPage(server, browser, path)
     try:
         lesson.open_and_run_all()

@@ -111,8 +111,7 @@ _STEPS = ("scores = q @ k.mT / sqrt(d_k), the mask, a softmax over the keys, the
           "(section 4.2, for every query at once).")
 
 
-#: The library's attention, and attend, which the explorers' softmax with a mask (widgets.masking.masked_weights)
-#: calls and which would do the exercise's mask and softmax for it.
+#: The library's attention, and attend, which would do the exercise's mask and softmax for it.
 _ATTENTION_FUNCTION_WATCH = LIBRARY_ATTENTION | library(("attend",))
 
 

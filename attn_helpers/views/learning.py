@@ -20,7 +20,7 @@ from matplotlib.image import AxesImage
 
 from .arrays import to_numpy
 from .colours import HEAD_COLOURS, WEIGHTS_CMAP
-from .display import describe_axes, lines_sentence, number
+from .display import describe_axes, describe_figure, lines_sentence, number
 from .heatmaps import heatmap
 from .labels import _axes_points, _fit_fontsize
 
@@ -159,14 +159,14 @@ def plot_snapshots(run: Any, steps: Sequence[int], *, title: str | None = None, 
     image = weights_panel(run.probe_ideal, labels, ax, title="ideal", xlabel="key", ylabel="",
                           y_ticks=(slots - 1) % per_row == 0)
     panels.append(ax)
-    for ax in panels[1:]:
-        describe_axes(ax, "")  # one sentence for the whole figure, below
+    for ax in panels:
+        describe_axes(ax, "")  # the figure's one sentence, below, says what every panel shows
     matches = [f"{head_name(layer, head, L)}: " + ", ".join(
         f"{number(run.pattern_match[index, layer, head].item())} at step {step}" for step, index in zip(steps, indices))
         for layer in range(L) for head in range(H)]
-    describe_axes(panels[0], f"Attention weights on the {len(labels)}-token probe sequence at steps "
-                             f"{', '.join(str(s) for s in steps)}, beside the ideal pattern; the match with the "
-                             f"ideal (1 = identical) of {'; '.join(matches)}.")
+    describe_figure(figure, f"Attention weights on the {len(labels)}-token probe sequence at steps "
+                              f"{', '.join(str(s) for s in steps)}, beside the ideal pattern; the match with the "
+                              f"ideal (1 = identical) of {'; '.join(matches)}.")
     cax = figure.add_axes((1.0 - 0.85 / width, 0.55 / height, 0.12 / width, 1.0 - 1.1 / height))
     figure.colorbar(image, cax=cax, label="attention weight")
     figure.suptitle(title or f"{run.task.name}: every head over training", fontsize=11)

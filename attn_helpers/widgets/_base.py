@@ -221,6 +221,12 @@ class Explorer:
     #: 150 ms (slowest 139 ms, against 122 ms at 1).
     pixel_density = 2
 
+    @property
+    def css_dpi(self) -> float:
+        """The picture's dots per inch as the page shows it (``figure.dpi`` over ``pixel_density``): sizes in CSS
+        pixels, such as the output column's width or the smallest readable label, convert with this."""
+        return self.figure.dpi / self.pixel_density
+
     #: False for an explorer whose ``draw`` lays out again the artists it made the first time
     #: (faster than making new ones); the figure is then not cleared before ``draw``.
     clear_on_rebuild = True

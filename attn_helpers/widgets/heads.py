@@ -98,7 +98,7 @@ class HeadsExplorer(Explorer):
         if self.grid is None:
             # never wider than a laptop's output column, labels never smaller than 7.5 pt (8.3 px at 80 dpi)
             self.grid = LiveHeadGrid(figure, max(HEAD_COUNTS),
-                                     max_width=OUTPUT_WIDTH_PX * self.pixel_density / self.figure.dpi,
+                                     max_width=OUTPUT_WIDTH_PX / self.css_dpi,
                                      min_fontsize=7.5)
         self.images = self.grid.layout(num_heads, SENTENCE[:tokens])
         self.dynamic(self.images)

@@ -145,12 +145,12 @@ class AttentionSnapshotExplorer(Explorer):
             ax = figure.add_subplot(grid[0, index])
             image = weights_panel(np.zeros((len(labels), len(labels))), labels, ax, title=head_name(layer, head, L),
                                   xlabel="key", ylabel="query" if index == 0 else "", y_ticks=index == 0,
-                                  css_dpi=figure.dpi / self.pixel_density)
+                                  css_dpi=self.css_dpi)
             self.images.append(image)
             self.titles.append(ax.title)
         ax = figure.add_subplot(grid[0, L * H])
         ideal = weights_panel(run.probe_ideal, labels, ax, title="ideal pattern", xlabel="key", ylabel="", y_ticks=False,
-                              css_dpi=figure.dpi / self.pixel_density)
+                              css_dpi=self.css_dpi)
         cax = ax.inset_axes((1.08, 0.0, 0.07, 1.0))
         figure.colorbar(ideal, cax=cax, label="attention weight")
         curves = figure.add_subplot(grid[1, :-1])  # the last column's width holds the legend
