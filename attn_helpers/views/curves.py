@@ -47,7 +47,7 @@ def growth_plot(
                              f"got shape {list(y.shape)} with minimum {y.min() if y.size else 'none'}")
         slopes[name] = float(np.polyfit(np.log(x), np.log(y), 1)[0])
         lines[name], = ax.loglog(x, y, "o-", color=GROWTH_COLOURS[i % len(GROWTH_COLOURS)],
-                                 label=f"{name} (slope {slopes[name]:.1f})")
+                                 label=f"{name} (slope {slopes[name]:.2f})")
     ax.set_xticks(x, [f"{v:g}" for v in x])
     ax.minorticks_off()
     ax.set_xlabel(xlabel)

@@ -460,7 +460,7 @@ def test_growth_plot_labels_each_line_with_its_slope():
 
     artists = growth_plot([128, 256, 512], {"plain": [1, 4, 16], "tiled": [3, 6, 12]}, ylabel="bytes")
     assert artists["slopes"]["plain"] == pytest.approx(2.0) and artists["slopes"]["tiled"] == pytest.approx(1.0)
-    assert artists["lines"]["plain"].get_label() == "plain (slope 2.0)"
+    assert artists["lines"]["plain"].get_label() == "plain (slope 2.00)"
     with pytest.raises(ValueError, match=r"series\['x'\] must hold 3 positive values"):
         growth_plot([1, 2, 3], {"x": [1, 2]})
     plt.close("all")
