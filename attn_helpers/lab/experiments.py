@@ -12,7 +12,7 @@ from torch import Tensor
 
 from ..core.arguments import check_positive_int
 from .tasks import IGNORE, LookupTask, PreviousTokenTask, Task, held_out_sequences
-from .threads import one_thread
+from .seeded import one_thread
 from .tiny_model import TinyAttentionModel
 from .training import TrainingRun
 

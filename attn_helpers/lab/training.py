@@ -16,7 +16,7 @@ from torch.nn import functional as F
 
 from ..core.arguments import check_heads, check_positive_int
 from .tasks import IGNORE, Task, held_out_sequences, pattern_match
-from .threads import one_thread
+from .seeded import one_thread
 from .tiny_model import POSITION_SCHEMES, TinyAttentionModel
 from .wiring import check_wiring
 
