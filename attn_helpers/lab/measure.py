@@ -121,15 +121,11 @@ def windowed_kv_cache_bytes(*, num_layers: int, local_layers: int, window: int |
     check_positive_int("num_layers", num_layers)
     if isinstance(local_layers, bool) or not isinstance(local_layers, int) or not 0 <= local_layers <= num_layers:
         raise ValueError(f"local_layers must be an int in [0, num_layers={num_layers}], got {local_layers!r}")
-    if window is None or local_layers == 0:
-        local_layers, window = 0, seq_len
-    check_positive_int("window", window)
-    sizes = dict(num_kv_heads=num_kv_heads, head_dim=head_dim, batch=batch, dtype_bytes=dtype_bytes)
-    kept = min(seq_len, window)  # the tokens a local layer keeps
-    local = kv_cache_bytes(num_layers=local_layers, seq_len=kept, **sizes) if local_layers else 0
-    global_ = kv_cache_bytes(num_layers=num_layers - local_layers, seq_len=seq_len, **sizes) \
-        if local_layers < num_layers else 0
-    return local + global_
+    check_positive_int("seq_len", seq_len)
+    kept = seq_len if window is None else min(seq_len, check_positive_int("window", window))  # a local layer's tokens
+    one_token = kv_cache_bytes(num_layers=1, num_kv_heads=num_kv_heads, head_dim=head_dim, seq_len=1, batch=batch,
+                               dtype_bytes=dtype_bytes)  # one token's keys and values in one layer
+    return one_token * (local_layers * kept + (num_layers - local_layers) * seq_len)
 # Lesson 13: caches that are not H/G key/value heads in every layer.
 
 
