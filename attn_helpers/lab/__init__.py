@@ -1,11 +1,7 @@
 """lab: what the lessons run on the math. Lessons call every name through this face (``lab.TrainConfig``).
 
-One module per topic, each declaring its names in ``__all__`` (this face exports exactly those):
-``seeded`` (seeded draws that leave the global random state alone; one math thread), ``example`` (the running
-sentence, 01-05), ``measure`` (costs and timings, 07, 09, 13; 02's saturation, 12's reach), ``wiring`` (06's skips
-and stacks), ``references`` (12's ``transformers`` layers), ``tasks``, ``tiny_model``, ``training``, ``experiments``
-(08, 10), ``induction`` (14), ``tables`` (every text table), ``generation`` (09's character model), ``bert`` and
-``pretrained`` (11).
+One module per topic (the room map in ``attn_helpers/README.md`` says which lesson each serves), each declaring its
+names in ``__all__``; this face exports exactly those.
 """
 
 from __future__ import annotations
