@@ -229,9 +229,7 @@ def grouped_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None
     head in one product, K and V never copied; equal to ``attend`` on ``repeat_kv_heads(k, H)``. ``mask``,
     ``softcap`` and ``sinks (H,)`` as in :func:`attend`.
     """
-    q = check_tensor("q", q, min_ndim=3)
-    k = check_tensor("k", k, min_ndim=3)
-    v = check_tensor("v", v, min_ndim=3)
+    q, k, v = (check_tensor(name, t, min_ndim=3) for name, t in (("q", q), ("k", k), ("v", v)))
     if k.shape[-3] != v.shape[-3]:
         raise ValueError(f"k and v must have the same number of key/value heads (axis -3): k has shape "
                          f"{shape_of(k)}, v has shape {shape_of(v)}")
@@ -530,17 +528,10 @@ class LatentAttention(Traceable):
                      pairing="interleaved" if config.rope_interleave else "half",
                      bias=bool(config.attention_bias), eps=layer.kv_a_layernorm.variance_epsilon)
         module = module.to(dtype=layer.o_proj.weight.dtype)
-        pairs = [(module.kv_down, layer.kv_a_proj_with_mqa), (module.kv_up, layer.kv_b_proj),
-                 (module.out_proj, layer.o_proj), (module.kv_norm, layer.kv_a_layernorm)]
-        if module.q_lora_rank is None:
-            pairs.append((module.q_proj, layer.q_proj))
-        else:
-            pairs += [(module.q_down, layer.q_a_proj), (module.q_norm, layer.q_a_layernorm), (module.q_up, layer.q_b_proj)]
-        with torch.no_grad():
-            for ours, theirs in pairs:
-                ours.weight.copy_(theirs.weight)
-                if getattr(ours, "bias", None) is not None:
-                    ours.bias.copy_(theirs.bias)
+        ours = {"q_a_proj": "q_down", "q_a_layernorm": "q_norm", "q_b_proj": "q_up", "kv_a_proj_with_mqa": "kv_down",
+                "kv_a_layernorm": "kv_norm", "kv_b_proj": "kv_up", "o_proj": "out_proj"}  # transformers' name -> ours
+        module.load_state_dict({ours.get(name.split(".")[0], name.split(".")[0]) + "." + name.split(".", 1)[1]: value
+                                for name, value in layer.state_dict().items()})
         return module
 
     def extra_repr(self) -> str:
@@ -558,16 +549,11 @@ def elu_feature_map(x: Tensor) -> Tensor:
 
 
 def _check_qkv(q: object, k: object, v: object) -> tuple[Tensor, Tensor, Tensor]:
-    """``q, k (B, H, N, d_k)`` and ``v (B, H, N, d_v)``: one token each for every query, key and value."""
-    q, k, v = (check_tensor(name, t, ndim=4) for name, t in (("q", q), ("k", k), ("v", v)))
-    if q.shape != k.shape:
-        raise ValueError(f"q and k must have the same shape (B, H, N, d_k): q has shape {shape_of(q)}, "
-                         f"k has shape {shape_of(k)}")
-    if v.shape[:3] != k.shape[:3]:
-        raise ValueError(f"v must have shape (B, H, N, d_v) with the B, H, N of k: k has shape {shape_of(k)}, "
-                         f"v has shape {shape_of(v)}")
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
+    """:func:`check_qkv`, and ``q, k (B, H, N, d_k)``, ``v (B, H, N, d_v)``: one token each for every query, key, value."""
+    q, k, v = check_qkv(*(check_tensor(name, t, ndim=4) for name, t in (("q", q), ("k", k), ("v", v))))
+    if q.shape != k.shape or v.shape[:3] != k.shape[:3]:
+        raise ValueError(f"q, k (B, H, N, d_k) and v (B, H, N, d_v) must share B, H and N (one key and one value per "
+                         f"query): q has shape {shape_of(q)}, k {shape_of(k)}, v {shape_of(v)}")
     return q, k, v
 
 
@@ -631,9 +617,17 @@ def gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, beta: T
     q, k, v = _check_qkv(q, k, v)
     log_decay, beta = _check_gates(log_decay, beta, k)
     q = q * (q.shape[-1] ** -0.5 if scale is None else float(scale))  # (B, H, N, d_k)
-    if chunk_size is None:
-        return _gated_delta_recurrent(q, k, v, log_decay, beta)
-    return _gated_delta_chunked(q, k, v, log_decay, beta, check_positive_int("chunk_size", chunk_size))
+    size = 1 if chunk_size is None else check_positive_int("chunk_size", chunk_size)
+    state = q.new_zeros(*q.shape[:2], q.shape[-1], v.shape[-1])  # (B, H, d_k, d_v): S_0 = 0
+    outputs = []
+    for start in range(0, q.shape[-2], size):
+        if chunk_size is None:  # token by token, one gated_delta_step each
+            o, state = gated_delta_step(state, *(t[:, :, start] for t in (q, k, v, log_decay, beta)))
+            outputs.append(o[:, :, None])  # (B, H, 1, d_v): token start's output
+        else:  # chunk by chunk, one gated_delta_chunk each (the last chunk may be shorter)
+            o, state = gated_delta_chunk(state, *(t[:, :, start:start + size] for t in (q, k, v, log_decay, beta)))
+            outputs.append(o)  # (B, H, L_c, d_v): the chunk's outputs
+    return torch.cat(outputs, dim=-2)  # (B, H, N, d_v)
 
 
 def gated_delta_step(state: Tensor, q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor,
@@ -645,16 +639,6 @@ def gated_delta_step(state: Tensor, q: Tensor, k: Tensor, v: Tensor, log_decay: 
     correction = beta[..., None] * (v - recalled)  # (..., d_v): β_t (v_t - recalled)
     state = state + k[..., :, None] * correction[..., None, :]  # (..., d_k, d_v): write k_t ⊗ correction
     return (q[..., None, :] @ state)[..., 0, :], state  # o_t = S_tᵀ q_t (..., d_v), S_t
-
-
-def _gated_delta_recurrent(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, beta: Tensor) -> Tensor:
-    """Token by token, one :func:`gated_delta_step` each, from ``S_0 = 0``."""
-    state = q.new_zeros(*q.shape[:2], q.shape[-1], v.shape[-1])  # (B, H, d_k, d_v): S_0 = 0
-    outputs = []
-    for t in range(q.shape[-2]):
-        o_t, state = gated_delta_step(state, q[:, :, t], k[:, :, t], v[:, :, t], log_decay[:, :, t], beta[:, :, t])
-        outputs.append(o_t)  # (B, H, d_v): token t's output
-    return torch.stack(outputs, dim=-2)  # (B, H, N, d_v)
 
 
 def gated_delta_chunk(state: Tensor, q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor,
@@ -683,14 +667,3 @@ def gated_delta_chunk(state: Tensor, q: Tensor, k: Tensor, v: Tensor, log_decay:
     state = gamma[..., -1, None, None].exp() * state + (to_end * k).mT @ corrections  # (..., d_k, d_v)
     return o, state
 
-
-def _gated_delta_chunked(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, beta: Tensor, size: int) -> Tensor:
-    """Chunk by chunk, one :func:`gated_delta_chunk` each (the last chunk may be shorter), from ``S_0 = 0``."""
-    state = q.new_zeros(*q.shape[:2], q.shape[-1], v.shape[-1])  # (B, H, d_k, d_v): S_0 = 0
-    outputs = []
-    for start in range(0, q.shape[-2], size):
-        chunk = slice(start, start + size)
-        o, state = gated_delta_chunk(state, q[:, :, chunk], k[:, :, chunk], v[:, :, chunk], log_decay[:, :, chunk],
-                                     beta[:, :, chunk])
-        outputs.append(o)  # (B, H, L_c, d_v): the chunk's outputs
-    return torch.cat(outputs, dim=-2)  # (B, H, N, d_v)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
-from .arguments import check_positive_int, check_tensor, shape_of
+from .arguments import broadcast_shape, check_positive_int, check_tensor, shape_of
 from .layers import Attention, Intermediates
 
 __all__ = ["permute_tokens", "equivariance_gap", "LearnedPositions", "sinusoidal_encoding", "PAIRINGS", "DEFAULT_BASE",
@@ -60,9 +60,7 @@ def _check_positions(positions: object, rows: torch.Size, device: torch.device) 
     if positions.shape[-1] != n:
         raise ValueError(f"positions must give one position per row of x: x has N={n} rows (x.shape[:-1] = "
                          f"{list(rows)}), positions has shape {shape_of(positions)}")
-    lead, have = list(rows), list(positions.shape)
-    fits = len(have) <= len(lead) and all(p in (1, r) for p, r in zip(reversed(have), reversed(lead)))
-    if not fits:
+    if broadcast_shape(positions.shape, rows) != tuple(rows):
         raise ValueError(f"positions of shape {shape_of(positions)} do not broadcast to x's rows {list(rows)}; for "
                          f"x (B, H, N, head_dim) pass (N,) or (B, 1, N), e.g. positions[:, None]")
     if positions.numel() and int(positions.min()) < 0:

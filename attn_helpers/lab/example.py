@@ -10,8 +10,7 @@ import torch
 from torch import Tensor
 
 from ..core import Attention
-from .seeded import local_random
-from .threads import one_thread
+from .seeded import local_random, one_thread
 
 __all__ = ["SENTENCE", "PADDED_SENTENCE", "LONG_SENTENCE", "VOCAB", "embed", "embedding_table", "token_ids",
            "sentence_intermediates"]

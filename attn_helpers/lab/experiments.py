@@ -12,7 +12,7 @@ from torch import Tensor
 
 from ..core.arguments import check_positive_int
 from .tasks import IGNORE, LookupTask, PreviousTokenTask, Task, held_out_sequences
-from .threads import one_thread
+from .seeded import one_thread
 from .tiny_model import TinyAttentionModel
 from .training import TrainingRun
 
@@ -69,12 +69,6 @@ def head_knockout(model: TinyAttentionModel, task: LookupTask, *, held_out: int 
 
 # --- Lesson 10: accuracy at any length, and what an order-blind model can reach ---
 
-def _task_at_length(task: Task, seq_len: int) -> Task:
-    if not isinstance(task, PreviousTokenTask):
-        raise TypeError(f"only previous-token tasks can be remade at another length, got {type(task).__name__}")
-    return type(task)(seq_len=seq_len, vocab_size=task.vocab_size)
-
-
 def held_out_accuracy(model: TinyAttentionModel, task: Task, *, held_out: int = 256) -> float:
     """Lesson 08: accuracy of ``model`` on ``held_out`` sequences of ``task`` (the held-out sequences :func:`train`
     uses for a task of that length), over the positions with a target. ``model`` maps tokens ``(B, N) -> logits (B, N,
@@ -112,9 +106,11 @@ def accuracy_by_length(runs: Mapping[str, TrainingRun], lengths: Sequence[int], 
     """
     table: dict[str, dict[int, float | None]] = {}
     for name, run in runs.items():
-        model = run.model
+        model, task = run.model, run.task
+        if not isinstance(task, PreviousTokenTask):
+            raise TypeError(f"only previous-token tasks can be remade at another length, got {type(task).__name__}")
         table[name] = {n: None if model.position_scheme == "learned" and n > model.seq_len
-                       else held_out_accuracy(model, _task_at_length(run.task, n), held_out=held_out)
+                       else held_out_accuracy(model, type(task)(seq_len=n, vocab_size=task.vocab_size), held_out=held_out)
                        for n in lengths}
     return table
 

@@ -14,7 +14,7 @@ from torch.nn import functional as F
 
 from ..core import causal_mask, check_positive_int, check_token_ids
 from .tasks import IGNORE, Task, pattern_match
-from .threads import one_thread
+from .seeded import one_thread
 from .tiny_model import TinyAttentionModel
 from .training import TrainConfig, TrainingRun, train
 

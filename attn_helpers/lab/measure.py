@@ -1,5 +1,6 @@
 """Lessons 07, 09, 12 and 13 (and ``benchmarks/``): cost formulas (parameters, FLOPs, cache bytes) and measuring
-tools (peak tensor memory, matrix-product FLOPs, wall-clock times, growth exponents).
+tools (peak tensor memory, matrix-product FLOPs, wall-clock times, growth exponents); what the weights do: softmax
+saturation (02), the weights after lesson 12's steps and the reach of sliding windows.
 """
 
 from __future__ import annotations
@@ -15,13 +16,15 @@ from torch import Tensor
 from torch.overrides import TorchFunctionMode
 from torch.utils.flop_counter import FlopCounterMode
 
-from ..core.arguments import check_heads, check_positive_int
+from ..core import apply_mask, sliding_window_mask, softcap_scores, softmax_with_sinks
+from ..core.arguments import check_heads, check_positive_int, check_tensor, shape_of
 
 __all__ = ["SOFTMAX_FLOPS_PER_SCORE", "MODEL_ATTENTION_SIZES", "attention_parameters", "attention_flops", "kv_cache_bytes",
            "WINDOWED_ATTENTION_SIZES", "windowed_kv_cache_bytes",
            "TensorMemoryTracker", "measure_peak_memory", "count_matmul_flops",
            "fastest_seconds", "growth_exponent", "MODEL_CACHE_SIZES", "latent_cache_bytes", "linear_state_bytes",
-           "model_cache_bytes"]
+           "model_cache_bytes", "attention_entropy", "softmax_grad_norm", "softmax_statistics", "weights_after_steps",
+           "window_reach"]
 
 
 # --- Counting: the parameters and the floating-point operations of the Attention layer ---
@@ -118,15 +121,11 @@ def windowed_kv_cache_bytes(*, num_layers: int, local_layers: int, window: int |
     check_positive_int("num_layers", num_layers)
     if isinstance(local_layers, bool) or not isinstance(local_layers, int) or not 0 <= local_layers <= num_layers:
         raise ValueError(f"local_layers must be an int in [0, num_layers={num_layers}], got {local_layers!r}")
-    if window is None or local_layers == 0:
-        local_layers, window = 0, seq_len
-    check_positive_int("window", window)
-    sizes = dict(num_kv_heads=num_kv_heads, head_dim=head_dim, batch=batch, dtype_bytes=dtype_bytes)
-    kept = min(seq_len, window)  # the tokens a local layer keeps
-    local = kv_cache_bytes(num_layers=local_layers, seq_len=kept, **sizes) if local_layers else 0
-    global_ = kv_cache_bytes(num_layers=num_layers - local_layers, seq_len=seq_len, **sizes) \
-        if local_layers < num_layers else 0
-    return local + global_
+    check_positive_int("seq_len", seq_len)
+    kept = seq_len if window is None else min(seq_len, check_positive_int("window", window))  # a local layer's tokens
+    one_token = kv_cache_bytes(num_layers=1, num_kv_heads=num_kv_heads, head_dim=head_dim, seq_len=1, batch=batch,
+                               dtype_bytes=dtype_bytes)  # one token's keys and values in one layer
+    return one_token * (local_layers * kept + (num_layers - local_layers) * seq_len)
 # Lesson 13: caches that are not H/G key/value heads in every layer.
 
 
@@ -185,6 +184,48 @@ def model_cache_bytes(name: str, *, seq_len: int, batch: int = 1, dtype_bytes: i
                                 key_head_dim=m["linear_key_head_dim"], value_head_dim=m["linear_value_head_dim"],
                                 conv_numbers=m["conv_numbers"], batch=batch, dtype_bytes=dtype_bytes)
     return attention + linear
+
+
+# --- Measuring softmax saturation (lesson 02: why scores are divided by sqrt(d_k)) ---
+
+def attention_entropy(weights: Tensor) -> Tensor:
+    """Lessons 02 and 05: entropy (in nats) of each attention row: ``(..., N_q, N_k) -> (..., N_q)``.
+
+    ``log(N_k)`` for uniform weights, ``0`` for one-hot weights. Zero weights contribute zero.
+    """
+    weights = check_tensor("weights", weights, min_ndim=1)
+    logs = torch.log(weights.clamp_min(torch.finfo(weights.dtype).tiny))
+    return -(weights * logs).sum(dim=-1)
+
+
+def softmax_grad_norm(scores: Tensor, upstream: Tensor) -> Tensor:
+    """Lesson 02: the norm over each row of the gradient ``p * (upstream - (p * upstream).sum(-1))`` that reaches
+    ``scores (..., N_k)`` through the softmax -> ``(...)``; near 0 for a saturated row."""
+    scores = check_tensor("scores", scores, min_ndim=1)
+    upstream = check_tensor("upstream", upstream, min_ndim=1)
+    if upstream.shape != scores.shape:
+        raise ValueError(
+            f"upstream must have the shape of scores (one gradient entry per weight): scores has shape "
+            f"{shape_of(scores)}, upstream has shape {shape_of(upstream)}"
+        )
+    p = torch.softmax(scores, dim=-1)  # (..., N_k)
+    grad = p * (upstream - (p * upstream).sum(dim=-1, keepdim=True))  # (..., N_k)
+    return grad.norm(dim=-1)  # (...)
+
+
+def softmax_statistics(scores: Tensor, upstream: Tensor | None = None) -> dict[str, float]:
+    """Lesson 02: how peaked ``softmax(scores (..., N_k))`` is, averaged over rows: ``variance`` of the scores,
+    ``max_weight``, ``entropy`` (nats) and, with ``upstream``, ``grad_norm``."""
+    scores = check_tensor("scores", scores, min_ndim=1)
+    weights = torch.softmax(scores, dim=-1)  # (..., N_k)
+    stats = {
+        "variance": scores.to(torch.float64).var().item() if scores.numel() > 1 else 0.0,  # float64: stable digits
+        "max_weight": weights.amax(dim=-1).mean().item(),
+        "entropy": attention_entropy(weights).mean().item(),
+    }
+    if upstream is not None:
+        stats["grad_norm"] = softmax_grad_norm(scores, upstream).mean().item()
+    return stats
 
 
 # --- Measuring: peak tensor memory, time, growth exponents ---
@@ -302,3 +343,30 @@ def growth_exponent(sizes: Sequence[float], values: Sequence[float]) -> float:
     xs, ys = [math.log(s) for s in sizes], [math.log(v) for v in values]
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+
+
+# --- Lesson 12: a window, a soft cap and a sink between the scores and the weights; the reach of a stack ---
+
+def weights_after_steps(scores: Tensor, *, window: int, softcap: float | None = None,
+                        sink: float | None = None) -> Tensor:
+    """Lesson 12: the weights of one head's scaled ``scores (N, N)`` under a sliding window of ``window`` keys, after
+    a soft cap (``None`` or 0: none) and with one sink logit (``None``: none), in the order of Gemma 2's and gpt-oss's
+    eager attention: cap, mask, softmax (with the sink). ``(N, N)``; rows sum to 1, or less with a sink."""
+    scores = check_tensor("scores", scores, ndim=2)
+    capped = softcap_scores(scores, softcap) if softcap else scores  # (N, N)
+    masked = apply_mask(capped, sliding_window_mask(scores.shape[0], scores.shape[1], window=window))  # (N, N)
+    if sink is None:
+        return torch.softmax(masked, dim=-1)  # (N, N)
+    return softmax_with_sinks(masked[None], torch.tensor([float(sink)], dtype=scores.dtype))[0]  # (N, N), one head
+
+
+def window_reach(n: int, window: int, num_layers: int) -> Tensor:
+    """Lesson 12: which inputs each position can draw on after ``num_layers`` sliding-window layers with a residual:
+    ``(n, n)`` boolean, ``[i, j]`` True when token ``j``'s input can reach position ``i``'s output. One layer lets
+    ``i`` read ``j`` when ``sliding_window_mask`` allows it; a stack composes those paths (a boolean matrix power)."""
+    check_positive_int("num_layers", num_layers)
+    step = sliding_window_mask(n, window=window).to(torch.int64)  # (n, n): one layer's paths
+    reach = torch.eye(n, dtype=torch.int64)  # (n, n): before any layer, each position has its own input
+    for _ in range(num_layers):
+        reach = ((step @ reach) > 0).to(torch.int64)  # (n, n): one more layer's hop
+    return reach.bool()

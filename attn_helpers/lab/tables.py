@@ -190,14 +190,13 @@ def circuit_table(circuits: Mapping[object, Circuit], drop_steps: Mapping[object
     def loss(value: float | None) -> str:
         return "-" if value is None else f"{value:.2f}"
 
-    drop = {} if drop_steps is None else drop_steps
+    drop = drop_steps or {}
     rows = [[key_name, "previous-token heads", "induction heads", "best prev", "best ind", "drop at", "loss",
              "w/o prev", "w/o ind"]]
     for key, c in circuits.items():
-        step = drop.get(key) if drop_steps is not None else None
         rows.append([str(key), _heads_text(c.previous_heads, c.previous), _heads_text(c.induction_heads, c.induction),
                      f"{c.previous[0].max().item():.2f}", f"{c.induction[1:].max().item():.2f}",
-                     "never" if step is None else str(step), loss(c.loss), loss(c.loss_without_previous),
+                     _steps_text(drop.get(key)), loss(c.loss), loss(c.loss_without_previous),
                      loss(c.loss_without_induction)])
     wide = [max(len(row[i]) for row in rows) for i in range(3)]
     return text_table(rows, [f">{max(len(key_name), max(len(r[0]) for r in rows))}", f"<{wide[1]}", f"<{wide[2]}",

@@ -16,7 +16,7 @@ from torch.nn import functional as F
 
 from ..core.arguments import check_heads, check_positive_int
 from .tasks import IGNORE, Task, held_out_sequences, pattern_match
-from .threads import one_thread
+from .seeded import one_thread
 from .tiny_model import POSITION_SCHEMES, TinyAttentionModel
 from .wiring import check_wiring
 
@@ -153,11 +153,6 @@ class Adam:
             p.addcdiv_(m, root.add_(self.eps), value=-step_size)  # p -= step_size * m / (root + eps)
 
 
-def _snapshot_steps(steps: int, every: int) -> list[int]:
-    marks = list(range(0, steps + 1, every))
-    return marks if marks[-1] == steps else marks + [steps]
-
-
 Measure = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]  # (tokens, targets, logits, weights) -> a tensor
 
 
@@ -215,7 +210,8 @@ def _train(task: Task, config: TrainConfig, progress: Callable[[int, int], None]
     held_ideal = task.ideal_attention(held_tokens).to(dtype)  # (held_out, N, N)
     held_set = {tuple(row) for row in held_tokens.tolist()}
     seen: set[tuple[int, ...]] = set()
-    marks = _snapshot_steps(config.steps, config.snapshot_every)
+    marks = list(range(0, config.steps + 1, config.snapshot_every))  # the snapshot steps, the last one included
+    marks += [] if marks[-1] == config.steps else [config.steps]
     train_loss, held_loss, held_acc, matches, probe = [], [], [], [], []
     measured: dict[str, list[Tensor]] = {name: [] for name in measures}
     start = time.perf_counter()

@@ -32,7 +32,7 @@ from attn_helpers.core import (
     scaled_dot_product_attention,
     split_heads,
 )
-from attn_helpers.lab.probes import attention_entropy
+from attn_helpers.lab.measure import attention_entropy
 
 PROPERTY = settings(max_examples=40, deadline=None)
 DTYPES = [torch.float32, torch.float64]

@@ -88,14 +88,16 @@ def test_linear_attention_first_token_returns_its_value():
 
 def test_bad_inputs_are_named():
     q, k, v, log_decay, beta = inputs(1, 2, 5, 4, 3, 0)
-    with pytest.raises(ValueError, match=r"q and k must have the same shape .* q has shape \[1, 2, 5, 3\]"):
+    with pytest.raises(ValueError, match=r"q and k must have the same feature size d_k .* q has shape \[1, 2, 5, 3\]"):
         gated_delta_rule(q[..., :3], k, v, log_decay, beta)
     with pytest.raises(ValueError, match=r"log_decay must have shape \(B, H, N\) = \[1, 2, 5\].*got \[1, 5, 2\]"):
         gated_delta_rule(q, k, v, log_decay.transpose(1, 2), beta)
     with pytest.raises(ValueError, match="log_decay must be <= 0"):
         gated_delta_rule(q, k, v, -log_decay, beta)
-    with pytest.raises(ValueError, match=r"v must have shape \(B, H, N, d_v\)"):
+    with pytest.raises(ValueError, match=r"k and v must have the same number of tokens N_k"):
         gated_delta_rule(q, k, v[:, :, :4], log_decay, beta)
+    with pytest.raises(ValueError, match=r"must share B, H and N .* q has shape \[1, 2, 4, 4\]"):
+        gated_delta_rule(q[:, :, :4], k, v, log_decay, beta)
     with pytest.raises(ValueError, match="q must have 4 dimensions"):
         gated_delta_rule(q[0], k, v, log_decay, beta)
     with pytest.raises(ValueError, match="chunk_size must be at least 1"):

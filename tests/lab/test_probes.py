@@ -1,5 +1,5 @@
-"""attn_helpers.lab.probes: the softmax measurements of lesson 02, and lesson 06's depth_sweep against the loop the
-lesson writes out and the claims the lesson makes from it (the stack itself is tested in test_attention_stack.py)."""
+"""attn_helpers.lab.measure's softmax measurements of lesson 02, and lesson 06's depth_sweep (lab.wiring) against
+the loop the lesson writes out and the claims the lesson makes from it (the stack itself is tested in test_attention_stack.py)."""
 
 import math
 
