@@ -117,13 +117,13 @@ def wrong(message: str, hint: str = "") -> Verdict:
     return Verdict(False, message, hint)
 
 
-def checker(judge: Callable[..., Verdict]) -> Callable[..., None]:
-    """Wrap ``judge(answer, ...) -> Verdict`` into ``check(answer, ...)`` printing it: ``None`` prints "not
-    attempted yet", an exception a verdict naming it, never a traceback."""
+def checker(judge: Callable[..., Verdict], not_attempted: str = NOT_ATTEMPTED) -> Callable[..., None]:
+    """Wrap ``judge(answer, ...) -> Verdict`` into ``check(answer, ...)`` printing it: ``None`` prints
+    ``not_attempted``, an exception a verdict naming it, never a traceback."""
 
     @functools.wraps(judge)
     def check(answer: Any = None, *args: Any, **kwargs: Any) -> None:
-        say(judgement(answer, *args, **kwargs) if answer is not None else NOT_ATTEMPTED)
+        say(judgement(answer, *args, **kwargs) if answer is not None else not_attempted)
 
     def judgement(answer: Any, *args: Any, **kwargs: Any) -> Verdict:
         try:
@@ -189,16 +189,6 @@ def error_text(problem: BaseException) -> str:
     return f"{type(problem).__name__}: {first_line}"
 
 
-def _as_tensor(answer: Any, name: str) -> Tensor | Verdict:
-    if isinstance(answer, Tensor):
-        return answer.detach()
-    try:
-        return torch.as_tensor(answer)
-    except Exception:
-        return wrong(f"{name} should be a tensor, got {type(answer).__name__}.",
-                     "the exercise asks for a torch.Tensor; build it with torch operations.")
-
-
 def compare_tensors(
     answer: Any,
     expected: Tensor,
@@ -211,9 +201,11 @@ def compare_tensors(
 ) -> Verdict:
     """The learner's tensor against ``expected``; ``likely_mistakes``: cause -> (what that mistake gives,
     hint), named when the answer equals one; else the shape or the largest difference."""
-    got = _as_tensor(answer, name)
-    if isinstance(got, Verdict):
-        return got
+    try:
+        got = answer.detach() if isinstance(answer, Tensor) else torch.as_tensor(answer)
+    except Exception:
+        return wrong(f"{name} should be a tensor, got {type(answer).__name__}.",
+                     "the exercise asks for a torch.Tensor; build it with torch operations.")
     expected = expected.detach()
     if got.dtype != expected.dtype and (got.is_floating_point() or expected.is_floating_point()):
         got = got.to(expected.dtype)

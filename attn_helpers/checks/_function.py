@@ -3,7 +3,7 @@ refused when it *is*, or calls, a watched function."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -19,11 +19,11 @@ Case = tuple[tuple[Any, ...], str, Callable[[Any], Verdict]]
 def judge_function(answer: Any, cases: Sequence[Case], *, watched: Watch, example: str, lines: str, success: str,
                    raised: str | Callable[[BaseException], str] = "", refusal: str = "which does the exercise for you",
                    calls: str = "your function calls {}, {}.", is_: str = "your answer is {}, {}: the exercise is to "
-                   "write it.") -> Verdict:
+                   "write it.", only_if: Mapping[Any, Callable[[dict[str, Any]], bool]] | None = None) -> Verdict:
     """Run the learner's function on every case; the first wrong case gives the verdict, after its description
     (none if empty). ``example``: the call asked for; ``lines``: how to write it (the refusals' hint); ``raised``:
     the hint (or a function of the exception giving it) for a function that raised; ``calls`` and ``is_``: the
-    refusals, filled with the watched name and ``refusal``."""
+    refusals, filled with the watched name and ``refusal``; ``only_if``: as :func:`~._guard.run_watching`'s."""
     refused = not_a_function(answer, example)
     if refused:
         return refused
@@ -34,7 +34,7 @@ def judge_function(answer: Any, cases: Sequence[Case], *, watched: Watch, exampl
         where = f"{description}: " if description else ""
         try:
             got, called = run_watching(answer, tuple(a.clone() if isinstance(a, Tensor) else a for a in args),
-                                       watched)
+                                       watched, only_if=only_if)
         except Exception as problem:
             hint = raised(problem) if callable(raised) else raised
             return wrong(f"{where}your function raised {error_text(problem)}", hint or (

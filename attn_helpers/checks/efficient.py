@@ -289,23 +289,27 @@ def _recording(model: Any) -> tuple[Any, list[tuple[str, int, Tensor, Any]]]:
 def check_generate_with_cache(answer: Any, model: Any, prompt: Tensor, num_new: int) -> Verdict:
     """Exercise 9: ``generate_with_cache(model, prompt, num_new) -> (B, N_prompt + num_new)``, greedy decoding with
     one prefill of a ``KVCache`` then one token per ``model.step``; compared with the uncached loop and its calls."""
-    how = "write the loop: the prefill model.step(prompt, cache), then one model.step(newest, cache) per new token."
-    refused = _refused(answer, "generate_with_cache(model, prompt, num_new)", _GENERATE_LIBRARY, how)
-    if refused:
-        return refused
     expected = generate_greedy(model, prompt, num_new, use_cache=False)  # (B, N_prompt + num_new)
-    n_prompt = prompt.shape[1]
     recorder, calls = _recording(model)
-    try:
-        with torch.no_grad():
-            got, called = run_watching(answer, (recorder, prompt.clone(), num_new), _GENERATE_LIBRARY)
-    except Exception as problem:  # the learner's code failed: say how, never a traceback
-        text = error_text(problem)
-        hint = ("each step feeds only the newest token; the cache already holds the others' keys and values."
-                if "max_tokens" in text else "run your function on the prompt in a cell of its own to see where it fails.")
-        return wrong(f"your function raised {text}", hint)
-    if called:
-        return wrong(_CALLS.format(called[0]), how)
+    with torch.no_grad():
+        verdict = judge_function(
+            answer, [((recorder, prompt, num_new), "", lambda got: _judge_generated(got, calls, prompt, expected))],
+            watched=_GENERATE_LIBRARY, example="generate_with_cache(model, prompt, num_new)", calls=_CALLS, is_=_CALLS,
+            lines="write the loop: the prefill model.step(prompt, cache), then one model.step(newest, cache) per "
+                  "new token.",
+            raised=lambda problem: ("each step feeds only the newest token; the cache already holds the others' keys "
+                                    "and values." if "max_tokens" in str(problem) else
+                                    "run your function on the prompt in a cell of its own to see where it fails."),
+            success="")
+    steps = sum(kind == "step" for kind, *_ in calls)
+    return verdict if not verdict.ok else correct(
+        f"the same {num_new} tokens as the loop without the cache, with {steps} calls of model.step: the prompt's "
+        f"{prompt.shape[1]} tokens once, then one token at a time.")
+
+
+def _judge_generated(got: Any, calls: list[tuple[str, int, Tensor, Any]], prompt: Tensor, expected: Tensor) -> Verdict:
+    """The verdict on generated tokens, from the calls of ``model.step`` and ``model.forward`` that made them."""
+    n_prompt, num_new = prompt.shape[1], expected.shape[1] - prompt.shape[1]
     if not isinstance(got, Tensor) or got.shape != expected.shape:
         shape = list(got.shape) if isinstance(got, Tensor) else type(got).__name__
         return wrong(f"your function returned {shape}; expected a tensor of shape {list(expected.shape)}: the "
@@ -344,5 +348,4 @@ def check_generate_with_cache(answer: Any, model: Any, prompt: Tensor, num_new: 
         first = int((got != expected).any(dim=0).nonzero()[0])
         return wrong(f"your tokens differ from the loop without the cache from position {first} on.",
                      "feed the token you just chose (the argmax of the last position's logits), then append it.")
-    return correct(f"the same {num_new} tokens as the loop without the cache, with {len(steps)} calls of "
-                   f"model.step: the prompt's {n_prompt} tokens once, then one token at a time.")
+    return correct()

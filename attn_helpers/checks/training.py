@@ -11,9 +11,9 @@ from torch import Tensor
 
 from ..core import merge_heads
 from ..lab import LookupTask, NoWrapPreviousTokenTask, PreviousTokenTask, TinyAttentionModel, local_random, pattern_match
-from ._core import Verdict, checker, compare_tensors, correct, error_text, not_a_function, wrong
+from ._core import Verdict, checker, compare_tensors, correct, wrong
 from ._function import judge_function
-from ._guard import Watch, library, run_watching
+from ._guard import Watch, library
 from ._predict import prediction_checker
 
 __all__ = ["check_knockout_prediction", "check_previous_token_pattern", "check_pattern_match", "check_knockout"]
@@ -225,47 +225,34 @@ _KNOCKOUT_ONLY_IF = {TinyAttentionModel: lambda args: args.get("keep_heads") is 
 def check_knockout(answer: Any, model: TinyAttentionModel, tokens: Tensor) -> Verdict:
     """Exercise 8: ``without_head(model, tokens, layer, head) -> (B, N, C)``, the logits with one head zeroed before
     its layer's projection, for every head of ``model`` and of a 3-layer model; ``keep_heads`` is refused."""
-    refused = not_a_function(answer, "without_head(model, tokens, layer, head)")
-    if refused:
-        return refused
     if not isinstance(model, TinyAttentionModel) or model.wiring != "identity" or model.position_scheme != "learned":
         raise TypeError("model must be a TinyAttentionModel with wiring='identity' and learned positions")
-    refusal_hint = ("start from h = model.embed(tokens) + model.position.weight and loop over model.layers, "
-                    "zeroing the head in inter['heads'] before the projection.")
     task = LookupTask(num_pairs=tokens.shape[1] // 2)
-    models = [("the model you were given", model), ("a 3-layer model with 4 heads", _other_model(task))]
-    for described, net in models:
+    cases = []
+    for described, net in (("the model you were given", model), ("a 3-layer model with 4 heads", _other_model(task))):
         net = net.to(torch.float64).eval()
-        itself = KNOCKOUT_SHORTCUTS.itself(answer)
-        if itself:
-            return wrong(f"your answer is {itself}, which already knocks heads out: the exercise asks you to "
-                         "write it step by step.", refusal_hint)
         handed = deepcopy(net)  # the learner's function runs on a copy
         L, H = len(net.layers), net.layers[0].num_heads
         for layer in range(L):
             for head in range(H):
-                keep = torch.ones(L, H)
-                keep[layer, head] = 0.0
-                with torch.no_grad():
-                    expected = net(tokens, keep_heads=keep)  # (B, N, C)
-                    try:
-                        got, called = run_watching(answer, (handed, tokens.clone(), layer, head), KNOCKOUT_SHORTCUTS,
-                                                   only_if=_KNOCKOUT_ONLY_IF)
-                    except Exception as problem:
-                        return wrong(f"without_head(model, tokens, layer={layer}, head={head}) on {described} "
-                                     f"raised {error_text(problem)}.",
-                                     "loop over model.layers; in each, take the intermediates, zero one head where "
-                                     "the index matches, project, add to h; end with model.readout(h).")
-                    if called:
-                        return wrong(f"your function hands the knockout to {called[0]}, which already does it: the "
-                                     "exercise asks you to write it step by step.", refusal_hint)
-                    mistakes = {cause: (_knockout_logits(net, tokens, layer, head, mistake=key), hint)
-                                for key, (cause, hint) in _KNOCKOUT_MISTAKES.items()}
-                    mistakes["nothing was knocked out"] = (net(tokens), "set heads[:, head] = 0.0 in the chosen layer "
-                                                                        "before the projection.")
-                verdict = compare_tensors(got, expected, name=f"your logits (layer {layer}, head {head}, {described})",
-                                          likely_mistakes=mistakes, atol=1e-6, rtol=1e-6)
-                if not verdict.ok:
-                    return verdict
-    return correct("the same logits as the model with that head's output zeroed, for every layer and head of "
-                   "the model you were given and of a 3-layer model with 4 heads.")
+                def judge(got: Any, net: TinyAttentionModel = net, layer: int = layer, head: int = head) -> Verdict:
+                    keep = torch.ones(len(net.layers), net.layers[0].num_heads)
+                    keep[layer, head] = 0.0
+                    with torch.no_grad():
+                        mistakes = {cause: (_knockout_logits(net, tokens, layer, head, mistake=key), hint)
+                                    for key, (cause, hint) in _KNOCKOUT_MISTAKES.items()}
+                        mistakes["nothing was knocked out"] = (net(tokens), "set heads[:, head] = 0.0 in the chosen "
+                                                                            "layer before the projection.")
+                        return compare_tensors(got, net(tokens, keep_heads=keep), name="your logits",
+                                               likely_mistakes=mistakes, atol=1e-6, rtol=1e-6)
+                cases.append(((handed, tokens, layer, head), f"layer={layer}, head={head} on {described}", judge))
+    return judge_function(
+        answer, cases, watched=KNOCKOUT_SHORTCUTS, only_if=_KNOCKOUT_ONLY_IF, example="without_head(model, tokens, "
+        "layer, head)", refusal="which already knocks heads out: the exercise asks you to write it step by step",
+        is_="your answer is {}, {}.", calls="your function hands the knockout to {}, {}.",
+        lines="start from h = model.embed(tokens) + model.position.weight and loop over model.layers, zeroing the "
+              "head in inter['heads'] before the projection.",
+        raised="loop over model.layers; in each, take the intermediates, zero one head where the index matches, "
+               "project, add to h; end with model.readout(h).",
+        success="the same logits as the model with that head's output zeroed, for every layer and head of the model "
+                "you were given and of a 3-layer model with 4 heads.")
