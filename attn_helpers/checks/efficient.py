@@ -28,12 +28,6 @@ _REPEAT_LIBRARY = Watch({repeat_kv_heads: "repeat_kv_heads", grouped_query_atten
 _GENERATE_LIBRARY = Watch({generate_greedy: "generate_greedy"})
 
 
-def _refused(answer: Any, example: str, library: Watch, how: str) -> Verdict | None:
-    """Not a function, or one of ``library`` itself (``None`` when it can run)."""
-    itself = library.itself(answer)
-    return not_a_function(answer, example) or (wrong(_CALLS.format(itself), how) if itself else None)
-
-
 _FOLD_CASES = (  # more rows to fold: (running_max, running_sum, block)
     (float("-inf"), 0.0, (1.0, -2.0, 0.5)),  # the first block: nothing seen before
     (4.0, 2.5, (1.0, 3.5, -1.0, 2.0, 0.0)),  # the maximum does not change
@@ -99,7 +93,7 @@ def check_online_softmax_step(answer: Any, running_max: Tensor, running_sum: Ten
         answer, [((m, l, b), "" if i == 0 else f"For running_max = {m.item():g}, running_sum = {l.item():g}, "
                   f"block = {[round(x, 2) for x in b.tolist()]}",
                   lambda got, m=m, l=l, b=b: _judge_fold(got, m, l, b)) for i, (m, l, b) in enumerate(cases)],
-        watched=_FOLD_LIBRARY, example="fold_block(running_max, running_sum, block)", calls=_CALLS, is_=_CALLS,
+        watched=_FOLD_LIBRARY, example="fold_block(running_max, running_sum, block)", calls=_CALLS,
         lines="write the two lines yourself: the new max, then the rescaled old sum plus the block's terms.",
         raised="work on the three tensors it receives: running_max and running_sum (one number each), block (b,).",
         success=f"new_max = {new_max:.4f}, new_sum = {new_sum:.4f}: the old sum shrank by "
@@ -169,10 +163,10 @@ def check_kv_cache_size(answer: Any, *, num_layers: int, chan: int, num_heads: i
     sequence's KV cache from the query width ``chan``; run on the given sizes and three more models."""
     how = ("write the product yourself: keys and values, layers, key/value heads, tokens, features per head "
            "(chan // num_heads), bytes.")
-    refused = _refused(answer, "cache_bytes(num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)",
-                       _CACHE_LIBRARY, how)
-    if refused:
-        return refused
+    itself = _CACHE_LIBRARY.itself(answer)
+    refused = not_a_function(answer, "cache_bytes(num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)")
+    if refused or itself:
+        return refused or wrong(_CALLS.format(itself), how)
     given = (num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)
     results = []  # (sizes, the learner's bytes, the right bytes) for every case
     for sizes in (dict(zip(_CACHE_KEYS, case)) for case in (given, *_CACHE_SIZES)):
@@ -236,7 +230,7 @@ def check_repeat_kv(answer: Any, k: Tensor, num_heads: int) -> Verdict:
     return judge_function(
         answer, [((k_case, heads), "" if i == 0 else f"for k of shape {list(k_case.shape)} and {heads} query heads",
                   _judge_repeat(k_case, heads, i == 0)) for i, (k_case, heads) in enumerate(cases)],
-        watched=_REPEAT_LIBRARY, example="repeat_heads(k, num_heads)", calls=_CALLS, is_=_CALLS,
+        watched=_REPEAT_LIBRARY, example="repeat_heads(k, num_heads)", calls=_CALLS,
         lines="write it with one tensor operation on the heads axis (dim=1).",
         raised="compute how many query heads share one key head from the shapes: num_heads // k.shape[1].",
         success=f"{[k.shape[0], num_heads, *k.shape[2:]]}: each of the {k.shape[1]} key/value heads serves "
@@ -294,7 +288,7 @@ def check_generate_with_cache(answer: Any, model: Any, prompt: Tensor, num_new: 
     with torch.no_grad():
         verdict = judge_function(
             answer, [((recorder, prompt, num_new), "", lambda got: _judge_generated(got, calls, prompt, expected))],
-            watched=_GENERATE_LIBRARY, example="generate_with_cache(model, prompt, num_new)", calls=_CALLS, is_=_CALLS,
+            watched=_GENERATE_LIBRARY, example="generate_with_cache(model, prompt, num_new)", calls=_CALLS,
             lines="write the loop: the prefill model.step(prompt, cache), then one model.step(newest, cache) per "
                   "new token.",
             raised=lambda problem: ("each step feeds only the newest token; the cache already holds the others' keys "

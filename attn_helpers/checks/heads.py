@@ -40,7 +40,8 @@ _MULTI_HEAD_REFUSED = (library(skip=(*MASK_BUILDERS, "scaled_dot_product_attenti
                        | TORCH_MULTI_HEAD)
 
 
-def _raised_hint(problem: BaseException, default: str) -> str:
+def _raised_hint(problem: BaseException, default: str = "") -> str:
+    """A non-contiguous view's failure explained; else ``default`` (empty: :func:`judge_function`'s own hint)."""
     if "view size is not compatible" in str(problem):
         return ("view cannot walk this tensor's memory with fixed steps (here it was not contiguous, as after "
                 "the transpose of section 5.5.1): use reshape (or .contiguous().view).")
@@ -97,13 +98,11 @@ def _merge_mistakes(heads: Tensor) -> dict[str, tuple[Tensor, str]]:
 def _judge_reshaping(answer: Any, cases: list[tuple[tuple[Any, ...], Tensor, dict[str, tuple[Tensor, str]], str]],
                      *, what: str, example: str, lines: str, success: str) -> Verdict:
     """The learner's split or merge on every case ``(args, expected, mistakes, description)``."""
-    default = ("read the sizes from the input (e.g. B, N, chan = x.shape) instead of writing the numbers of one "
-               f"example; {lines}")
     return judge_function(answer, [(args, description, functools.partial(
         compare_tensors, expected=expected, name=f"your {what}", likely_mistakes=mistakes))
         for args, expected, mistakes, description in cases],
                           watched=_SPLIT_AND_MERGE, example=example, lines=lines, success=success,
-                          raised=lambda problem: _raised_hint(problem, default))
+                          raised=_raised_hint)
 
 
 @checker
@@ -178,6 +177,10 @@ def _judge_head_shapes(B: int, N: int, dim: int, chan: int, H: int) -> Callable[
     return judge
 
 
+_WORK_SHAPES_OUT = ("work the shapes out from the sizes: head_dim = chan // num_heads, then the reshape "
+                    "(B, N, 3, H, head_dim) and the permute (2, 0, 3, 1, 4).")
+
+
 @checker
 def check_head_shapes(answer: Any) -> Verdict:
     """Exercise 5.4: ``head_shapes(B, N, dim, chan, num_heads)`` -> ``{"head_dim", "qkv_heads", "scores"}`` of
@@ -187,10 +190,7 @@ def check_head_shapes(answer: Any) -> Verdict:
                   _judge_head_shapes(B, N, dim, chan, H)) for B, N, dim, chan, H in _SHAPE_CASES],
         watched=library() | TORCH_ATTENTION, example="head_shapes(B, N, dim, chan, num_heads)",
         calls="your function runs {}: the exercise is to predict the shapes without running one.",
-        lines="work the shapes out from the sizes: head_dim = chan // num_heads, then the reshape "
-              "(B, N, 3, H, head_dim) and the permute (2, 0, 3, 1, 4).",
-        raised="work the shapes out from the sizes: head_dim = chan // num_heads, then the reshape "
-               "(B, N, 3, H, head_dim) and the permute (2, 0, 3, 1, 4).",
+        lines=_WORK_SHAPES_OUT, raised=_WORK_SHAPES_OUT,
         success="at four sizes the lesson never printed (1 to 8 heads), your head_dim, qkv_heads and scores are "
                 "those of the layer's own intermediates.")
 

@@ -57,14 +57,11 @@ def check_scaled_scores(answer: Any) -> Verdict:
                                  "read the sizes from the inputs.")
 
 
-def _as_number(answer: Any, what: str) -> float | Verdict:
-    return as_number(answer, what, hint="reduce it to a single number (e.g. .sum() over the row), or use .item().")
-
-
 @checker
 def check_score_variance(answer: Any, d_k: int, var_q: float = 1.0, var_k: float = 1.0) -> Verdict:
     """Exercise 2: ``Var(q·k)`` for ``d_k`` independent entries of variances ``var_q``, ``var_k`` (measured too)."""
-    value = _as_number(answer, "the variance")
+    value = as_number(answer, "the variance", hint="reduce it to a single number (e.g. .sum() over the row), or use "
+                                                   ".item().")
     if isinstance(value, Verdict):
         return value
     g = torch.Generator().manual_seed(0)

@@ -63,7 +63,6 @@ def check_skip_through_v(answer: Any) -> Verdict:
     return judge_function(
         answer, cases, watched=library(("merge_heads",)), example="walkthrough_output(v_heads, projected)",
         calls="your function hands the merge to {}: the exercise asks you to write it.",
-        is_="your function hands the merge to {}: the exercise asks you to write it.",
         lines="v_heads is (B, H, N, head_dim): transpose(1, 2) to (B, N, H, head_dim), reshape to "
               "(B, N, H * head_dim), then add projected.",
         raised="read B, H, N and head_dim from v_heads.shape, not the numbers of one example.",

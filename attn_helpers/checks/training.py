@@ -81,7 +81,7 @@ def check_previous_token_pattern(answer: Any, task: PreviousTokenTask) -> Verdic
         answer, [((N,), f"previous_token_pattern({N})", _judge_pattern(N)) for N in dict.fromkeys((task.seq_len, 3, 9))],
         watched=PATTERN_BUILDERS, example="previous_token_pattern(n)", raised=_SMALL_EXAMPLE,
         refusal="which already builds the pattern: the exercise asks you to build it",
-        calls="your function hands the work to {}, {}.", is_="your function hands the work to {}, {}.",
+        calls="your function hands the work to {}, {}.",
         lines="start from torch.eye(n) (a 1 in column i of row i) and move each row's 1 one column to the left.",
         success=f"for N = {task.seq_len}, 3 and 9: every row has one 1, one step left of the diagonal, and row 0 "
                 "wraps around to the last key.")
@@ -109,7 +109,7 @@ def check_pattern_match(answer: Any, weights: Tensor, ideal: Tensor) -> Verdict:
                  for described, w, target in cases],
         watched=_PATTERN_MATCH, example="match(weights, ideal)", raised=_SMALL_EXAMPLE,
         refusal="which already computes it: the exercise asks you to write it",
-        calls="your function hands the work to {}, {}.", is_="your function hands the work to {}, {}.",
+        calls="your function hands the work to {}, {}.",
         lines="multiply weights by ideal, sum over the keys, then average over the rows that have a target.",
         success=f"one number per head ({values} at step 10), and rows without a target left out on the lookup.")
 

@@ -18,11 +18,13 @@ from ._predict import prediction_checker
 __all__ = ["check_attention_function", "check_midpoint_weights", "check_output_shape_prediction"]
 
 
-def _judge_output_shape(answer: Any, q: Tensor, k: Tensor, v: Tensor) -> Verdict:
+@prediction_checker
+def check_output_shape_prediction(prediction: Any, q: Tensor, k: Tensor, v: Tensor) -> Verdict:
+    """Prediction 4: the shape of ``attention(q, k, v)``."""
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(f"the exercise's inputs do not fit together: q {list(q.shape)}, k {list(k.shape)}, "
                          f"v {list(v.shape)}")
-    shape = as_shape(answer, "your answer",
+    shape = as_shape(prediction, "your answer",
                      hint="the answer is the shape itself, not a tensor: a tuple such as (B, N_q, d_v) with numbers.")
     if isinstance(shape, Verdict):
         return shape
@@ -44,12 +46,6 @@ def _judge_output_shape(answer: Any, q: Tensor, k: Tensor, v: Tensor) -> Verdict
         return wrong(f"{shape}: {cause}.", hint)
     return wrong(f"{shape} is not the output's shape.",
                  "follow the shapes: (B, N_q, d_k) @ (B, d_k, N_k) -> (B, N_q, N_k), then @ (B, N_k, d_v).")
-
-
-@prediction_checker
-def check_output_shape_prediction(prediction: Any, q: Tensor, k: Tensor, v: Tensor) -> Verdict:
-    """Prediction 4: the shape of ``attention(q, k, v)``."""
-    return _judge_output_shape(prediction, q, k, v)
 
 
 @checker
