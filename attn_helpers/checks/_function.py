@@ -18,12 +18,13 @@ Case = tuple[tuple[Any, ...], str, Callable[[Any], Verdict]]
 
 def judge_function(answer: Any, cases: Sequence[Case], *, watched: Watch, example: str, lines: str, success: str,
                    raised: str | Callable[[BaseException], str] = "", refusal: str = "which does the exercise for you",
-                   calls: str = "", is_: str = "",
-                   only_if: Mapping[Any, Callable[[dict[str, Any]], bool]] | None = None) -> Verdict:
+                   calls: str = "", is_: str = "", only_if: Mapping[Any, Callable[[dict[str, Any]], bool]] | None = None
+                   ) -> Verdict:
     """Run the learner's function on every case; the first wrong case gives the verdict, after its description
     (none if empty). ``example``: the call asked for; ``lines``: how to write it (the refusals' hint); ``raised``:
     the hint (or a function of the exception giving it) for a function that raised; ``calls`` and ``is_`` (by
-    default ``calls`` when given): the refusals, filled with the watched name and ``refusal``; ``only_if``: as :func:`~._guard.run_watching`'s."""
+    default ``calls`` when given): the refusals, filled with the watched name and ``refusal``; ``only_if``: as
+    :func:`~._guard.run_watching`'s."""
     refused = not_a_function(answer, example)
     if refused:
         return refused

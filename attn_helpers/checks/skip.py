@@ -97,24 +97,6 @@ def _grad_norm(output: Tensor, params: list[Tensor]) -> float:
     return torch.sqrt(sum(g.pow(2).sum() for g in grads)).item()
 
 
-def _measuring_functions() -> Watch:
-    """What already measures the gradient at a layer: the helpers, and 6.5.1's ``measure_depths`` (by its name)."""
-    return Watch({depth_sweep: "depth_sweep", signal_through_stack: "signal_through_stack",
-                  "measure_depths": "measure_depths"})
-
-
-def _watched_for_layer_grad(stack: AttentionStack, x: Tensor) -> Watch:
-    """Exercise 6.3's watch: the library but what running the stack calls, and :func:`_measuring_functions`."""
-
-    def run_every_wiring() -> None:
-        for wiring in SKIP_KINDS:
-            stack.wiring = wiring
-            with torch.no_grad():
-                stack(x, depth=1)
-
-    return library().without(codes_called(run_every_wiring)) | _measuring_functions()
-
-
 @checker
 def check_layer_grad(answer: Any) -> Verdict:
     """Exercise 6.3: ``grad_at_layer(stack, x, L, layer)``, the norm of the gradient of ``||x_L||`` over layer
@@ -122,16 +104,19 @@ def check_layer_grad(answer: Any) -> Verdict:
     with local_random(606):  # seeded without touching the notebook's random state
         stack = AttentionStack(3, 8, 8, 2).double()
         x = torch.randn(2, 5, 8, dtype=torch.float64)  # (B, N, dim)
-    watched = _watched_for_layer_grad(stack, x)
+    stacks = []
+    for wiring in SKIP_KINDS:
+        stacks.append(deepcopy(stack))
+        stacks[-1].wiring = wiring
+    with torch.no_grad():  # watched: the library but what running the stacks calls, and what already measures
+        ran = codes_called(lambda: [each(x, depth=1) for each in stacks])  # the gradient (6.5.1's measure_depths)
+    watched = library().without(ran) | Watch({depth_sweep: "depth_sweep", signal_through_stack: "signal_through_stack",
+                                              "measure_depths": "measure_depths"})
     how = ("layer `layer` is stack.layers[layer - 1]: the gradient of x_L.norm() with respect to its parameters, "
            "then the square root of the sum of every entry squared.")
-    cases = []
-    for wiring in SKIP_KINDS:
-        stack = deepcopy(stack)
-        stack.wiring = wiring
-        for L, layer in ((3, 2), (3, 3), (3, 1), (2, 1), (1, 1)):
-            cases.append(((stack, x, L, layer), f"wiring {wiring!r}, L={L}, layer={layer}",
-                          lambda got, stack=stack, L=L, layer=layer: _judge_grad(got, stack, x, L, layer, how)))
+    cases = [((stack, x, L, layer), f"wiring {stack.wiring!r}, L={L}, layer={layer}",
+              lambda got, stack=stack, L=L, layer=layer: _judge_grad(got, stack, x, L, layer, how))
+             for stack in stacks for L, layer in ((3, 2), (3, 3), (3, 1), (2, 1), (1, 1))]
     return judge_function(answer, cases, watched=watched, example="grad_at_layer(stack, x, L, layer)", lines=how,
                           raised=how, calls="your function hands the measurement to {}, which is already written: "
                           "the exercise asks you to write it.",
