@@ -3,6 +3,7 @@ refused when it *is*, or calls, a watched function."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -12,8 +13,9 @@ from torch import Tensor
 from ._core import Verdict, correct, error_text, not_a_function, wrong
 from ._guard import Watch, run_watching
 
-#: One input of the learner's function: ``(arguments, what they are in words, judge of the result)``.
-Case = tuple[tuple[Any, ...], str, Callable[[Any], Verdict]]
+#: One input of the learner's function: ``(arguments (a tuple, or a mapping of names), what they are in words,
+#: judge of the result)``.
+Case = tuple[tuple[Any, ...] | Mapping[str, Any], str, Callable[[Any], Verdict]]
 
 
 def judge_function(answer: Any, cases: Sequence[Case], *, watched: Watch, example: str, lines: str, success: str,
@@ -33,11 +35,12 @@ def judge_function(answer: Any, cases: Sequence[Case], *, watched: Watch, exampl
     itself = watched.itself(answer)
     if itself:
         return wrong(is_.format(itself, refusal), lines)
-    for args, description, judge in cases:
+    for args, description, judge in cases:  # a mapping of arguments is passed by name
         where = f"{description}: " if description else ""
+        call = functools.partial(answer, **args) if isinstance(args, Mapping) else answer
         try:
-            got, called = run_watching(answer, tuple(a.clone() if isinstance(a, Tensor) else a for a in args),
-                                       watched, only_if=only_if)
+            got, called = run_watching(call, () if isinstance(args, Mapping) else tuple(
+                a.clone() if isinstance(a, Tensor) else a for a in args), watched, only_if=only_if)
         except Exception as problem:
             hint = raised(problem) if callable(raised) else raised
             return wrong(f"{where}your function raised {error_text(problem)}", hint or (

@@ -4,6 +4,7 @@ the cache saves (a prediction) and a greedy generation loop with a KV cache; the
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from copy import deepcopy
 from typing import Any
 
@@ -12,9 +13,9 @@ from torch import Tensor
 
 from ..core import grouped_query_attention, online_softmax, online_softmax_update, repeat_kv_heads
 from ..lab import generate_greedy, kv_cache_bytes
-from ._core import Verdict, as_number, checker, compare_tensors, correct, error_text, not_a_function, wrong
+from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
 from ._function import judge_function, whole_bytes
-from ._guard import TRANSFORMERS, Watch, run_watching
+from ._guard import TRANSFORMERS, Watch
 from ._predict import prediction_checker
 
 __all__ = ["check_online_softmax_step", "check_kv_cache_size", "check_repeat_kv", "check_cache_flops_prediction",
@@ -109,34 +110,32 @@ _CACHE_SIZES = (  # more models: (num_layers, chan, num_heads, num_kv_heads, seq
 _CACHE_KEYS = ("num_layers", "chan", "num_heads", "num_kv_heads", "seq_len", "dtype_bytes")
 
 
-def _cache_mistakes(num_layers: int, chan: int, num_heads: int, num_kv_heads: int, seq_len: int, dtype_bytes: int,
-                    expected: int) -> dict[str, tuple[int | None, str]]:
-    """The typical wrong byte counts for these sizes: cause -> (value or None when it equals the right one, hint).
-    :func:`_cache_verdict` names a cause only when its value matches on every case."""
-    grouped = num_heads != num_kv_heads
-    kv_width = "num_kv_heads x head_dim, with head_dim = chan // num_heads"
-    return {
-        "you counted the query heads instead of the key/value heads (or made the cached keys chan wide)": (
-            expected // num_kv_heads * num_heads if grouped else None,
-            f"only the key/value heads are cached: each layer's keys are {kv_width} features wide, not chan."),
-        "you took each key/value head to be chan wide": (
-            expected * num_heads, f"chan is the width of ALL the query heads; one head is head_dim = chan // num_heads "
-                                  f"features, so each layer's keys are {kv_width} wide."),
-        "you counted the keys but not the values (or the other way round)": (
-            expected // 2, "the cache holds keys AND values: a factor of 2."),
-        "you forgot the layers": (expected // num_layers if num_layers > 1 else None,
-                                  "every layer keeps its own cache: multiply by num_layers."),
-        "you counted bits instead of bytes": (expected * 8, "dtype_bytes is already in bytes (float16 = 2 bytes); "
-                                                            "do not multiply by 8."),
-        "you counted bits instead of bytes and forgot the values (or the keys)": (
-            expected * 4, "two things: the cache holds keys AND values (a factor of 2), and dtype_bytes is already in "
-                          "bytes (do not multiply by 8)."),
-        "you left out dtype_bytes (counted numbers, not bytes)": (
-            None if dtype_bytes == 1 else expected // dtype_bytes,
-            "each number takes dtype_bytes bytes (float16 = 2): multiply by dtype_bytes."),
-        "you used 4 bytes per number whatever dtype_bytes says": (
-            None if dtype_bytes == 4 else expected // dtype_bytes * 4, "multiply by dtype_bytes, the bytes of one number."),
-    }
+_KV_WIDTH = "num_kv_heads x head_dim, with head_dim = chan // num_heads"
+#: The typical wrong byte counts: cause -> (its value from the sizes and the right count, or None when it is the
+#: right one, hint); :func:`_cache_verdict` names a cause only when its value matches on every case.
+_CACHE_MISTAKES: dict[str, tuple[Callable[[dict[str, int], int], int | None], str]] = {
+    "you counted the query heads instead of the key/value heads (or made the cached keys chan wide)": (
+        lambda s, e: e // s["num_kv_heads"] * s["num_heads"] if s["num_heads"] != s["num_kv_heads"] else None,
+        f"only the key/value heads are cached: each layer's keys are {_KV_WIDTH} features wide, not chan."),
+    "you took each key/value head to be chan wide": (
+        lambda s, e: e * s["num_heads"], f"chan is the width of ALL the query heads; one head is head_dim = chan // "
+                                         f"num_heads features, so each layer's keys are {_KV_WIDTH} wide."),
+    "you counted the keys but not the values (or the other way round)": (
+        lambda s, e: e // 2, "the cache holds keys AND values: a factor of 2."),
+    "you forgot the layers": (lambda s, e: e // s["num_layers"] if s["num_layers"] > 1 else None,
+                              "every layer keeps its own cache: multiply by num_layers."),
+    "you counted bits instead of bytes": (lambda s, e: e * 8, "dtype_bytes is already in bytes (float16 = 2 bytes); "
+                                                              "do not multiply by 8."),
+    "you counted bits instead of bytes and forgot the values (or the keys)": (
+        lambda s, e: e * 4, "two things: the cache holds keys AND values (a factor of 2), and dtype_bytes is already "
+                            "in bytes (do not multiply by 8)."),
+    "you left out dtype_bytes (counted numbers, not bytes)": (
+        lambda s, e: None if s["dtype_bytes"] == 1 else e // s["dtype_bytes"],
+        "each number takes dtype_bytes bytes (float16 = 2): multiply by dtype_bytes."),
+    "you used 4 bytes per number whatever dtype_bytes says": (
+        lambda s, e: None if s["dtype_bytes"] == 4 else e // s["dtype_bytes"] * 4,
+        "multiply by dtype_bytes, the bytes of one number."),
+}
 
 
 def _cache_verdict(results: list[tuple[dict[str, int], int, int]], first: int) -> Verdict:
@@ -144,12 +143,9 @@ def _cache_verdict(results: list[tuple[dict[str, int], int, int]], first: int) -
     named only when it explains the function's answer on EVERY case: on one case two mistakes can give the
     same number (with float16, forgetting the 2 bytes and forgetting the values both halve the count)."""
     sizes, got, expected = results[first]
-    described = ", ".join(f"{k}={v}" for k, v in sizes.items())
-    where = "" if first == 0 else f" For {described}:"
-    mistakes = [_cache_mistakes(**case, expected=right) for case, _, right in results]
-    for cause, (_, hint) in mistakes[first].items():
-        if all(theirs == (mistake[cause][0] if mistake[cause][0] is not None else right)
-               for (_, theirs, right), mistake in zip(results, mistakes)):
+    where = "" if first == 0 else f" For {', '.join(f'{k}={v}' for k, v in sizes.items())}:"
+    for cause, (value, hint) in _CACHE_MISTAKES.items():
+        if all(theirs == (value(case, right) or right) for case, theirs, right in results):
             return wrong(f"{where} {got:,} is what you get when {cause}.".lstrip(), hint)
     return wrong(f"{where} your function gives {got:,} bytes, expected {expected:,}.".lstrip(),
                  "bytes = 2 (K and V) x num_layers x num_kv_heads x seq_len x head_dim x dtype_bytes, "
@@ -161,33 +157,27 @@ def check_kv_cache_size(answer: Any, *, num_layers: int, chan: int, num_heads: i
                         seq_len: int, dtype_bytes: int) -> Verdict:
     """Exercise 9: ``cache_bytes(num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes) -> int``, one
     sequence's KV cache from the query width ``chan``; run on the given sizes and three more models."""
-    how = ("write the product yourself: keys and values, layers, key/value heads, tokens, features per head "
-           "(chan // num_heads), bytes.")
-    itself = _CACHE_LIBRARY.itself(answer)
-    refused = not_a_function(answer, "cache_bytes(num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)")
-    if refused or itself:
-        return refused or wrong(_CALLS.format(itself), how)
-    given = (num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)
-    results = []  # (sizes, the learner's bytes, the right bytes) for every case
-    for sizes in (dict(zip(_CACHE_KEYS, case)) for case in (given, *_CACHE_SIZES)):
-        described = ", ".join(f"{k}={v}" for k, v in sizes.items())
-        try:
-            got, called = run_watching(lambda: answer(**sizes), (), _CACHE_LIBRARY)
-        except Exception as problem:  # the learner's code failed: say how, never a traceback
-            return wrong(f"cache_bytes({described}) raised {error_text(problem)}",
-                         "keep the six parameter names of the exercise's def line.")
-        if called:
-            return wrong(_CALLS.format(called[0]), how)
+    results: list[tuple[dict[str, int], int, int]] = []  # (sizes, the learner's bytes, the right bytes) per case
+
+    def judge(got: Any, sizes: dict[str, int]) -> Verdict:
         got = whole_bytes(got)
-        if isinstance(got, Verdict):
-            return got
-        expected = kv_cache_bytes(num_layers=sizes["num_layers"], num_kv_heads=sizes["num_kv_heads"],
-                                  head_dim=sizes["chan"] // sizes["num_heads"], seq_len=sizes["seq_len"],
-                                  dtype_bytes=sizes["dtype_bytes"])
-        results.append((sizes, got, expected))
+        if not isinstance(got, Verdict):
+            results.append((sizes, got, kv_cache_bytes(
+                num_layers=sizes["num_layers"], num_kv_heads=sizes["num_kv_heads"], seq_len=sizes["seq_len"],
+                head_dim=sizes["chan"] // sizes["num_heads"], dtype_bytes=sizes["dtype_bytes"])))
+        return got if isinstance(got, Verdict) else correct()
+
+    given = (num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)
+    cases = [(sizes, ", ".join(f"{k}={v}" for k, v in sizes.items()), lambda got, sizes=sizes: judge(got, sizes))
+             for sizes in (dict(zip(_CACHE_KEYS, case)) for case in (given, *_CACHE_SIZES))]
+    verdict = judge_function(
+        answer, cases, watched=_CACHE_LIBRARY, calls=_CALLS, success="",
+        example="cache_bytes(num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)",
+        lines="write the product yourself: keys and values, layers, key/value heads, tokens, features per head "
+              "(chan // num_heads), bytes.", raised="keep the six parameter names of the exercise's def line.")
     failed = [case_number for case_number, (_, got, expected) in enumerate(results) if got != expected]
-    if failed:
-        return _cache_verdict(results, failed[0])
+    if not verdict.ok or failed:
+        return verdict if not verdict.ok else _cache_verdict(results, failed[0])
     expected = results[0][2]
     return correct(f"{expected:,} bytes = {expected / 2 ** 30:.3g} GiB for these sizes, and right for three more "
                    f"models; with one key/value head per query head it would be {num_heads // num_kv_heads} times as much.")

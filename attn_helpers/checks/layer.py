@@ -12,9 +12,9 @@ from torch import Tensor, nn
 
 from ..core import MultiHeadAttention
 from ..lab import local_random
-from ._core import Verdict, checker, correct, error_text, wrong
-from ._guard import TORCH_ATTENTION, Watch, library, run_watching
+from ._core import Verdict, checker, correct, wrong
 from ._function import judge_function
+from ._guard import TORCH_ATTENTION, Watch, library, run_watching
 from ._predict import prediction_checker
 
 __all__ = ["SUSPECT_LAYER", "numbered_listing", "check_qkv_entry", "check_mha_parameter_count",

@@ -4,8 +4,8 @@ reaches a stack's layers (a prediction, then a function the learner writes) and 
 from __future__ import annotations
 
 import math
-from copy import deepcopy
 from collections.abc import Mapping
+from copy import deepcopy
 from typing import Any
 
 import torch
