@@ -198,9 +198,10 @@ def compare_tensors(
     atol: float = 1e-4,
     rtol: float = 1e-4,
     success: str = "",
+    hint: str = "",
 ) -> Verdict:
     """The learner's tensor against ``expected``; ``likely_mistakes``: cause -> (what that mistake gives,
-    hint), named when the answer equals one; else the shape or the largest difference."""
+    hint), named when the answer equals one; else the shape or the values that differ, with ``hint`` if given."""
     try:
         got = answer.detach() if isinstance(answer, Tensor) else torch.as_tensor(answer)
     except Exception:
@@ -217,17 +218,17 @@ def compare_tensors(
 
     if same(got, expected):
         return correct(success or f"{name} has shape {list(expected.shape)} and the right values.")
-    for cause, (mistake, hint) in (likely_mistakes or {}).items():
+    for cause, (mistake, its_hint) in (likely_mistakes or {}).items():
         if same(got, mistake.detach()):
-            return wrong(f"{name} matches what you get when {cause}.", hint)
+            return wrong(f"{name} matches what you get when {cause}.", its_hint)
     if got.shape != expected.shape:
         return wrong(f"{name} has shape {list(got.shape)}, expected {list(expected.shape)}.",
-                     "print the shapes of your inputs and follow each operation's shape.")
+                     hint or "print the shapes of your inputs and follow each operation's shape.")
+    hint = hint or "recompute step by step and compare each intermediate with the lesson's."
     if got.dtype == torch.bool or expected.dtype == torch.bool:  # booleans cannot be subtracted: count them
         differ = int((got != expected.to(got.dtype)).sum())
         return wrong(f"{name} has the right shape {list(got.shape)} but {differ} of its {got.numel()} entries "
-                     "differ.", "recompute step by step and compare each intermediate with the lesson's.")
+                     "differ.", hint)
     difference = (got - expected).abs().max().item()
     return wrong(f"{name} has the right shape {list(got.shape)} but different values "
-                 f"(largest difference {difference:.3g}).",
-                 "recompute step by step and compare each intermediate with the lesson's.")
+                 f"(largest difference {difference:.3g}).", hint)

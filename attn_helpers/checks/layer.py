@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from ..core import MultiHeadAttention
 from ..lab import local_random
-from ._core import Verdict, checker, correct, wrong
+from ._core import Verdict, checker, compare_tensors, correct, wrong
 from ._function import judge_function
 from ._guard import TORCH_ATTENTION, Watch, library, run_watching
 from ._predict import prediction_checker
@@ -359,19 +359,17 @@ def check_mha_class(answer: Any) -> Verdict:
             return wrong(f"on x of shape {[B, N, d_model]} with {num_heads} heads your layer returned shape "
                          f"{list(got.shape)}, expected {list(expected.shape)}.",
                          "merge the heads back to (B, N, d_model) before out_proj.")
-        if torch.allclose(got, expected, atol=1e-5, rtol=1e-4):
-            torch_gap = max(torch_gap, (got - pytorch).abs().max().item())
-            continue
         hd = d_model // num_heads
         with torch.no_grad():
-            for cause, change, hint in _MHA_MISTAKES:
-                change = {key: value(d_model, hd) if callable(value) else value for key, value in change.items()}
-                if torch.allclose(got, _variant(reference, x, **change), atol=1e-5, rtol=1e-4):
-                    return wrong(f"with d_model={d_model}, {num_heads} heads, your output matches what you get when "
-                                 f"{cause}.", hint)
-        gap = (got - expected).abs().max().item()
-        return wrong(f"with d_model={d_model}, {num_heads} heads, your output differs from MultiHeadAttention's by up to "
-                     f"{gap:.3g}.", "print the shape after every line and compare with the shape trace of 7.2.")
+            mistakes = {cause: (_variant(reference, x, **{key: value(d_model, hd) if callable(value) else value
+                                                           for key, value in change.items()}), hint)
+                        for cause, change, hint in _MHA_MISTAKES}
+        verdict = compare_tensors(got, expected, name=f"with d_model={d_model}, {num_heads} heads, your output",
+                                  likely_mistakes=mistakes, atol=1e-5, rtol=1e-4,
+                                  hint="print the shape after every line and compare with the shape trace of 7.2.")
+        if not verdict.ok:
+            return verdict
+        torch_gap = max(torch_gap, (got - pytorch).abs().max().item())
     agrees = "within 1e-5 too" if torch_gap < 1e-5 else f"only to {torch_gap:.3g}"
     return correct(f"on {len(_MHA_CONFIGS)} sizes (d_model 6 to 16, 1 to 4 heads) your class gives MultiHeadAttention's "
                    f"outputs within 1e-5 after copying its parameters; nn.MultiheadAttention's agree with yours {agrees}.")
