@@ -18,15 +18,15 @@ from ._guard import Watch, run_watching
 Case = tuple[tuple[Any, ...] | Mapping[str, Any], str, Callable[[Any], Verdict]]
 
 
-def judge_function(answer: Any, cases: Sequence[Case], *, watched: Watch, example: str, lines: str, success: str,
-                   raised: str | Callable[[BaseException], str] = "", refusal: str = "which does the exercise for you",
-                   calls: str = "", is_: str = "", only_if: Mapping[Any, Callable[[dict[str, Any]], bool]] | None = None
-                   ) -> Verdict:
+def judge_function(answer: Any, cases: Sequence[Case], *, watched: Watch, example: str, lines: str,
+                   success: str | Callable[[], str], raised: str | Callable[[BaseException], str] = "",
+                   refusal: str = "which does the exercise for you", calls: str = "", is_: str = "",
+                   only_if: Mapping[Any, Callable[[dict[str, Any]], bool]] | None = None) -> Verdict:
     """Run the learner's function on every case; the first wrong case gives the verdict, after its description
-    (none if empty). ``example``: the call asked for; ``lines``: how to write it (the refusals' hint); ``raised``:
-    the hint (or a function of the exception giving it) for a function that raised; ``calls`` and ``is_`` (by
-    default ``calls`` when given): the refusals, filled with the watched name and ``refusal``; ``only_if``: as
-    :func:`~._guard.run_watching`'s."""
+    (none if empty); ``success`` (or what it returns, once all passed) is the right one's. ``example``: the call
+    asked for; ``lines``: how to write it (the refusals' hint); ``raised``: the hint (or a function of the exception
+    giving it) for a function that raised; ``calls`` and ``is_`` (by default ``calls`` when given): the refusals,
+    filled with the watched name and ``refusal``; ``only_if``: as :func:`~._guard.run_watching`'s."""
     refused = not_a_function(answer, example)
     if refused:
         return refused
@@ -51,7 +51,7 @@ def judge_function(answer: Any, cases: Sequence[Case], *, watched: Watch, exampl
         verdict = judge(got)
         if not verdict.ok:
             return wrong(f"{where}{verdict.message}", verdict.hint)
-    return correct(success)
+    return correct(success() if callable(success) else success)
 
 
 def random_cases(seed: int, shapes: Sequence[tuple[int, ...]]) -> list[Tensor]:

@@ -271,7 +271,7 @@ def check_generate_with_cache(answer: Any, model: Any, prompt: Tensor, num_new: 
     expected = generate_greedy(model, prompt, num_new, use_cache=False)  # (B, N_prompt + num_new)
     recorder, calls = _recording(model)
     with torch.no_grad():
-        verdict = judge_function(
+        return judge_function(
             answer, [((recorder, prompt, num_new), "", lambda got: _judge_generated(got, calls, prompt, expected))],
             watched=_GENERATE_LIBRARY, example="generate_with_cache(model, prompt, num_new)", calls=_CALLS,
             lines="write the loop: the prefill model.step(prompt, cache), then one model.step(newest, cache) per "
@@ -279,11 +279,9 @@ def check_generate_with_cache(answer: Any, model: Any, prompt: Tensor, num_new: 
             raised=lambda problem: ("each step feeds only the newest token; the cache already holds the others' keys "
                                     "and values." if "max_tokens" in str(problem) else
                                     "run your function on the prompt in a cell of its own to see where it fails."),
-            success="")
-    steps = sum(kind == "step" for kind, *_ in calls)
-    return verdict if not verdict.ok else correct(
-        f"the same {num_new} tokens as the loop without the cache, with {steps} calls of model.step: the prompt's "
-        f"{prompt.shape[1]} tokens once, then one token at a time.")
+            success=lambda: f"the same {num_new} tokens as the loop without the cache, with "
+                            f"{sum(kind == 'step' for kind, *_ in calls)} calls of model.step: the prompt's "
+                            f"{prompt.shape[1]} tokens once, then one token at a time.")
 
 
 def _judge_generated(got: Any, calls: list[tuple[str, int, Tensor, Any]], prompt: Tensor, expected: Tensor) -> Verdict:

@@ -140,15 +140,14 @@ def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
                      "each Linear(d_in, d_out) holds d_in·d_out matrix entries and d_out biases; this layer has four.")
 
     with local_random(0):  # a layer it builds (refused) draws from a local generator, not the notebook's
-        verdict = judge_function(
+        return judge_function(
             answer, [(size, "", lambda got, size=size: judge(got, *size)) for size in sizes],
             watched=_COUNTING | library(), example="answer(d_model, num_heads)",
             calls="your function uses {}: that counts the numbers of a layer instead of computing them.",
             lines="write the count from the four Linear(d_model, d_model) layers, with d_model and num_heads only.",
-            raised="the function takes two numbers, d_model and num_heads, and returns a whole number.", success="")
-    return verdict if not verdict.ok else correct(
-        f"{expected:,} = 4·d_model² + 4·d_model for d_model = {d}, and right at {len(sizes) - 1} more sizes "
-        f"(d_model up to {max(s[0] for s in sizes)}); the heads add nothing.")
+            raised="the function takes two numbers, d_model and num_heads, and returns a whole number.",
+            success=f"{expected:,} = 4·d_model² + 4·d_model for d_model = {d}, and right at {len(sizes) - 1} more "
+                    f"sizes (d_model up to {max(s[0] for s in sizes)}); the heads add nothing.")
 
 
 #: The listing of exercise 7.5, one line of code a string (its review, :data:`_REVIEW`, apart).

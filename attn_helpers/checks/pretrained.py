@@ -73,19 +73,16 @@ def check_head_rows(answer: Callable[..., tuple[Tensor, Tensor]], q_proj: torch.
     hidden)`` that make head ``h``, for every head of ``q_proj`` and of two made-up sizes."""
     cases = [((w, b, h, heads), "", _judge_rows(w, b, h, heads))
              for w, b, heads in _weights_cases(q_proj, num_heads) for h in range(heads)]
-    verdict = judge_function(answer, cases, watched=Watch(), example="head_rows(weight, bias, h, num_heads)",
-                             lines="head h's rows are a contiguous block of head_dim = hidden // num_heads rows, of "
-                                   "the weight and of the bias.", success="")
-    if not verdict.ok:
-        return verdict
-    weight, bias = q_proj.weight.detach(), q_proj.bias.detach()
+    hd = q_proj.out_features // num_heads  # a right answer's rows are these, exactly (torch.equal)
     with torch.no_grad():
         q_heads = split_heads(q_proj(x), num_heads)  # (B, H, N, head_dim)
-        diffs = [(x @ w_h.T + b_h - q_heads[:, h]).abs().max().item()
-                 for h, (w_h, b_h) in enumerate(answer(weight.clone(), bias.clone(), g, num_heads)
-                                                for g in range(num_heads))]
-    return correct(f"for every head h, x @ W_h.T + b_h equals split_heads(q)[:, h] (largest difference below 1e-5: "
-                   f"{max(diffs) < 1e-5}): head h is made by its own {weight.shape[0] // num_heads} rows of the projection.")
+        gap = max((x @ q_proj.weight[h * hd:(h + 1) * hd].T + q_proj.bias[h * hd:(h + 1) * hd] - q_heads[:, h])
+                  .abs().max().item() for h in range(num_heads))
+    return judge_function(answer, cases, watched=Watch(), example="head_rows(weight, bias, h, num_heads)",
+                          lines="head h's rows are a contiguous block of head_dim = hidden // num_heads rows, of "
+                                "the weight and of the bias.",
+                          success=f"for every head h, x @ W_h.T + b_h equals split_heads(q)[:, h] (largest difference "
+                                  f"below 1e-5: {gap < 1e-5}): head h is made by its own {hd} rows of the projection.")
 
 
 def _mask_cases(attention_mask: Tensor) -> list[Tensor]:
