@@ -22,11 +22,8 @@ __all__ = ["check_online_softmax_step", "check_kv_cache_size", "check_repeat_kv"
            "check_generate_with_cache"]
 
 _CALLS = "your function calls {}, the library's answer to this exercise."  # the refusal of every exercise of 09
-_FOLD_LIBRARY = Watch({online_softmax_update: "online_softmax_update", online_softmax: "online_softmax"})
-_CACHE_LIBRARY = Watch({kv_cache_bytes: "kv_cache_bytes"})
 _REPEAT_LIBRARY = Watch({repeat_kv_heads: "repeat_kv_heads", grouped_query_attention: "grouped_query_attention"}
                         ) | TRANSFORMERS  # transformers' repeat_kv is this exercise's answer, one search away
-_GENERATE_LIBRARY = Watch({generate_greedy: "generate_greedy"})
 
 
 _FOLD_CASES = (  # more rows to fold: (running_max, running_sum, block)
@@ -94,7 +91,8 @@ def check_online_softmax_step(answer: Any, running_max: Tensor, running_sum: Ten
         answer, [((m, l, b), "" if i == 0 else f"For running_max = {m.item():g}, running_sum = {l.item():g}, "
                   f"block = {[round(x, 2) for x in b.tolist()]}",
                   lambda got, m=m, l=l, b=b: _judge_fold(got, m, l, b)) for i, (m, l, b) in enumerate(cases)],
-        watched=_FOLD_LIBRARY, example="fold_block(running_max, running_sum, block)", calls=_CALLS,
+        watched=Watch({online_softmax_update: "online_softmax_update", online_softmax: "online_softmax"}),
+        example="fold_block(running_max, running_sum, block)", calls=_CALLS,
         lines="write the two lines yourself: the new max, then the rescaled old sum plus the block's terms.",
         raised="work on the three tensors it receives: running_max and running_sum (one number each), block (b,).",
         success=f"new_max = {new_max:.4f}, new_sum = {new_sum:.4f}: the old sum shrank by "
@@ -171,7 +169,7 @@ def check_kv_cache_size(answer: Any, *, num_layers: int, chan: int, num_heads: i
     cases = [(sizes, ", ".join(f"{k}={v}" for k, v in sizes.items()), lambda got, sizes=sizes: judge(got, sizes))
              for sizes in (dict(zip(_CACHE_KEYS, case)) for case in (given, *_CACHE_SIZES))]
     verdict = judge_function(
-        answer, cases, watched=_CACHE_LIBRARY, calls=_CALLS, success="",
+        answer, cases, watched=Watch({kv_cache_bytes: "kv_cache_bytes"}), calls=_CALLS, success="",
         example="cache_bytes(num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)",
         lines="write the product yourself: keys and values, layers, key/value heads, tokens, features per head "
               "(chan // num_heads), bytes.", raised="keep the six parameter names of the exercise's def line.")
@@ -273,7 +271,8 @@ def check_generate_with_cache(answer: Any, model: Any, prompt: Tensor, num_new: 
     with torch.no_grad():
         return judge_function(
             answer, [((recorder, prompt, num_new), "", lambda got: _judge_generated(got, calls, prompt, expected))],
-            watched=_GENERATE_LIBRARY, example="generate_with_cache(model, prompt, num_new)", calls=_CALLS,
+            watched=Watch({generate_greedy: "generate_greedy"}), calls=_CALLS,
+            example="generate_with_cache(model, prompt, num_new)",
             lines="write the loop: the prefill model.step(prompt, cache), then one model.step(newest, cache) per "
                   "new token.",
             raised=lambda problem: ("each step feeds only the newest token; the cache already holds the others' keys "

@@ -16,10 +16,7 @@ from ._predict import prediction_checker
 
 __all__ = ["check_shuffle_prediction", "check_rope", "check_rotated_v_shift"]
 
-SHUFFLE_CHOICES = ("reordered", "changed")
-
-
-@prediction_checker(choices=SHUFFLE_CHOICES)
+@prediction_checker(choices=("reordered", "changed"))
 def check_shuffle_prediction(choice: str, out: Tensor, out_shuffled: Tensor, perm: Tensor) -> Verdict:
     """Prediction 10: after shuffling the tokens with ``perm``, are the output rows ``"reordered"`` or ``"changed"``?"""
     gap = (out_shuffled - permute_tokens(out, perm)).abs().max().item()

@@ -17,10 +17,6 @@ from ._predict import prediction_checker
 
 __all__ = ["check_head_rows", "check_keep_mask", "check_padding_prediction"]
 
-#: Anything the library exports, the padding mask and the encoder (which builds this mask itself) included.
-_WHOLE_LIBRARY = library(skip=())
-
-
 def _weights_cases(q_proj: torch.nn.Linear, num_heads: int) -> list[tuple[Tensor, Tensor, int]]:
     cases = [(q_proj.weight.detach(), q_proj.bias.detach(), num_heads)]
     generator = torch.Generator().manual_seed(11)
@@ -99,7 +95,8 @@ def check_keep_mask(answer: Callable[[Tensor], Tensor], attention_mask: Tensor) 
     how = "compare attention_mask with 1 yourself and insert the query axis: (B, N) -> (B, 1, N)."
     return judge_function(
         answer, [((mask,), "", _judge_keep_mask(mask)) for mask in _mask_cases(attention_mask)],
-        watched=_WHOLE_LIBRARY, example="keep_mask(attention_mask)", lines=how, refusal="which builds this mask for you",
+        watched=library(skip=()),  # every export: the padding mask and the encoder (which builds this mask) too
+        example="keep_mask(attention_mask)", lines=how, refusal="which builds this mask for you",
         is_="your function calls {}, {}.", raised="use only attention_mask itself; read B and N from its shape.",
         success="True for every real key, False for every [PAD] (on either side), one row per sequence shared by all "
                 "its queries.")

@@ -178,10 +178,7 @@ def check_alibi(answer: Any) -> Verdict:
                                   "each head its own slope.")
 
 
-SOFTCAP_CHOICES = ("units", "tens", "both", "neither")
-
-
-@prediction_checker(choices=SOFTCAP_CHOICES)
+@prediction_checker(choices=("units", "tens", "both", "neither"))
 def check_softcap_prediction(choice: str, change_units: float, change_tens: float, cap: float) -> Verdict:
     """Prediction 12: does a soft cap change the weights (by more than 0.05) of scores of ``"units"``,
     ``"tens"``, ``"both"`` or ``"neither"``?"""

@@ -18,10 +18,7 @@ from ._predict import prediction_checker
 
 __all__ = ["check_knockout_prediction", "check_previous_token_pattern", "check_pattern_match", "check_knockout"]
 
-KNOCKOUT_CHOICES = ("same", "lower", "chance")
-
-
-@prediction_checker(choices=KNOCKOUT_CHOICES)
+@prediction_checker(choices=("same", "lower", "chance"))
 def check_knockout_prediction(choice: str, accuracy: float, full_accuracy: float, chance: float) -> Verdict:
     """Prediction 8: one head knocked out, is the accuracy the ``"same"`` (within 0.05), at ``"chance"`` (at most
     twice it) or ``"lower"``?"""
@@ -46,7 +43,6 @@ def check_knockout_prediction(choice: str, accuracy: float, full_accuracy: float
 #: What already builds the pattern: the tasks' ``ideal_attention`` (one code object, so named by what it is).
 PATTERN_BUILDERS = Watch({cls.ideal_attention: "the task's own ideal_attention"
                           for cls in (PreviousTokenTask, NoWrapPreviousTokenTask, LookupTask)})
-_PATTERN_MATCH = Watch({pattern_match: "training.pattern_match"})
 _SMALL_EXAMPLE = "run your function on a small example and print the shape of each intermediate."
 
 
@@ -107,7 +103,7 @@ def check_pattern_match(answer: Any, weights: Tensor, ideal: Tensor) -> Verdict:
     return judge_function(
         answer, [((w, target), f"match(weights, ideal) on {described}", _judge_match(w, target, described))
                  for described, w, target in cases],
-        watched=_PATTERN_MATCH, example="match(weights, ideal)", raised=_SMALL_EXAMPLE,
+        watched=Watch({pattern_match: "training.pattern_match"}), example="match(weights, ideal)", raised=_SMALL_EXAMPLE,
         refusal="which already computes it: the exercise asks you to write it",
         calls="your function hands the work to {}, {}.",
         lines="multiply weights by ideal, sum over the keys, then average over the rows that have a target.",
