@@ -260,16 +260,6 @@ def check_heads_prediction(choice: str, out_one: Tensor, out_many: Tensor, num_h
                  "compare the outputs' largest difference with float rounding (the tolerance).")
 
 
-def _multi_head_cases() -> list[tuple[int, Tensor, Tensor, Tensor]]:
-    """``(num_heads, q, k, v)``, ``q, k, v (B, N, chan)``; the first has several heads."""
-    generator = torch.Generator().manual_seed(5)
-    cases = []
-    for B, N, chan, num_heads in ((2, 5, 10, 2), (3, 4, 12, 3), (1, 6, 16, 4), (2, 3, 6, 1)):
-        q, k, v = (2.0 * torch.randn(B, N, chan, generator=generator) for _ in range(3))  # each (B, N, chan)
-        cases.append((num_heads, q, k, v))
-    return cases
-
-
 def _heads_attention(q: Tensor, k: Tensor, v: Tensor, divisor: float, axis: int = -1) -> Tensor:
     return torch.softmax(q @ k.transpose(-2, -1) / divisor, dim=axis) @ v
 
@@ -328,9 +318,13 @@ def _judge_multi_head(num_heads: int, q: Tensor, k: Tensor, v: Tensor) -> Callab
 def check_multi_head_function(answer: Callable[[Tensor, Tensor, Tensor, int], Tensor]) -> Verdict:
     """Exercise 5.6: ``multi_head(q, k, v, num_heads) -> (B, N, chan)``: split, attend in every head (an SDPA is
     allowed), merge; on four cases (1 to 4 heads). The library's split, merge and whole layers are refused."""
+    g = torch.Generator().manual_seed(5)
+    cases = []
+    for B, N, chan, h in ((2, 5, 10, 2), (3, 4, 12, 3), (1, 6, 16, 4), (2, 3, 6, 1)):  # the first: several heads
+        q, k, v = (2.0 * torch.randn(B, N, chan, generator=g) for _ in range(3))  # each (B, N, chan)
+        cases.append(((q, k, v, h), f"q, k, v {list(q.shape)} with num_heads={h}", _judge_multi_head(h, q, k, v)))
     return judge_function(
-        answer, [((q, k, v, h), f"q, k, v {list(q.shape)} with num_heads={h}", _judge_multi_head(h, q, k, v))
-                 for h, q, k, v in _multi_head_cases()],
+        answer, cases,
         watched=_MULTI_HEAD_REFUSED, example="multi_head(q, k, v, num_heads)", refusal="which does part of the "
         "exercise for you", is_="your answer is {}: the exercise is to write the split, the attention and the merge.",
         lines="split q, k and v with your own reshape and transpose (exercise 5.2), attend in every head (your own "
