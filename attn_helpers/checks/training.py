@@ -83,22 +83,16 @@ def check_previous_token_pattern(answer: Any, task: PreviousTokenTask) -> Verdic
                 "wraps around to the last key.")
 
 
-def _lookup_case() -> tuple[Tensor, Tensor]:
-    """3 random heads' weights ``(H, N, N)`` and the ideal ``(N, N)`` of a lookup sequence (its pairs: no target)."""
-    task = LookupTask()
-    generator = torch.Generator().manual_seed(8)
-    tokens, _ = task.sample(1, generator)  # (1, N)
-    N = task.seq_len
-    weights = torch.softmax(2 * torch.randn(3, N, N, generator=generator, dtype=torch.float64), dim=-1)  # (H, N, N)
-    return weights, task.ideal_attention(tokens)[0].to(torch.float64)  # (N, N)
-
-
 @checker
 def check_pattern_match(answer: Any, weights: Tensor, ideal: Tensor) -> Verdict:
     """Exercise 8: ``match(weights (H, N, N), ideal (N, N)) -> (H,)``, the weight on the ideal key averaged over the
     rows with a target; run on the given heads and on a lookup sequence whose pair rows have none."""
+    task, g = LookupTask(), torch.Generator().manual_seed(8)
+    tokens, _ = task.sample(1, g)  # (1, N): a lookup sequence, whose pair rows have no target
     cases = (("the step-10 heads of the previous-token run", weights, ideal),
-             ("3 random heads on a lookup sequence (its 4 pair rows have no target)", *_lookup_case()))
+             ("3 random heads on a lookup sequence (its 4 pair rows have no target)",
+              torch.softmax(2 * torch.randn(3, task.seq_len, task.seq_len, generator=g, dtype=torch.float64), dim=-1),
+              task.ideal_attention(tokens)[0].to(torch.float64)))  # (H, N, N) and (N, N)
     values = ", ".join(f"{v:.2f}" for v in pattern_match(weights[None], ideal[None]).tolist())
     return judge_function(
         answer, [((w, target), f"match(weights, ideal) on {described}", _judge_match(w, target, described))
@@ -204,12 +198,6 @@ _KNOCKOUT_MISTAKES = {
 }
 
 
-def _other_model(task: LookupTask) -> TinyAttentionModel:
-    with local_random(8):  # seeded without touching the notebook's random state
-        model = TinyAttentionModel(task.vocab_size, task.n_classes, task.seq_len, dim=16, num_heads=4, num_layers=3)
-    return model.to(torch.float64).eval()
-
-
 #: What already knocks a head out: the helper, the checker's own version, any TinyAttentionModel given keep_heads.
 KNOCKOUT_SHORTCUTS = library(("head_knockout",)) | Watch({_knockout_logits: "the checker's own knockout",
                                                           TinyAttentionModel: "the model's own keep_heads"})
@@ -225,7 +213,9 @@ def check_knockout(answer: Any, model: TinyAttentionModel, tokens: Tensor) -> Ve
         raise TypeError("model must be a TinyAttentionModel with wiring='identity' and learned positions")
     task = LookupTask(num_pairs=tokens.shape[1] // 2)
     cases = []
-    for described, net in (("the model you were given", model), ("a 3-layer model with 4 heads", _other_model(task))):
+    with local_random(8):  # seeded without touching the notebook's random state
+        other = TinyAttentionModel(task.vocab_size, task.n_classes, task.seq_len, dim=16, num_heads=4, num_layers=3)
+    for described, net in (("the model you were given", model), ("a 3-layer model with 4 heads", other)):
         net = net.to(torch.float64).eval()
         handed = deepcopy(net)  # the learner's function runs on a copy
         L, H = len(net.layers), net.layers[0].num_heads
