@@ -4,7 +4,6 @@ dropout on the weights (a prediction) and the whole multi-head attention class w
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -200,12 +199,6 @@ def numbered_listing(listing: tuple[str, ...] = SUSPECT_LAYER) -> str:
 @checker
 def check_suspect_lines(answer: Any) -> Verdict:
     """Exercise 7: the set of line numbers of :data:`SUSPECT_LAYER` that hold a bug."""
-    return _judge_suspect_lines(answer, SUSPECT_LAYER, _REVIEW)
-
-
-def _judge_suspect_lines(answer: Any, listing: tuple[str, ...],
-                         review: Mapping[int, tuple[bool, str, str]]) -> Verdict:
-    """The verdict on ``answer`` for ``listing``, whose lines ``review`` explains (by line number, from 1)."""
     def whole(n: Any) -> bool:
         return isinstance(n, numbers.Integral) and not isinstance(n, bool)
 
@@ -213,11 +206,11 @@ def _judge_suspect_lines(answer: Any, listing: tuple[str, ...],
     if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__") or not all(whole(n) for n in items):
         return wrong(f"give a set of line numbers like {{1, 2}}, got {answer!r}.", "list the numbers of the buggy lines.")
     picked = {int(n) for n in items}
-    notes = {i: review.get(i, (False, "", "")) for i in range(1, len(listing) + 1)}
+    notes = {i: _REVIEW.get(i, (False, "", "")) for i in range(1, len(SUSPECT_LAYER) + 1)}
     buggy = {i for i, (is_bug, _, _) in notes.items() if is_bug}
-    outside = sorted(n for n in picked if not 1 <= n <= len(listing))
+    outside = sorted(n for n in picked if not 1 <= n <= len(SUSPECT_LAYER))
     if outside:
-        return wrong(f"the listing has lines 1 to {len(listing)}; {outside} are outside it.", "use the printed numbers.")
+        return wrong(f"the listing has lines 1 to {len(SUSPECT_LAYER)}; {outside} are outside it.", "use the printed numbers.")
     if picked == buggy:
         found = "\n".join(f"   line {i}: {notes[i][1]}" for i in sorted(buggy))
         return correct(f"all {len(buggy)} buggy lines found.\n{found}")

@@ -13,7 +13,7 @@ from torch import nn
 from attn_helpers import checks
 from attn_helpers.core import Attention, MultiHeadAttention
 from attn_helpers.lab import attention_parameters
-from attn_helpers.checks.layer import _REVIEW, SUSPECT_LAYER, _judge_suspect_lines, numbered_listing
+from attn_helpers.checks.layer import _REVIEW, SUSPECT_LAYER, numbered_listing
 
 # ----------------------------------------------------------------------- check_mha_parameter_count
 
@@ -102,13 +102,6 @@ def test_suspect_lines_explains_the_fine_lines_flagged_and_hints_at_the_bugs_mis
 def test_suspect_lines_rejects_unusable_answers(answer, words):
     verdict = checks.check_suspect_lines.judge(answer)
     assert not verdict.ok and words in verdict.message
-
-
-def test_suspect_lines_reads_the_bugs_from_the_listing_it_is_given():
-    listing = ("x = 1", "y = x / 0")
-    review = {2: (True, "division by zero", "look at the divisor")}
-    assert _judge_suspect_lines({2}, listing, review).ok
-    assert "look at the divisor" in _judge_suspect_lines(set(), listing, review).hint
 
 
 def _suspect_class(replacements: dict[int, str] | None = None):
