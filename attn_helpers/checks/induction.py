@@ -179,23 +179,19 @@ _LOSS_MISTAKES = {
 }
 
 
-def _other_model() -> tuple[TinyAttentionModel, Tensor]:
-    """An untrained model of 3 causal rotary layers of 4 heads, and 16 sequences of 24 tokens of 12 kinds."""
-    task = InductionTask(seq_len=24, vocab_size=12, min_repeat=4, max_repeat=8)
-    with local_random(14):
-        model = TinyAttentionModel(12, 12, 24, dim=16, num_heads=4, num_layers=3, position_scheme="rope", causal=True)
-    return model.to(torch.float64).eval(), induction_task(16, seed=4141, task=task)
-
-
 @checker
 def check_knockout_loss(answer: Any, model: TinyAttentionModel) -> Verdict:
     """Exercise 14: ``knockout_loss(model, tokens, layer, head) -> float``, the repeated part's next-token
     loss with that head knocked out, for every head of ``model`` on new sequences and of an untrained model."""
     if not isinstance(model, TinyAttentionModel) or not model.causal:
         raise TypeError("model must be a causal TinyAttentionModel")
+    with local_random(14):  # an untrained model of 3 causal rotary layers of 4 heads, 24 tokens of 12 kinds
+        other = TinyAttentionModel(12, 12, 24, dim=16, num_heads=4, num_layers=3, position_scheme="rope", causal=True)
+    task = InductionTask(seq_len=24, vocab_size=12, min_repeat=4, max_repeat=8)
     cases = []
     models = [("the trained model on new sequences", deepcopy(model).eval(), induction_task(64, seed=7777)),
-              ("an untrained 3-layer model with 4 heads", *_other_model())]
+              ("an untrained 3-layer model with 4 heads", other.to(torch.float64).eval(),
+               induction_task(16, seed=4141, task=task))]
     for described, net, tokens in models:
         for layer in range(len(net.layers)):
             for head in range(net.layers[0].num_heads):
