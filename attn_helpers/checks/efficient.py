@@ -22,8 +22,6 @@ __all__ = ["check_online_softmax_step", "check_kv_cache_size", "check_repeat_kv"
            "check_generate_with_cache"]
 
 _CALLS = "your function calls {}, the library's answer to this exercise."  # the refusal of every exercise of 09
-_REPEAT_LIBRARY = Watch({repeat_kv_heads: "repeat_kv_heads", grouped_query_attention: "grouped_query_attention"}
-                        ) | TRANSFORMERS  # transformers' repeat_kv is this exercise's answer, one search away
 
 
 _FOLD_CASES = (  # more rows to fold: (running_max, running_sum, block)
@@ -213,7 +211,9 @@ def check_repeat_kv(answer: Any, k: Tensor, num_heads: int) -> Verdict:
     return judge_function(
         answer, [((k_case, heads), "" if i == 0 else f"for k of shape {list(k_case.shape)} and {heads} query heads",
                   _judge_repeat(k_case, heads, i == 0)) for i, (k_case, heads) in enumerate(cases)],
-        watched=_REPEAT_LIBRARY, example="repeat_heads(k, num_heads)", calls=_CALLS,
+        watched=Watch({repeat_kv_heads: "repeat_kv_heads", grouped_query_attention: "grouped_query_attention"})
+        | TRANSFORMERS,  # transformers' repeat_kv is this exercise's answer, one search away
+        example="repeat_heads(k, num_heads)", calls=_CALLS,
         lines="write it with one tensor operation on the heads axis (dim=1).",
         raised="compute how many query heads share one key head from the shapes: num_heads // k.shape[1].",
         success=f"{[k.shape[0], num_heads, *k.shape[2:]]}: each of the {k.shape[1]} key/value heads serves "

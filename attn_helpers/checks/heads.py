@@ -33,8 +33,6 @@ def run_options(options: Mapping[str, str], namespace: Mapping[str, Any]) -> dic
     return results
 
 
-_SPLIT_AND_MERGE = library(("split_heads", "merge_heads"))
-
 #: Exercise 5.6 refuses the split, the merge and whole layers (the library's, PyTorch's); an SDPA is allowed.
 _MULTI_HEAD_REFUSED = (library(skip=(*MASK_BUILDERS, "scaled_dot_product_attention", "attend", "attention_scores"))
                        | TORCH_MULTI_HEAD)
@@ -100,9 +98,8 @@ def _judge_reshaping(answer: Any, cases: list[tuple[tuple[Any, ...], Tensor, dic
     """The learner's split or merge on every case ``(args, expected, mistakes, description)``."""
     return judge_function(answer, [(args, description, functools.partial(
         compare_tensors, expected=expected, name=f"your {what}", likely_mistakes=mistakes))
-        for args, expected, mistakes, description in cases],
-                          watched=_SPLIT_AND_MERGE, example=example, lines=lines, success=success,
-                          raised=_raised_hint)
+        for args, expected, mistakes, description in cases], watched=library(("split_heads", "merge_heads")),
+        example=example, lines=lines, success=success, raised=_raised_hint)
 
 
 @checker

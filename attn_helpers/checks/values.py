@@ -103,14 +103,6 @@ def _midpoint_mistake(weights: Tensor, i: int, j: int) -> tuple[str, str]:
             "weight only the keys whose values the midpoint lies between.")
 
 
-_STEPS = ("scores = q @ k.mT / sqrt(d_k), the mask, a softmax over the keys, then weights @ v "
-          "(section 4.2, for every query at once).")
-
-
-#: The library's attention, and attend, which would do the exercise's mask and softmax for it.
-_ATTENTION_FUNCTION_WATCH = LIBRARY_ATTENTION | library(("attend",))
-
-
 def _attention_raised(problem: BaseException) -> str:
     if any(words in str(problem) for words in ("size of tensor", "mat1 and mat2", "must match")):
         return "k.T reverses every axis of a 3-D tensor; swap only the last two with k.mT or k.transpose(-2, -1)."
@@ -178,7 +170,10 @@ def check_attention_function(answer: Any) -> Verdict:
              ("with a heads axis, q, k, v of shape (2, 3, 5, 16)", (r(2, 3, 5, 16), r(2, 3, 5, 16), r(2, 3, 5, 16))),
              ("with a causal keep mask (True = may attend)", (r(2, 5, 8), r(2, 5, 8), r(2, 5, 8), causal_mask(5)))]
     return judge_function(answer, [(args, what, _judge_attention(*args)) for what, args in cases],
-                          watched=_ATTENTION_FUNCTION_WATCH, example="my_attention(q, k, v, mask=None)", lines=_STEPS,
+                          watched=LIBRARY_ATTENTION | library(("attend",)),  # attend: the mask and the softmax
+                          example="my_attention(q, k, v, mask=None)",
+                          lines="scores = q @ k.mT / sqrt(d_k), the mask, a softmax over the keys, then weights @ v "
+                                "(section 4.2, for every query at once).",
                           refusal="the library's own attention", raised=_attention_raised,
                           is_="your function is {}, {}: the exercise asks you to write the steps yourself.",
                           calls="your function calls {}, {}: the exercise asks you to write the steps yourself.",
