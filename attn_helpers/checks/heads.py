@@ -21,16 +21,12 @@ __all__ = ["check_split_heads", "check_merge_heads", "check_head_shapes", "check
            "check_heads_prediction", "check_multi_head_function"]
 
 
-def run_options(options: Mapping[str, str], namespace: Mapping[str, Any]) -> dict[str, Any]:
-    """Evaluate each option's line of code in a copy of ``namespace``: letter -> result, or the exception it raised."""
-    results: dict[str, Any] = {}
-    for letter, code in options.items():
-        try:
-            results[letter] = eval(code, {"torch": torch, "split_heads": split_heads, "merge_heads": merge_heads},
-                                   dict(namespace))
-        except Exception as problem:  # the error is the lesson: report it, never raise it
-            results[letter] = problem
-    return results
+def run_option(code: str, namespace: Mapping[str, Any]) -> Any:
+    """Evaluate an option's line of code in a copy of ``namespace``: its result, or the exception it raised."""
+    try:
+        return eval(code, {"torch": torch, "split_heads": split_heads, "merge_heads": merge_heads}, dict(namespace))
+    except Exception as problem:  # the error is the lesson: report it, never raise it
+        return problem
 
 
 #: Exercise 5.6 refuses the split, the merge and whole layers (the library's, PyTorch's); an SDPA is allowed.
@@ -200,12 +196,9 @@ def check_split_line(answer: Any, options: Mapping[str, str], q: Tensor, num_hea
         return letter
     B, N, chan = q.shape
     namespace = dict(q=q, B=B, N=N, chan=chan, num_heads=num_heads, head_dim=chan // num_heads)
-    results = run_options(options, namespace)
     expected = split_heads(q, num_heads)
-    right = sorted(k for k, r in results.items() if isinstance(r, Tensor) and r.shape == expected.shape
-                   and torch.allclose(r, expected))
-    got = results[letter]
-    if letter in right:
+    got = run_option(options[letter], namespace)
+    if isinstance(got, Tensor) and got.shape == expected.shape and torch.allclose(got, expected):
         return correct(f"({letter}) splits the features of each token into heads, then moves the heads before the tokens.")
     code = options[letter]
     transposes_first = "transpose" in code and code.find("transpose") < max(code.find("view"), code.find("reshape"))

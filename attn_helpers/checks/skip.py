@@ -17,7 +17,7 @@ from ._core import Verdict, as_letter, as_number, checker, compare_tensors, corr
 from ._function import judge_function
 from ._guard import Watch, codes_called, library
 from ._predict import prediction_checker
-from .heads import run_options
+from .heads import run_option
 
 __all__ = ["check_skip_through_v", "check_gradient_trend_prediction", "check_layer_grad",
            "check_residual_line"]
@@ -179,9 +179,8 @@ def check_residual_line(answer: Any, options: Mapping[str, str], namespace: Mapp
     letter = as_letter(answer, options)
     if isinstance(letter, Verdict):
         return letter
-    results = run_options(options, namespace)
     target = [int(s) for s in shape]
-    got = results[letter]
+    got = run_option(options[letter], namespace)
     if isinstance(got, Tensor) and list(got.shape) == target:
         return correct(f"({letter}) adds two tensors of the same shape {target}.")
     if isinstance(got, Exception):
