@@ -117,13 +117,13 @@ def wrong(message: str, hint: str = "") -> Verdict:
     return Verdict(False, message, hint)
 
 
-def checker(judge: Callable[..., Verdict]) -> Callable[..., None]:
-    """Wrap ``judge(answer, ...) -> Verdict`` into ``check(answer, ...)`` printing it: ``None`` prints "not
-    attempted yet", an exception a verdict naming it, never a traceback."""
+def checker(judge: Callable[..., Verdict], not_attempted: str = NOT_ATTEMPTED) -> Callable[..., None]:
+    """Wrap ``judge(answer, ...) -> Verdict`` into ``check(answer, ...)`` printing it: ``None`` prints
+    ``not_attempted``, an exception a verdict naming it, never a traceback."""
 
     @functools.wraps(judge)
     def check(answer: Any = None, *args: Any, **kwargs: Any) -> None:
-        say(judgement(answer, *args, **kwargs) if answer is not None else NOT_ATTEMPTED)
+        say(judgement(answer, *args, **kwargs) if answer is not None else not_attempted)
 
     def judgement(answer: Any, *args: Any, **kwargs: Any) -> Verdict:
         try:
@@ -189,16 +189,6 @@ def error_text(problem: BaseException) -> str:
     return f"{type(problem).__name__}: {first_line}"
 
 
-def _as_tensor(answer: Any, name: str) -> Tensor | Verdict:
-    if isinstance(answer, Tensor):
-        return answer.detach()
-    try:
-        return torch.as_tensor(answer)
-    except Exception:
-        return wrong(f"{name} should be a tensor, got {type(answer).__name__}.",
-                     "the exercise asks for a torch.Tensor; build it with torch operations.")
-
-
 def compare_tensors(
     answer: Any,
     expected: Tensor,
@@ -208,12 +198,15 @@ def compare_tensors(
     atol: float = 1e-4,
     rtol: float = 1e-4,
     success: str = "",
+    hint: str = "",
 ) -> Verdict:
     """The learner's tensor against ``expected``; ``likely_mistakes``: cause -> (what that mistake gives,
-    hint), named when the answer equals one; else the shape or the largest difference."""
-    got = _as_tensor(answer, name)
-    if isinstance(got, Verdict):
-        return got
+    hint), named when the answer equals one; else the shape or the values that differ, with ``hint`` if given."""
+    try:
+        got = answer.detach() if isinstance(answer, Tensor) else torch.as_tensor(answer)
+    except Exception:
+        return wrong(f"{name} should be a tensor, got {type(answer).__name__}.",
+                     "the exercise asks for a torch.Tensor; build it with torch operations.")
     expected = expected.detach()
     if got.dtype != expected.dtype and (got.is_floating_point() or expected.is_floating_point()):
         got = got.to(expected.dtype)
@@ -225,17 +218,17 @@ def compare_tensors(
 
     if same(got, expected):
         return correct(success or f"{name} has shape {list(expected.shape)} and the right values.")
-    for cause, (mistake, hint) in (likely_mistakes or {}).items():
+    for cause, (mistake, its_hint) in (likely_mistakes or {}).items():
         if same(got, mistake.detach()):
-            return wrong(f"{name} matches what you get when {cause}.", hint)
+            return wrong(f"{name} matches what you get when {cause}.", its_hint)
     if got.shape != expected.shape:
         return wrong(f"{name} has shape {list(got.shape)}, expected {list(expected.shape)}.",
-                     "print the shapes of your inputs and follow each operation's shape.")
+                     hint or "print the shapes of your inputs and follow each operation's shape.")
+    hint = hint or "recompute step by step and compare each intermediate with the lesson's."
     if got.dtype == torch.bool or expected.dtype == torch.bool:  # booleans cannot be subtracted: count them
         differ = int((got != expected.to(got.dtype)).sum())
         return wrong(f"{name} has the right shape {list(got.shape)} but {differ} of its {got.numel()} entries "
-                     "differ.", "recompute step by step and compare each intermediate with the lesson's.")
+                     "differ.", hint)
     difference = (got - expected).abs().max().item()
     return wrong(f"{name} has the right shape {list(got.shape)} but different values "
-                 f"(largest difference {difference:.3g}).",
-                 "recompute step by step and compare each intermediate with the lesson's.")
+                 f"(largest difference {difference:.3g}).", hint)

@@ -3,7 +3,8 @@ refused when it *is*, or calls, a watched function."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -12,29 +13,34 @@ from torch import Tensor
 from ._core import Verdict, correct, error_text, not_a_function, wrong
 from ._guard import Watch, run_watching
 
-#: One input of the learner's function: ``(arguments, what they are in words, judge of the result)``.
-Case = tuple[tuple[Any, ...], str, Callable[[Any], Verdict]]
+#: One input of the learner's function: ``(arguments (a tuple, or a mapping of names), what they are in words,
+#: judge of the result)``.
+Case = tuple[tuple[Any, ...] | Mapping[str, Any], str, Callable[[Any], Verdict]]
 
 
-def judge_function(answer: Any, cases: Sequence[Case], *, watched: Watch, example: str, lines: str, success: str,
-                   raised: str | Callable[[BaseException], str] = "", refusal: str = "which does the exercise for you",
-                   calls: str = "your function calls {}, {}.", is_: str = "your answer is {}, {}: the exercise is to "
-                   "write it.") -> Verdict:
+def judge_function(answer: Any, cases: Sequence[Case], *, watched: Watch, example: str, lines: str,
+                   success: str | Callable[[], str], raised: str | Callable[[BaseException], str] = "",
+                   refusal: str = "which does the exercise for you", calls: str = "", is_: str = "",
+                   only_if: Mapping[Any, Callable[[dict[str, Any]], bool]] | None = None) -> Verdict:
     """Run the learner's function on every case; the first wrong case gives the verdict, after its description
-    (none if empty). ``example``: the call asked for; ``lines``: how to write it (the refusals' hint); ``raised``:
-    the hint (or a function of the exception giving it) for a function that raised; ``calls`` and ``is_``: the
-    refusals, filled with the watched name and ``refusal``."""
+    (none if empty); ``success`` (or what it returns, once all passed) is the right one's. ``example``: the call
+    asked for; ``lines``: how to write it (the refusals' hint); ``raised``: the hint (or a function of the exception
+    giving it) for a function that raised; ``calls`` and ``is_`` (by default ``calls`` when given): the refusals,
+    filled with the watched name and ``refusal``; ``only_if``: as :func:`~._guard.run_watching`'s."""
     refused = not_a_function(answer, example)
     if refused:
         return refused
+    is_ = is_ or calls or "your answer is {}, {}: the exercise is to write it."
+    calls = calls or "your function calls {}, {}."
     itself = watched.itself(answer)
     if itself:
         return wrong(is_.format(itself, refusal), lines)
-    for args, description, judge in cases:
+    for args, description, judge in cases:  # a mapping of arguments is passed by name
         where = f"{description}: " if description else ""
+        call = functools.partial(answer, **args) if isinstance(args, Mapping) else answer
         try:
-            got, called = run_watching(answer, tuple(a.clone() if isinstance(a, Tensor) else a for a in args),
-                                       watched)
+            got, called = run_watching(call, () if isinstance(args, Mapping) else tuple(
+                a.clone() if isinstance(a, Tensor) else a for a in args), watched, only_if=only_if)
         except Exception as problem:
             hint = raised(problem) if callable(raised) else raised
             return wrong(f"{where}your function raised {error_text(problem)}", hint or (
@@ -45,7 +51,7 @@ def judge_function(answer: Any, cases: Sequence[Case], *, watched: Watch, exampl
         verdict = judge(got)
         if not verdict.ok:
             return wrong(f"{where}{verdict.message}", verdict.hint)
-    return correct(success)
+    return correct(success() if callable(success) else success)
 
 
 def random_cases(seed: int, shapes: Sequence[tuple[int, ...]]) -> list[Tensor]:

@@ -52,10 +52,6 @@ class Watch(dict):
         drop = {_key(k) for k in keys}
         return Watch({k: name for k, name in self.items() if k not in drop}, self.packages)
 
-    def _package(self, module: Any, name: str) -> str:
-        label = self.packages.get(str(module or "").split(".")[0], "")
-        return f"{label} {name}" if label else ""
-
     def name(self, key: Any) -> str:
         """The name ``key`` (a code object, C function, operator or partial) is watched under, or ``''``."""
         try:
@@ -77,7 +73,8 @@ class Watch(dict):
             if watched:
                 return watched
         module = getattr(key, "__module__", None) or (type(owner).__module__ if owner is not None else "")
-        return self._package(module, getattr(key, "__name__", type(key).__name__))
+        label = self.packages.get(str(module or "").split(".")[0], "")
+        return f"{label} {getattr(key, '__name__', type(key).__name__)}" if label else ""
 
     def itself(self, answer: Any) -> str:
         """The watched name ``answer`` *is* (``answer = split_heads``, a layer, a watched C function), or ``''``."""

@@ -7,7 +7,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._core import Verdict, checker, say, wrong
+from ._core import Verdict, checker, wrong
 
 __all__ = ["PREDICT_NOT_ATTEMPTED", "as_choice", "prediction_checker"]
 
@@ -26,14 +26,7 @@ def prediction_checker(judge: Callable[..., Verdict] | None = None, *, choices: 
         choice = as_choice(prediction, choices) if choices else prediction
         return choice if isinstance(choice, Verdict) else judge(choice, *args, **kwargs)
 
-    wrapped = checker(parsed)
-
-    @functools.wraps(judge)
-    def check(prediction: Any = None, *args: Any, **kwargs: Any) -> None:
-        say(wrapped.judge(prediction, *args, **kwargs) if prediction is not None else PREDICT_NOT_ATTEMPTED)
-
-    check.judge = wrapped.judge  # type: ignore[attr-defined]
-    return check
+    return checker(parsed, PREDICT_NOT_ATTEMPTED)
 
 
 def as_choice(prediction: Any, choices: Sequence[str]) -> str | Verdict:

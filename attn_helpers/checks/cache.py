@@ -137,14 +137,12 @@ def _judge_step(state: Tensor, normalizer: Tensor, phi_q: Tensor, phi_k: Tensor,
     return judge
 
 
-def _step_raised(problem: BaseException) -> str:
-    """The hint for a step that raised: on these inputs d_k != d_v and some have batch axes, so the two usual
-    causes are a state built the other way round and an operation for single vectors."""
-    return ("the state is (..., d_k, d_v), with d_k != d_v here: build the outer product as phi_k[..., :, None] * "
-            "v[..., None, :] (not v times phi_k) and read it with phi_q[..., None, :] @ state; operations made for "
-            "single vectors (torch.outer, torch.dot, phi_q @ normalizer) fail on inputs with batch axes (...); and "
-            "a sum over the last axis that drops it (.sum(-1) without keepdim=True) leaves a denominator of shape "
-            "(...) that cannot divide a (..., d_v) output.")
+#: The hint for a step that raised: on these inputs d_k != d_v and some have batch axes.
+_STEP_RAISED = ("the state is (..., d_k, d_v), with d_k != d_v here: build the outer product as phi_k[..., :, None] * "
+                "v[..., None, :] (not v times phi_k) and read it with phi_q[..., None, :] @ state; operations made for "
+                "single vectors (torch.outer, torch.dot, phi_q @ normalizer) fail on inputs with batch axes (...); and "
+                "a sum over the last axis that drops it (.sum(-1) without keepdim=True) leaves a denominator of shape "
+                "(...) that cannot divide a (..., d_v) output.")
 
 
 @checker
@@ -153,7 +151,7 @@ def check_linear_attention_step(answer: Any) -> Verdict:
     linear attention (``state (..., d_k, d_v)``, features already mapped); run with ``d_k != d_v``."""
     cases = _seeded_cases(_step_inputs, 11, _STEP_SHAPES, _judge_step, "state")
     return judge_function(answer, cases, watched=_STEP_LIBRARY, example="step(state, normalizer, phi_q, phi_k, v)",
-                          raised=_step_raised,
+                          raised=_STEP_RAISED,
                           lines="write the recurrence of section 13.2.1 yourself: update S and z with this "
                                 "token's φ(k_t) and v_t, then read o_t with φ(q_t).",
                           success="right for three inputs of other sizes (d_k != d_v, with and without batch axes): "
@@ -196,10 +194,9 @@ def _judge_transition(k: Tensor, log_decay: Tensor, beta: Tensor) -> Any:
     return lambda got: compare_tensors(got, expected, name="the transition", likely_mistakes=mistakes)
 
 
-def _transition_raised(problem: BaseException) -> str:
-    return ("k kᵀ for keys with batch axes is k[..., :, None] * k[..., None, :] (shape (..., d_k, d_k)); "
-            "torch.eye(k.shape[-1]) broadcasts over the batch axes; give α and β two trailing axes, "
-            "[..., None, None]. torch.outer works on single vectors only.")
+_TRANSITION_RAISED = ("k kᵀ for keys with batch axes is k[..., :, None] * k[..., None, :] (shape (..., d_k, d_k)); "
+                      "torch.eye(k.shape[-1]) broadcasts over the batch axes; give α and β two trailing axes, "
+                      "[..., None, None]. torch.outer works on single vectors only.")
 
 
 @checker
@@ -208,7 +205,7 @@ def check_delta_transition(answer: Any) -> Verdict:
     ``(..., d_k, d_k)``, so that ``S_t = A_t S_{t-1} + β_t k_t v_tᵀ``."""
     cases = _seeded_cases(_transition_inputs, 21, _TRANSITION_SHAPES, _judge_transition, "k")
     return judge_function(answer, cases, watched=_DELTA_LIBRARY, example="transition(k, log_decay, beta)",
-                          raised=_transition_raised,
+                          raised=_TRANSITION_RAISED,
                           lines="write the transition A_t of section 13.3.1 yourself, from its formula "
                                 "α_t (I - β_t k_t k_tᵀ) with α_t = exp(g_t).",
                           success="right for three keys of other sizes (with and without batch axes): the old state "

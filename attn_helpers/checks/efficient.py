@@ -4,6 +4,7 @@ the cache saves (a prediction) and a greedy generation loop with a KV cache; the
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from copy import deepcopy
 from typing import Any
 
@@ -12,26 +13,15 @@ from torch import Tensor
 
 from ..core import grouped_query_attention, online_softmax, online_softmax_update, repeat_kv_heads
 from ..lab import generate_greedy, kv_cache_bytes
-from ._core import Verdict, as_number, checker, compare_tensors, correct, error_text, not_a_function, wrong
+from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
 from ._function import judge_function, whole_bytes
-from ._guard import TRANSFORMERS, Watch, run_watching
+from ._guard import TRANSFORMERS, Watch
 from ._predict import prediction_checker
 
 __all__ = ["check_online_softmax_step", "check_kv_cache_size", "check_repeat_kv", "check_cache_flops_prediction",
            "check_generate_with_cache"]
 
 _CALLS = "your function calls {}, the library's answer to this exercise."  # the refusal of every exercise of 09
-_FOLD_LIBRARY = Watch({online_softmax_update: "online_softmax_update", online_softmax: "online_softmax"})
-_CACHE_LIBRARY = Watch({kv_cache_bytes: "kv_cache_bytes"})
-_REPEAT_LIBRARY = Watch({repeat_kv_heads: "repeat_kv_heads", grouped_query_attention: "grouped_query_attention"}
-                        ) | TRANSFORMERS  # transformers' repeat_kv is this exercise's answer, one search away
-_GENERATE_LIBRARY = Watch({generate_greedy: "generate_greedy"})
-
-
-def _refused(answer: Any, example: str, library: Watch, how: str) -> Verdict | None:
-    """Not a function, or one of ``library`` itself (``None`` when it can run)."""
-    itself = library.itself(answer)
-    return not_a_function(answer, example) or (wrong(_CALLS.format(itself), how) if itself else None)
 
 
 _FOLD_CASES = (  # more rows to fold: (running_max, running_sum, block)
@@ -99,7 +89,8 @@ def check_online_softmax_step(answer: Any, running_max: Tensor, running_sum: Ten
         answer, [((m, l, b), "" if i == 0 else f"For running_max = {m.item():g}, running_sum = {l.item():g}, "
                   f"block = {[round(x, 2) for x in b.tolist()]}",
                   lambda got, m=m, l=l, b=b: _judge_fold(got, m, l, b)) for i, (m, l, b) in enumerate(cases)],
-        watched=_FOLD_LIBRARY, example="fold_block(running_max, running_sum, block)", calls=_CALLS, is_=_CALLS,
+        watched=Watch({online_softmax_update: "online_softmax_update", online_softmax: "online_softmax"}),
+        example="fold_block(running_max, running_sum, block)", calls=_CALLS,
         lines="write the two lines yourself: the new max, then the rescaled old sum plus the block's terms.",
         raised="work on the three tensors it receives: running_max and running_sum (one number each), block (b,).",
         success=f"new_max = {new_max:.4f}, new_sum = {new_sum:.4f}: the old sum shrank by "
@@ -115,34 +106,32 @@ _CACHE_SIZES = (  # more models: (num_layers, chan, num_heads, num_kv_heads, seq
 _CACHE_KEYS = ("num_layers", "chan", "num_heads", "num_kv_heads", "seq_len", "dtype_bytes")
 
 
-def _cache_mistakes(num_layers: int, chan: int, num_heads: int, num_kv_heads: int, seq_len: int, dtype_bytes: int,
-                    expected: int) -> dict[str, tuple[int | None, str]]:
-    """The typical wrong byte counts for these sizes: cause -> (value or None when it equals the right one, hint).
-    :func:`_cache_verdict` names a cause only when its value matches on every case."""
-    grouped = num_heads != num_kv_heads
-    kv_width = "num_kv_heads x head_dim, with head_dim = chan // num_heads"
-    return {
-        "you counted the query heads instead of the key/value heads (or made the cached keys chan wide)": (
-            expected // num_kv_heads * num_heads if grouped else None,
-            f"only the key/value heads are cached: each layer's keys are {kv_width} features wide, not chan."),
-        "you took each key/value head to be chan wide": (
-            expected * num_heads, f"chan is the width of ALL the query heads; one head is head_dim = chan // num_heads "
-                                  f"features, so each layer's keys are {kv_width} wide."),
-        "you counted the keys but not the values (or the other way round)": (
-            expected // 2, "the cache holds keys AND values: a factor of 2."),
-        "you forgot the layers": (expected // num_layers if num_layers > 1 else None,
-                                  "every layer keeps its own cache: multiply by num_layers."),
-        "you counted bits instead of bytes": (expected * 8, "dtype_bytes is already in bytes (float16 = 2 bytes); "
-                                                            "do not multiply by 8."),
-        "you counted bits instead of bytes and forgot the values (or the keys)": (
-            expected * 4, "two things: the cache holds keys AND values (a factor of 2), and dtype_bytes is already in "
-                          "bytes (do not multiply by 8)."),
-        "you left out dtype_bytes (counted numbers, not bytes)": (
-            None if dtype_bytes == 1 else expected // dtype_bytes,
-            "each number takes dtype_bytes bytes (float16 = 2): multiply by dtype_bytes."),
-        "you used 4 bytes per number whatever dtype_bytes says": (
-            None if dtype_bytes == 4 else expected // dtype_bytes * 4, "multiply by dtype_bytes, the bytes of one number."),
-    }
+_KV_WIDTH = "num_kv_heads x head_dim, with head_dim = chan // num_heads"
+#: The typical wrong byte counts: cause -> (its value from the sizes and the right count, or None when it is the
+#: right one, hint); :func:`_cache_verdict` names a cause only when its value matches on every case.
+_CACHE_MISTAKES: dict[str, tuple[Callable[[dict[str, int], int], int | None], str]] = {
+    "you counted the query heads instead of the key/value heads (or made the cached keys chan wide)": (
+        lambda s, e: e // s["num_kv_heads"] * s["num_heads"] if s["num_heads"] != s["num_kv_heads"] else None,
+        f"only the key/value heads are cached: each layer's keys are {_KV_WIDTH} features wide, not chan."),
+    "you took each key/value head to be chan wide": (
+        lambda s, e: e * s["num_heads"], f"chan is the width of ALL the query heads; one head is head_dim = chan // "
+                                         f"num_heads features, so each layer's keys are {_KV_WIDTH} wide."),
+    "you counted the keys but not the values (or the other way round)": (
+        lambda s, e: e // 2, "the cache holds keys AND values: a factor of 2."),
+    "you forgot the layers": (lambda s, e: e // s["num_layers"] if s["num_layers"] > 1 else None,
+                              "every layer keeps its own cache: multiply by num_layers."),
+    "you counted bits instead of bytes": (lambda s, e: e * 8, "dtype_bytes is already in bytes (float16 = 2 bytes); "
+                                                              "do not multiply by 8."),
+    "you counted bits instead of bytes and forgot the values (or the keys)": (
+        lambda s, e: e * 4, "two things: the cache holds keys AND values (a factor of 2), and dtype_bytes is already "
+                            "in bytes (do not multiply by 8)."),
+    "you left out dtype_bytes (counted numbers, not bytes)": (
+        lambda s, e: None if s["dtype_bytes"] == 1 else e // s["dtype_bytes"],
+        "each number takes dtype_bytes bytes (float16 = 2): multiply by dtype_bytes."),
+    "you used 4 bytes per number whatever dtype_bytes says": (
+        lambda s, e: None if s["dtype_bytes"] == 4 else e // s["dtype_bytes"] * 4,
+        "multiply by dtype_bytes, the bytes of one number."),
+}
 
 
 def _cache_verdict(results: list[tuple[dict[str, int], int, int]], first: int) -> Verdict:
@@ -150,12 +139,9 @@ def _cache_verdict(results: list[tuple[dict[str, int], int, int]], first: int) -
     named only when it explains the function's answer on EVERY case: on one case two mistakes can give the
     same number (with float16, forgetting the 2 bytes and forgetting the values both halve the count)."""
     sizes, got, expected = results[first]
-    described = ", ".join(f"{k}={v}" for k, v in sizes.items())
-    where = "" if first == 0 else f" For {described}:"
-    mistakes = [_cache_mistakes(**case, expected=right) for case, _, right in results]
-    for cause, (_, hint) in mistakes[first].items():
-        if all(theirs == (mistake[cause][0] if mistake[cause][0] is not None else right)
-               for (_, theirs, right), mistake in zip(results, mistakes)):
+    where = "" if first == 0 else f" For {', '.join(f'{k}={v}' for k, v in sizes.items())}:"
+    for cause, (value, hint) in _CACHE_MISTAKES.items():
+        if all(theirs == (value(case, right) or right) for case, theirs, right in results):
             return wrong(f"{where} {got:,} is what you get when {cause}.".lstrip(), hint)
     return wrong(f"{where} your function gives {got:,} bytes, expected {expected:,}.".lstrip(),
                  "bytes = 2 (K and V) x num_layers x num_kv_heads x seq_len x head_dim x dtype_bytes, "
@@ -167,33 +153,27 @@ def check_kv_cache_size(answer: Any, *, num_layers: int, chan: int, num_heads: i
                         seq_len: int, dtype_bytes: int) -> Verdict:
     """Exercise 9: ``cache_bytes(num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes) -> int``, one
     sequence's KV cache from the query width ``chan``; run on the given sizes and three more models."""
-    how = ("write the product yourself: keys and values, layers, key/value heads, tokens, features per head "
-           "(chan // num_heads), bytes.")
-    refused = _refused(answer, "cache_bytes(num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)",
-                       _CACHE_LIBRARY, how)
-    if refused:
-        return refused
-    given = (num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)
-    results = []  # (sizes, the learner's bytes, the right bytes) for every case
-    for sizes in (dict(zip(_CACHE_KEYS, case)) for case in (given, *_CACHE_SIZES)):
-        described = ", ".join(f"{k}={v}" for k, v in sizes.items())
-        try:
-            got, called = run_watching(lambda: answer(**sizes), (), _CACHE_LIBRARY)
-        except Exception as problem:  # the learner's code failed: say how, never a traceback
-            return wrong(f"cache_bytes({described}) raised {error_text(problem)}",
-                         "keep the six parameter names of the exercise's def line.")
-        if called:
-            return wrong(_CALLS.format(called[0]), how)
+    results: list[tuple[dict[str, int], int, int]] = []  # (sizes, the learner's bytes, the right bytes) per case
+
+    def judge(got: Any, sizes: dict[str, int]) -> Verdict:
         got = whole_bytes(got)
-        if isinstance(got, Verdict):
-            return got
-        expected = kv_cache_bytes(num_layers=sizes["num_layers"], num_kv_heads=sizes["num_kv_heads"],
-                                  head_dim=sizes["chan"] // sizes["num_heads"], seq_len=sizes["seq_len"],
-                                  dtype_bytes=sizes["dtype_bytes"])
-        results.append((sizes, got, expected))
+        if not isinstance(got, Verdict):
+            results.append((sizes, got, kv_cache_bytes(
+                num_layers=sizes["num_layers"], num_kv_heads=sizes["num_kv_heads"], seq_len=sizes["seq_len"],
+                head_dim=sizes["chan"] // sizes["num_heads"], dtype_bytes=sizes["dtype_bytes"])))
+        return got if isinstance(got, Verdict) else correct()
+
+    given = (num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)
+    cases = [(sizes, ", ".join(f"{k}={v}" for k, v in sizes.items()), lambda got, sizes=sizes: judge(got, sizes))
+             for sizes in (dict(zip(_CACHE_KEYS, case)) for case in (given, *_CACHE_SIZES))]
+    verdict = judge_function(
+        answer, cases, watched=Watch({kv_cache_bytes: "kv_cache_bytes"}), calls=_CALLS, success="",
+        example="cache_bytes(num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)",
+        lines="write the product yourself: keys and values, layers, key/value heads, tokens, features per head "
+              "(chan // num_heads), bytes.", raised="keep the six parameter names of the exercise's def line.")
     failed = [case_number for case_number, (_, got, expected) in enumerate(results) if got != expected]
-    if failed:
-        return _cache_verdict(results, failed[0])
+    if not verdict.ok or failed:
+        return verdict if not verdict.ok else _cache_verdict(results, failed[0])
     expected = results[0][2]
     return correct(f"{expected:,} bytes = {expected / 2 ** 30:.3g} GiB for these sizes, and right for three more "
                    f"models; with one key/value head per query head it would be {num_heads // num_kv_heads} times as much.")
@@ -216,15 +196,10 @@ def _judge_repeat(k: Tensor, heads: int, first: bool) -> Any:
             k.repeat_interleave(per_group, dim=3), "the heads are axis 1 of (B, G, N, d): repeat_interleave along dim=1."),
     }
 
-    def judge(got: Any) -> Verdict:
-        verdict = compare_tensors(got, repeat_kv_heads(k, heads), name="your repeated k" if first else "your result",
-                                  likely_mistakes=mistakes)
-        if not (verdict.ok or first or "what you get when" in verdict.message):  # right on the exercise's k only
-            return wrong(verdict.message, "work out the copies per key head from the shapes (num_heads // "
-                                          "k.shape[1]), not from this exercise's numbers.")
-        return verdict
-
-    return judge
+    return lambda got: compare_tensors(  # wrong values on other inputs than the exercise's: its numbers written in
+        got, repeat_kv_heads(k, heads), name="your repeated k" if first else "your result", likely_mistakes=mistakes,
+        **({} if first else {"hint": "work out the copies per key head from the shapes (num_heads // k.shape[1]), "
+                                     "not from this exercise's numbers."}))
 
 
 @checker
@@ -236,7 +211,9 @@ def check_repeat_kv(answer: Any, k: Tensor, num_heads: int) -> Verdict:
     return judge_function(
         answer, [((k_case, heads), "" if i == 0 else f"for k of shape {list(k_case.shape)} and {heads} query heads",
                   _judge_repeat(k_case, heads, i == 0)) for i, (k_case, heads) in enumerate(cases)],
-        watched=_REPEAT_LIBRARY, example="repeat_heads(k, num_heads)", calls=_CALLS, is_=_CALLS,
+        watched=Watch({repeat_kv_heads: "repeat_kv_heads", grouped_query_attention: "grouped_query_attention"})
+        | TRANSFORMERS,  # transformers' repeat_kv is this exercise's answer, one search away
+        example="repeat_heads(k, num_heads)", calls=_CALLS,
         lines="write it with one tensor operation on the heads axis (dim=1).",
         raised="compute how many query heads share one key head from the shapes: num_heads // k.shape[1].",
         success=f"{[k.shape[0], num_heads, *k.shape[2:]]}: each of the {k.shape[1]} key/value heads serves "
@@ -289,23 +266,26 @@ def _recording(model: Any) -> tuple[Any, list[tuple[str, int, Tensor, Any]]]:
 def check_generate_with_cache(answer: Any, model: Any, prompt: Tensor, num_new: int) -> Verdict:
     """Exercise 9: ``generate_with_cache(model, prompt, num_new) -> (B, N_prompt + num_new)``, greedy decoding with
     one prefill of a ``KVCache`` then one token per ``model.step``; compared with the uncached loop and its calls."""
-    how = "write the loop: the prefill model.step(prompt, cache), then one model.step(newest, cache) per new token."
-    refused = _refused(answer, "generate_with_cache(model, prompt, num_new)", _GENERATE_LIBRARY, how)
-    if refused:
-        return refused
     expected = generate_greedy(model, prompt, num_new, use_cache=False)  # (B, N_prompt + num_new)
-    n_prompt = prompt.shape[1]
     recorder, calls = _recording(model)
-    try:
-        with torch.no_grad():
-            got, called = run_watching(answer, (recorder, prompt.clone(), num_new), _GENERATE_LIBRARY)
-    except Exception as problem:  # the learner's code failed: say how, never a traceback
-        text = error_text(problem)
-        hint = ("each step feeds only the newest token; the cache already holds the others' keys and values."
-                if "max_tokens" in text else "run your function on the prompt in a cell of its own to see where it fails.")
-        return wrong(f"your function raised {text}", hint)
-    if called:
-        return wrong(_CALLS.format(called[0]), how)
+    with torch.no_grad():
+        return judge_function(
+            answer, [((recorder, prompt, num_new), "", lambda got: _judge_generated(got, calls, prompt, expected))],
+            watched=Watch({generate_greedy: "generate_greedy"}), calls=_CALLS,
+            example="generate_with_cache(model, prompt, num_new)",
+            lines="write the loop: the prefill model.step(prompt, cache), then one model.step(newest, cache) per "
+                  "new token.",
+            raised=lambda problem: ("each step feeds only the newest token; the cache already holds the others' keys "
+                                    "and values." if "max_tokens" in str(problem) else
+                                    "run your function on the prompt in a cell of its own to see where it fails."),
+            success=lambda: f"the same {num_new} tokens as the loop without the cache, with "
+                            f"{sum(kind == 'step' for kind, *_ in calls)} calls of model.step: the prompt's "
+                            f"{prompt.shape[1]} tokens once, then one token at a time.")
+
+
+def _judge_generated(got: Any, calls: list[tuple[str, int, Tensor, Any]], prompt: Tensor, expected: Tensor) -> Verdict:
+    """The verdict on generated tokens, from the calls of ``model.step`` and ``model.forward`` that made them."""
+    n_prompt, num_new = prompt.shape[1], expected.shape[1] - prompt.shape[1]
     if not isinstance(got, Tensor) or got.shape != expected.shape:
         shape = list(got.shape) if isinstance(got, Tensor) else type(got).__name__
         return wrong(f"your function returned {shape}; expected a tensor of shape {list(expected.shape)}: the "
@@ -344,5 +324,4 @@ def check_generate_with_cache(answer: Any, model: Any, prompt: Tensor, num_new: 
         first = int((got != expected).any(dim=0).nonzero()[0])
         return wrong(f"your tokens differ from the loop without the cache from position {first} on.",
                      "feed the token you just chose (the argmax of the last position's logits), then append it.")
-    return correct(f"the same {num_new} tokens as the loop without the cache, with {len(steps)} calls of "
-                   f"model.step: the prompt's {n_prompt} tokens once, then one token at a time.")
+    return correct()

@@ -21,26 +21,21 @@ __all__ = ["check_split_heads", "check_merge_heads", "check_head_shapes", "check
            "check_heads_prediction", "check_multi_head_function"]
 
 
-def run_options(options: Mapping[str, str], namespace: Mapping[str, Any]) -> dict[str, Any]:
-    """Evaluate each option's line of code in a copy of ``namespace``: letter -> result, or the exception it raised."""
-    results: dict[str, Any] = {}
-    for letter, code in options.items():
-        try:
-            results[letter] = eval(code, {"torch": torch, "split_heads": split_heads, "merge_heads": merge_heads},
-                                   dict(namespace))
-        except Exception as problem:  # the error is the lesson: report it, never raise it
-            results[letter] = problem
-    return results
+def run_option(code: str, namespace: Mapping[str, Any]) -> Any:
+    """Evaluate an option's line of code in a copy of ``namespace``: its result, or the exception it raised."""
+    try:
+        return eval(code, {"torch": torch, "split_heads": split_heads, "merge_heads": merge_heads}, dict(namespace))
+    except Exception as problem:  # the error is the lesson: report it, never raise it
+        return problem
 
-
-_SPLIT_AND_MERGE = library(("split_heads", "merge_heads"))
 
 #: Exercise 5.6 refuses the split, the merge and whole layers (the library's, PyTorch's); an SDPA is allowed.
 _MULTI_HEAD_REFUSED = (library(skip=(*MASK_BUILDERS, "scaled_dot_product_attention", "attend", "attention_scores"))
                        | TORCH_MULTI_HEAD)
 
 
-def _raised_hint(problem: BaseException, default: str) -> str:
+def _raised_hint(problem: BaseException, default: str = "") -> str:
+    """A non-contiguous view's failure explained; else ``default`` (empty: :func:`judge_function`'s own hint)."""
     if "view size is not compatible" in str(problem):
         return ("view cannot walk this tensor's memory with fixed steps (here it was not contiguous, as after "
                 "the transpose of section 5.5.1): use reshape (or .contiguous().view).")
@@ -97,13 +92,10 @@ def _merge_mistakes(heads: Tensor) -> dict[str, tuple[Tensor, str]]:
 def _judge_reshaping(answer: Any, cases: list[tuple[tuple[Any, ...], Tensor, dict[str, tuple[Tensor, str]], str]],
                      *, what: str, example: str, lines: str, success: str) -> Verdict:
     """The learner's split or merge on every case ``(args, expected, mistakes, description)``."""
-    default = ("read the sizes from the input (e.g. B, N, chan = x.shape) instead of writing the numbers of one "
-               f"example; {lines}")
     return judge_function(answer, [(args, description, functools.partial(
         compare_tensors, expected=expected, name=f"your {what}", likely_mistakes=mistakes))
-        for args, expected, mistakes, description in cases],
-                          watched=_SPLIT_AND_MERGE, example=example, lines=lines, success=success,
-                          raised=lambda problem: _raised_hint(problem, default))
+        for args, expected, mistakes, description in cases], watched=library(("split_heads", "merge_heads")),
+        example=example, lines=lines, success=success, raised=_raised_hint)
 
 
 @checker
@@ -178,6 +170,10 @@ def _judge_head_shapes(B: int, N: int, dim: int, chan: int, H: int) -> Callable[
     return judge
 
 
+_WORK_SHAPES_OUT = ("work the shapes out from the sizes: head_dim = chan // num_heads, then the reshape "
+                    "(B, N, 3, H, head_dim) and the permute (2, 0, 3, 1, 4).")
+
+
 @checker
 def check_head_shapes(answer: Any) -> Verdict:
     """Exercise 5.4: ``head_shapes(B, N, dim, chan, num_heads)`` -> ``{"head_dim", "qkv_heads", "scores"}`` of
@@ -187,10 +183,7 @@ def check_head_shapes(answer: Any) -> Verdict:
                   _judge_head_shapes(B, N, dim, chan, H)) for B, N, dim, chan, H in _SHAPE_CASES],
         watched=library() | TORCH_ATTENTION, example="head_shapes(B, N, dim, chan, num_heads)",
         calls="your function runs {}: the exercise is to predict the shapes without running one.",
-        lines="work the shapes out from the sizes: head_dim = chan // num_heads, then the reshape "
-              "(B, N, 3, H, head_dim) and the permute (2, 0, 3, 1, 4).",
-        raised="work the shapes out from the sizes: head_dim = chan // num_heads, then the reshape "
-               "(B, N, 3, H, head_dim) and the permute (2, 0, 3, 1, 4).",
+        lines=_WORK_SHAPES_OUT, raised=_WORK_SHAPES_OUT,
         success="at four sizes the lesson never printed (1 to 8 heads), your head_dim, qkv_heads and scores are "
                 "those of the layer's own intermediates.")
 
@@ -203,12 +196,9 @@ def check_split_line(answer: Any, options: Mapping[str, str], q: Tensor, num_hea
         return letter
     B, N, chan = q.shape
     namespace = dict(q=q, B=B, N=N, chan=chan, num_heads=num_heads, head_dim=chan // num_heads)
-    results = run_options(options, namespace)
     expected = split_heads(q, num_heads)
-    right = sorted(k for k, r in results.items() if isinstance(r, Tensor) and r.shape == expected.shape
-                   and torch.allclose(r, expected))
-    got = results[letter]
-    if letter in right:
+    got = run_option(options[letter], namespace)
+    if isinstance(got, Tensor) and got.shape == expected.shape and torch.allclose(got, expected):
         return correct(f"({letter}) splits the features of each token into heads, then moves the heads before the tokens.")
     code = options[letter]
     transposes_first = "transpose" in code and code.find("transpose") < max(code.find("view"), code.find("reshape"))
@@ -258,16 +248,6 @@ def check_heads_prediction(choice: str, out_one: Tensor, out_many: Tensor, num_h
                      "head_dim-wide dot products; one wide head takes one softmax over the sum of those dot products.")
     return wrong(f"they agree to within {tolerance:g}.",
                  "compare the outputs' largest difference with float rounding (the tolerance).")
-
-
-def _multi_head_cases() -> list[tuple[int, Tensor, Tensor, Tensor]]:
-    """``(num_heads, q, k, v)``, ``q, k, v (B, N, chan)``; the first has several heads."""
-    generator = torch.Generator().manual_seed(5)
-    cases = []
-    for B, N, chan, num_heads in ((2, 5, 10, 2), (3, 4, 12, 3), (1, 6, 16, 4), (2, 3, 6, 1)):
-        q, k, v = (2.0 * torch.randn(B, N, chan, generator=generator) for _ in range(3))  # each (B, N, chan)
-        cases.append((num_heads, q, k, v))
-    return cases
 
 
 def _heads_attention(q: Tensor, k: Tensor, v: Tensor, divisor: float, axis: int = -1) -> Tensor:
@@ -328,9 +308,13 @@ def _judge_multi_head(num_heads: int, q: Tensor, k: Tensor, v: Tensor) -> Callab
 def check_multi_head_function(answer: Callable[[Tensor, Tensor, Tensor, int], Tensor]) -> Verdict:
     """Exercise 5.6: ``multi_head(q, k, v, num_heads) -> (B, N, chan)``: split, attend in every head (an SDPA is
     allowed), merge; on four cases (1 to 4 heads). The library's split, merge and whole layers are refused."""
+    g = torch.Generator().manual_seed(5)
+    cases = []
+    for B, N, chan, h in ((2, 5, 10, 2), (3, 4, 12, 3), (1, 6, 16, 4), (2, 3, 6, 1)):  # the first: several heads
+        q, k, v = (2.0 * torch.randn(B, N, chan, generator=g) for _ in range(3))  # each (B, N, chan)
+        cases.append(((q, k, v, h), f"q, k, v {list(q.shape)} with num_heads={h}", _judge_multi_head(h, q, k, v)))
     return judge_function(
-        answer, [((q, k, v, h), f"q, k, v {list(q.shape)} with num_heads={h}", _judge_multi_head(h, q, k, v))
-                 for h, q, k, v in _multi_head_cases()],
+        answer, cases,
         watched=_MULTI_HEAD_REFUSED, example="multi_head(q, k, v, num_heads)", refusal="which does part of the "
         "exercise for you", is_="your answer is {}: the exercise is to write the split, the attention and the merge.",
         lines="split q, k and v with your own reshape and transpose (exercise 5.2), attend in every head (your own "

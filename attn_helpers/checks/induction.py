@@ -19,10 +19,7 @@ from ._predict import prediction_checker
 
 __all__ = ["check_knockout_loss_prediction", "check_induction_scores", "check_knockout_loss"]
 
-KNOCKOUT_LOSS_CHOICES = ("same", "higher", "guessing")
-
-
-@prediction_checker(choices=KNOCKOUT_LOSS_CHOICES)
+@prediction_checker(choices=("same", "higher", "guessing"))
 def check_knockout_loss_prediction(choice: str, loss: float, full_loss: float, guessing: float) -> Verdict:
     """Prediction 14: previous-token head knocked out, is the loss the ``"same"`` (within 0.2 nats), back
     at ``"guessing"`` (within 0.5 nats of it) or ``"higher"``?"""
@@ -39,10 +36,6 @@ def check_knockout_loss_prediction(choice: str, loss: float, full_loss: float, g
         return wrong(f"{measured}.", "the induction head finds the earlier copy through what the previous-token "
                                      "head wrote: without it, which key would the induction head's query match?")
     return wrong(f"{measured}.", "compare the measured loss with both reference numbers.")
-
-
-#: What already computes the induction score or its pattern: the lesson's helpers.
-SCORE_SHORTCUTS = library(("induction_scores", "induction_pattern", "previous_token_scores"))
 
 
 def _scores(weights: Tensor, tokens: Tensor, mistake: str | None = None) -> Tensor:
@@ -122,16 +115,13 @@ def check_induction_scores(answer: Any) -> Verdict:
     """Exercise 14: ``(weights (B, L, H, N, N), tokens (B, N)) -> (L, H)``, the weight after earlier copies of
     each query's token, averaged over the queries with one (pooled over sequences)."""
     return judge_function(
-        answer, _score_cases(), watched=SCORE_SHORTCUTS | Watch({_scores: "the checker's own reference, _scores"}),
+        answer, _score_cases(), watched=library(("induction_scores", "induction_pattern", "previous_token_scores"))
+        | Watch({_scores: "the checker's own reference, _scores"}),  # what already computes the score or pattern
         example="my_induction_scores(weights, tokens)",
         lines="compare every token with every token: same = tokens[:, :, None] == tokens[:, None, :]; keep j < i; "
               "move each mark one key to the right; sum the weights there; average over the rows that have a mark.",
         success="one induction match per head: the weight after earlier copies, averaged over the queries that "
                 "have one.")
-
-
-#: What already measures the loss with heads knocked out: the lesson's helper.
-LOSS_SHORTCUTS = library(("repeated_loss",))
 
 
 def _mistaken_loss(model: TinyAttentionModel, tokens: Tensor, layer: int, head: int, mistake: str) -> float:
@@ -189,23 +179,19 @@ _LOSS_MISTAKES = {
 }
 
 
-def _other_model() -> tuple[TinyAttentionModel, Tensor]:
-    """An untrained model of 3 causal rotary layers of 4 heads, and 16 sequences of 24 tokens of 12 kinds."""
-    task = InductionTask(seq_len=24, vocab_size=12, min_repeat=4, max_repeat=8)
-    with local_random(14):
-        model = TinyAttentionModel(12, 12, 24, dim=16, num_heads=4, num_layers=3, position_scheme="rope", causal=True)
-    return model.to(torch.float64).eval(), induction_task(16, seed=4141, task=task)
-
-
 @checker
 def check_knockout_loss(answer: Any, model: TinyAttentionModel) -> Verdict:
     """Exercise 14: ``knockout_loss(model, tokens, layer, head) -> float``, the repeated part's next-token
     loss with that head knocked out, for every head of ``model`` on new sequences and of an untrained model."""
     if not isinstance(model, TinyAttentionModel) or not model.causal:
         raise TypeError("model must be a causal TinyAttentionModel")
+    with local_random(14):  # an untrained model of 3 causal rotary layers of 4 heads, 24 tokens of 12 kinds
+        other = TinyAttentionModel(12, 12, 24, dim=16, num_heads=4, num_layers=3, position_scheme="rope", causal=True)
+    task = InductionTask(seq_len=24, vocab_size=12, min_repeat=4, max_repeat=8)
     cases = []
     models = [("the trained model on new sequences", deepcopy(model).eval(), induction_task(64, seed=7777)),
-              ("an untrained 3-layer model with 4 heads", *_other_model())]
+              ("an untrained 3-layer model with 4 heads", other.to(torch.float64).eval(),
+               induction_task(16, seed=4141, task=task))]
     for described, net, tokens in models:
         for layer in range(len(net.layers)):
             for head in range(net.layers[0].num_heads):
@@ -225,7 +211,8 @@ def check_knockout_loss(answer: Any, model: TinyAttentionModel) -> Verdict:
                                  "the repeated part against the next tokens.")
                 cases.append(((net, tokens, layer, head), f"{described}, layer {layer} head {head}", judge))
     return judge_function(
-        answer, cases, watched=LOSS_SHORTCUTS | Watch({_mistaken_loss: "the checker's own reference, _mistaken_loss"}),
+        answer, cases, watched=library(("repeated_loss",)) | Watch({_mistaken_loss: "the checker's own reference, "
+                                                                              "_mistaken_loss"}),
         example="knockout_loss(model, tokens, layer, head)",
         lines="kept_heads = torch.ones(L, H); kept_heads[layer, head] = 0; logits = model(tokens, "
               "keep_heads=kept_heads); score the positions of lab.repeated_part(tokens) against the next token "

@@ -4,8 +4,6 @@ dropout on the weights (a prediction) and the whole multi-head attention class w
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -13,11 +11,12 @@ from torch import Tensor, nn
 
 from ..core import MultiHeadAttention
 from ..lab import local_random
-from ._core import Verdict, checker, correct, error_text, not_a_function, wrong
+from ._core import Verdict, checker, compare_tensors, correct, wrong
+from ._function import judge_function
 from ._guard import TORCH_ATTENTION, Watch, library, run_watching
 from ._predict import prediction_checker
 
-__all__ = ["SuspectLine", "SUSPECT_LAYER", "numbered_listing", "check_qkv_entry", "check_mha_parameter_count",
+__all__ = ["SUSPECT_LAYER", "numbered_listing", "check_qkv_entry", "check_mha_parameter_count",
            "check_suspect_lines", "DROPOUT_CHOICES", "check_dropout_prediction", "check_mha_class"]
 
 
@@ -37,43 +36,40 @@ def check_qkv_entry(answer: Any) -> Verdict:
     """Exercise 7.1: ``source(part, b, h, n, e, chan, num_heads) -> (batch, token, feature)``, the ``qkv`` entry
     ``qkv_heads[part, b, h, n, e]`` holds, on every entry at four sizes; any PyTorch or NumPy call is refused (a
     tensor laid out like ``qkv_heads`` would look the answer up)."""
-    refused = not_a_function(answer, "source(part, b, h, n, e, chan, num_heads)")
-    if refused:
-        return refused
-    watched = library() | TORCH_ATTENTION | Watch(packages={"torch": "PyTorch's", "numpy": "NumPy's"})
     follow = "follow one number through reshape(B, N, 3, H, head_dim) and then permute(2, 0, 3, 1, 4)."
+    cases = []
     for B, N, chan, H in _ENTRY_SIZES:
         hd = chan // H
         qkv = torch.arange(B * N * 3 * chan).reshape(B, N, 3 * chan)  # each entry its own flat index
         qkv_heads = qkv.reshape(B, N, 3, H, hd).permute(2, 0, 3, 1, 4)  # (3, B, H, N, head_dim)
-        for index in torch.cartesian_prod(*(torch.arange(n) for n in qkv_heads.shape)).tolist():
-            part, b, h, n, e = index
-            sizes = f"chan={chan}, num_heads={H}"
-            try:
-                got, called = run_watching(answer, (part, b, h, n, e, chan, H), watched)
-            except Exception as problem:
-                return wrong(f"source{tuple(index) + (chan, H)} raised {error_text(problem)}", follow)
-            if called:
-                return wrong(f"your function uses {called[0]}: work the index out with whole numbers (a tensor or "
-                             "array laid out like qkv_heads would look it up instead).", follow)
-            if not (isinstance(got, (tuple, list)) and len(got) == 3):
-                return wrong(f"source{tuple(index) + (chan, H)} returned {got!r:.60}, not (batch, token, feature).",
-                             "return a tuple of three whole numbers.")
+        for part, b, h, n, e in torch.cartesian_prod(*(torch.arange(n) for n in qkv_heads.shape)).tolist():
             flat = int(qkv_heads[part, b, h, n, e])
             expected = (flat // (N * 3 * chan), flat // (3 * chan) % N, flat % (3 * chan))
-            if tuple(got) == expected:
-                continue
-            what = f"with {sizes}, qkv_heads[{part}, {b}, {h}, {n}, {e}] is qkv{list(expected)}; you gave {list(got)}."
-            if tuple(got[:2]) == (n, b) != (b, n):
-                return wrong(what, "the batch index comes first in qkv, then the token: (b, n, ...).")
             features = {h * 3 * hd + part * hd + e: "the 3*chan features are laid out as (3, H, head_dim): all of "
                                                     "q's heads, then all of k's, then all of v's.",
                         h * hd + e: "q, k and v sit side by side in the 3*chan features: add part*chan.",
                         part * chan + e * H + h: "each head's head_dim features are neighbours: head h starts at "
                                                  "h*head_dim."}
-            return wrong(what, features.get(got[2], follow))
-    return correct("every entry at four sizes (1 to 4 heads): qkv_heads[part, b, h, n, e] is "
-                   "qkv[b, n, part*chan + h*head_dim + e].")
+
+            def judge(got: Any, at: str = f"qkv_heads[{part}, {b}, {h}, {n}, {e}]", expected: tuple = expected,
+                      features: dict = features, swapped: tuple = (n, b) if n != b else ()) -> Verdict:
+                if not (isinstance(got, (tuple, list)) and len(got) == 3):
+                    return wrong(f"returned {got!r:.60}, not (batch, token, feature).",
+                                 "return a tuple of three whole numbers.")
+                if tuple(got) == expected:
+                    return correct()
+                what = f"{at} is qkv{list(expected)}; you gave {list(got)}."
+                if tuple(got[:2]) == swapped:
+                    return wrong(what, "the batch index comes first in qkv, then the token: (b, n, ...).")
+                return wrong(what, features.get(got[2], follow))
+            cases.append(((part, b, h, n, e, chan, H), f"source{(part, b, h, n, e, chan, H)}", judge))
+    return judge_function(
+        answer, cases, watched=library() | TORCH_ATTENTION | Watch(packages={"torch": "PyTorch's", "numpy": "NumPy's"}),
+        example="source(part, b, h, n, e, chan, num_heads)", lines=follow, raised=follow,
+        calls="your function uses {}: work the index out with whole numbers (a tensor or array laid out like "
+              "qkv_heads would look it up instead).",
+        success="every entry at four sizes (1 to 4 heads): qkv_heads[part, b, h, n, e] is "
+                "qkv[b, n, part*chan + h*head_dim + e].")
 
 
 #: What counts a layer's numbers instead of computing them.
@@ -116,33 +112,23 @@ def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
         return wrong(f"{value:,} {said}, but the exercise asks for a function of d_model and num_heads.",
                      "write answer = lambda d_model, num_heads: ... with a formula, so it can be tried at other sizes.")
     sizes = ((d, H), *[size for size in _COUNT_SIZES if size != (d, H)])
-    for d_model, num_heads in sizes:
-        try:
-            with local_random(0):  # a layer it builds (refused) draws from a local generator, not the notebook's
-                got, seen = run_watching(answer, (d_model, num_heads), _COUNTING | library())
-        except Exception as problem:
-            return wrong(f"answer({d_model}, {num_heads}) failed: {type(problem).__name__}: {problem}.",
-                         "the function takes two numbers, d_model and num_heads, and returns a whole number.")
-        if seen:
-            return wrong(f"your function uses {seen[0]}: that counts the numbers of a layer instead of computing them.",
-                         "write the count from the four Linear(d_model, d_model) layers, with d_model and num_heads only.")
-        value = _as_count(got, f"answer({d_model}, {num_heads})")
-        if isinstance(value, Verdict):
-            return value
-        right = _parameter_count(d_model, num_heads)
-        if value == right:
-            continue
-        hd, d = d_model // num_heads, d_model
+
+    def judge(got: Any, d_model: int, num_heads: int) -> Verdict:
         at = f"at d_model = {d_model}, num_heads = {num_heads}: "
+        value = _as_count(got, at + "your function's result")
+        right = _parameter_count(d_model, num_heads)
+        if isinstance(value, Verdict) or value == right:
+            return correct() if value == right else value
+        hd, d_ = d_model // num_heads, d_model
         single = ("looks like the parameters of a single head.", "count whole Linear(d_model, d_model) layers: the "
                   "head split is a reshape, not a smaller layer.")
-        known = {4 * d * d: ("= 4·d_model² counts the four matrices only.",
-                             "each of the four Linear layers also has a bias of d_model numbers."),
-                 3 * d * d + 3 * d: ("counts q_proj, k_proj and v_proj only.",
-                                     "the output projection out_proj is a fourth Linear(d_model, d_model)."),
+        known = {4 * d_ * d_: ("= 4·d_model² counts the four matrices only.",
+                               "each of the four Linear layers also has a bias of d_model numbers."),
+                 3 * d_ * d_ + 3 * d_: ("counts q_proj, k_proj and v_proj only.",
+                                        "the output projection out_proj is a fourth Linear(d_model, d_model)."),
                  **({num_heads * right: (f"is one full layer per head, times {num_heads}.", "the heads share the "
                                          "projections: each head only gets a slice of d_model columns."),
-                     4 * d * hd + 4 * hd: single, 4 * d * hd: single} if num_heads > 1 else {})}
+                     4 * d_ * hd + 4 * hd: single, 4 * d_ * hd: single} if num_heads > 1 else {})}
         if value in known:
             said, hint = known[value]
             return wrong(f"{at}{value:,} {said}", hint)
@@ -151,33 +137,35 @@ def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
                          "the count must follow d_model: no number of this lesson's layer may be written in.")
         return wrong(f"{at}{value:,} is not the number of learnable numbers.",
                      "each Linear(d_in, d_out) holds d_in·d_out matrix entries and d_out biases; this layer has four.")
-    return correct(f"{expected:,} = 4·d_model² + 4·d_model for d_model = {d}, and right at {len(sizes) - 1} more sizes "
-                   f"(d_model up to {max(s[0] for s in sizes)}); the heads add nothing.")
+
+    with local_random(0):  # a layer it builds (refused) draws from a local generator, not the notebook's
+        return judge_function(
+            answer, [(size, "", lambda got, size=size: judge(got, *size)) for size in sizes],
+            watched=_COUNTING | library(), example="answer(d_model, num_heads)",
+            calls="your function uses {}: that counts the numbers of a layer instead of computing them.",
+            lines="write the count from the four Linear(d_model, d_model) layers, with d_model and num_heads only.",
+            raised="the function takes two numbers, d_model and num_heads, and returns a whole number.",
+            success=f"{expected:,} = 4·d_model² + 4·d_model for d_model = {d}, and right at {len(sizes) - 1} more "
+                    f"sizes (d_model up to {max(s[0] for s in sizes)}); the heads add nothing.")
 
 
-@dataclass(frozen=True)
-class SuspectLine:
-    """One line of a listing under review: its code only (the review is :data:`_REVIEW`, apart)."""
-
-    code: str
-
-
-SUSPECT_LAYER: tuple[SuspectLine, ...] = (
-    SuspectLine('class SuspectAttention(nn.Module):'),
-    SuspectLine('    def __init__(self, dim, chan, num_heads=1, qk_scale=None, dropout=0.1):'),
-    SuspectLine('        super().__init__()'),
-    SuspectLine('        self.num_heads, self.head_dim = num_heads, chan // num_heads'),
-    SuspectLine('        self.scale = qk_scale or chan ** -0.5'),
-    SuspectLine('        self.qkv = nn.Linear(dim, 3 * chan, bias=False)'),
-    SuspectLine('        self.proj = nn.Linear(chan, chan)'),
-    SuspectLine(''),
-    SuspectLine('    def forward(self, x):'),
-    SuspectLine('        B, N, _ = x.shape'),
-    SuspectLine('        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim)  # (B, N, 3, H, head_dim)'),
-    SuspectLine('        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (B, H, N, head_dim)'),
-    SuspectLine('        weights = (q @ k.transpose(-2, -1) * self.scale).softmax(dim=-2)  # (B, H, N, N)'),
-    SuspectLine('        merged = (weights @ v).transpose(1, 2).reshape(B, N, -1)  # (B, N, chan)'),
-    SuspectLine('        return self.proj(merged) + v.transpose(1, 2).reshape(B, N, -1)  # (B, N, chan)'),
+#: The listing of exercise 7.5, one line of code a string (its review, :data:`_REVIEW`, apart).
+SUSPECT_LAYER: tuple[str, ...] = (
+    'class SuspectAttention(nn.Module):',
+    '    def __init__(self, dim, chan, num_heads=1, qk_scale=None, dropout=0.1):',
+    '        super().__init__()',
+    '        self.num_heads, self.head_dim = num_heads, chan // num_heads',
+    '        self.scale = qk_scale or chan ** -0.5',
+    '        self.qkv = nn.Linear(dim, 3 * chan, bias=False)',
+    '        self.proj = nn.Linear(chan, chan)',
+    '',
+    '    def forward(self, x):',
+    '        B, N, _ = x.shape',
+    '        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim)  # (B, N, 3, H, head_dim)',
+    '        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (B, H, N, head_dim)',
+    '        weights = (q @ k.transpose(-2, -1) * self.scale).softmax(dim=-2)  # (B, H, N, N)',
+    '        merged = (weights @ v).transpose(1, 2).reshape(B, N, -1)  # (B, N, chan)',
+    '        return self.proj(merged) + v.transpose(1, 2).reshape(B, N, -1)  # (B, N, chan)',
 )
 
 
@@ -203,20 +191,14 @@ _REVIEW: dict[int, tuple[bool, str, str]] = {
 }
 
 
-def numbered_listing(listing: tuple[SuspectLine, ...] = SUSPECT_LAYER) -> str:
+def numbered_listing(listing: tuple[str, ...] = SUSPECT_LAYER) -> str:
     """The listing's code with line numbers from 1, as the exercise shows it."""
-    return "\n".join(f"{i:>2}  {line.code}".rstrip() for i, line in enumerate(listing, start=1))
+    return "\n".join(f"{i:>2}  {line}".rstrip() for i, line in enumerate(listing, start=1))
 
 
 @checker
 def check_suspect_lines(answer: Any) -> Verdict:
     """Exercise 7: the set of line numbers of :data:`SUSPECT_LAYER` that hold a bug."""
-    return _judge_suspect_lines(answer, SUSPECT_LAYER, _REVIEW)
-
-
-def _judge_suspect_lines(answer: Any, listing: tuple[SuspectLine, ...],
-                         review: Mapping[int, tuple[bool, str, str]]) -> Verdict:
-    """The verdict on ``answer`` for ``listing``, whose lines ``review`` explains (by line number, from 1)."""
     def whole(n: Any) -> bool:
         return isinstance(n, numbers.Integral) and not isinstance(n, bool)
 
@@ -224,11 +206,11 @@ def _judge_suspect_lines(answer: Any, listing: tuple[SuspectLine, ...],
     if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__") or not all(whole(n) for n in items):
         return wrong(f"give a set of line numbers like {{1, 2}}, got {answer!r}.", "list the numbers of the buggy lines.")
     picked = {int(n) for n in items}
-    notes = {i: review.get(i, (False, "", "")) for i in range(1, len(listing) + 1)}
+    notes = {i: _REVIEW.get(i, (False, "", "")) for i in range(1, len(SUSPECT_LAYER) + 1)}
     buggy = {i for i, (is_bug, _, _) in notes.items() if is_bug}
-    outside = sorted(n for n in picked if not 1 <= n <= len(listing))
+    outside = sorted(n for n in picked if not 1 <= n <= len(SUSPECT_LAYER))
     if outside:
-        return wrong(f"the listing has lines 1 to {len(listing)}; {outside} are outside it.", "use the printed numbers.")
+        return wrong(f"the listing has lines 1 to {len(SUSPECT_LAYER)}; {outside} are outside it.", "use the printed numbers.")
     if picked == buggy:
         found = "\n".join(f"   line {i}: {notes[i][1]}" for i in sorted(buggy))
         return correct(f"all {len(buggy)} buggy lines found.\n{found}")
@@ -369,19 +351,17 @@ def check_mha_class(answer: Any) -> Verdict:
             return wrong(f"on x of shape {[B, N, d_model]} with {num_heads} heads your layer returned shape "
                          f"{list(got.shape)}, expected {list(expected.shape)}.",
                          "merge the heads back to (B, N, d_model) before out_proj.")
-        if torch.allclose(got, expected, atol=1e-5, rtol=1e-4):
-            torch_gap = max(torch_gap, (got - pytorch).abs().max().item())
-            continue
         hd = d_model // num_heads
         with torch.no_grad():
-            for cause, change, hint in _MHA_MISTAKES:
-                change = {key: value(d_model, hd) if callable(value) else value for key, value in change.items()}
-                if torch.allclose(got, _variant(reference, x, **change), atol=1e-5, rtol=1e-4):
-                    return wrong(f"with d_model={d_model}, {num_heads} heads, your output matches what you get when "
-                                 f"{cause}.", hint)
-        gap = (got - expected).abs().max().item()
-        return wrong(f"with d_model={d_model}, {num_heads} heads, your output differs from MultiHeadAttention's by up to "
-                     f"{gap:.3g}.", "print the shape after every line and compare with the shape trace of 7.2.")
+            mistakes = {cause: (_variant(reference, x, **{key: value(d_model, hd) if callable(value) else value
+                                                           for key, value in change.items()}), hint)
+                        for cause, change, hint in _MHA_MISTAKES}
+        verdict = compare_tensors(got, expected, name=f"with d_model={d_model}, {num_heads} heads, your output",
+                                  likely_mistakes=mistakes, atol=1e-5, rtol=1e-4,
+                                  hint="print the shape after every line and compare with the shape trace of 7.2.")
+        if not verdict.ok:
+            return verdict
+        torch_gap = max(torch_gap, (got - pytorch).abs().max().item())
     agrees = "within 1e-5 too" if torch_gap < 1e-5 else f"only to {torch_gap:.3g}"
     return correct(f"on {len(_MHA_CONFIGS)} sizes (d_model 6 to 16, 1 to 4 heads) your class gives MultiHeadAttention's "
                    f"outputs within 1e-5 after copying its parameters; nn.MultiheadAttention's agree with yours {agrees}.")

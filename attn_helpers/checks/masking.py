@@ -206,9 +206,6 @@ def _judge_keep(lengths: Tensor, n: int, side: str) -> Callable[[Any], Verdict]:
     return judge
 
 
-_PADDING_BUILDER = library(("padding_mask",))
-
-
 @checker
 def check_padding_keep_mask(answer: Any, lengths: Tensor, n: int, side: str = "right") -> Verdict:
     """Exercise 3: the keep mask ``(B, 1, n)`` of ``lengths`` padded to ``n``; ``side="left"`` (exercise 3.2):
@@ -221,13 +218,10 @@ def check_padding_keep_mask(answer: Any, lengths: Tensor, n: int, side: str = "r
     batches = [(lengths, n), (torch.tensor([2, 6, 1]), 7), (torch.tensor([4]), 4)]
     cases = [((lens, size), f"for lengths {lens.tolist()} and n = {size}", _judge_keep(lens, size, "left"))
              for lens, size in batches]
-    return judge_function(answer, cases, watched=_PADDING_BUILDER, example="my_left_keep_mask(lengths, n)",
+    return judge_function(answer, cases, watched=library(("padding_mask",)), example="my_left_keep_mask(lengths, n)",
                           lines="compare torch.arange(n) with n - lengths, then add the query axis of size 1.",
                           success="for three batches, the last `length` keys of each sentence are real, and the "
                                   "axis of size 1 lets the mask broadcast over every query row.")
-
-
-ROW_OUTCOMES = ("nan", "uniform", "zeros")
 
 
 def _row_outcome(row: Tensor) -> str:
@@ -238,7 +232,7 @@ def _row_outcome(row: Tensor) -> str:
     return "uniform" if bool(torch.allclose(row, torch.full_like(row, 1 / row.numel()))) else "other"
 
 
-@prediction_checker(choices=ROW_OUTCOMES)
+@prediction_checker(choices=("nan", "uniform", "zeros"))
 def check_masked_row_prediction(choice: str, row: Tensor) -> Verdict:
     """Prediction 3: what a softmax gives a row whose keys are all blocked."""
     outcome = _row_outcome(row)

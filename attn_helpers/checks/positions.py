@@ -16,10 +16,7 @@ from ._predict import prediction_checker
 
 __all__ = ["check_shuffle_prediction", "check_rope", "check_rotated_v_shift"]
 
-SHUFFLE_CHOICES = ("reordered", "changed")
-
-
-@prediction_checker(choices=SHUFFLE_CHOICES)
+@prediction_checker(choices=("reordered", "changed"))
 def check_shuffle_prediction(choice: str, out: Tensor, out_shuffled: Tensor, perm: Tensor) -> Verdict:
     """Prediction 10: after shuffling the tokens with ``perm``, are the output rows ``"reordered"`` or ``"changed"``?"""
     gap = (out_shuffled - permute_tokens(out, perm)).abs().max().item()
@@ -42,14 +39,6 @@ def check_shuffle_prediction(choice: str, out: Tensor, out_shuffled: Tensor, per
 
 _ROPE_LIBRARY = (library(("apply_rope", "RotaryAttention")) | TRANSFORMERS
                  | Watch({torch.onnx.ops.rotary_embedding: "PyTorch's rotary_embedding"}))
-
-
-def _rope_cases() -> list[tuple[Tensor, Tensor]]:
-    """``(x (..., N, head_dim), positions (N,))``: positions out of order, ``head_dim`` 6, 10 and 4."""
-    g = torch.Generator().manual_seed(102)
-    shapes_positions = (((5, 6), [3, 0, 7, 1, 12]), ((2, 3, 4, 10), [40, 41, 2, 9]), ((3, 4), [100, 5, 0]))
-    return [(torch.randn(*shape, generator=g, dtype=torch.float64), torch.tensor(positions))
-            for shape, positions in shapes_positions]
 
 
 def _rope_variant(x: Tensor, positions: Tensor, *, sign: float = 1.0, exponent: float = 2.0,
@@ -98,9 +87,11 @@ _ROPE_HOW = ("turn each pair yourself: a = x[..., :half], b = x[..., half:], the
 @checker
 def check_rope(answer: Any) -> Verdict:
     """Exercise 10: ``rope(x (..., N, head_dim), positions (N,))`` with the half pairing, on three inputs."""
+    g = torch.Generator().manual_seed(102)  # x (..., N, head_dim), positions (N,) out of order
+    inputs = [(torch.randn(*shape, generator=g, dtype=torch.float64), torch.tensor(positions)) for shape, positions
+              in (((5, 6), [3, 0, 7, 1, 12]), ((2, 3, 4, 10), [40, 41, 2, 9]), ((3, 4), [100, 5, 0]))]
     return judge_function(
-        answer, [((x, p), f"for x {list(x.shape)} at positions {p.tolist()}", _judge_rope(x, p))
-                 for x, p in _rope_cases()],
+        answer, [((x, p), f"for x {list(x.shape)} at positions {p.tolist()}", _judge_rope(x, p)) for x, p in inputs],
         watched=_ROPE_LIBRARY, example="rope(x, positions)", lines=_ROPE_HOW,
         raised="read head_dim from x.shape[-1] and use positions as given (shape (N,)), not the numbers of one "
                "example.",

@@ -17,18 +17,6 @@ from ._predict import prediction_checker
 
 __all__ = ["check_head_rows", "check_keep_mask", "check_padding_prediction"]
 
-#: Anything the library exports, the padding mask and the encoder (which builds this mask itself) included.
-_WHOLE_LIBRARY = library(skip=())
-
-
-def _weights_cases(q_proj: torch.nn.Linear, num_heads: int) -> list[tuple[Tensor, Tensor, int]]:
-    cases = [(q_proj.weight.detach(), q_proj.bias.detach(), num_heads)]
-    generator = torch.Generator().manual_seed(11)
-    for hidden, heads in ((64, 4), (24, 3)):
-        cases.append((torch.randn(hidden, hidden, generator=generator), torch.randn(hidden, generator=generator), heads))
-    return cases
-
-
 def _judge_rows(weight: Tensor, bias: Tensor, h: int, heads: int) -> Any:
     hidden = weight.shape[0]
     head_dim = hidden // heads
@@ -71,28 +59,21 @@ def check_head_rows(answer: Callable[..., tuple[Tensor, Tensor]], q_proj: torch.
                     num_heads: int) -> Verdict:
     """Exercise 11.2: ``head_rows(weight, bias, h, num_heads) -> (W_h, b_h)``, the rows of a ``Linear(hidden,
     hidden)`` that make head ``h``, for every head of ``q_proj`` and of two made-up sizes."""
-    cases = [((w, b, h, heads), "", _judge_rows(w, b, h, heads))
-             for w, b, heads in _weights_cases(q_proj, num_heads) for h in range(heads)]
-    verdict = judge_function(answer, cases, watched=Watch(), example="head_rows(weight, bias, h, num_heads)",
-                             lines="head h's rows are a contiguous block of head_dim = hidden // num_heads rows, of "
-                                   "the weight and of the bias.", success="")
-    if not verdict.ok:
-        return verdict
-    weight, bias = q_proj.weight.detach(), q_proj.bias.detach()
+    g = torch.Generator().manual_seed(11)
+    layers = [(q_proj.weight.detach(), q_proj.bias.detach(), num_heads), *(
+        (torch.randn(hidden, hidden, generator=g), torch.randn(hidden, generator=g), heads) for hidden, heads in
+        ((64, 4), (24, 3)))]
+    cases = [((w, b, h, heads), "", _judge_rows(w, b, h, heads)) for w, b, heads in layers for h in range(heads)]
+    hd = q_proj.out_features // num_heads  # a right answer's rows are these, exactly (torch.equal)
     with torch.no_grad():
         q_heads = split_heads(q_proj(x), num_heads)  # (B, H, N, head_dim)
-        diffs = [(x @ w_h.T + b_h - q_heads[:, h]).abs().max().item()
-                 for h, (w_h, b_h) in enumerate(answer(weight.clone(), bias.clone(), g, num_heads)
-                                                for g in range(num_heads))]
-    return correct(f"for every head h, x @ W_h.T + b_h equals split_heads(q)[:, h] (largest difference below 1e-5: "
-                   f"{max(diffs) < 1e-5}): head h is made by its own {weight.shape[0] // num_heads} rows of the projection.")
-
-
-def _mask_cases(attention_mask: Tensor) -> list[Tensor]:
-    """The lesson's mask, then made-up ones; the last is padded on the left (a tokenizer with
-    ``padding_side="left"``), where a mask built from the lengths alone is wrong."""
-    return [attention_mask, torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]),
-            torch.tensor([[1, 1, 0], [1, 0, 0], [1, 1, 1]]), torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1], [0, 1, 1, 1]])]
+        gap = max((x @ q_proj.weight[h * hd:(h + 1) * hd].T + q_proj.bias[h * hd:(h + 1) * hd] - q_heads[:, h])
+                  .abs().max().item() for h in range(num_heads))
+    return judge_function(answer, cases, watched=Watch(), example="head_rows(weight, bias, h, num_heads)",
+                          lines="head h's rows are a contiguous block of head_dim = hidden // num_heads rows, of "
+                                "the weight and of the bias.",
+                          success=f"for every head h, x @ W_h.T + b_h equals split_heads(q)[:, h] (largest difference "
+                                  f"below 1e-5: {gap < 1e-5}): head h is made by its own {hd} rows of the projection.")
 
 
 @checker
@@ -100,9 +81,12 @@ def check_keep_mask(answer: Callable[[Tensor], Tensor], attention_mask: Tensor) 
     """Exercise 11.3: ``keep_mask(attention_mask (B, N)) -> (B, 1, N)`` boolean, True = may attend (``(B, 1, 1, N)``
     too), on ``attention_mask`` and three batches, one padded on the left."""
     how = "compare attention_mask with 1 yourself and insert the query axis: (B, N) -> (B, 1, N)."
+    masks = [attention_mask, torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]), torch.tensor([[1, 1, 0], [1, 0, 0],
+             [1, 1, 1]]), torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1], [0, 1, 1, 1]])]  # the last padded on the left
     return judge_function(
-        answer, [((mask,), "", _judge_keep_mask(mask)) for mask in _mask_cases(attention_mask)],
-        watched=_WHOLE_LIBRARY, example="keep_mask(attention_mask)", lines=how, refusal="which builds this mask for you",
+        answer, [((mask,), "", _judge_keep_mask(mask)) for mask in masks],
+        watched=library(skip=()),  # every export: the padding mask and the encoder (which builds this mask) too
+        example="keep_mask(attention_mask)", lines=how, refusal="which builds this mask for you",
         is_="your function calls {}, {}.", raised="use only attention_mask itself; read B and N from its shape.",
         success="True for every real key, False for every [PAD] (on either side), one row per sequence shared by all "
                 "its queries.")

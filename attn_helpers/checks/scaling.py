@@ -57,14 +57,11 @@ def check_scaled_scores(answer: Any) -> Verdict:
                                  "read the sizes from the inputs.")
 
 
-def _as_number(answer: Any, what: str) -> float | Verdict:
-    return as_number(answer, what, hint="reduce it to a single number (e.g. .sum() over the row), or use .item().")
-
-
 @checker
 def check_score_variance(answer: Any, d_k: int, var_q: float = 1.0, var_k: float = 1.0) -> Verdict:
     """Exercise 2: ``Var(q·k)`` for ``d_k`` independent entries of variances ``var_q``, ``var_k`` (measured too)."""
-    value = _as_number(answer, "the variance")
+    value = as_number(answer, "the variance", hint="reduce it to a single number (e.g. .sum() over the row), or use "
+                                                   ".item().")
     if isinstance(value, Verdict):
         return value
     g = torch.Generator().manual_seed(0)
@@ -136,16 +133,6 @@ def _judge_entropy(weights: Tensor) -> Callable[[Any], Verdict]:
                                        atol=1e-4, rtol=1e-3)
 
 
-def _softmax_rows(seed: int, shapes: list[tuple[int, ...]]) -> list[Tensor]:
-    """Softmax rows with about a third of the keys blocked (weights exactly 0), the first key kept."""
-    rows = []
-    for s in random_cases(seed, shapes):
-        blocked = torch.rand(s.shape, generator=torch.Generator().manual_seed(seed)) < 0.35  # (..., N_k)
-        blocked[..., 0] = False
-        rows.append(torch.softmax((2 * s).masked_fill(blocked, float("-inf")), dim=-1))
-    return rows
-
-
 #: Ready-made entropies, which count 0 * log(0) as 0 for the learner.
 ENTROPY_WATCH = LIBRARY_ATTENTION | Watch({
     torch.distributions.Categorical.entropy: "torch.distributions' Categorical.entropy",
@@ -159,8 +146,12 @@ ENTROPY_WATCH = LIBRARY_ATTENTION | Watch({
 def check_row_entropy(answer: Any) -> Verdict:
     """Exercise 2.4: ``my_entropy(weights (..., N_k))`` in nats, ``0 · log 0`` counted as 0; the library's
     attention and ready-made entropies (:data:`ENTROPY_WATCH`) are refused."""
-    cases = [((w,), f"for weights of shape {tuple(w.shape)}, some exactly 0", _judge_entropy(w))
-             for w in _softmax_rows(24, [(3, 5), (4, 4), (2, 3, 6)])]
+    cases = []
+    for s in random_cases(24, [(3, 5), (4, 4), (2, 3, 6)]):  # softmax rows, about a third of the keys blocked
+        blocked = torch.rand(s.shape, generator=torch.Generator().manual_seed(24)) < 0.35  # (..., N_k)
+        blocked[..., 0] = False  # the first key kept
+        w = torch.softmax((2 * s).masked_fill(blocked, float("-inf")), dim=-1)  # (..., N_k), some exactly 0
+        cases.append(((w,), f"for weights of shape {tuple(w.shape)}, some exactly 0", _judge_entropy(w)))
     return judge_function(answer, cases, watched=ENTROPY_WATCH, example="my_entropy(weights)",
                           lines="-sum(w * log(w)) over the last axis, with the terms where w = 0 counted as 0.",
                           success="for three tables with zero weights, one entropy per row, between 0 (one-hot) "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from copy import deepcopy
 from typing import Any
 
 import torch
@@ -12,11 +13,11 @@ from torch import Tensor
 
 from ..core import merge_heads
 from ..lab import SKIP_KINDS, AttentionStack, depth_sweep, local_random, signal_through_stack
-from ._core import Verdict, as_letter, as_number, checker, compare_tensors, correct, error_text, not_a_function, wrong
+from ._core import Verdict, as_letter, as_number, checker, compare_tensors, correct, error_text, wrong
 from ._function import judge_function
-from ._guard import Watch, codes_called, library, run_watching
+from ._guard import Watch, codes_called, library
 from ._predict import prediction_checker
-from .heads import run_options
+from .heads import run_option
 
 __all__ = ["check_skip_through_v", "check_gradient_trend_prediction", "check_layer_grad",
            "check_residual_line"]
@@ -62,7 +63,6 @@ def check_skip_through_v(answer: Any) -> Verdict:
     return judge_function(
         answer, cases, watched=library(("merge_heads",)), example="walkthrough_output(v_heads, projected)",
         calls="your function hands the merge to {}: the exercise asks you to write it.",
-        is_="your function hands the merge to {}: the exercise asks you to write it.",
         lines="v_heads is (B, H, N, head_dim): transpose(1, 2) to (B, N, H, head_dim), reshape to "
               "(B, N, H * head_dim), then add projected.",
         raised="read B, H, N and head_dim from v_heads.shape, not the numbers of one example.",
@@ -97,98 +97,79 @@ def _grad_norm(output: Tensor, params: list[Tensor]) -> float:
     return torch.sqrt(sum(g.pow(2).sum() for g in grads)).item()
 
 
-def _measuring_functions() -> Watch:
-    """What already measures the gradient at a layer: the helpers, and 6.5.1's ``measure_depths`` (by its name)."""
-    return Watch({depth_sweep: "depth_sweep", signal_through_stack: "signal_through_stack",
-                  "measure_depths": "measure_depths"})
-
-
-def _watched_for_layer_grad(stack: AttentionStack, x: Tensor) -> Watch:
-    """Exercise 6.3's watch: the library but what running the stack calls, and :func:`_measuring_functions`."""
-
-    def run_every_wiring() -> None:
-        for wiring in SKIP_KINDS:
-            stack.wiring = wiring
-            with torch.no_grad():
-                stack(x, depth=1)
-
-    return library().without(codes_called(run_every_wiring)) | _measuring_functions()
-
-
 @checker
 def check_layer_grad(answer: Any) -> Verdict:
     """Exercise 6.3: ``grad_at_layer(stack, x, L, layer)``, the norm of the gradient of ``||x_L||`` over layer
     ``layer``'s parameters (from 1), on a 3-layer stack under each wiring, to a relative 1e-6."""
-    refused = not_a_function(answer, "grad_at_layer(stack, x, L, layer)")
-    if refused:
-        return refused
     with local_random(606):  # seeded without touching the notebook's random state
         stack = AttentionStack(3, 8, 8, 2).double()
         x = torch.randn(2, 5, 8, dtype=torch.float64)  # (B, N, dim)
-    watched = _watched_for_layer_grad(stack, x)
+    stacks = []
+    for wiring in SKIP_KINDS:
+        stacks.append(deepcopy(stack))
+        stacks[-1].wiring = wiring
+    with torch.no_grad():  # watched: the library but what running the stacks calls, and what already measures
+        ran = codes_called(lambda: [each(x, depth=1) for each in stacks])  # the gradient (6.5.1's measure_depths)
+    watched = library().without(ran) | Watch({depth_sweep: "depth_sweep", signal_through_stack: "signal_through_stack",
+                                              "measure_depths": "measure_depths"})
     how = ("layer `layer` is stack.layers[layer - 1]: the gradient of x_L.norm() with respect to its parameters, "
            "then the square root of the sum of every entry squared.")
-    for wiring in SKIP_KINDS:
-        stack.wiring = wiring
-        for L, layer in ((3, 2), (3, 3), (3, 1), (2, 1), (1, 1)):
-            what = f"wiring {wiring!r}, L={L}, layer={layer}"
-            try:
-                got, borrowed = run_watching(answer, (stack, x, L, layer), watched)
-            except Exception as problem:
-                return wrong(f"{what}: your function raised {error_text(problem)}", how)
-            if borrowed:
-                return wrong(f"your function hands the measurement to {borrowed[0]}, which is already written: the "
-                             "exercise asks you to write it.", how)
-            value = as_number(got, f"{what}: your function's result",
-                              hint="return one number: the square root of the sum of every gradient entry squared.")
-            if isinstance(value, Verdict):
-                return value
+    cases = [((stack, x, L, layer), f"wiring {stack.wiring!r}, L={L}, layer={layer}",
+              lambda got, stack=stack, L=L, layer=layer: _judge_grad(got, stack, x, L, layer, how))
+             for stack in stacks for L, layer in ((3, 2), (3, 3), (3, 1), (2, 1), (1, 1))]
+    return judge_function(answer, cases, watched=watched, example="grad_at_layer(stack, x, L, layer)", lines=how,
+                          raised=how, calls="your function hands the measurement to {}, which is already written: "
+                          "the exercise asks you to write it.",
+                          success="right under all three wirings at every layer of L = 1, 2 and 3.")
+
+
+def _judge_grad(got: Any, stack: AttentionStack, x: Tensor, L: int, layer: int, how: str) -> Verdict:
+    """The verdict on one gradient norm, the typical mistakes recomputed on ``stack``."""
+    value = as_number(got, "your function's result",
+                      hint="return one number: the square root of the sum of every gradient entry squared.")
+    if isinstance(value, Verdict):
+        return value
+    with torch.enable_grad():
+        out = stack(x, depth=L)  # (B, N, chan)
+        norms = [_grad_norm(out.norm(), list(stack.layers[i].parameters())) for i in range(L)]
+    if math.isclose(value, norms[layer - 1], rel_tol=1e-6):
+        return correct()
+    mistakes = {0: "it measures layer 1 whatever layer is", L - 1: "it measures layer L",
+                layer: "stack.layers[layer] is layer layer + 1: layers are counted from 1, indices from 0"}
+    for i, cause in mistakes.items():
+        if i < L and i != layer - 1 and math.isclose(value, norms[i], rel_tol=1e-6):
+            return wrong(f"you gave {value:.6g}, the gradient at layer {i + 1}: {cause}.", how)
+    for depth in range(layer, len(stack.layers) + 1):  # the right layer, measured through another depth
+        if depth != L:
             with torch.enable_grad():
-                out = stack(x, depth=L)  # (B, N, chan)
-                norms = [_grad_norm(out.norm(), list(stack.layers[i].parameters())) for i in range(L)]
-            if math.isclose(value, norms[layer - 1], rel_tol=1e-6):
-                continue
-            mistakes = {0: "it measures layer 1 whatever layer is", L - 1: "it measures layer L",
-                        layer: "stack.layers[layer] is layer layer + 1: layers are counted from 1, indices from 0"}
-            for i, cause in mistakes.items():
-                if i < L and i != layer - 1 and math.isclose(value, norms[i], rel_tol=1e-6):
-                    return wrong(f"{what}: you gave {value:.6g}, the gradient at layer {i + 1}: {cause}.", how)
-            for depth in range(layer, len(stack.layers) + 1):  # the right layer, measured through another depth
-                if depth != L:
-                    with torch.enable_grad():
-                        other = _grad_norm(stack(x, depth=depth).norm(), list(stack.layers[layer - 1].parameters()))
-                    if math.isclose(value, other, rel_tol=1e-6):
-                        whole = " (stack(x) runs all of them)" if depth == len(stack.layers) else ""
-                        return wrong(f"{what}: you gave {value:.6g}, the gradient of the norm of x_{depth} at layer "
-                                     f"{layer}: your function ran {depth} layers, not L = {L}{whole}.",
-                                     "x_L is stack(x, depth=L): pass L to the stack, then take the gradient of its "
-                                     "norm.")
-            if any(p.grad is not None for p in stack.parameters()):
-                return wrong(f"{what}: you gave {value:.6g}, {value / norms[layer - 1]:.3g} times the expected "
-                             f"{norms[layer - 1]:.6g}: .backward() adds into p.grad on every call, so this call "
-                             "counted the earlier calls' gradients again.",
-                             "use torch.autograd.grad(x_L.norm(), params), which returns the gradient instead.")
-            params = list(stack.layers[layer - 1].parameters())
-            with torch.enable_grad():
-                out = stack(x, depth=L)  # (B, N, chan)
-                grads = torch.autograd.grad(out.norm(), params)
-                by_sum = _grad_norm(stack(x, depth=L).sum(), params)
-            qkv_only = next((g.norm().item() for p, g in zip(params, grads) if p is stack.layers[layer - 1].qkv.weight),
-                            None)
-            variants = {
-                "the gradient of x_L.sum() instead of x_L.norm()": (
-                    by_sum, "differentiate the norm: torch.autograd.grad(x_L.norm(), params)."),
-                "the per-tensor norms added up instead of one norm over every entry": (
-                    sum(g.norm().item() for g in grads),
-                    "square every entry of every gradient, add them all, then take one square root."),
-                "the gradient of qkv.weight alone, not of all the layer's parameters": (
-                    qkv_only, "take every parameter of the layer: list(stack.layers[layer - 1].parameters())."),
-            }
-            for cause, (number, hint) in variants.items():
-                if number is not None and math.isclose(value, number, rel_tol=1e-6):
-                    return wrong(f"{what}: you gave {value:.6g}, {cause} (expected {norms[layer - 1]:.6g}).", hint)
-            return wrong(f"{what}: you gave {value:.6g}, expected {norms[layer - 1]:.6g}.", how)
-    return correct("right under all three wirings at every layer of L = 1, 2 and 3.")
+                other = _grad_norm(stack(x, depth=depth).norm(), list(stack.layers[layer - 1].parameters()))
+            if math.isclose(value, other, rel_tol=1e-6):
+                whole = " (stack(x) runs all of them)" if depth == len(stack.layers) else ""
+                return wrong(f"you gave {value:.6g}, the gradient of the norm of x_{depth} at layer {layer}: your "
+                             f"function ran {depth} layers, not L = {L}{whole}.",
+                             "x_L is stack(x, depth=L): pass L to the stack, then take the gradient of its norm.")
+    if any(p.grad is not None for p in stack.parameters()):
+        return wrong(f"you gave {value:.6g}, {value / norms[layer - 1]:.3g} times the expected {norms[layer - 1]:.6g}: "
+                     ".backward() adds into p.grad on every call, so this call counted the earlier calls' gradients "
+                     "again.", "use torch.autograd.grad(x_L.norm(), params), which returns the gradient instead.")
+    params = list(stack.layers[layer - 1].parameters())
+    with torch.enable_grad():
+        grads = torch.autograd.grad(stack(x, depth=L).norm(), params)
+        by_sum = _grad_norm(stack(x, depth=L).sum(), params)
+    qkv_only = next((g.norm().item() for p, g in zip(params, grads) if p is stack.layers[layer - 1].qkv.weight), None)
+    variants = {
+        "the gradient of x_L.sum() instead of x_L.norm()": (
+            by_sum, "differentiate the norm: torch.autograd.grad(x_L.norm(), params)."),
+        "the per-tensor norms added up instead of one norm over every entry": (
+            sum(g.norm().item() for g in grads), "square every entry of every gradient, add them all, then take one "
+                                                 "square root."),
+        "the gradient of qkv.weight alone, not of all the layer's parameters": (
+            qkv_only, "take every parameter of the layer: list(stack.layers[layer - 1].parameters())."),
+    }
+    for cause, (number, hint) in variants.items():
+        if number is not None and math.isclose(value, number, rel_tol=1e-6):
+            return wrong(f"you gave {value:.6g}, {cause} (expected {norms[layer - 1]:.6g}).", hint)
+    return wrong(f"you gave {value:.6g}, expected {norms[layer - 1]:.6g}.", how)
 
 
 @checker
@@ -198,9 +179,8 @@ def check_residual_line(answer: Any, options: Mapping[str, str], namespace: Mapp
     letter = as_letter(answer, options)
     if isinstance(letter, Verdict):
         return letter
-    results = run_options(options, namespace)
     target = [int(s) for s in shape]
-    got = results[letter]
+    got = run_option(options[letter], namespace)
     if isinstance(got, Tensor) and list(got.shape) == target:
         return correct(f"({letter}) adds two tensors of the same shape {target}.")
     if isinstance(got, Exception):

@@ -95,27 +95,21 @@ def _judge_sinks(scores: Tensor, sinks: Tensor) -> Callable[[Any], Verdict]:
     return judge
 
 
-def _sink_cases() -> list[tuple[Tensor, Tensor, str]]:
+@checker
+def check_sink_softmax(answer: Any) -> Verdict:
+    """Exercise 12: ``sink_softmax(scores (B, H, N_q, N_k), sinks (H,))``, each row's softmax with one more
+    logit ``sinks[h]``, whose weight is dropped; also on masked rows."""
     g = torch.Generator().manual_seed(121)
     cases = []
     for shape, H in (((2, 3, 4, 6), 3), ((1, 5, 3, 3), 5), ((3, 2, 5, 7), 2)):
         scores = torch.randn(*shape, generator=g, dtype=torch.float64) * 2.0  # (B, H, N_q, N_k)
         sinks = torch.randn(H, generator=g, dtype=torch.float64) * 1.5  # (H,)
-        cases.append((scores, sinks, f"for scores (B, H, N_q, N_k) = {tuple(shape)} and sinks ({H},)"))
-    scores, sinks, _ = cases[-1]
+        cases.append(((scores, sinks), f"for scores (B, H, N_q, N_k) = {tuple(shape)} and sinks ({H},)",
+                      _judge_sinks(scores, sinks)))
     scores = scores.clone()
     scores[0, 1, 2] = float("-inf")  # one row with every key masked
     scores[1, 0, 3, 4:] = float("-inf")  # and one with some keys masked
-    cases.append((scores, sinks, "for scores with masked keys (-inf), one row masked whole"))
-    return cases
-
-
-@checker
-def check_sink_softmax(answer: Any) -> Verdict:
-    """Exercise 12: ``sink_softmax(scores (B, H, N_q, N_k), sinks (H,))``, each row's softmax with one more
-    logit ``sinks[h]``, whose weight is dropped; also on masked rows."""
-    cases = [((scores, sinks), description, _judge_sinks(scores, sinks))
-             for scores, sinks, description in _sink_cases()]
+    cases.append(((scores, sinks), "for scores with masked keys (-inf), one row masked whole", _judge_sinks(scores, sinks)))
     return judge_function(answer, cases, watched=_TODAY_LIBRARY, example="sink_softmax(scores, sinks)",
                           lines="give every row of head h one more logit, sinks[h], take the softmax over the keys "
                                 "and that logit, then drop the sink's weight.",
@@ -178,10 +172,7 @@ def check_alibi(answer: Any) -> Verdict:
                                   "each head its own slope.")
 
 
-SOFTCAP_CHOICES = ("units", "tens", "both", "neither")
-
-
-@prediction_checker(choices=SOFTCAP_CHOICES)
+@prediction_checker(choices=("units", "tens", "both", "neither"))
 def check_softcap_prediction(choice: str, change_units: float, change_tens: float, cap: float) -> Verdict:
     """Prediction 12: does a soft cap change the weights (by more than 0.05) of scores of ``"units"``,
     ``"tens"``, ``"both"`` or ``"neither"``?"""

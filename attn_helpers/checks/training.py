@@ -11,17 +11,14 @@ from torch import Tensor
 
 from ..core import merge_heads
 from ..lab import LookupTask, NoWrapPreviousTokenTask, PreviousTokenTask, TinyAttentionModel, local_random, pattern_match
-from ._core import Verdict, checker, compare_tensors, correct, error_text, not_a_function, wrong
+from ._core import Verdict, checker, compare_tensors, correct, wrong
 from ._function import judge_function
-from ._guard import Watch, library, run_watching
+from ._guard import Watch, library
 from ._predict import prediction_checker
 
 __all__ = ["check_knockout_prediction", "check_previous_token_pattern", "check_pattern_match", "check_knockout"]
 
-KNOCKOUT_CHOICES = ("same", "lower", "chance")
-
-
-@prediction_checker(choices=KNOCKOUT_CHOICES)
+@prediction_checker(choices=("same", "lower", "chance"))
 def check_knockout_prediction(choice: str, accuracy: float, full_accuracy: float, chance: float) -> Verdict:
     """Prediction 8: one head knocked out, is the accuracy the ``"same"`` (within 0.05), at ``"chance"`` (at most
     twice it) or ``"lower"``?"""
@@ -46,7 +43,6 @@ def check_knockout_prediction(choice: str, accuracy: float, full_accuracy: float
 #: What already builds the pattern: the tasks' ``ideal_attention`` (one code object, so named by what it is).
 PATTERN_BUILDERS = Watch({cls.ideal_attention: "the task's own ideal_attention"
                           for cls in (PreviousTokenTask, NoWrapPreviousTokenTask, LookupTask)})
-_PATTERN_MATCH = Watch({pattern_match: "training.pattern_match"})
 _SMALL_EXAMPLE = "run your function on a small example and print the shape of each intermediate."
 
 
@@ -81,35 +77,29 @@ def check_previous_token_pattern(answer: Any, task: PreviousTokenTask) -> Verdic
         answer, [((N,), f"previous_token_pattern({N})", _judge_pattern(N)) for N in dict.fromkeys((task.seq_len, 3, 9))],
         watched=PATTERN_BUILDERS, example="previous_token_pattern(n)", raised=_SMALL_EXAMPLE,
         refusal="which already builds the pattern: the exercise asks you to build it",
-        calls="your function hands the work to {}, {}.", is_="your function hands the work to {}, {}.",
+        calls="your function hands the work to {}, {}.",
         lines="start from torch.eye(n) (a 1 in column i of row i) and move each row's 1 one column to the left.",
         success=f"for N = {task.seq_len}, 3 and 9: every row has one 1, one step left of the diagonal, and row 0 "
                 "wraps around to the last key.")
-
-
-def _lookup_case() -> tuple[Tensor, Tensor]:
-    """3 random heads' weights ``(H, N, N)`` and the ideal ``(N, N)`` of a lookup sequence (its pairs: no target)."""
-    task = LookupTask()
-    generator = torch.Generator().manual_seed(8)
-    tokens, _ = task.sample(1, generator)  # (1, N)
-    N = task.seq_len
-    weights = torch.softmax(2 * torch.randn(3, N, N, generator=generator, dtype=torch.float64), dim=-1)  # (H, N, N)
-    return weights, task.ideal_attention(tokens)[0].to(torch.float64)  # (N, N)
 
 
 @checker
 def check_pattern_match(answer: Any, weights: Tensor, ideal: Tensor) -> Verdict:
     """Exercise 8: ``match(weights (H, N, N), ideal (N, N)) -> (H,)``, the weight on the ideal key averaged over the
     rows with a target; run on the given heads and on a lookup sequence whose pair rows have none."""
+    task, g = LookupTask(), torch.Generator().manual_seed(8)
+    tokens, _ = task.sample(1, g)  # (1, N): a lookup sequence, whose pair rows have no target
     cases = (("the step-10 heads of the previous-token run", weights, ideal),
-             ("3 random heads on a lookup sequence (its 4 pair rows have no target)", *_lookup_case()))
+             ("3 random heads on a lookup sequence (its 4 pair rows have no target)",
+              torch.softmax(2 * torch.randn(3, task.seq_len, task.seq_len, generator=g, dtype=torch.float64), dim=-1),
+              task.ideal_attention(tokens)[0].to(torch.float64)))  # (H, N, N) and (N, N)
     values = ", ".join(f"{v:.2f}" for v in pattern_match(weights[None], ideal[None]).tolist())
     return judge_function(
         answer, [((w, target), f"match(weights, ideal) on {described}", _judge_match(w, target, described))
                  for described, w, target in cases],
-        watched=_PATTERN_MATCH, example="match(weights, ideal)", raised=_SMALL_EXAMPLE,
+        watched=Watch({pattern_match: "training.pattern_match"}), example="match(weights, ideal)", raised=_SMALL_EXAMPLE,
         refusal="which already computes it: the exercise asks you to write it",
-        calls="your function hands the work to {}, {}.", is_="your function hands the work to {}, {}.",
+        calls="your function hands the work to {}, {}.",
         lines="multiply weights by ideal, sum over the keys, then average over the rows that have a target.",
         success=f"one number per head ({values} at step 10), and rows without a target left out on the lookup.")
 
@@ -208,12 +198,6 @@ _KNOCKOUT_MISTAKES = {
 }
 
 
-def _other_model(task: LookupTask) -> TinyAttentionModel:
-    with local_random(8):  # seeded without touching the notebook's random state
-        model = TinyAttentionModel(task.vocab_size, task.n_classes, task.seq_len, dim=16, num_heads=4, num_layers=3)
-    return model.to(torch.float64).eval()
-
-
 #: What already knocks a head out: the helper, the checker's own version, any TinyAttentionModel given keep_heads.
 KNOCKOUT_SHORTCUTS = library(("head_knockout",)) | Watch({_knockout_logits: "the checker's own knockout",
                                                           TinyAttentionModel: "the model's own keep_heads"})
@@ -225,47 +209,36 @@ _KNOCKOUT_ONLY_IF = {TinyAttentionModel: lambda args: args.get("keep_heads") is 
 def check_knockout(answer: Any, model: TinyAttentionModel, tokens: Tensor) -> Verdict:
     """Exercise 8: ``without_head(model, tokens, layer, head) -> (B, N, C)``, the logits with one head zeroed before
     its layer's projection, for every head of ``model`` and of a 3-layer model; ``keep_heads`` is refused."""
-    refused = not_a_function(answer, "without_head(model, tokens, layer, head)")
-    if refused:
-        return refused
     if not isinstance(model, TinyAttentionModel) or model.wiring != "identity" or model.position_scheme != "learned":
         raise TypeError("model must be a TinyAttentionModel with wiring='identity' and learned positions")
-    refusal_hint = ("start from h = model.embed(tokens) + model.position.weight and loop over model.layers, "
-                    "zeroing the head in inter['heads'] before the projection.")
     task = LookupTask(num_pairs=tokens.shape[1] // 2)
-    models = [("the model you were given", model), ("a 3-layer model with 4 heads", _other_model(task))]
-    for described, net in models:
+    cases = []
+    with local_random(8):  # seeded without touching the notebook's random state
+        other = TinyAttentionModel(task.vocab_size, task.n_classes, task.seq_len, dim=16, num_heads=4, num_layers=3)
+    for described, net in (("the model you were given", model), ("a 3-layer model with 4 heads", other)):
         net = net.to(torch.float64).eval()
-        itself = KNOCKOUT_SHORTCUTS.itself(answer)
-        if itself:
-            return wrong(f"your answer is {itself}, which already knocks heads out: the exercise asks you to "
-                         "write it step by step.", refusal_hint)
         handed = deepcopy(net)  # the learner's function runs on a copy
         L, H = len(net.layers), net.layers[0].num_heads
         for layer in range(L):
             for head in range(H):
-                keep = torch.ones(L, H)
-                keep[layer, head] = 0.0
-                with torch.no_grad():
-                    expected = net(tokens, keep_heads=keep)  # (B, N, C)
-                    try:
-                        got, called = run_watching(answer, (handed, tokens.clone(), layer, head), KNOCKOUT_SHORTCUTS,
-                                                   only_if=_KNOCKOUT_ONLY_IF)
-                    except Exception as problem:
-                        return wrong(f"without_head(model, tokens, layer={layer}, head={head}) on {described} "
-                                     f"raised {error_text(problem)}.",
-                                     "loop over model.layers; in each, take the intermediates, zero one head where "
-                                     "the index matches, project, add to h; end with model.readout(h).")
-                    if called:
-                        return wrong(f"your function hands the knockout to {called[0]}, which already does it: the "
-                                     "exercise asks you to write it step by step.", refusal_hint)
-                    mistakes = {cause: (_knockout_logits(net, tokens, layer, head, mistake=key), hint)
-                                for key, (cause, hint) in _KNOCKOUT_MISTAKES.items()}
-                    mistakes["nothing was knocked out"] = (net(tokens), "set heads[:, head] = 0.0 in the chosen layer "
-                                                                        "before the projection.")
-                verdict = compare_tensors(got, expected, name=f"your logits (layer {layer}, head {head}, {described})",
-                                          likely_mistakes=mistakes, atol=1e-6, rtol=1e-6)
-                if not verdict.ok:
-                    return verdict
-    return correct("the same logits as the model with that head's output zeroed, for every layer and head of "
-                   "the model you were given and of a 3-layer model with 4 heads.")
+                def judge(got: Any, net: TinyAttentionModel = net, layer: int = layer, head: int = head) -> Verdict:
+                    keep = torch.ones(len(net.layers), net.layers[0].num_heads)
+                    keep[layer, head] = 0.0
+                    with torch.no_grad():
+                        mistakes = {cause: (_knockout_logits(net, tokens, layer, head, mistake=key), hint)
+                                    for key, (cause, hint) in _KNOCKOUT_MISTAKES.items()}
+                        mistakes["nothing was knocked out"] = (net(tokens), "set heads[:, head] = 0.0 in the chosen "
+                                                                            "layer before the projection.")
+                        return compare_tensors(got, net(tokens, keep_heads=keep), name="your logits",
+                                               likely_mistakes=mistakes, atol=1e-6, rtol=1e-6)
+                cases.append(((handed, tokens, layer, head), f"layer={layer}, head={head} on {described}", judge))
+    return judge_function(
+        answer, cases, watched=KNOCKOUT_SHORTCUTS, only_if=_KNOCKOUT_ONLY_IF, example="without_head(model, tokens, "
+        "layer, head)", refusal="which already knocks heads out: the exercise asks you to write it step by step",
+        is_="your answer is {}, {}.", calls="your function hands the knockout to {}, {}.",
+        lines="start from h = model.embed(tokens) + model.position.weight and loop over model.layers, zeroing the "
+              "head in inter['heads'] before the projection.",
+        raised="loop over model.layers; in each, take the intermediates, zero one head where the index matches, "
+               "project, add to h; end with model.readout(h).",
+        success="the same logits as the model with that head's output zeroed, for every layer and head of the model "
+                "you were given and of a 3-layer model with 4 heads.")

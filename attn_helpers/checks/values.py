@@ -18,11 +18,13 @@ from ._predict import prediction_checker
 __all__ = ["check_attention_function", "check_midpoint_weights", "check_output_shape_prediction"]
 
 
-def _judge_output_shape(answer: Any, q: Tensor, k: Tensor, v: Tensor) -> Verdict:
+@prediction_checker
+def check_output_shape_prediction(prediction: Any, q: Tensor, k: Tensor, v: Tensor) -> Verdict:
+    """Prediction 4: the shape of ``attention(q, k, v)``."""
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(f"the exercise's inputs do not fit together: q {list(q.shape)}, k {list(k.shape)}, "
                          f"v {list(v.shape)}")
-    shape = as_shape(answer, "your answer",
+    shape = as_shape(prediction, "your answer",
                      hint="the answer is the shape itself, not a tensor: a tuple such as (B, N_q, d_v) with numbers.")
     if isinstance(shape, Verdict):
         return shape
@@ -44,12 +46,6 @@ def _judge_output_shape(answer: Any, q: Tensor, k: Tensor, v: Tensor) -> Verdict
         return wrong(f"{shape}: {cause}.", hint)
     return wrong(f"{shape} is not the output's shape.",
                  "follow the shapes: (B, N_q, d_k) @ (B, d_k, N_k) -> (B, N_q, N_k), then @ (B, N_k, d_v).")
-
-
-@prediction_checker
-def check_output_shape_prediction(prediction: Any, q: Tensor, k: Tensor, v: Tensor) -> Verdict:
-    """Prediction 4: the shape of ``attention(q, k, v)``."""
-    return _judge_output_shape(prediction, q, k, v)
 
 
 @checker
@@ -105,14 +101,6 @@ def _midpoint_mistake(weights: Tensor, i: int, j: int) -> tuple[str, str]:
                 f"keys are counted from 0: the two named values are rows {i} and {j} of v.")
     return (f"{named} weight, but {values} {'is' if one else 'are'} not among the two named.",
             "weight only the keys whose values the midpoint lies between.")
-
-
-_STEPS = ("scores = q @ k.mT / sqrt(d_k), the mask, a softmax over the keys, then weights @ v "
-          "(section 4.2, for every query at once).")
-
-
-#: The library's attention, and attend, which would do the exercise's mask and softmax for it.
-_ATTENTION_FUNCTION_WATCH = LIBRARY_ATTENTION | library(("attend",))
 
 
 def _attention_raised(problem: BaseException) -> str:
@@ -182,7 +170,10 @@ def check_attention_function(answer: Any) -> Verdict:
              ("with a heads axis, q, k, v of shape (2, 3, 5, 16)", (r(2, 3, 5, 16), r(2, 3, 5, 16), r(2, 3, 5, 16))),
              ("with a causal keep mask (True = may attend)", (r(2, 5, 8), r(2, 5, 8), r(2, 5, 8), causal_mask(5)))]
     return judge_function(answer, [(args, what, _judge_attention(*args)) for what, args in cases],
-                          watched=_ATTENTION_FUNCTION_WATCH, example="my_attention(q, k, v, mask=None)", lines=_STEPS,
+                          watched=LIBRARY_ATTENTION | library(("attend",)),  # attend: the mask and the softmax
+                          example="my_attention(q, k, v, mask=None)",
+                          lines="scores = q @ k.mT / sqrt(d_k), the mask, a softmax over the keys, then weights @ v "
+                                "(section 4.2, for every query at once).",
                           refusal="the library's own attention", raised=_attention_raised,
                           is_="your function is {}, {}: the exercise asks you to write the steps yourself.",
                           calls="your function calls {}, {}: the exercise asks you to write the steps yourself.",

@@ -13,7 +13,7 @@ from torch import nn
 from attn_helpers import checks
 from attn_helpers.core import Attention, MultiHeadAttention
 from attn_helpers.lab import attention_parameters
-from attn_helpers.checks.layer import _REVIEW, SUSPECT_LAYER, SuspectLine, _judge_suspect_lines, numbered_listing
+from attn_helpers.checks.layer import _REVIEW, SUSPECT_LAYER, numbered_listing
 
 # ----------------------------------------------------------------------- check_mha_parameter_count
 
@@ -63,7 +63,7 @@ BUGGY = {2, 5, 13}
 
 
 def test_the_suspect_listing_is_numbered_from_one_and_does_not_carry_the_answer():
-    assert all(set(vars(line)) == {"code"} for line in SUSPECT_LAYER)
+    assert all(isinstance(line, str) for line in SUSPECT_LAYER)  # code only: the review is apart
     lines = numbered_listing().splitlines()
     assert len(lines) == len(SUSPECT_LAYER) and lines[0].startswith(" 1  class SuspectAttention")
 
@@ -104,15 +104,8 @@ def test_suspect_lines_rejects_unusable_answers(answer, words):
     assert not verdict.ok and words in verdict.message
 
 
-def test_suspect_lines_reads_the_bugs_from_the_listing_it_is_given():
-    listing = (SuspectLine("x = 1"), SuspectLine("y = x / 0"))
-    review = {2: (True, "division by zero", "look at the divisor")}
-    assert _judge_suspect_lines({2}, listing, review).ok
-    assert "look at the divisor" in _judge_suspect_lines(set(), listing, review).hint
-
-
 def _suspect_class(replacements: dict[int, str] | None = None):
-    lines = [line.code for line in SUSPECT_LAYER]
+    lines = list(SUSPECT_LAYER)
     for number, code in (replacements or {}).items():
         lines[number - 1] = code
     namespace = {"nn": nn, "torch": torch}
