@@ -110,9 +110,11 @@ _KV_WIDTH = "num_kv_heads x head_dim, with head_dim = chan // num_heads"
 #: The typical wrong byte counts: cause -> (its value from the sizes and the right count, or None when it is the
 #: right one, hint); :func:`_cache_verdict` names a cause only when its value matches on every case.
 _CACHE_MISTAKES: dict[str, tuple[Callable[[dict[str, int], int], int | None], str]] = {
-    "you counted the query heads instead of the key/value heads (or made the cached keys chan wide)": (
+    # chan // num_kv_heads as head_dim and counting the query heads give the same bytes: both keys chan wide
+    "you took head_dim = chan // num_kv_heads (or counted the query heads): the cached keys came out chan wide": (
         lambda s, e: e // s["num_kv_heads"] * s["num_heads"] if s["num_heads"] != s["num_kv_heads"] else None,
-        f"only the key/value heads are cached: each layer's keys are {_KV_WIDTH} features wide, not chan."),
+        f"head_dim is the width of one query head, chan // num_heads, and only the key/value heads are cached: "
+        f"each layer's keys are {_KV_WIDTH} features wide, not chan."),
     "you took each key/value head to be chan wide": (
         lambda s, e: e * s["num_heads"], f"chan is the width of ALL the query heads; one head is head_dim = chan // "
                                          f"num_heads features, so each layer's keys are {_KV_WIDTH} wide."),

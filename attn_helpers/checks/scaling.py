@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from ..core import attention_scores
@@ -139,7 +140,9 @@ ENTROPY_WATCH = LIBRARY_ATTENTION | Watch({
     torch.distributions.OneHotCategorical.entropy: "torch.distributions' OneHotCategorical.entropy",
     torch.special.entr: "torch.special.entr", torch.xlogy: "torch.xlogy", torch.special.xlogy: "torch.special.xlogy",
     torch.Tensor.xlogy: "PyTorch's Tensor.xlogy", torch.Tensor.xlogy_: "PyTorch's Tensor.xlogy_",
-})
+    # a divergence from zero: kl_div(0, w) is w * log(w), with 0 * log(0) counted as 0
+    F.kl_div: "torch.nn.functional.kl_div", torch.kl_div: "torch.kl_div",
+}, packages={"scipy": "scipy's"})  # scipy.stats.entropy (on Colab scipy is installed)
 
 
 @checker

@@ -95,7 +95,7 @@ def check_pattern_match(answer: Any, weights: Tensor, ideal: Tensor) -> Verdict:
               task.ideal_attention(tokens)[0].to(torch.float64)))  # (H, N, N) and (N, N)
     values = ", ".join(f"{v:.2f}" for v in pattern_match(weights[None], ideal[None]).tolist())
     return judge_function(
-        answer, [((w, target), f"match(weights, ideal) on {described}", _judge_match(w, target, described))
+        answer, [((w, target), f"match(weights, ideal) on {described}", _judge_match(w, target))
                  for described, w, target in cases],
         watched=Watch({pattern_match: "training.pattern_match"}), example="match(weights, ideal)", raised=_SMALL_EXAMPLE,
         refusal="which already computes it: the exercise asks you to write it",
@@ -104,7 +104,7 @@ def check_pattern_match(answer: Any, weights: Tensor, ideal: Tensor) -> Verdict:
         success=f"one number per head ({values} at step 10), and rows without a target left out on the lookup.")
 
 
-def _judge_match(w: Tensor, target: Tensor, described: str) -> Any:
+def _judge_match(w: Tensor, target: Tensor) -> Any:
     expected = pattern_match(w[None], target[None])  # (H,)
     on_target = w * target  # (H, N, N)
     N = target.shape[-1]
@@ -139,7 +139,7 @@ def _judge_match(w: Tensor, target: Tensor, described: str) -> Any:
             f"a row of ideal that is all zeros has no target (the set R of 8.2.1 leaves it out): average over "
             f"the rows with a target only, ideal.sum(dim=-1) > 0, not over all {N} (a sum over the queries, dim=-2, "
             f"averaged over all {N} gives these numbers too: sum over the keys, dim=-1).")
-    return lambda got: compare_tensors(got, expected, name=f"your match on {described}", likely_mistakes=mistakes,
+    return lambda got: compare_tensors(got, expected, name="your match", likely_mistakes=mistakes,
                                        atol=1e-6)
 
 

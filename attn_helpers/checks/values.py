@@ -105,7 +105,8 @@ def _midpoint_mistake(weights: Tensor, i: int, j: int) -> tuple[str, str]:
 
 def _attention_raised(problem: BaseException) -> str:
     if any(words in str(problem) for words in ("size of tensor", "mat1 and mat2", "must match")):
-        return "k.T reverses every axis of a 3-D tensor; swap only the last two with k.mT or k.transpose(-2, -1)."
+        return ("the shapes did not fit: swap only the last two axes of k, with k.mT or k.transpose(-2, -1) (k.T "
+                "reverses every axis, and k.transpose(1, 2) counts from the front, where a heads axis sits).")
     return "run your function on these shapes yourself and follow the shapes step by step."
 
 

@@ -38,6 +38,9 @@ _KV = kv_cache_bytes  # the library's formula under another name: the checker mu
     (_cache_lambda("2 * num_layers * num_heads * seq_len * (chan // num_heads) * dtype_bytes"), False,
      "not chan"),  # the query heads counted
     (_cache_lambda("2 * num_layers * num_kv_heads * seq_len * chan * dtype_bytes"), False, "chan // num_heads"),
+    # reader j1: head_dim from the key/value heads gives the same bytes as counting the query heads; named first
+    (_cache_lambda("2 * num_layers * num_kv_heads * seq_len * (chan // num_kv_heads) * dtype_bytes"), False,
+     "head_dim = chan // num_kv_heads"),
     (_cache_lambda("num_layers * num_kv_heads * seq_len * (chan // num_heads) * dtype_bytes"), False,
      "keys AND values"),
     (_cache_lambda("num_layers * num_kv_heads * seq_len * (chan // num_heads) * dtype_bytes * 8"), False,

@@ -116,6 +116,8 @@ def test_row_entropy_names_each_mistake(fn, words):
     (lambda w: -torch.xlogy(w, w).sum(dim=-1), "xlogy"),
     (lambda w: -torch.special.xlogy(w, w).sum(dim=-1), "xlogy"),
     (lambda w: -w.xlogy(w).sum(dim=-1), "Tensor.xlogy"),
+    # reader i2: a divergence from zero is w * log(w) with 0 * log(0) counted as 0
+    (lambda w: -torch.nn.functional.kl_div(torch.zeros_like(w), w, reduction="none").sum(dim=-1), "kl_div"),
 ])
 def test_row_entropy_refuses_ready_made_entropies(fn, words):
     verdict = checks.check_row_entropy.judge(fn)

@@ -81,6 +81,10 @@ def test_attention_function_names_a_scale_by_sqrt_d_v():
 def test_attention_function_explains_exceptions_tuples_and_non_functions():
     verdict = checks.check_attention_function.judge(lambda q, k, v, mask=None: torch.softmax(q @ k.T, -1) @ v)
     assert not verdict.ok and "k.mT" in verdict.hint
+    # reader i2: d2l's keys.transpose(1, 2) is right on 3-D inputs and fails only once a heads axis is in front
+    verdict = checks.check_attention_function.judge(
+        lambda q, k, v, mask=None: torch.softmax(q @ k.transpose(1, 2) / q.shape[-1] ** 0.5, -1) @ v)
+    assert not verdict.ok and "heads axis" in verdict.message and "transpose(1, 2)" in verdict.hint, verdict
     verdict = checks.check_attention_function.judge(lambda q, k, v, mask=None: (_attention(q, k, v, mask), None))
     assert not verdict.ok and "tuple" in verdict.message
     verdict = checks.check_attention_function.judge(42)
