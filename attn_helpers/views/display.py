@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 import matplotlib
+import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure, SubFigure
 
@@ -137,8 +138,6 @@ def matrix_sentence(array: Any, x_labels: Any = None, y_labels: Any = None, *, t
     (NaN or -inf), and where each row is largest (for a matrix of two values, a mask: how many cells of each row
     hold the larger): row by row for up to 8 rows, else as a pattern (how many rows
     are largest on the diagonal, one to the left, in the first column) for a square matrix, else the largest cell."""
-    import numpy as np
-
     a = np.asarray(array, dtype=np.float64)
     n_rows, n_cols = a.shape
     row_name, col_name = ylabel or "row", xlabel or "column"
@@ -177,8 +176,6 @@ def matrix_sentence(array: Any, x_labels: Any = None, y_labels: Any = None, *, t
 
 def lines_sentence(ax: Axes, what: str = "Line plot") -> str:
     """One sentence on the lines of ``ax``: each labelled line's first and last value, its lowest and highest."""
-    import numpy as np
-
     title = ax.get_title()
     parts = []
     for line in ax.get_lines():
