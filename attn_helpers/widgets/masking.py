@@ -87,9 +87,7 @@ class MaskExplorer(Explorer):
     """Temperature slider, mask-type and convention dropdowns over one sentence's attention weights.
 
     ``scores``: ``(N, N)`` scaled scores (default: a seeded example); ``tokens``: ``N`` labels;
-    ``length``: how many tokens are real (the rest are padding). The heatmap is updated in place;
-    the status line shows every row's sum. Temperature 0 is refused in words. Only the heatmap,
-    the title and the row sums are redrawn on a move (see :class:`Explorer`).
+    ``length``: how many tokens are real (the rest are padding). Temperature 0 is refused in words.
     """
 
     def __init__(self, scores: Tensor | None = None, tokens: Sequence[str] | None = None,
