@@ -165,23 +165,17 @@ def block_heatmap(
         starts = _block_starts(blocks, total, "col_blocks" if along_cols else "row_blocks", array.shape)
         if colours is not None and len(colours) < len(blocks):
             raise ValueError(f"block_colours has {len(colours)} colours for {len(blocks)} blocks")
+        # columns: lines across, strips above the matrix; rows: lines down, strips right of it (x and y swapped)
+        line, transform = (ax.axvline, ax.get_xaxis_transform()) if along_cols else (ax.axhline, ax.get_yaxis_transform())
+        place = (lambda along, across: (along, across)) if along_cols else (lambda along, across: (across, along))
         for i, ((label, size), start) in enumerate(zip(blocks, starts)):
             colour = colours[i] if colours is not None else HEAD_COLOURS[i % len(HEAD_COLOURS)]
-            if along_cols:
-                if start:
-                    ax.axvline(start - 0.5, color="black", linewidth=1.5)
-                strip = plt.Rectangle((start - 0.5, 1.01), size, 0.07, transform=ax.get_xaxis_transform(),
-                                      facecolor=colour, edgecolor="white", clip_on=False)
-                ax.text(start - 0.5 + size / 2, 1.045, label, transform=ax.get_xaxis_transform(), ha="center",
-                        va="center", fontsize=8, color="black" if colour != "#000000" else "white")
-            else:
-                if start:
-                    ax.axhline(start - 0.5, color="black", linewidth=1.5)
-                strip = plt.Rectangle((1.01, start - 0.5), 0.07, size, transform=ax.get_yaxis_transform(),
-                                      facecolor=colour, edgecolor="white", clip_on=False)
-                ax.text(1.045, start - 0.5 + size / 2, label, transform=ax.get_yaxis_transform(), ha="center",
-                        va="center", fontsize=8, rotation=90, color="black" if colour != "#000000" else "white")
-            ax.add_patch(strip)
+            if start:
+                line(start - 0.5, color="black", linewidth=1.5)
+            ax.add_patch(plt.Rectangle(place(start - 0.5, 1.01), *place(size, 0.07), transform=transform,
+                                       facecolor=colour, edgecolor="white", clip_on=False))
+            ax.text(*place(start - 0.5 + size / 2, 1.045), label, transform=transform, ha="center", va="center",
+                    fontsize=8, rotation=0 if along_cols else 90, color="black" if colour != "#000000" else "white")
     if title:
         strip_points = 0.085 * ax.get_position().height * ax.figure.get_figheight() * 72  # strip + gap, in points
         ax.set_title(title, pad=6 + strip_points if col_blocks else 6)
