@@ -166,7 +166,8 @@ def block_heatmap(
         if colours is not None and len(colours) < len(blocks):
             raise ValueError(f"block_colours has {len(colours)} colours for {len(blocks)} blocks")
         # columns: lines across, strips above the matrix; rows: lines down, strips right of it (x and y swapped)
-        line, transform = (ax.axvline, ax.get_xaxis_transform()) if along_cols else (ax.axhline, ax.get_yaxis_transform())
+        line = ax.axvline if along_cols else ax.axhline
+        transform = ax.get_xaxis_transform() if along_cols else ax.get_yaxis_transform()
         place = (lambda along, across: (along, across)) if along_cols else (lambda along, across: (across, along))
         for i, ((label, size), start) in enumerate(zip(blocks, starts)):
             colour = colours[i] if colours is not None else HEAD_COLOURS[i % len(HEAD_COLOURS)]

@@ -126,7 +126,8 @@ def _label_axes(ax: Axes, x_labels, y_labels, n_cols: int, n_rows: int, xlabel: 
 
 def _name_axes(ax: Axes, x_texts: Sequence[str], y_texts: Sequence[str], fontsize: float, vertical: bool,
                xlabel: str, ylabel: str) -> None:
-    """No ticks; the axis labels just beyond where the token labels ``x_texts`` / ``y_texts`` stand (:func:`_relabel`)."""
+    """No ticks; the axis labels just beyond where the token labels ``x_texts`` / ``y_texts`` stand
+    (:func:`_relabel`)."""
     ax.set_xticks([])
     ax.set_yticks([])
     x_height = (_text_width(x_texts, fontsize) if vertical else 1.2 * fontsize) if x_texts else 0.0

@@ -162,8 +162,9 @@ class KVCacheCalculator(Explorer):
                       == (num_heads, kv_groups, num_layers, head_dim, window, local_layers)), None)
         common = dict(num_layers=num_layers, head_dim=head_dim, seq_len=seq_len, batch=self.batch,
                       dtype_bytes=dtype_bytes)
+        # lesson 12: with a window, the local layers keep only the last `window` tokens
         sizes = {kind: (windowed_kv_cache_bytes(local_layers=local_layers, window=window, num_kv_heads=g, **common)
-                        if window else kv_cache_bytes(num_kv_heads=g, **common))  # lesson 12: local layers keep `window`
+                        if window else kv_cache_bytes(num_kv_heads=g, **common))
                  for kind, g in zip(KINDS, (num_heads, kv_groups, 1))}
         published = model_cache_bytes(model, seq_len=seq_len, batch=self.batch, dtype_bytes=dtype_bytes) \
             if model in MODEL_CACHE_SIZES else None
