@@ -53,10 +53,11 @@ def test_the_package_face_exports_names_of_the_rooms_only():
 
 
 @pytest.mark.parametrize("face", ["attn_helpers/__init__.py", "attn_helpers/core/__init__.py",
-                                  "attn_helpers/lab/__init__.py"])
+                                  "attn_helpers/lab/__init__.py", "attn_helpers/widgets/__init__.py"])
 def test_a_face_writes_each_public_name_once(face):
-    """``core`` and ``lab`` star-import their modules (a name lives in its module's ``__all__`` only); the package face
-    imports each name once and reads ``__all__`` off its namespace: no list of names to keep in step."""
+    """``core``, ``lab`` and ``widgets`` star-import their modules (a name lives in its module's ``__all__`` only);
+    the package face imports each name once and reads ``__all__`` off its namespace: no list of names to keep in
+    step."""
     tree = ast.parse((Path(attn_helpers.__file__).parents[1] / face).read_text(encoding="utf-8"))
     assigned = [node for node in ast.walk(tree) if isinstance(node, ast.Assign)
                 and any(getattr(t, "id", None) == "__all__" for t in node.targets)]

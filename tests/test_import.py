@@ -74,7 +74,7 @@ def _modules_of(package) -> list:
 
 
 def test_widgets_and_checks_export_every_name_of_every_topic_module():
-    """The packages list their exports by hand (so readers and type checkers see them): none forgotten."""
+    """Every name of every topic module's ``__all__`` is exported by its package: none forgotten."""
     from attn_helpers import checks, widgets
 
     for package in (widgets, checks):

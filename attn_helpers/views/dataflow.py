@@ -77,6 +77,16 @@ def traced_flow(module: Any, *inputs: Any) -> dict[str, tuple[str, ...]]:
     return flow
 
 
+def _check_steps(steps: Sequence[tuple[str, Sequence[int], str]]) -> None:
+    """Each ``(name, shape, axes)`` step names as many axes as its shape has dimensions (and there is one at least)."""
+    if not steps:
+        raise ValueError("steps must contain at least one (name, shape, axes) triple, got none")
+    for name, shape, axes in steps:
+        if len(axes.split()) != len(shape):
+            raise ValueError(f"step {name!r}: shape {list(shape)} has {len(shape)} dimensions but axes "
+                             f"{axes!r} names {len(axes.split())}")
+
+
 def _check_flow(names: Sequence[str], flow: Flow) -> None:
     missing, extra = [n for n in names if n not in flow], [n for n in flow if n not in names]
     if missing or extra:
@@ -133,12 +143,7 @@ def dataflow_diagram(steps: Sequence[tuple[str, Sequence[int], str]], flow: Flow
     """
     import matplotlib.pyplot as plt
 
-    if not steps:
-        raise ValueError("steps must contain at least one (name, shape, axes) triple, got none")
-    for name, shape, axes in steps:
-        if len(axes.split()) != len(shape):
-            raise ValueError(f"step {name!r}: shape {list(shape)} has {len(shape)} dimensions but axes "
-                             f"{axes!r} names {len(axes.split())}")
+    _check_steps(steps)
     where = flow_layout([s[0] for s in steps], flow, late=late)
     rows = max(r for _, r in where.values()) + 1
     xy = {n: (c * _COLUMN, -r) for n, (c, r) in where.items()}

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
+from .dataflow import _check_steps
 from .display import describe_axes
 
 __all__ = ["pipeline_diagram"]
@@ -24,18 +25,13 @@ def pipeline_diagram(
     "batch H tokens head_dim")`` — typically built from a module's intermediates and ``AXES``.
     Returns the axes (drawn without ticks).
     """
-    if not steps:
-        raise ValueError("steps must contain at least one (name, shape, axes) triple, got none")
+    _check_steps(steps)
     if ax is None:
         _, ax = plt.subplots(figsize=(8.5, 0.55 * len(steps) + 0.5))
     n = len(steps)
     for i, (name, shape, axes) in enumerate(steps):
         y = n - 1 - i
-        names = axes.split()
-        if len(names) != len(shape):
-            raise ValueError(f"step {name!r}: shape {list(shape)} has {len(shape)} dimensions but axes "
-                             f"{axes!r} names {len(names)}")
-        named = ", ".join(f"{a}={s}" for a, s in zip(names, shape))
+        named = ", ".join(f"{a}={s}" for a, s in zip(axes.split(), shape))
         ax.text(0.0, y, name, ha="right", va="center", fontsize=10, fontweight="bold")
         box = ax.text(0.06, y, f"{list(shape)}", ha="left", va="center", fontsize=10, family="monospace",
                       bbox=dict(boxstyle="round,pad=0.3", facecolor="#e8eef7", edgecolor="#5b7fb5"))

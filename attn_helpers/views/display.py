@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 import matplotlib
+import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure, SubFigure
 
@@ -38,15 +39,6 @@ _FIGURES: weakref.WeakKeyDictionary[Figure, str] = weakref.WeakKeyDictionary()
 _AXES: weakref.WeakKeyDictionary[Axes, Callable[[], str]] = weakref.WeakKeyDictionary()
 
 
-def _figure_of(target: Any, name: str) -> Figure:
-    figure = target.figure if isinstance(target, Axes) else target
-    while isinstance(figure, SubFigure):
-        figure = figure.figure
-    if not isinstance(figure, Figure):
-        raise TypeError(f"{name} must be a matplotlib Figure or Axes, got {type(target).__name__}")
-    return figure
-
-
 def describe_figure(fig: Figure | Axes, text: str) -> None:
     """Say what the figure ``fig`` shows (its ``alt`` text), with the numbers that matter, not its title again.
 
@@ -54,7 +46,12 @@ def describe_figure(fig: Figure | Axes, text: str) -> None:
     It comes first in the description; the panels drawn by ``views`` functions add theirs after it."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"text must be a non-empty sentence saying what the figure shows, got {text!r}")
-    _FIGURES[_figure_of(fig, "fig")] = " ".join(text.split())
+    figure = fig.figure if isinstance(fig, Axes) else fig
+    while isinstance(figure, SubFigure):
+        figure = figure.figure
+    if not isinstance(figure, Figure):
+        raise TypeError(f"fig must be a matplotlib Figure or Axes, got {type(fig).__name__}")
+    _FIGURES[figure] = " ".join(text.split())
 
 
 def describe_axes(ax: Axes, text: str | Callable[[], str]) -> None:
@@ -74,16 +71,6 @@ def figure_description(fig: Figure) -> str | None:
     return " ".join(" ".join(p.split()) for p in parts if p) or None
 
 
-def _titles(fig: Figure) -> list[str]:
-    found = [fig.get_suptitle()] if fig.get_suptitle() else []
-    return found + [ax.get_title() for ax in fig.get_axes() if ax.get_title()]
-
-
-def _png_size(png: bytes) -> tuple[int, int]:
-    """Width and height of a PNG, from its header."""
-    return struct.unpack(">II", png[16:24])
-
-
 def figure_html(fig: Figure) -> str | None:
     """``fig`` as one ``<img>``: a PNG at twice its dpi, shown at its size at 1x (``width``/``height``), with ``alt``."""
     if not fig.axes and not fig.lines:  # a figure with nothing to draw: no output (as IPython's print_figure)
@@ -93,10 +80,10 @@ def figure_html(fig: Figure) -> str | None:
     fig.canvas.print_figure(buffer, format="png", dpi=2 * fig.dpi, bbox_inches="tight",
                             facecolor=fig.get_facecolor(), edgecolor=fig.get_edgecolor())
     png = buffer.getvalue()
-    width, height = _png_size(png)
+    width, height = struct.unpack(">II", png[16:24])  # from the PNG's header
     alt = figure_description(fig)
     if alt is None:
-        titles = _titles(fig)
+        titles = [t for t in (fig.get_suptitle(), *(ax.get_title() for ax in fig.axes)) if t]
         alt = UNDESCRIBED + (f" (its titles: {'; '.join(titles)})" if titles else "")
     data = base64.b64encode(png).decode("ascii")
     return (f'<img src="data:image/png;base64,{data}" width="{width // 2}" height="{height // 2}" '
@@ -151,8 +138,6 @@ def matrix_sentence(array: Any, x_labels: Any = None, y_labels: Any = None, *, t
     (NaN or -inf), and where each row is largest (for a matrix of two values, a mask: how many cells of each row
     hold the larger): row by row for up to 8 rows, else as a pattern (how many rows
     are largest on the diagonal, one to the left, in the first column) for a square matrix, else the largest cell."""
-    import numpy as np
-
     a = np.asarray(array, dtype=np.float64)
     n_rows, n_cols = a.shape
     row_name, col_name = ylabel or "row", xlabel or "column"
@@ -191,8 +176,6 @@ def matrix_sentence(array: Any, x_labels: Any = None, y_labels: Any = None, *, t
 
 def lines_sentence(ax: Axes, what: str = "Line plot") -> str:
     """One sentence on the lines of ``ax``: each labelled line's first and last value, its lowest and highest."""
-    import numpy as np
-
     title = ax.get_title()
     parts = []
     for line in ax.get_lines():

@@ -6,7 +6,7 @@ entries of a split into heads came from (:func:`origin_grid`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -18,7 +18,7 @@ from matplotlib.image import AxesImage
 from .arrays import _check_labels, to_numpy
 from .colours import WEIGHTS_CMAP, cmap_with_nan
 from .display import describe_axes
-from .heatmaps import _heatmap, describe_image
+from .heatmaps import describe_image, heatmap
 from .labels import (MIN_FONTSIZE, _fit_fontsize, _name_axes, _panel_inches, _points, _relabel, _TICK_PAD, _text_width,
                      _tick_texts, _vertical)
 
@@ -55,12 +55,10 @@ class _GridGeometry:
 
 
 def _grid_geometry(nrows: int, ncols: int, *, n_q: int, n_k: int, x_labels: Sequence[str] | None,
-                   y_labels: Sequence[str] | None, panel_size: float | None, fontsize: float | None,
-                   ylabel_lines: int, titles_every_row: bool, suptitle: bool, titles: Sequence[str] = ()
-                   ) -> _GridGeometry:
-    """The margins of a grid of ``nrows x ncols`` panels plus one colour bar, measured in points from
-    the labels they must hold (tick labels only on the outer panels), so nothing overlaps and no
-    layout engine has to run at draw time."""
+                   y_labels: Sequence[str] | None, panel_size: float | None, fontsize: float | None = None,
+                   suptitle: bool = False, titles: Sequence[str] = ()) -> _GridGeometry:
+    """The margins of a grid of ``nrows x ncols`` panels (titled, each row) plus one colour bar, measured in
+    points from the labels they must hold (tick labels only on the outer panels), so nothing overlaps."""
     panel = panel_size or _panel_inches(max(n_q, n_k))
     if fontsize is None:
         fontsize = min(_fit_fontsize(n_k, panel * 72.0), _fit_fontsize(n_q, panel * 72.0))
@@ -70,60 +68,17 @@ def _grid_geometry(nrows: int, ncols: int, *, n_q: int, n_k: int, x_labels: Sequ
     x_height = x_width if vertical else 1.2 * fontsize
     label_pt = 1.2 * _points(plt.rcParams["axes.labelsize"])
     title_pt = 1.2 * _points(plt.rcParams["axes.titlesize"]) + 6.0  # the top row always has titles
-    left = 6.0 + ylabel_lines * label_pt + 4.0 + _text_width(y_texts, fontsize) + _TICK_PAD
+    left = 6.0 + label_pt + 4.0 + _text_width(y_texts, fontsize) + _TICK_PAD
     bottom = 6.0 + label_pt + 4.0 + x_height + _TICK_PAD
     top = 6.0 + title_pt + (1.2 * _points(plt.rcParams["figure.titlesize"]) + 8.0 if suptitle else 0.0)
-    hspace = (title_pt if titles_every_row else 0.0) + 8.0
+    hspace = title_pt + 8.0
     # Neighbouring titles wider than their panels each overhang by half the excess: keep them apart.
     wspace = max(10.0, _text_width(titles, _points(plt.rcParams["axes.titlesize"])) - panel * 72.0 + 10.0)
-    bar_gap, bar_width = 12.0, 10.0
-    right = bar_gap + bar_width + _TICK_PAD + _text_width(["0.0", "1.0"], _points(plt.rcParams["ytick.labelsize"])) \
-        + 4.0 + label_pt + 6.0
+    bar_ticks = _text_width(["0.0", "1.0"], _points(plt.rcParams["ytick.labelsize"]))
+    right = _GridGeometry.bar_gap + _GridGeometry.bar_width + _TICK_PAD + bar_ticks + 4.0 + label_pt + 6.0
     width = (left + right + (ncols - 1) * wspace) / 72.0 + ncols * panel
     height = (bottom + top + (nrows - 1) * hspace) / 72.0 + nrows * panel
-    return _GridGeometry(width, height, panel, left, right, bottom, top, wspace, hspace, fontsize, vertical,
-                         bar_gap, bar_width)
-
-
-def _grid(
-    figure: Figure | None,
-    nrows: int,
-    ncols: int,
-    *,
-    n_q: int,
-    n_k: int,
-    x_labels: Sequence[str] | None,
-    y_labels: Sequence[str] | None,
-    panel_size: float | None,
-    fontsize: float | None,
-    ylabel_lines: int,
-    titles_every_row: bool,
-    suptitle: bool,
-    resize_figure: bool,
-    titles: Sequence[str] = (),
-) -> tuple[Figure, np.ndarray, Axes, float]:
-    """Lay out ``nrows x ncols`` panels plus one colour bar (:func:`_grid_geometry`). Returns the
-    figure, the axes, the colour bar's axes and the tick-label size."""
-    g = _grid_geometry(nrows, ncols, n_q=n_q, n_k=n_k, x_labels=x_labels, y_labels=y_labels,
-                       panel_size=panel_size, fontsize=fontsize, ylabel_lines=ylabel_lines,
-                       titles_every_row=titles_every_row, suptitle=suptitle, titles=titles)
-    width, height = g.width, g.height
-    if figure is None:
-        figure = plt.figure(figsize=(width, height))
-    else:
-        figure.clear()
-        if resize_figure:
-            figure.set_size_inches(width, height)
-        width, height = (float(s) for s in figure.get_size_inches())
-    panel_w = max((width - (g.left + g.right + (ncols - 1) * g.wspace) / 72.0) / ncols, 0.1)
-    panel_h = max((height - (g.bottom + g.top + (nrows - 1) * g.hspace) / 72.0) / nrows, 0.1)
-    axes = figure.subplots(nrows, ncols, squeeze=False, gridspec_kw=dict(
-        left=g.left / 72.0 / width, right=1.0 - g.right / 72.0 / width,
-        bottom=g.bottom / 72.0 / height, top=1.0 - g.top / 72.0 / height,
-        wspace=g.wspace / 72.0 / panel_w, hspace=g.hspace / 72.0 / panel_h))
-    cax = figure.add_axes((1.0 - (g.right - g.bar_gap) / 72.0 / width, g.bottom / 72.0 / height,
-                           g.bar_width / 72.0 / width, 1.0 - (g.bottom + g.top) / 72.0 / height))
-    return figure, axes, cax, g.fontsize
+    return _GridGeometry(width, height, panel, left, right, bottom, top, wspace, hspace, fontsize, vertical)
 
 
 class LiveHeadGrid:
@@ -220,9 +175,7 @@ class LiveHeadGrid:
                 self.every += 1
             slots = -(-n // self.every)
             shown = [t if i % self.every == 0 else "" for i, t in enumerate(texts)]
-            g = _grid_geometry(nrows, ncols, n_q=slots, n_k=slots, x_labels=shown, y_labels=shown, panel_size=panel,
-                               fontsize=_fit_fontsize(slots, panel * 72.0), ylabel_lines=1, titles_every_row=True,
-                               suptitle=False)
+            g = _grid_geometry(nrows, ncols, n_q=slots, n_k=slots, x_labels=shown, y_labels=shown, panel_size=panel)
             if self.max_width is None or g.width <= self.max_width + 1e-9:
                 break
             panel -= (g.width - self.max_width) / ncols
@@ -267,10 +220,23 @@ def head_grid(
     y_labels = labels if n_rows == n_cols else None
     ncols = min(ncols or min(n_heads, 4), n_heads)
     nrows = -(-n_heads // ncols)
-    figure, axes, cax, size = _grid(figure, nrows, ncols, n_q=n_rows, n_k=n_cols, x_labels=labels,
-                                    y_labels=y_labels, panel_size=panel_size, fontsize=fontsize, ylabel_lines=1,
-                                    titles_every_row=True, suptitle=bool(suptitle), resize_figure=resize_figure,
-                                    titles=titles or ())
+    # margins measured from the labels they hold (_grid_geometry), so no layout engine runs at draw time
+    g = _grid_geometry(nrows, ncols, n_q=n_rows, n_k=n_cols, x_labels=labels, y_labels=y_labels,
+                       panel_size=panel_size, fontsize=fontsize, titles=titles or (), suptitle=bool(suptitle))
+    if figure is None:
+        figure = plt.figure(figsize=(g.width, g.height))
+    else:
+        figure.clear()
+        if resize_figure:
+            figure.set_size_inches(g.width, g.height)
+        g = replace(g, width=float(figure.get_figwidth()), height=float(figure.get_figheight()))
+    panel_w = max((g.width - (g.left + g.right + (ncols - 1) * g.wspace) / 72.0) / ncols, 0.1)
+    panel_h = max((g.height - (g.bottom + g.top + (nrows - 1) * g.hspace) / 72.0) / nrows, 0.1)
+    axes = figure.subplots(nrows, ncols, squeeze=False, gridspec_kw=dict(
+        left=g.left / 72.0 / g.width, right=1.0 - g.right / 72.0 / g.width,
+        bottom=g.bottom / 72.0 / g.height, top=1.0 - g.top / 72.0 / g.height,
+        wspace=g.wspace / 72.0 / panel_w, hspace=g.hspace / 72.0 / panel_h))
+    cax = figure.add_axes(g.colorbar_rect())
     images = []
     for h, ax in enumerate(axes.flat):
         if h >= n_heads:
@@ -279,11 +245,10 @@ def head_grid(
         row, col = divmod(h, ncols)
         lowest = h + ncols >= n_heads  # no panel below this one: it carries the key labels
         title = titles[h] if titles is not None else f"head {h}"
-        images.append(_heatmap(array[h], labels, y_labels, ax=ax, title=title, colorbar=False, annotate=annotate,
-                               vmin=0.0, vmax=1.0, cmap=WEIGHTS_CMAP, fontsize=size, fmt="{:.2f}",
-                               colorbar_label=None, xlabel="key" if lowest else "",
-                               ylabel="query" if col == 0 else "", x_ticks=lowest, y_ticks=col == 0,
-                               text_labels=text_labels))
+        images.append(heatmap(array[h], labels, y_labels, ax=ax, title=title, colorbar=False, annotate=annotate,
+                              vmin=0.0, vmax=1.0, cmap=WEIGHTS_CMAP, fontsize=g.fontsize,
+                              xlabel="key" if lowest else "", ylabel="query" if col == 0 else "",
+                              x_ticks=lowest, y_ticks=col == 0, text_labels=text_labels))
         describe_image(images[-1], labels, y_labels, title=title, xlabel="key", ylabel="query", what="Panel")
     figure.colorbar(images[0], cax=cax, label="attention weight")
     if suptitle:

@@ -57,37 +57,10 @@ def heatmap(
     ``fontsize`` of the tick labels: ``None`` shrinks them (down to ``MIN_FONTSIZE``) when many
     tokens share the axes; column labels turn vertical only when they do not fit side by side.
     Returns the image artist. A grid's inner panels pass ``x_ticks=False`` / ``y_ticks=False`` (no
-    ticks or labels on that axis); ``text_labels=True`` writes the labels as plain text instead of
-    ticks (same places, much faster to lay out and draw: for explorers).
+    ticks at all: each tick costs a few milliseconds to make and draw, and 32 tokens x 8 panels add up);
+    ``text_labels=True`` writes the labels as plain text instead of ticks (same places, much faster to lay
+    out and draw: for explorers).
     """
-    image = _heatmap(values, x_labels, y_labels, ax=ax, title=title, xlabel=xlabel, ylabel=ylabel, cmap=cmap,
-                     vmin=vmin, vmax=vmax, annotate=annotate, colorbar=colorbar, fmt=fmt, fontsize=fontsize,
-                     colorbar_label=colorbar_label, x_ticks=x_ticks, y_ticks=y_ticks, text_labels=text_labels)
-    describe_image(image, x_labels, y_labels, title=title, xlabel=xlabel, ylabel=ylabel)
-    return image
-
-
-def describe_image(image: AxesImage, x_labels: Sequence[str] | None, y_labels: Sequence[str] | None, *,
-                   title: str | None, xlabel: str, ylabel: str, what: str = "Heatmap") -> None:
-    """Describe ``image``'s panel from the matrix it shows when the figure is shown (so after ``set_data`` too)."""
-    def sentence() -> str:
-        array = np.ma.filled(np.ma.asarray(image.get_array(), dtype=np.float64), np.nan)
-        square = array.shape[0] == array.shape[1]
-        rows = y_labels if y_labels is not None else (x_labels if square else None)
-        named = [labels if labels is not None and all(str(t) for t in labels) else None for labels in (x_labels, rows)]
-        return matrix_sentence(array, *named, title=title, what=what, xlabel=xlabel or "key",
-                               ylabel=ylabel or "query")
-    describe_axes(image.axes, sentence)
-
-
-def _heatmap(values: Any, x_labels: Sequence[str] | None, y_labels: Sequence[str] | None, *, ax: Axes | None,
-             title: str | None, xlabel: str, ylabel: str, cmap: str | Colormap | None, vmin: float | None,
-             vmax: float | None, annotate: bool | None, colorbar: bool, fmt: str, fontsize: float | None,
-             colorbar_label: str | None, x_ticks: bool = True, y_ticks: bool = True,
-             text_labels: bool = False) -> AxesImage:
-    """:func:`heatmap`; a grid's inner panels pass ``x_ticks=False`` / ``y_ticks=False`` (no ticks
-    at all: each tick costs a few milliseconds to make and draw, and 32 tokens x 8 panels add up);
-    ``text_labels=True``: see :func:`_label_axes`."""
     array = _matrix(values, "values")
     n_rows, n_cols = array.shape
     if y_labels is None and x_labels is not None and n_rows == n_cols:
@@ -118,7 +91,21 @@ def _heatmap(values: Any, x_labels: Sequence[str] | None, y_labels: Sequence[str
         annotate_cells(ax, array, image, fmt=fmt)
     if colorbar:
         ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=colorbar_label)
+    describe_image(image, x_labels, y_labels, title=title, xlabel=xlabel, ylabel=ylabel)
     return image
+
+
+def describe_image(image: AxesImage, x_labels: Sequence[str] | None, y_labels: Sequence[str] | None, *,
+                   title: str | None, xlabel: str, ylabel: str, what: str = "Heatmap") -> None:
+    """Describe ``image``'s panel from the matrix it shows when the figure is shown (so after ``set_data`` too)."""
+    def sentence() -> str:
+        array = np.ma.filled(np.ma.asarray(image.get_array(), dtype=np.float64), np.nan)
+        square = array.shape[0] == array.shape[1]
+        rows = y_labels if y_labels is not None else (x_labels if square else None)
+        named = [labels if labels is not None and all(str(t) for t in labels) else None for labels in (x_labels, rows)]
+        return matrix_sentence(array, *named, title=title, what=what, xlabel=xlabel or "key",
+                               ylabel=ylabel or "query")
+    describe_axes(image.axes, sentence)
 
 
 def annotate_cells(ax: Axes, array: np.ndarray, image: AxesImage, *, fmt: str = "{:.2f}",
@@ -131,11 +118,8 @@ def annotate_cells(ax: Axes, array: np.ndarray, image: AxesImage, *, fmt: str = 
     if fontsize is None:
         width_pt, height_pt = _axes_points(ax)
         fontsize = float(np.clip(min(width_pt / max(n_cols, 1) / 3.2, height_pt / max(n_rows, 1) / 1.8), 4.0, 8.0))
-    texts = []
-    for (i, j), value in np.ndenumerate(array):
-        props = dict(ha="center", va="center", fontsize=fontsize, color=text_colour(image, value))
-        texts.append(ax.text(j, i, fmt.format(value), **props))
-    return texts
+    return [ax.text(j, i, fmt.format(value), ha="center", va="center", fontsize=fontsize,
+                    color=text_colour(image, value)) for (i, j), value in np.ndenumerate(array)]
 
 
 def _block_starts(blocks: Sequence[tuple[str, int]], total: int, name: str, shape: Sequence[int]) -> list[int]:
@@ -181,23 +165,18 @@ def block_heatmap(
         starts = _block_starts(blocks, total, "col_blocks" if along_cols else "row_blocks", array.shape)
         if colours is not None and len(colours) < len(blocks):
             raise ValueError(f"block_colours has {len(colours)} colours for {len(blocks)} blocks")
+        # columns: lines across, strips above the matrix; rows: lines down, strips right of it (x and y swapped)
+        line = ax.axvline if along_cols else ax.axhline
+        transform = ax.get_xaxis_transform() if along_cols else ax.get_yaxis_transform()
+        place = (lambda along, across: (along, across)) if along_cols else (lambda along, across: (across, along))
         for i, ((label, size), start) in enumerate(zip(blocks, starts)):
             colour = colours[i] if colours is not None else HEAD_COLOURS[i % len(HEAD_COLOURS)]
-            if along_cols:
-                if start:
-                    ax.axvline(start - 0.5, color="black", linewidth=1.5)
-                strip = plt.Rectangle((start - 0.5, 1.01), size, 0.07, transform=ax.get_xaxis_transform(),
-                                      facecolor=colour, edgecolor="white", clip_on=False)
-                ax.text(start - 0.5 + size / 2, 1.045, label, transform=ax.get_xaxis_transform(), ha="center",
-                        va="center", fontsize=8, color="black" if colour != "#000000" else "white")
-            else:
-                if start:
-                    ax.axhline(start - 0.5, color="black", linewidth=1.5)
-                strip = plt.Rectangle((1.01, start - 0.5), 0.07, size, transform=ax.get_yaxis_transform(),
-                                      facecolor=colour, edgecolor="white", clip_on=False)
-                ax.text(1.045, start - 0.5 + size / 2, label, transform=ax.get_yaxis_transform(), ha="center",
-                        va="center", fontsize=8, rotation=90, color="black" if colour != "#000000" else "white")
-            ax.add_patch(strip)
+            if start:
+                line(start - 0.5, color="black", linewidth=1.5)
+            ax.add_patch(plt.Rectangle(place(start - 0.5, 1.01), *place(size, 0.07), transform=transform,
+                                       facecolor=colour, edgecolor="white", clip_on=False))
+            ax.text(*place(start - 0.5 + size / 2, 1.045), label, transform=transform, ha="center", va="center",
+                    fontsize=8, rotation=0 if along_cols else 90, color="black" if colour != "#000000" else "white")
     if title:
         strip_points = 0.085 * ax.get_position().height * ax.figure.get_figheight() * 72  # strip + gap, in points
         ax.set_title(title, pad=6 + strip_points if col_blocks else 6)

@@ -99,8 +99,10 @@ def _label_axes(ax: Axes, x_labels, y_labels, n_cols: int, n_rows: int, xlabel: 
     if text_labels:
         x_texts = _tick_texts(x_labels, n_cols) if x_ticks else []
         vertical = _vertical(_text_width(x_texts, fontsize), width_pt, n_cols)
-        _write_labels(ax, x_texts, _tick_texts(y_labels, n_rows) if y_ticks else [], fontsize, vertical,
-                      xlabel, ylabel)
+        y_texts = _tick_texts(y_labels, n_rows) if y_ticks else []
+        _name_axes(ax, x_texts, y_texts, fontsize, vertical, xlabel, ylabel)
+        _relabel(ax, [], "x", x_texts, fontsize, vertical)
+        _relabel(ax, [], "y", y_texts, fontsize)
         return fontsize
     ax.set_xticks(range(n_cols) if x_ticks else [])
     ax.set_yticks(range(n_rows) if y_ticks else [])
@@ -122,17 +124,10 @@ def _label_axes(ax: Axes, x_labels, y_labels, n_cols: int, n_rows: int, xlabel: 
     return fontsize
 
 
-def _write_labels(ax: Axes, x_texts: Sequence[str], y_texts: Sequence[str], fontsize: float, vertical: bool,
-                  xlabel: str, ylabel: str) -> list:
-    """Token labels as text artists where tick labels would stand (no ticks), and the axis labels
-    just beyond them; ``[]`` leaves that side unlabelled. Returns the token labels' artists."""
-    _name_axes(ax, x_texts, y_texts, fontsize, vertical, xlabel, ylabel)
-    return _text_row(ax, x_texts, fontsize, vertical) + _text_column(ax, y_texts, fontsize)
-
-
 def _name_axes(ax: Axes, x_texts: Sequence[str], y_texts: Sequence[str], fontsize: float, vertical: bool,
                xlabel: str, ylabel: str) -> None:
-    """No ticks; the axis labels just beyond where ``x_texts`` / ``y_texts`` stand (:func:`_write_labels`)."""
+    """No ticks; the axis labels just beyond where the token labels ``x_texts`` / ``y_texts`` stand
+    (:func:`_relabel`)."""
     ax.set_xticks([])
     ax.set_yticks([])
     x_height = (_text_width(x_texts, fontsize) if vertical else 1.2 * fontsize) if x_texts else 0.0
@@ -140,45 +135,21 @@ def _name_axes(ax: Axes, x_texts: Sequence[str], y_texts: Sequence[str], fontsiz
     ax.set_ylabel(ylabel, labelpad=_TICK_PAD + _text_width(y_texts, fontsize) + 4.0)  # 4: matplotlib's gap
 
 
-def _label_transform(ax: Axes, side: str) -> Any:
-    """Where token labels stand, as a transform from (cell, 0) / (0, cell): just beyond the tick marks'
-    length, under ``ax`` (``side="x"``) or left of it (``"y"``)."""
-    if side == "x":
-        return ax.get_xaxis_transform() + ScaledTranslation(0.0, -_TICK_PAD / 72.0, ax.figure.dpi_scale_trans)
-    return ax.get_yaxis_transform() + ScaledTranslation(-_TICK_PAD / 72.0, 0.0, ax.figure.dpi_scale_trans)
-
-
-def _label_alignment(side: str, vertical: bool = False) -> tuple[float, str, str]:
-    """Rotation, horizontal and vertical alignment of a token label on ``side`` (as tick labels have them)."""
-    if side == "x":
-        return (90.0 if vertical else 0.0), "center", "top"
-    return 0.0, "right", "center_baseline"
-
-
-def _text_row(ax: Axes, texts: Sequence[str], fontsize: float, vertical: bool) -> list:
-    """Column labels under ``ax`` as text artists, one per cell, where tick labels would stand."""
-    rotation, ha, va = _label_alignment("x", vertical)
-    below = _label_transform(ax, "x")
-    return [ax.text(i, 0.0, text, transform=below, fontsize=fontsize, ha=ha, va=va, rotation=rotation)
-            for i, text in enumerate(texts)]
-
-
-def _text_column(ax: Axes, texts: Sequence[str], fontsize: float) -> list:
-    """Row labels left of ``ax`` as text artists, one per cell, where tick labels would stand."""
-    rotation, ha, va = _label_alignment("y")
-    left = _label_transform(ax, "y")
-    return [ax.text(0.0, i, text, transform=left, fontsize=fontsize, ha=ha, va=va, rotation=rotation)
-            for i, text in enumerate(texts)]
-
-
 def _relabel(ax: Axes, kept: list, side: str, texts: Sequence[str], fontsize: float, vertical: bool = False) -> list:
-    """Show the non-blank of ``texts`` (one per cell) on ``side`` of ``ax`` as :func:`_text_row` /
-    :func:`_text_column` place them, rewriting the text artists in ``kept`` (made on first need and kept: making a
-    text artist costs more than changing one) and blanking those left over; returns the artists showing them."""
-    rotation, ha, va = _label_alignment(side, vertical)
+    """Show the non-blank of ``texts`` (one per cell) as text artists where tick labels would stand, under ``ax``
+    (``side="x"``, upright when ``vertical``) or left of it (``"y"``), rewriting the artists in ``kept`` (made on
+    first need and kept: making a text artist costs more than changing one) and blanking those left over; returns
+    the artists showing them."""
+    pad = -_TICK_PAD / 72.0  # inches: just beyond the tick marks' length
+    if side == "x":
+        rotation, ha, va = (90.0 if vertical else 0.0), "center", "top"
+        place = ax.get_xaxis_transform() + ScaledTranslation(0.0, pad, ax.figure.dpi_scale_trans)
+    else:
+        rotation, ha, va = 0.0, "right", "center_baseline"
+        place = ax.get_yaxis_transform() + ScaledTranslation(pad, 0.0, ax.figure.dpi_scale_trans)
     shown = [(cell, str(text)) for cell, text in enumerate(texts) if str(text).strip()]
     while len(kept) < len(shown):
-        kept.append(ax.text(0.0, 0.0, "", transform=_label_transform(ax, side), ha=ha, va=va))
+        kept.append(ax.text(0.0, 0.0, "", transform=place, ha=ha, va=va))
     for i, artist in enumerate(kept):
         cell, text = shown[i] if i < len(shown) else (0, "")
         artist.set(text=text, position=(cell, 0.0) if side == "x" else (0.0, cell), fontsize=fontsize,

@@ -14,10 +14,14 @@ from torch import Tensor, nn
 __all__ = ["describe", "show", "shape_rows", "shape_table", "shape_trace"]
 
 
-def _axis_names(axes: str | list[str] | tuple[str, ...]) -> list[str]:
-    if isinstance(axes, str):
-        return axes.split()
-    return [str(a) for a in axes]
+def _pairs(axes: str | list[str] | tuple[str, ...], shape: list[int], label: str, subject: str) -> str:
+    """``"axis=size, ..."`` for ``shape`` named by ``axes`` (a space-separated string or a list); the error names
+    the axes as ``label`` and the tensor as ``subject``."""
+    names = axes.split() if isinstance(axes, str) else [str(a) for a in axes]
+    if len(names) != len(shape):  # zip would silently drop or mislabel axes
+        raise ValueError(f"{label} names {len(names)} dimensions ({' '.join(names)!r}) but {subject} has shape "
+                         f"{shape} ({len(shape)} dimensions)")
+    return ", ".join(f"{n}={s}" for n, s in zip(names, shape))
 
 
 def describe(tensor: Tensor | torch.Size | tuple[int, ...], axes: str | list[str] | tuple[str, ...], name: str = "") -> str:
@@ -27,15 +31,8 @@ def describe(tensor: Tensor | torch.Size | tuple[int, ...], axes: str | list[str
     'q: [13, 4, 100, 16]  (batch=13, H=4, tokens=100, head_dim=16)'
     """
     shape = list(tensor.shape) if isinstance(tensor, Tensor) else list(tensor)
-    names = _axis_names(axes)
-    if len(names) != len(shape):
-        raise ValueError(
-            f"axes names {len(names)} dimensions ({' '.join(names)!r}) but the tensor"
-            f"{' ' + name if name else ''} has shape {shape} ({len(shape)} dimensions)"
-        )
-    pairs = ", ".join(f"{n}={s}" for n, s in zip(names, shape))
-    prefix = f"{name}: " if name else ""
-    return f"{prefix}{shape}  ({pairs})"
+    pairs = _pairs(axes, shape, "axes", f"the tensor{' ' + name if name else ''}")
+    return f"{name}: {shape}  ({pairs})" if name else f"{shape}  ({pairs})"
 
 
 def show(tensor: Tensor | torch.Size | tuple[int, ...], axes: str | list[str] | tuple[str, ...], name: str = "") -> None:
@@ -48,20 +45,8 @@ def shape_rows(tensors: Mapping[str, Tensor], axes: Mapping[str, str]) -> list[t
 
     ``axes`` maps each name to its axis names; names missing from ``axes`` get no axis names.
     """
-    rows = []
-    for name, t in tensors.items():
-        shape = list(t.shape)
-        pairs = ""
-        if name in axes:
-            names = _axis_names(axes[name])
-            if len(names) != len(shape):  # zip would silently drop or mislabel axes
-                raise ValueError(
-                    f"axes[{name!r}] names {len(names)} dimensions ({' '.join(names)!r}) but {name} has "
-                    f"shape {shape} ({len(shape)} dimensions)"
-                )
-            pairs = ", ".join(f"{a}={s}" for a, s in zip(names, shape))
-        rows.append((name, shape, pairs))
-    return rows
+    return [(name, list(t.shape), _pairs(axes[name], list(t.shape), f"axes[{name!r}]", name) if name in axes else "")
+            for name, t in tensors.items()]
 
 
 def shape_table(tensors: Mapping[str, Tensor], axes: Mapping[str, str]) -> str:

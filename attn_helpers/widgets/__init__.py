@@ -4,43 +4,27 @@ Every explorer keeps one figure and updates it in place, shows one status line w
 values, and explains an impossible slider combination in words instead of a traceback.
 Display one by making it the last line of a cell, e.g. ``widgets.HeadsExplorer()``.
 
-Each explorer lives in a module of this package named after its topic; every name in those
-modules' ``__all__`` is imported here by name.
+Each explorer lives in a module of this package named after its topic; this face star-imports them and exports
+the names of their ``__all__`` (and the base class, :class:`Explorer`, with :class:`InvalidCombination`).
 """
 
 from __future__ import annotations
 
-from ._base import Explorer, InvalidCombination
-from .calculator import LayerCalculator
-from .heads import EMBED_STD, HeadsExplorer
-from .kv_cache import KVCacheCalculator
-from .masking import MaskExplorer
-from .pretrained import PretrainedAttentionExplorer
-from .projection import SENTENCE, ProjectionExplorer
-from .rope import RopeExplorer
-from .score_steps import ScoreStepsExplorer
-from .scaling import ScalingExplorer
-from .skip import SkipExplorer
-from .training import AttentionSnapshotExplorer, TrainingProgress
-from .values import ValuesExplorer
+from . import _base, calculator, heads, kv_cache, masking, pretrained, projection, rope, scaling, score_steps, skip
+from . import training, values
+from ._base import *  # noqa: F403
+from .calculator import *  # noqa: F403
+from .heads import *  # noqa: F403
+from .kv_cache import *  # noqa: F403
+from .masking import *  # noqa: F403
+from .pretrained import *  # noqa: F403
+from .projection import *  # noqa: F403
+from .rope import *  # noqa: F403
+from .score_steps import *  # noqa: F403
+from .scaling import *  # noqa: F403
+from .skip import *  # noqa: F403
+from .training import *  # noqa: F403
+from .values import *  # noqa: F403
 
-# Every name of every topic module's __all__ (tests/test_import.py checks that none is missing).
-__all__ = [
-    "Explorer",
-    "InvalidCombination",
-    "LayerCalculator",
-    "EMBED_STD",
-    "HeadsExplorer",
-    "KVCacheCalculator",
-    "MaskExplorer",
-    "PretrainedAttentionExplorer",
-    "ProjectionExplorer",
-    "SENTENCE",
-    "RopeExplorer",
-    "ScoreStepsExplorer",
-    "ScalingExplorer",
-    "SkipExplorer",
-    "TrainingProgress",
-    "AttentionSnapshotExplorer",
-    "ValuesExplorer",
-]
+__all__ = [name for topic in (_base, calculator, heads, kv_cache, masking, pretrained, projection, rope, score_steps,
+                              scaling, skip, training, values) for name in topic.__all__]

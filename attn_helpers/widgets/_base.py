@@ -190,18 +190,14 @@ class Explorer:
                 status = self.update(**values)
                 self.description = self.describe(**values)
                 self.table_html.value = self.table(**values)
-        except InvalidCombination as problem:
+        except Exception as problem:  # a widget never shows a traceback
             self.valid = False
             # the picture goes before the words say why: the page never shows the reason beside an old picture
             self.image.layout.visibility = "hidden"
-            self.table_html.value = ""  # no shapes for an impossible combination (not the last ones either)
-            self._show_status(f"{self._values_text(values)} | not possible: {problem}", ok=False)
-            return
-        except Exception as problem:  # a widget never shows a traceback
-            self.valid = False
-            self.image.layout.visibility = "hidden"
-            self._show_status(f"{self._values_text(values)} | could not draw this: "
-                              f"{type(problem).__name__}: {problem}", ok=False)
+            self.table_html.value = ""  # no shapes for a state not drawn (not the last ones either)
+            why = (f"not possible: {problem}" if isinstance(problem, InvalidCombination)
+                   else f"could not draw this: {type(problem).__name__}: {problem}")
+            self._show_status(f"{self._values_text(values)} | {why}", ok=False)
             return
         self.valid = True
         self.image.value = self.render_png()
@@ -238,7 +234,8 @@ class Explorer:
         it in a new figure."""
         key = self.layout_key(**self.values)
         if self._layout_now is not None:
-            self._layouts[self._layout_now] = self._layout_state()
+            names = ("figure", "canvas", "_dynamic", "_background", *self.layout_attributes)
+            self._layouts[self._layout_now] = {name: getattr(self, name) for name in names}
         self._layout_now = key
         if key is not None and key in self._layouts:
             for name, value in self._layouts[key].items():
@@ -253,10 +250,6 @@ class Explorer:
             self.figure.clear()
         self.draw(self.figure)
         self._check_dynamic()
-
-    def _layout_state(self) -> dict[str, Any]:
-        names = ("figure", "canvas", "_dynamic", "_background", *self.layout_attributes)
-        return {name: getattr(self, name) for name in names}
 
     def prepare_layouts(self, choices: Iterable[Mapping[str, Any]]) -> None:
         """Draw and keep now the layout (and its kept picture) of each of ``choices`` (control values), so
@@ -304,10 +297,7 @@ class Explorer:
 
     @staticmethod
     def _values_text(values: Mapping[str, Any]) -> str:
-        def fmt(v: Any) -> str:
-            return f"{v:g}" if isinstance(v, float) else str(v)
-
-        return " ".join(f"{name}={fmt(v)}" for name, v in values.items())
+        return " ".join(f"{name}={v:g}" if isinstance(v, float) else f"{name}={v}" for name, v in values.items())
 
     def _show_status(self, text: str, *, ok: bool) -> None:
         self.last_status = text

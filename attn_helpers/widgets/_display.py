@@ -24,7 +24,6 @@ picture adds bytes to the saved notebook but no flakiness.
 from __future__ import annotations
 
 import base64
-from collections.abc import Collection
 from typing import Any
 
 import ipywidgets as W
@@ -35,11 +34,6 @@ __all__ = ["PNG_MIME", "WIDGET_VIEW_MIME", "widget_bundle"]
 # ipywidgets 7 and 8 kernels alike (the front end asks the model for its own version).
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 PNG_MIME = "image/png"
-
-
-def _wanted(mime: str, include: Collection[str] | None, exclude: Collection[str] | None) -> bool:
-    """Whether IPython's ``include``/``exclude`` (the arguments of ``_repr_mimebundle_``) ask for ``mime``."""
-    return (not include or mime in include) and not (exclude and mime in exclude)
 
 
 def widget_bundle(widget: W.Widget, text: str, *, picture: bytes | None = None, **kwargs: Any) -> dict[str, Any]:
@@ -57,7 +51,8 @@ def widget_bundle(widget: W.Widget, text: str, *, picture: bytes | None = None, 
     if picture is not None and not bytes(picture).startswith(b"\x89PNG\r\n\x1a\n") and len(picture):
         raise ValueError(f"picture must be PNG bytes (b'\\x89PNG...'), got {bytes(picture)[:8]!r} "
                          f"({len(picture)} bytes)")
-    if picture and _wanted(PNG_MIME, kwargs.get("include"), kwargs.get("exclude")):
+    include, exclude = kwargs.get("include"), kwargs.get("exclude")  # what IPython asks for
+    if picture and (not include or PNG_MIME in include) and not (exclude and PNG_MIME in exclude):
         bundle[PNG_MIME] = base64.b64encode(bytes(picture)).decode("ascii")
     bundle["text/plain"] = text
     return bundle

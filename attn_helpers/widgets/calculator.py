@@ -86,7 +86,6 @@ class LayerCalculator(Explorer):
         for ax in (self.ax_params, self.ax_flops):
             ax.set_xticks([])  # each bar carries its number; no axis labels to re-render on every move
             ax.spines[["top", "right", "bottom"]].set_visible(False)
-        for ax in (self.ax_params, self.ax_flops):
             ax.set_xlim(0, 1.45)  # bars are drawn relative to the panel's largest; labels give the numbers
         self.title = figure.suptitle("", fontsize=10)
         figure.subplots_adjust(left=0.17, right=0.97, top=0.83, bottom=0.04, wspace=0.28)

@@ -143,16 +143,6 @@ class KVCacheCalculator(Explorer):
         self.set(num_heads=sizes["num_heads"], kv_groups=sizes["num_kv_heads"], num_layers=sizes["num_layers"],
                  head_dim=sizes["head_dim"], **window)
 
-    def model_matching(self, num_heads: int, kv_groups: int, num_layers: int, head_dim: int, window: int = 0,
-                       local_layers: int = 0) -> str | None:
-        """The name of the published model with these sizes (and window and local layers), or ``None``."""
-        for name, sizes in self.presets.items():
-            if (sizes["num_heads"], sizes["num_kv_heads"], sizes["num_layers"], sizes["head_dim"],
-                    sizes.get("window", 0), sizes.get("local_layers", 0)) == \
-                    (num_heads, kv_groups, num_layers, head_dim, window, local_layers):
-                return name
-        return None
-
     def _sync_menu(self, name: str | None) -> None:
         self._syncing_menu = True
         try:
@@ -161,19 +151,24 @@ class KVCacheCalculator(Explorer):
             self._syncing_menu = False
 
     # -- counting -------------------------------------------------------------------------------
-    def sizes(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int,
-              dtype_bytes: int, head_dim: int, window: int = 0, local_layers: int = 0) -> dict[str, int]:
-        """Bytes of the cache for each kind (:data:`KINDS`) at these control values (G divides H, the sliders see
-        to it, and the sliding-window layers are at most the layers)."""
-        groups = {"multi-head": num_heads, "grouped-query": kv_groups, "multi-query": 1}
-        if window:  # lesson 12: local layers keep only the last `window` tokens
-            return {kind: windowed_kv_cache_bytes(num_layers=num_layers, local_layers=local_layers, window=window,
-                                                  num_kv_heads=g, head_dim=head_dim, seq_len=seq_len,
-                                                  batch=self.batch, dtype_bytes=dtype_bytes)
-                    for kind, g in groups.items()}
-        return {kind: kv_cache_bytes(num_layers=num_layers, num_kv_heads=g, head_dim=head_dim,
-                                     seq_len=seq_len, batch=self.batch, dtype_bytes=dtype_bytes)
-                for kind, g in groups.items()}
+    def counted(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int, dtype_bytes: int, head_dim: int,
+                window: int = 0, local_layers: int = 0) -> tuple[str | None, dict[str, int], int | None]:
+        """At these control values (G divides H, the sliders see to it; the sliding-window layers are at most the
+        layers): the published model with these sizes (or ``None``), the cache's bytes for each kind
+        (:data:`KINDS`: G = H, the chosen G, 1), and a model of ``MODEL_CACHE_SIZES``'s cache as published."""
+        model = next((name for name, sizes in self.presets.items()
+                      if (sizes["num_heads"], sizes["num_kv_heads"], sizes["num_layers"], sizes["head_dim"],
+                          sizes.get("window", 0), sizes.get("local_layers", 0))
+                      == (num_heads, kv_groups, num_layers, head_dim, window, local_layers)), None)
+        common = dict(num_layers=num_layers, head_dim=head_dim, seq_len=seq_len, batch=self.batch,
+                      dtype_bytes=dtype_bytes)
+        # lesson 12: with a window, the local layers keep only the last `window` tokens
+        sizes = {kind: (windowed_kv_cache_bytes(local_layers=local_layers, window=window, num_kv_heads=g, **common)
+                        if window else kv_cache_bytes(num_kv_heads=g, **common))
+                 for kind, g in zip(KINDS, (num_heads, kv_groups, 1))}
+        published = model_cache_bytes(model, seq_len=seq_len, batch=self.batch, dtype_bytes=dtype_bytes) \
+            if model in MODEL_CACHE_SIZES else None
+        return model, sizes, published
 
     # -- drawing ----------------------------------------------------------------------------------
     def draw(self, figure: Figure) -> None:
@@ -193,17 +188,14 @@ class KVCacheCalculator(Explorer):
 
     def update(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int, dtype_bytes: int,
                head_dim: int, window: int = 0, local_layers: int = 0) -> str:
-        model = self.model_matching(num_heads, kv_groups, num_layers, head_dim, window, local_layers)
+        model, sizes, published = self.counted(num_heads, kv_groups, num_layers, seq_len, dtype_bytes, head_dim,
+                                               window, local_layers)
         self._sync_menu(model)  # the menu names the model whenever the sliders match one
-        sizes = self.sizes(num_heads, kv_groups, num_layers, seq_len, dtype_bytes, head_dim, window, local_layers)
         top = sizes["multi-head"]
-        groups = {"multi-head": num_heads, "grouped-query": kv_groups, "multi-query": 1}
-        for bar, label, kind in zip(self.bars, self.labels, KINDS):
+        for bar, label, kind, g in zip(self.bars, self.labels, KINDS, (num_heads, kv_groups, 1)):
             bar.set_width(sizes[kind] / top)
             label.set_x(sizes[kind] / top + 0.02)
-            label.set_text(f"{format_bytes(sizes[kind])}  (G = {groups[kind]}, {100 * sizes[kind] / top:.3g}%)")
-        published = model_cache_bytes(model, seq_len=seq_len, batch=self.batch, dtype_bytes=dtype_bytes) \
-            if model in MODEL_CACHE_SIZES else None
+            label.set_text(f"{format_bytes(sizes[kind])}  (G = {g}, {100 * sizes[kind] / top:.3g}%)")
         self.published_bar.set_visible(published is not None)
         self.published_label.set_visible(published is not None)
         if published is not None:
@@ -224,8 +216,8 @@ class KVCacheCalculator(Explorer):
 
     def describe(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int, dtype_bytes: int,
                  head_dim: int, window: int = 0, local_layers: int = 0) -> str:
-        sizes = self.sizes(num_heads, kv_groups, num_layers, seq_len, dtype_bytes, head_dim, window, local_layers)
-        model = self.model_matching(num_heads, kv_groups, num_layers, head_dim, window, local_layers)
+        model, sizes, _ = self.counted(num_heads, kv_groups, num_layers, seq_len, dtype_bytes, head_dim, window,
+                                       local_layers)
         return (f"Bars of the KV cache of {model or 'a decoder'} ({num_layers} layers, {seq_len:,} tokens, head_dim "
                 f"{head_dim}, {dtype_bytes} bytes a number): multi-head (G = {num_heads}) "
                 f"{format_bytes(sizes['multi-head'])}, grouped-query (G = {kv_groups}) "
@@ -233,7 +225,8 @@ class KVCacheCalculator(Explorer):
 
     def table(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int, dtype_bytes: int,
               head_dim: int, window: int = 0, local_layers: int = 0) -> str:
-        sizes = self.sizes(num_heads, kv_groups, num_layers, seq_len, dtype_bytes, head_dim, window, local_layers)
+        model, sizes, published = self.counted(num_heads, kv_groups, num_layers, seq_len, dtype_bytes, head_dim,
+                                               window, local_layers)
         formula = (f"2 (K and V) x {num_layers} layers x {self.batch} batch x G x {seq_len:,} tokens x "
                    f"{head_dim} head_dim x {dtype_bytes} bytes")
         if window:  # lesson 12: the sliding-window layers keep at most `window` tokens
@@ -243,9 +236,7 @@ class KVCacheCalculator(Explorer):
         rows = "".join(f"<tr><td>{kind}</td><td style='text-align:right'>{g}</td>"
                        f"<td style='text-align:right'>{sizes[kind]:,}</td></tr>"
                        for kind, g in zip(KINDS, (num_heads, kv_groups, 1)))
-        model = self.model_matching(num_heads, kv_groups, num_layers, head_dim, window, local_layers)
-        if model in MODEL_CACHE_SIZES:
-            published = model_cache_bytes(model, seq_len=seq_len, batch=self.batch, dtype_bytes=dtype_bytes)
+        if published is not None:
             rows += (f"<tr><td>{html.escape(model)} as published</td><td></td>"
                      f"<td style='text-align:right'>{published:,}</td></tr>")
         return (f"<p><code>{html.escape(formula)}</code></p><table><tr><th>kind</th><th>G</th>"

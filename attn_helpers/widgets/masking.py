@@ -66,6 +66,19 @@ def _default_scores(n: int) -> Tensor:
     return attention_scores(q, k)  # (N, N)
 
 
+def row_sum_heatmap(figure: Figure, tokens: Sequence[str], *, cmap=None, bottom: float = 0.2) -> tuple:
+    """Draw weights over ``tokens`` as a heatmap (zeros until set) with an empty text for each row's sum right of it
+    and a colour bar; returns ``(axes, image, row-sum texts)``."""
+    ax = figure.add_subplot(1, 1, 1)
+    n = len(tokens)
+    image = heatmap(torch.zeros(n, n), tokens, ax=ax, cmap=cmap, vmin=0.0, vmax=1.0, annotate=False, colorbar=False)
+    sums = [ax.text(n - 0.3, i, "", ha="left", va="center", fontsize=8, clip_on=False) for i in range(n)]
+    ax.text(n - 0.3, -0.8, "row sum", ha="left", va="center", fontsize=8, fontweight="bold", clip_on=False)
+    figure.colorbar(image, ax=ax, fraction=0.046, pad=0.13, label="attention weight")
+    figure.subplots_adjust(left=0.14, right=0.95, bottom=bottom, top=0.9)
+    return ax, image, sums
+
+
 def _fmt(x: float) -> str:
     return "nan" if x != x else f"{x:.2f}"
 
@@ -74,9 +87,7 @@ class MaskExplorer(Explorer):
     """Temperature slider, mask-type and convention dropdowns over one sentence's attention weights.
 
     ``scores``: ``(N, N)`` scaled scores (default: a seeded example); ``tokens``: ``N`` labels;
-    ``length``: how many tokens are real (the rest are padding). The heatmap is updated in place;
-    the status line shows every row's sum. Temperature 0 is refused in words. Only the heatmap,
-    the title and the row sums are redrawn on a move (see :class:`Explorer`).
+    ``length``: how many tokens are real (the rest are padding). Temperature 0 is refused in words.
     """
 
     def __init__(self, scores: Tensor | None = None, tokens: Sequence[str] | None = None,
@@ -100,18 +111,9 @@ class MaskExplorer(Explorer):
         super().__init__(controls, figsize=(6.4, 5.0), dpi=80)
 
     def draw(self, figure: Figure) -> None:
-        ax = figure.add_subplot(1, 1, 1)
-        n = len(self.tokens)
-        self.ax = ax
-        self.artist = heatmap(torch.zeros(n, n), self.tokens, ax=ax, cmap=self.cmap, vmin=0.0, vmax=1.0,
-                              annotate=False, colorbar=False)
-        self.sum_texts = [ax.text(n - 0.3, i, "", ha="left", va="center", fontsize=8, clip_on=False)
-                          for i in range(n)]
-        ax.text(n - 0.3, -0.8, "row sum", ha="left", va="center", fontsize=8, fontweight="bold", clip_on=False)
-        figure.colorbar(self.artist, ax=ax, fraction=0.046, pad=0.13, label="attention weight")
+        self.ax, self.artist, self.sum_texts = row_sum_heatmap(figure, self.tokens, cmap=self.cmap, bottom=0.16)
         figure.text(0.01, 0.01, "grey cell = NaN (not a number)", fontsize=8, color="0.35")
-        self.dynamic([self.artist, ax.title, *self.sum_texts])  # what update changes; the rest is kept
-        figure.subplots_adjust(left=0.14, right=0.95, bottom=0.16, top=0.9)
+        self.dynamic([self.artist, self.ax.title, *self.sum_texts])  # what update changes; the rest is kept
 
     def update(self, temperature: float, mask: str, convention: str) -> str:
         if temperature <= 0:

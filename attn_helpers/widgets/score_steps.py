@@ -16,8 +16,9 @@ from torch import Tensor
 from ..core import attention_scores
 from ..lab import weights_after_steps
 from ..lab.example import LONG_SENTENCE
-from ..views import heatmap, to_numpy
+from ..views import to_numpy
 from ._base import Explorer
+from .masking import row_sum_heatmap
 
 __all__ = ["ScoreStepsExplorer"]
 
@@ -62,17 +63,8 @@ class ScoreStepsExplorer(Explorer):
         super().__init__(controls, figsize=(6.4, 5.0), dpi=80)
 
     def draw(self, figure: Figure) -> None:
-        ax = figure.add_subplot(1, 1, 1)
-        n = len(self.tokens)
-        self.ax = ax
-        self.artist = heatmap(torch.zeros(n, n), self.tokens, ax=ax, vmin=0.0, vmax=1.0, annotate=False,
-                              colorbar=False)
-        self.sum_texts = [ax.text(n - 0.3, i, "", ha="left", va="center", fontsize=8, clip_on=False)
-                          for i in range(n)]
-        ax.text(n - 0.3, -0.8, "row sum", ha="left", va="center", fontsize=8, fontweight="bold", clip_on=False)
-        figure.colorbar(self.artist, ax=ax, fraction=0.046, pad=0.13, label="attention weight")
-        self.dynamic([self.artist, ax.title, *self.sum_texts])  # what update changes; the rest is kept
-        figure.subplots_adjust(left=0.14, right=0.95, bottom=0.2, top=0.9)
+        self.ax, self.artist, self.sum_texts = row_sum_heatmap(figure, self.tokens)
+        self.dynamic([self.artist, self.ax.title, *self.sum_texts])  # what update changes; the rest is kept
 
     def update(self, window: int, softcap: float, use_sink: bool, sink: float, spread: float) -> str:
         scores = self.base_scores * spread  # (N, N)

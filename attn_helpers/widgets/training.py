@@ -34,10 +34,6 @@ ACCURACY_COLOUR = "0.2"
 LINESTYLES = ("-", "--", ":", "-.")
 
 
-# --------------------------------------------------------------------------------------------
-# Progress bar
-# --------------------------------------------------------------------------------------------
-
 class TrainingProgress:
     """A progress bar over every step of several training runs: ``progress(name, step, total)``.
 
@@ -74,10 +70,6 @@ class TrainingProgress:
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         return widget_bundle(self.widget, repr(self), **kwargs)
 
-
-# --------------------------------------------------------------------------------------------
-# The explorer
-# --------------------------------------------------------------------------------------------
 
 class AttentionSnapshotExplorer(Explorer):
     """Slide over training steps: every head's attention at that step, the ideal, and the match.
