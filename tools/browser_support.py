@@ -96,6 +96,93 @@ LAPTOP_WIDTH, LAPTOP_HEIGHT = 1366, 768
 NEXT_FRAMES_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(r, 50))))"
 
 
+# -- a high-density screen ------------------------------------------------------------------------
+# Most current laptops show 2 device pixels per CSS pixel. A page already open is switched to that density in place
+# (Chrome's DevTools Emulation.setDeviceMetricsOverride, the call Playwright's device_scale_factor makes), so a
+# lesson run once at scale 1 is checked again at scale 2 without a second Run All.
+HIGH_DENSITY = 2
+
+
+_SCALE_SESSIONS: dict[int, Any] = {}  # page -> the DevTools session that holds its override (detached, it ends)
+
+
+def set_device_scale(page: Any, factor: float) -> float:
+    """Show ``page`` at ``factor`` device pixels per CSS pixel (its viewport's CSS size kept); 1 gives the page back
+    to its context's own scale. Returns the page's ``window.devicePixelRatio`` once it has laid out again."""
+    session = _SCALE_SESSIONS.pop(id(page), None)
+    if session is not None:
+        session.detach()  # the override lasts as long as the session that set it
+    if factor != 1:
+        size = page.viewport_size or {"width": LAPTOP_WIDTH, "height": LAPTOP_HEIGHT}
+        session = page.context.new_cdp_session(page)
+        session.send("Emulation.setDeviceMetricsOverride", {"width": size["width"], "height": size["height"],
+                                                            "deviceScaleFactor": factor, "mobile": False})
+        _SCALE_SESSIONS[id(page)] = session
+    page.evaluate(NEXT_FRAMES_JS)
+    return page.evaluate("() => window.devicePixelRatio")
+
+
+def device_screenshot(page: Any, path: Path) -> Path:
+    """The page's viewport as the screen shows it: at device scale 2, twice its CSS size in pixels (Playwright's own
+    screenshot knows only its context's scale)."""
+    import base64
+
+    session = _SCALE_SESSIONS.get(id(page))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if session is None:
+        page.screenshot(path=str(path))
+    else:
+        path.write_bytes(base64.b64decode(session.send("Page.captureScreenshot", {"format": "png"})["data"]))
+    return path
+
+
+# Every static figure and every explorer's picture of the visible notebook, each scrolled into view and decoded:
+# its pixels, the CSS width it is shown at, and what describes it (a figure's alt; an explorer's "The picture in
+# words" fold, the <details> under its picture: an ipywidgets Image has no alt).
+PICTURES_JS = r"""async ([staticSel, boxSel]) => {
+    const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
+    const frames = () => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+    const rows = [];
+    const measure = async (img, kind, description) => {
+        img.scrollIntoView({block: 'center'});
+        await frames();
+        if (!img.complete) await img.decode().catch(() => null);
+        rows.push({kind, naturalWidth: img.naturalWidth, shownWidth: img.getBoundingClientRect().width,
+                   hidden: getComputedStyle(img).visibility === 'hidden', description: (description || '').trim()});
+    };
+    for (const img of nb.querySelectorAll(staticSel)) await measure(img, 'figure', img.getAttribute('alt'));
+    for (const box of nb.querySelectorAll(boxSel)) {
+        const img = box.querySelector(':scope > img.widget-image');
+        const words = box.querySelector(':scope > .widget-html details');
+        const said = words ? words.textContent.replace(words.querySelector('summary')?.textContent || '', '') : '';
+        if (img) await measure(img, 'explorer', said);
+    }
+    return rows;
+}"""
+
+
+def pictures(page: Any) -> list[dict[str, Any]]:
+    """Every picture of the notebook open on ``page`` (JupyterLab or Notebook 7), as :data:`PICTURES_JS` finds it."""
+    return page.evaluate(PICTURES_JS, [STATIC_PNG, EXPLORER_BOX])
+
+
+def picture_problems(rows: list[dict[str, Any]], density: float = HIGH_DENSITY) -> list[str]:
+    """What a learner at ``density`` device pixels per CSS pixel would miss: a picture with fewer pixels than its shown
+    width needs (the browser enlarges it, and its text blurs), or one without a description."""
+    problems = []
+    for i, row in enumerate(rows):
+        label = f"{row['kind']} {sum(r['kind'] == row['kind'] for r in rows[:i])}"
+        if row["hidden"]:
+            continue
+        if row["naturalWidth"] < density * row["shownWidth"] - 1:
+            problems.append(f"{label}: {row['naturalWidth']} px shown {row['shownWidth']:.0f} CSS px wide, "
+                            f"fewer than {density:g} per CSS px")
+        description = row["description"]
+        if not description or description.startswith("A figure without a description"):
+            problems.append(f"{label}: no description ({description!r})")
+    return problems
+
+
 # -- what is being tested ------------------------------------------------------------------------
 def lesson_notebooks() -> list[Path]:
     """The series' notebooks, in order; scratch files (``99_*``) are not part of it."""
@@ -201,7 +288,8 @@ def require_chromium() -> str:
 class Browser:
     """Playwright's sync API driving the system Chromium (one process, pages opened on demand)."""
 
-    def __init__(self, executable: str, *, width: int = LAPTOP_WIDTH, height: int = LAPTOP_HEIGHT) -> None:
+    def __init__(self, executable: str, *, width: int = LAPTOP_WIDTH, height: int = LAPTOP_HEIGHT,
+                 device_scale: float = 1) -> None:
         from playwright.sync_api import sync_playwright
 
         self._playwright = sync_playwright().start()
@@ -209,7 +297,7 @@ class Browser:
             self.browser = self._playwright.chromium.launch(executable_path=executable, headless=True,
                                                             args=CHROMIUM_ARGS)
             self.context = self.browser.new_context(viewport={"width": width, "height": height},
-                                                    device_scale_factor=1)
+                                                    device_scale_factor=device_scale)
         except BaseException:
             self._playwright.stop()
             raise
