@@ -183,6 +183,129 @@ def picture_problems(rows: list[dict[str, Any]], density: float = HIGH_DENSITY) 
     return problems
 
 
+# -- JupyterLab's themes -----------------------------------------------------------------------------
+LIGHT_THEME, DARK_THEME = "JupyterLab Light", "JupyterLab Dark"
+
+
+def set_theme(page: Any, name: str, timeout: float = 15.0) -> None:
+    """Choose JupyterLab's theme as a learner does, from the Settings menu's Theme submenu; wait until the page
+    wears it (``<body data-jp-theme-name>``) and has painted. JupyterLab keeps the choice in the server's user
+    settings: every page opened later wears it too."""
+    if page.evaluate("() => document.body.dataset.jpThemeName") == name:
+        return
+    page.locator(".lm-MenuBar-itemLabel", has_text="Settings").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Theme").first.hover()
+    page.locator(".lm-Menu-itemLabel", has_text=name).first.click()
+    page.wait_for_function("name => document.body.dataset.jpThemeName === name", arg=name, timeout=timeout * 1000)
+    page.keyboard.press("Escape")
+    page.evaluate(NEXT_FRAMES_JS)
+
+
+# Each picture's least opaque pixel (255 everywhere: drawn on its own background, not the page's), and each text the
+# explorers write in HTML (status line, caption, "The picture in words", shape table, and the status line as a state
+# that cannot be drawn shows it, ``problemStyle``) with its colour and the colour behind it, both composited as the
+# page paints them: semi-transparent backgrounds up the tree over the first opaque one.
+THEME_JS = r"""async ([staticSel, boxSel, problemStyle]) => {
+    const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
+    const frames = () => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+    const rgba = css => {
+        const m = css.match(/rgba?\(([^)]*)\)/);
+        if (!m) return [0, 0, 0, 0];
+        const p = m[1].split(/[\s,\/]+/).filter(Boolean).map(Number);
+        return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+    };
+    const blend = (top, under) => [0, 1, 2].map(i => top[3] * top[i] + (1 - top[3]) * under[i]).concat([1]);
+    const behind = el => {
+        const layers = [];
+        for (let e = el; e; e = e.parentElement) {
+            const c = rgba(getComputedStyle(e).backgroundColor);
+            if (c[3] > 0) layers.push(c);
+            if (c[3] >= 1) break;
+        }
+        let colour = [255, 255, 255, 1];  // the browser's canvas under everything
+        for (const layer of layers.reverse()) colour = blend(layer, colour);
+        return colour;
+    };
+    const pictures = [];
+    const imgs = [...nb.querySelectorAll(staticSel)].map(img => ['figure', img]).concat(
+        [...nb.querySelectorAll(boxSel)].map(box => ['explorer', box.querySelector(':scope > img.widget-image')]));
+    for (const [kind, img] of imgs) {
+        if (!img) continue;
+        img.scrollIntoView({block: 'center'});
+        await frames();
+        if (!img.complete) await img.decode().catch(() => null);
+        const canvas = document.createElement('canvas');
+        canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
+        const ctx = canvas.getContext('2d', {willReadFrequently: true});
+        ctx.drawImage(img, 0, 0);
+        const data = ctx.getImageData(0, 0, canvas.width, canvas.height).data;
+        let least = 255, transparent = 0;
+        for (let i = 3; i < data.length; i += 4) { if (data[i] < least) least = data[i]; if (data[i] < 255) transparent++; }
+        pictures.push({kind, width: img.naturalWidth, least, transparent});
+    }
+    const texts = [];
+    const boxes = [...nb.querySelectorAll(boxSel)];
+    boxes.forEach((box, b) => {
+        const status = box.querySelector(':scope > .widget-html code.explorer-status');
+        let planted = null;
+        if (status) {  // the same line as an impossible state shows it, beside the real one
+            planted = status.cloneNode(true);
+            planted.setAttribute('style', problemStyle);
+            planted.className = 'explorer-status explorer-problem';
+            planted.textContent = 'not possible: a state shown for this check';
+            status.parentElement.appendChild(planted);
+        }
+        for (const html of box.querySelectorAll(':scope > .widget-html')) {
+            for (const el of html.querySelectorAll('*')) {
+                if (['STYLE', 'SCRIPT'].includes(el.tagName)) continue;
+                const own = [...el.childNodes].filter(n => n.nodeType === 3 && n.textContent.trim()).map(n => n.textContent.trim()).join(' ');
+                if (!own) continue;
+                const style = getComputedStyle(el);
+                const bar = el === planted ? rgba(style.borderLeftColor) : null;
+                texts.push({explorer: b, tag: el.tagName.toLowerCase(), cls: el.className, text: own.slice(0, 60),
+                            colour: rgba(style.color), background: behind(el), bar});
+            }
+        }
+        if (planted) planted.remove();
+    });
+    return {theme: document.body.dataset.jpThemeName, pictures, texts};
+}"""
+
+
+def luminance(rgb: Any) -> float:
+    """WCAG 2.x relative luminance of an sRGB colour (r, g, b in 0..255)."""
+    def linear(c: float) -> float:
+        c /= 255
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(c) for c in rgb[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast_ratio(colour: Any, background: Any) -> float:
+    """WCAG contrast ratio of ``colour`` (r, g, b, alpha) painted over the opaque ``background`` (r, g, b, ...)."""
+    alpha = colour[3] if len(colour) > 3 else 1.0
+    painted = [alpha * f + (1 - alpha) * b for f, b in zip(colour[:3], background[:3])]
+    lighter, darker = sorted((luminance(painted), luminance(background)), reverse=True)
+    return (lighter + 0.05) / (darker + 0.05)
+
+
+def theme_problems(found: dict[str, Any], text_ratio: float = 4.5, mark_ratio: float = 3.0) -> list[str]:
+    """What :data:`THEME_JS` found that a learner could not read: a picture not opaque, a text under ``text_ratio``
+    (WCAG 1.4.3), the problem state's bar under ``mark_ratio`` (WCAG 1.4.11, a mark beside text)."""
+    problems = [f"{p['kind']} {i} ({p['width']} px): {p['transparent']} pixels not opaque (least alpha {p['least']}): "
+                f"its background would be the page's" for i, p in enumerate(found["pictures"]) if p["least"] < 255]
+    for t in found["texts"]:
+        ratio = contrast_ratio(t["colour"], t["background"])
+        if ratio < text_ratio:
+            problems.append(f"explorer {t['explorer']} <{t['tag']} class={t['cls']!r}> {t['text']!r}: colour "
+                            f"{t['colour']} on {t['background']}: {ratio:.1f}:1")
+        if t["bar"] is not None and contrast_ratio(t["bar"], t["background"]) < mark_ratio:
+            problems.append(f"explorer {t['explorer']}: the problem bar {t['bar']} on {t['background']}: "
+                            f"{contrast_ratio(t['bar'], t['background']):.1f}:1")
+    return problems
+
+
 # -- what is being tested ------------------------------------------------------------------------
 def lesson_notebooks() -> list[Path]:
     """The series' notebooks, in order; scratch files (``99_*``) are not part of it."""

@@ -49,11 +49,14 @@ import pytest
 from tools import figure_sizes
 from tools.browser_support import (  # noqa: F401 - fixtures are used by name
     ALL_SCREENSHOTS,
+    DARK_THEME,
     EXPLORER_BOX,
     HIGH_DENSITY,
+    LIGHT_THEME,
     SCREENSHOT_DIR,
     STATIC_PNG,
     STATUS,
+    THEME_JS,
     UNTOUCHED_SETTINGS,
     Browser,
     JupyterServer,
@@ -62,6 +65,7 @@ from tools.browser_support import (  # noqa: F401 - fixtures are used by name
     UntouchedObservation,
     chromium_missing_reason,
     chromium_path,
+    contrast_ratio,
     device_screenshot,
     classic_run,
     find_chromium,
@@ -70,6 +74,8 @@ from tools.browser_support import (  # noqa: F401 - fixtures are used by name
     picture_problems,
     pictures,
     set_device_scale,
+    set_theme,
+    theme_problems,
     widget_outputs,
 )
 
@@ -226,6 +232,35 @@ def test_every_picture_at_device_scale_2(lesson: LessonPage, screenshot_dir: Pat
     finally:
         set_device_scale(page, 1)
     assert not problems, f"{lesson.name} at device scale 2:\n" + "\n".join(problems)
+
+
+@on_each(WITH_WIDGETS)
+def test_readable_in_the_dark_theme(lesson: LessonPage, screenshot_dir: Path):
+    """In JupyterLab Dark (chosen from the Settings menu): every figure and explorer picture is opaque (drawn on its
+    own background, not on the dark page), every text an explorer writes in HTML (status line, caption, "The picture
+    in words", shape table; and the status line of a state it cannot draw) has contrast 4.5:1 or more on what is
+    behind it, the problem state's bar 3:1. The first screen in the dark theme is kept; the theme goes back to light."""
+    from attn_helpers.widgets._base import PROBLEM_STYLE
+
+    page = lesson.page
+    try:
+        set_theme(page, DARK_THEME)
+        found = page.evaluate(THEME_JS, [STATIC_PNG, EXPLORER_BOX, PROBLEM_STYLE])
+        figure_sizes.screenshot_first_picture(lesson, screenshot_dir / f"{Path(lesson.name).stem}__dark_1366x768.png",
+                                              f"{STATIC_PNG}, {EXPLORER_PICTURE}")
+    finally:
+        set_theme(page, LIGHT_THEME)
+    assert found["theme"] == DARK_THEME, found["theme"]
+    committed = lesson.committed
+    assert len(found["pictures"]) == committed.n_static_png + len(committed.explorers), found["pictures"]
+    assert found["texts"] and any(t["bar"] for t in found["texts"]), f"{lesson.name}: no explorer text measured"
+    lines = [f"{p['kind']} {p['width']} px: least alpha {p['least']}" for p in found["pictures"]]
+    lines += [f"explorer {t['explorer']} <{t['tag']}> {t['text']!r}: {contrast_ratio(t['colour'], t['background']):.1f}:1"
+              + ("" if t["bar"] is None else f", bar {contrast_ratio(t['bar'], t['background']):.1f}:1")
+              for t in found["texts"]]
+    (screenshot_dir / f"{Path(lesson.name).stem}__dark.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    problems = theme_problems(found)
+    assert not problems, f"{lesson.name} in {DARK_THEME}:\n" + "\n".join(problems)
 
 
 @on_each(WITH_WIDGETS)
