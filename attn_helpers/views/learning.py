@@ -37,6 +37,21 @@ def head_name(layer: int, head: int, num_layers: int) -> str:
     return f"layer {layer} head {head}" if num_layers > 1 else f"head {head}"
 
 
+def readable_labels(labels: Sequence[str], ax: Axes, css_dpi: float | None = None) -> tuple[list[str], float]:
+    """Token labels for a square heatmap on ``ax`` and their font size (points): at least :data:`READABLE_PX` pixels
+    as the page shows them (``css_dpi``, default the figure's dpi); where that many do not fit beside the axes,
+    every second (third, ...) label is kept and the others are ``""``."""
+    n = len(labels)
+    side = min(_axes_points(ax))  # points
+    readable = READABLE_PX * 72.0 / (css_dpi or ax.figure.dpi)  # points
+    fontsize = _fit_fontsize(n, side)
+    every = 1
+    if fontsize < readable:
+        fontsize = readable
+        every = math.ceil(n * readable / (0.8 * side))  # a label keeps 80% of its slot, as _fit_fontsize allows
+    return [str(label) if i % every == 0 else "" for i, label in enumerate(labels)], fontsize
+
+
 def weights_panel(values: Any, labels: Sequence[str], ax: Axes, *, title: str, xlabel: str, ylabel: str,
                   x_ticks: bool = True, y_ticks: bool = True, css_dpi: float | None = None) -> AxesImage:
     """One attention heatmap ``(N, N)`` in [0, 1] with token labels on the axes that carry ticks; returns the image.
@@ -46,15 +61,7 @@ def weights_panel(values: Any, labels: Sequence[str], ax: Axes, *, title: str, x
     every second (third, ...) token is labelled instead. ``css_dpi``: the picture's pixels per inch as the page shows
     them (default the figure's dpi; an explorer drawn at twice its dpi for sharp screens passes half of it).
     """
-    n = len(labels)
-    side = min(_axes_points(ax))  # points
-    readable = READABLE_PX * 72.0 / (css_dpi or ax.figure.dpi)  # points
-    fontsize = _fit_fontsize(n, side)
-    every = 1
-    if fontsize < readable:
-        fontsize = readable
-        every = math.ceil(n * readable / (0.8 * side))  # a label keeps 80% of its slot, as _fit_fontsize allows
-    shown = [str(label) if i % every == 0 else "" for i, label in enumerate(labels)]
+    shown, fontsize = readable_labels(labels, ax, css_dpi)
     return heatmap(values, shown, shown, ax=ax, title=title, xlabel=xlabel, ylabel=ylabel, cmap=WEIGHTS_CMAP,
                    vmin=0.0, vmax=1.0, annotate=False, colorbar=False, fmt="{:.2f}", fontsize=fontsize,
                    colorbar_label=None, x_ticks=x_ticks, y_ticks=y_ticks, text_labels=True)
