@@ -177,7 +177,7 @@ def picture_problems(rows: list[dict[str, Any]], density: float = HIGH_DENSITY) 
         if row["naturalWidth"] < density * row["shownWidth"] - 1:
             problems.append(f"{label}: {row['naturalWidth']} px shown {row['shownWidth']:.0f} CSS px wide, "
                             f"fewer than {density:g} per CSS px")
-        description = row["description"]
+        description = (row["description"] or "").strip()
         if not description or description.startswith("A figure without a description"):
             problems.append(f"{label}: no description ({description!r})")
     return problems
