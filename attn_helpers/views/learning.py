@@ -144,10 +144,11 @@ def plot_snapshots(run: Any, steps: Sequence[int], *, title: str | None = None, 
     wraps = -(-slots // per_row)
     rows, cols = L * H * wraps, min(per_row, slots)
     panel = 1.9
-    width, height = 1.3 + cols * panel + (cols - 1) * 0.35 + 1.0, 0.9 + rows * panel + (rows - 1) * 0.8
+    # 0.8 in above the panels: the figure's title (0.1 in from the top), then the top panels' titles below it
+    width, height = 1.3 + cols * panel + (cols - 1) * 0.35 + 1.0, 1.15 + rows * panel + (rows - 1) * 0.8
     figure = plt.figure(figsize=(width, height))
     grid = figure.add_gridspec(rows, cols, left=0.75 / width, right=1.0 - 1.1 / width, bottom=0.55 / height,
-                               top=1.0 - 0.55 / height, wspace=0.35 / panel, hspace=0.8 / panel)
+                               top=1.0 - 0.8 / height, wspace=0.35 / panel, hspace=0.8 / panel)
     labels = run.probe_labels
     panels = []
     for h in range(L * H):
@@ -174,9 +175,9 @@ def plot_snapshots(run: Any, steps: Sequence[int], *, title: str | None = None, 
     describe_figure(figure, f"Attention weights on the {len(labels)}-token probe sequence at steps "
                               f"{', '.join(str(s) for s in steps)}, beside the ideal pattern; the match with the "
                               f"ideal (1 = identical) of {'; '.join(matches)}.")
-    cax = figure.add_axes((1.0 - 0.85 / width, 0.55 / height, 0.12 / width, 1.0 - 1.1 / height))
+    cax = figure.add_axes((1.0 - 0.85 / width, 0.55 / height, 0.12 / width, 1.0 - 1.35 / height))
     figure.colorbar(image, cax=cax, label="attention weight")
-    figure.suptitle(title or f"{run.task.name}: every head over training", fontsize=11)
+    figure.suptitle(title or f"{run.task.name}: every head over training", fontsize=11, y=1.0 - 0.1 / height, va="top")
     return figure
 
 
