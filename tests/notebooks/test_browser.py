@@ -15,7 +15,8 @@ fit in the notebook's visible height. The table goes to the test output and ``bu
 and each lesson's first screen at its first picture to ``build/screenshots/<lesson>__lesson_1366x768.png``.
 The same page is then switched to device scale 2 (a high-density laptop screen) and checked again: every picture
 has two pixels per CSS pixel it is shown at and a description, no text below 8 CSS px; its first screen at 2x goes
-to ``<lesson>__lesson_1366x768@2x.png``.
+to ``<lesson>__lesson_1366x768@2x.png``. In every notebook with an explorer, JupyterLab is switched to its dark
+theme (from the Settings menu) and back: every picture must be opaque and every text an explorer writes at 4.5:1.
 
 Every notebook is also opened untouched, on a server of its own: once its kernel is idle and nothing
 ran, closing its tab must not ask to save, and the file must be as committed (the kernelspec the
