@@ -96,6 +96,216 @@ LAPTOP_WIDTH, LAPTOP_HEIGHT = 1366, 768
 NEXT_FRAMES_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(r, 50))))"
 
 
+# -- a high-density screen ------------------------------------------------------------------------
+# Most current laptops show 2 device pixels per CSS pixel. A page already open is switched to that density in place
+# (Chrome's DevTools Emulation.setDeviceMetricsOverride, the call Playwright's device_scale_factor makes), so a
+# lesson run once at scale 1 is checked again at scale 2 without a second Run All.
+HIGH_DENSITY = 2
+
+
+_SCALE_SESSIONS: dict[int, Any] = {}  # page -> the DevTools session that holds its override (detached, it ends)
+
+
+def set_device_scale(page: Any, factor: float) -> float:
+    """Show ``page`` at ``factor`` device pixels per CSS pixel (its viewport's CSS size kept); 1 gives the page back
+    to its context's own scale. Returns the page's ``window.devicePixelRatio`` once it has laid out again."""
+    session = _SCALE_SESSIONS.pop(id(page), None)
+    if session is not None:
+        session.detach()  # the override lasts as long as the session that set it
+    if factor != 1:
+        size = page.viewport_size or {"width": LAPTOP_WIDTH, "height": LAPTOP_HEIGHT}
+        session = page.context.new_cdp_session(page)
+        session.send("Emulation.setDeviceMetricsOverride", {"width": size["width"], "height": size["height"],
+                                                            "deviceScaleFactor": factor, "mobile": False})
+        _SCALE_SESSIONS[id(page)] = session
+    page.evaluate(NEXT_FRAMES_JS)
+    return page.evaluate("() => window.devicePixelRatio")
+
+
+def device_screenshot(page: Any, path: Path) -> Path:
+    """The page's viewport as the screen shows it: at device scale 2, twice its CSS size in pixels (Playwright's own
+    screenshot knows only its context's scale)."""
+    import base64
+
+    session = _SCALE_SESSIONS.get(id(page))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if session is None:
+        page.screenshot(path=str(path))
+    else:
+        path.write_bytes(base64.b64decode(session.send("Page.captureScreenshot", {"format": "png"})["data"]))
+    return path
+
+
+# Every static figure and every explorer's picture of the visible notebook, each scrolled into view and decoded:
+# its pixels, the CSS width it is shown at, and what describes it (a figure's alt; an explorer's "The picture in
+# words" fold, the <details> under its picture: an ipywidgets Image has no alt).
+PICTURES_JS = r"""async ([staticSel, boxSel]) => {
+    const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
+    const frames = () => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+    const rows = [];
+    const measure = async (img, kind, description) => {
+        img.scrollIntoView({block: 'center'});
+        await frames();
+        if (!img.complete) await img.decode().catch(() => null);
+        rows.push({kind, naturalWidth: img.naturalWidth, shownWidth: img.getBoundingClientRect().width,
+                   hidden: getComputedStyle(img).visibility === 'hidden', description: (description || '').trim()});
+    };
+    for (const img of nb.querySelectorAll(staticSel)) await measure(img, 'figure', img.getAttribute('alt'));
+    for (const box of nb.querySelectorAll(boxSel)) {
+        const img = box.querySelector(':scope > img.widget-image');
+        const words = box.querySelector(':scope > .widget-html details');
+        const said = words ? words.textContent.replace(words.querySelector('summary')?.textContent || '', '') : '';
+        if (img) await measure(img, 'explorer', said);
+    }
+    return rows;
+}"""
+
+
+def pictures(page: Any) -> list[dict[str, Any]]:
+    """Every picture of the notebook open on ``page`` (JupyterLab or Notebook 7), as :data:`PICTURES_JS` finds it."""
+    return page.evaluate(PICTURES_JS, [STATIC_PNG, EXPLORER_BOX])
+
+
+def picture_problems(rows: list[dict[str, Any]], density: float = HIGH_DENSITY) -> list[str]:
+    """What a learner at ``density`` device pixels per CSS pixel would miss: a picture with fewer pixels than its shown
+    width needs (the browser enlarges it, and its text blurs), or one without a description."""
+    problems = []
+    for i, row in enumerate(rows):
+        label = f"{row['kind']} {sum(r['kind'] == row['kind'] for r in rows[:i])}"
+        if row["hidden"]:
+            continue
+        if row["naturalWidth"] < density * row["shownWidth"] - 1:
+            problems.append(f"{label}: {row['naturalWidth']} px shown {row['shownWidth']:.0f} CSS px wide, "
+                            f"fewer than {density:g} per CSS px")
+        description = (row["description"] or "").strip()
+        if not description or description.startswith("A figure without a description"):
+            problems.append(f"{label}: no description ({description!r})")
+    return problems
+
+
+# -- JupyterLab's themes -----------------------------------------------------------------------------
+LIGHT_THEME, DARK_THEME = "JupyterLab Light", "JupyterLab Dark"
+
+
+def set_theme(page: Any, name: str, timeout: float = 15.0) -> None:
+    """Choose JupyterLab's theme as a learner does, from the Settings menu's Theme submenu; wait until the page
+    wears it (``<body data-jp-theme-name>``) and has painted. JupyterLab keeps the choice in the server's user
+    settings: every page opened later wears it too."""
+    if page.evaluate("() => document.body.dataset.jpThemeName") == name:
+        return
+    page.locator(".lm-MenuBar-itemLabel", has_text="Settings").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Theme").first.hover()
+    page.locator(".lm-Menu-itemLabel", has_text=name).first.click()
+    page.wait_for_function("name => document.body.dataset.jpThemeName === name", arg=name, timeout=timeout * 1000)
+    page.keyboard.press("Escape")
+    page.evaluate(NEXT_FRAMES_JS)
+
+
+# Each picture's least opaque pixel (255 everywhere: drawn on its own background, not the page's), and each text the
+# explorers write in HTML (status line, caption, "The picture in words", shape table, and the status line as a state
+# that cannot be drawn shows it, ``problemStyle``) with its colour and the colour behind it, both composited as the
+# page paints them: semi-transparent backgrounds up the tree over the first opaque one.
+THEME_JS = r"""async ([staticSel, boxSel, problemStyle]) => {
+    const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
+    const frames = () => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+    const rgba = css => {
+        const m = css.match(/rgba?\(([^)]*)\)/);
+        if (!m) return [0, 0, 0, 0];
+        const p = m[1].split(/[\s,\/]+/).filter(Boolean).map(Number);
+        return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+    };
+    const blend = (top, under) => [0, 1, 2].map(i => top[3] * top[i] + (1 - top[3]) * under[i]).concat([1]);
+    const behind = el => {
+        const layers = [];
+        for (let e = el; e; e = e.parentElement) {
+            const c = rgba(getComputedStyle(e).backgroundColor);
+            if (c[3] > 0) layers.push(c);
+            if (c[3] >= 1) break;
+        }
+        let colour = [255, 255, 255, 1];  // the browser's canvas under everything
+        for (const layer of layers.reverse()) colour = blend(layer, colour);
+        return colour;
+    };
+    const pictures = [];
+    const imgs = [...nb.querySelectorAll(staticSel)].map(img => ['figure', img]).concat(
+        [...nb.querySelectorAll(boxSel)].map(box => ['explorer', box.querySelector(':scope > img.widget-image')]));
+    for (const [kind, img] of imgs) {
+        if (!img) continue;
+        img.scrollIntoView({block: 'center'});
+        await frames();
+        if (!img.complete) await img.decode().catch(() => null);
+        const canvas = document.createElement('canvas');
+        canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
+        const ctx = canvas.getContext('2d', {willReadFrequently: true});
+        ctx.drawImage(img, 0, 0);
+        const data = ctx.getImageData(0, 0, canvas.width, canvas.height).data;
+        let least = 255, transparent = 0;
+        for (let i = 3; i < data.length; i += 4) { if (data[i] < least) least = data[i]; if (data[i] < 255) transparent++; }
+        pictures.push({kind, width: img.naturalWidth, least, transparent});
+    }
+    const texts = [];
+    const boxes = [...nb.querySelectorAll(boxSel)];
+    boxes.forEach((box, b) => {
+        const status = box.querySelector(':scope > .widget-html code.explorer-status');
+        let planted = null;
+        if (status) {  // the same line as an impossible state shows it, beside the real one
+            planted = status.cloneNode(true);
+            planted.setAttribute('style', problemStyle);
+            planted.className = 'explorer-status explorer-problem';
+            planted.textContent = 'not possible: a state shown for this check';
+            status.parentElement.appendChild(planted);
+        }
+        for (const html of box.querySelectorAll(':scope > .widget-html')) {
+            for (const el of html.querySelectorAll('*')) {
+                if (['STYLE', 'SCRIPT'].includes(el.tagName)) continue;
+                const own = [...el.childNodes].filter(n => n.nodeType === 3 && n.textContent.trim()).map(n => n.textContent.trim()).join(' ');
+                if (!own) continue;
+                const style = getComputedStyle(el);
+                const bar = el === planted ? rgba(style.borderLeftColor) : null;
+                texts.push({explorer: b, tag: el.tagName.toLowerCase(), cls: el.className, text: own.slice(0, 60),
+                            colour: rgba(style.color), background: behind(el), bar});
+            }
+        }
+        if (planted) planted.remove();
+    });
+    return {theme: document.body.dataset.jpThemeName, pictures, texts};
+}"""
+
+
+def luminance(rgb: Any) -> float:
+    """WCAG 2.x relative luminance of an sRGB colour (r, g, b in 0..255)."""
+    def linear(c: float) -> float:
+        c /= 255
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(c) for c in rgb[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast_ratio(colour: Any, background: Any) -> float:
+    """WCAG contrast ratio of ``colour`` (r, g, b, alpha) painted over the opaque ``background`` (r, g, b, ...)."""
+    alpha = colour[3] if len(colour) > 3 else 1.0
+    painted = [alpha * f + (1 - alpha) * b for f, b in zip(colour[:3], background[:3])]
+    lighter, darker = sorted((luminance(painted), luminance(background)), reverse=True)
+    return (lighter + 0.05) / (darker + 0.05)
+
+
+def theme_problems(found: dict[str, Any], text_ratio: float = 4.5, mark_ratio: float = 3.0) -> list[str]:
+    """What :data:`THEME_JS` found that a learner could not read: a picture not opaque, a text under ``text_ratio``
+    (WCAG 1.4.3), the problem state's bar under ``mark_ratio`` (WCAG 1.4.11, a mark beside text)."""
+    problems = [f"{p['kind']} {i} ({p['width']} px): {p['transparent']} pixels not opaque (least alpha {p['least']}): "
+                f"its background would be the page's" for i, p in enumerate(found["pictures"]) if p["least"] < 255]
+    for t in found["texts"]:
+        ratio = contrast_ratio(t["colour"], t["background"])
+        if ratio < text_ratio:
+            problems.append(f"explorer {t['explorer']} <{t['tag']} class={t['cls']!r}> {t['text']!r}: colour "
+                            f"{t['colour']} on {t['background']}: {ratio:.1f}:1")
+        if t["bar"] is not None and contrast_ratio(t["bar"], t["background"]) < mark_ratio:
+            problems.append(f"explorer {t['explorer']}: the problem bar {t['bar']} on {t['background']}: "
+                            f"{contrast_ratio(t['bar'], t['background']):.1f}:1")
+    return problems
+
+
 # -- what is being tested ------------------------------------------------------------------------
 def lesson_notebooks() -> list[Path]:
     """The series' notebooks, in order; scratch files (``99_*``) are not part of it."""
@@ -201,7 +411,8 @@ def require_chromium() -> str:
 class Browser:
     """Playwright's sync API driving the system Chromium (one process, pages opened on demand)."""
 
-    def __init__(self, executable: str, *, width: int = LAPTOP_WIDTH, height: int = LAPTOP_HEIGHT) -> None:
+    def __init__(self, executable: str, *, width: int = LAPTOP_WIDTH, height: int = LAPTOP_HEIGHT,
+                 device_scale: float = 1) -> None:
         from playwright.sync_api import sync_playwright
 
         self._playwright = sync_playwright().start()
@@ -209,7 +420,7 @@ class Browser:
             self.browser = self._playwright.chromium.launch(executable_path=executable, headless=True,
                                                             args=CHROMIUM_ARGS)
             self.context = self.browser.new_context(viewport={"width": width, "height": height},
-                                                    device_scale_factor=1)
+                                                    device_scale_factor=device_scale)
         except BaseException:
             self._playwright.stop()
             raise

@@ -15,6 +15,7 @@ A picture whose pixels match no record cannot be measured and is reported as suc
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -171,8 +172,10 @@ def write_table(path: Path, order: list[str]) -> str:
     return text
 
 
-def screenshot_first_picture(lesson: Any, path: Path, selector: str, margin: int = 40) -> Path:
-    """The screen a learner sees at the lesson's first figure or explorer (the top if it has none)."""
+def screenshot_first_picture(lesson: Any, path: Path, selector: str, margin: int = 40,
+                             shoot: Callable[[Any, Path], Any] | None = None) -> Path:
+    """The screen a learner sees at the lesson's first figure or explorer (the top if it has none); ``shoot(page,
+    path)`` takes the picture (default: Playwright's screenshot)."""
     lesson.page.evaluate("""([selector, margin]) => {
         const outer = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer');
         const first = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook')
@@ -184,5 +187,8 @@ def screenshot_first_picture(lesson: Any, path: Path, selector: str, margin: int
     }""", [selector, margin])
     lesson.page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(r, 100))))")
     path.parent.mkdir(parents=True, exist_ok=True)
-    lesson.page.screenshot(path=str(path))
+    if shoot is not None:
+        shoot(lesson.page, path)
+    else:
+        lesson.page.screenshot(path=str(path))
     return path

@@ -33,6 +33,7 @@ plugins declare is bound, and the page shows nothing; the error is in the browse
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import tempfile
 import time
@@ -42,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools.browser_support import (
+    HIGH_DENSITY,
     NOTEBOOKS_DIR,
     SCREENSHOT_DIR,
     Browser,
@@ -49,6 +51,7 @@ from tools.browser_support import (
     JupyterServer,
     LessonPage,
     State,
+    pictures,
 )
 
 # The lessons run in Notebook 7: 00 (the heads explorer, a selection slider and number sliders; the lesson that
@@ -64,6 +67,24 @@ KNOWN_LOAD_ERRORS = {
 # that none binds: Notebook 7 gives the first to the notebook, the second reach a focused slider handle.
 NOTEBOOK_ARROW_KEYS = ("ArrowRight", "ArrowLeft")
 HANDLE_KEYS = ("End", "Home", "PageUp", "PageDown")
+# A key as an explorer's caption names it (attn_helpers/widgets/_base.py's KEYS_CAPTION), and as Playwright presses it.
+CAPTION_KEYS = {"End": "End", "Home": "Home", "Page Up": "PageUp", "Page Down": "PageDown"}
+
+
+def keys_named(caption: str) -> tuple[str, ...]:
+    """The keys a caption tells learners to press on a slider's handle, as Playwright names them (in HANDLE_KEYS'
+    order, the order that moves a slider from anywhere: to the far end, back, then up and down)."""
+    named = {CAPTION_KEYS[word] for word in CAPTION_KEYS if re.search(rf"\b{word}\b", caption)}
+    return tuple(key for key in HANDLE_KEYS if key in named) + tuple(sorted(named - set(HANDLE_KEYS)))
+
+
+# The caption above an explorer's status line (empty for an explorer without a slider).
+CAPTION_JS = """box => {
+    const children = [...box.children];
+    const status = children.findIndex(c => c.querySelector('code.explorer-status'));
+    const before = children.slice(0, status).filter(c => c.classList.contains('widget-html'));
+    return before.length ? before[before.length - 1].textContent.trim() : '';
+}"""
 
 
 def notebook7_missing_reason() -> str | None:
@@ -171,6 +192,11 @@ class Notebook7Observation:
     key_moves: list[tuple[str, str, str, str]] = field(default_factory=list)  # (slider, key, readout before, after)
     readout: list[str] = field(default_factory=list)  # status line after typing into a number slider's readout
     arrow_keys: list[KeyTry] = field(default_factory=list)
+    pictures: list[dict] = field(default_factory=list)  # every figure and explorer picture (browser_support.pictures)
+    device_scale: float = 0.0  # the page's devicePixelRatio
+    captions: list[str] = field(default_factory=list)  # each explorer's caption, in order
+    sliders: list[int] = field(default_factory=list)  # each explorer's number of sliders
+    caption_moves: list[list[tuple[str, str, str, str]]] = field(default_factory=list)  # each explorer's key_moves
     problems_after: list[str] = field(default_factory=list)
     failed_step: str | None = None  # the step of observe_lesson that failed ("opening", "Run All", ...)
     error: str | None = None  # its message (an AssertionError of ExplorerView), or a traceback
@@ -266,6 +292,12 @@ def observe_lesson(page: Notebook7Page) -> Notebook7Observation:
         seen.problems, seen.unexecuted = page.problems(), page.unexecuted_cells()
         explorers = page.explorers()
         seen.explorers = [explorer.state() for explorer in explorers]
+        step = "pictures"
+        seen.device_scale = page.page.evaluate("() => window.devicePixelRatio")
+        seen.pictures = pictures(page.page)
+        step = "captions"
+        seen.captions = [explorer.box.evaluate(CAPTION_JS) for explorer in explorers]
+        seen.sliders = [sum(c.kind == "slider" for c in explorer.controls()) for explorer in explorers]
         if explorers:
             explorer = explorers[0]
             explorer.box.scroll_into_view_if_needed()
@@ -273,11 +305,18 @@ def observe_lesson(page: Notebook7Page) -> Notebook7Observation:
             step = "arrow keys"
             seen.arrow_keys = try_arrow_keys(explorer)
             step = "Home, End, Page Up and Page Down"
-            drive_by_keyboard(explorer, seen.keyboard, seen.key_moves)
+            drive_by_keyboard(explorer, seen.keyboard, seen.key_moves, keys_named(seen.captions[0]))
+            seen.caption_moves.append(seen.key_moves)
             step = "typing into a readout"
             type_into_readout(explorer, seen.readout)
             step = "dragging"
             drive_by_mouse(explorer, seen.mouse)
+        step = "the other explorers' keys"
+        for explorer, caption in zip(explorers[1:], seen.captions[1:]):
+            explorer.box.scroll_into_view_if_needed()
+            explorer.last_valid = explorer.state()
+            seen.caption_moves.append([])
+            drive_by_keyboard(explorer, seen.keyboard, seen.caption_moves[-1], keys_named(caption))
         seen.problems_after = page.problems()
     except AssertionError as failure:
         seen.failed_step, seen.error = step, f"{step}: {failure}"
@@ -288,9 +327,10 @@ def observe_lesson(page: Notebook7Page) -> Notebook7Observation:
 
 def run_notebook7(chromium: str, names: tuple[str, ...] = NOTEBOOK7_LESSONS,
                   screenshots: Path | None = SCREENSHOT_DIR,
-                  observe: Callable[[Notebook7Page], Notebook7Observation] = observe_lesson
-                  ) -> dict[str, Notebook7Observation]:
-    """Each lesson in ``names`` in Notebook 7 (one server, one Chromium at 1366 x 768, a page at a time).
+                  observe: Callable[[Notebook7Page], Notebook7Observation] = observe_lesson,
+                  device_scale: float = HIGH_DENSITY) -> dict[str, Notebook7Observation]:
+    """Each lesson in ``names`` in Notebook 7 (one server, one Chromium at 1366 x 768 CSS px and ``device_scale``
+    device pixels per CSS pixel, a page at a time).
 
     Serves a temporary copy of just those notebooks. Never raises for one lesson: what failed is in its
     observation. A picture of each lesson's first explorer (and of the page where a step failed) goes to
@@ -304,7 +344,7 @@ def run_notebook7(chromium: str, names: tuple[str, ...] = NOTEBOOK7_LESSONS,
         for name in names:
             shutil.copy2(NOTEBOOKS_DIR / name, folder / "source" / name)
         server = cleanup.enter_context(Notebook7Server(folder, source=folder / "source", threads=1))
-        browser = Browser(chromium, width=1366, height=768)
+        browser = Browser(chromium, width=1366, height=768, device_scale=device_scale)
         cleanup.callback(browser.close)
         for name in names:
             page = Notebook7Page(server, browser, NOTEBOOKS_DIR / name)

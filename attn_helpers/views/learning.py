@@ -37,6 +37,21 @@ def head_name(layer: int, head: int, num_layers: int) -> str:
     return f"layer {layer} head {head}" if num_layers > 1 else f"head {head}"
 
 
+def readable_labels(labels: Sequence[str], ax: Axes, css_dpi: float | None = None) -> tuple[list[str], float]:
+    """Token labels for a square heatmap on ``ax`` and their font size (points): at least :data:`READABLE_PX` pixels
+    as the page shows them (``css_dpi``, default the figure's dpi); where that many do not fit beside the axes,
+    every second (third, ...) label is kept and the others are ``""``."""
+    n = len(labels)
+    side = min(_axes_points(ax))  # points
+    readable = READABLE_PX * 72.0 / (css_dpi or ax.figure.dpi)  # points
+    fontsize = _fit_fontsize(n, side)
+    every = 1
+    if fontsize < readable:
+        fontsize = readable
+        every = math.ceil(n * readable / (0.8 * side))  # a label keeps 80% of its slot, as _fit_fontsize allows
+    return [str(label) if i % every == 0 else "" for i, label in enumerate(labels)], fontsize
+
+
 def weights_panel(values: Any, labels: Sequence[str], ax: Axes, *, title: str, xlabel: str, ylabel: str,
                   x_ticks: bool = True, y_ticks: bool = True, css_dpi: float | None = None) -> AxesImage:
     """One attention heatmap ``(N, N)`` in [0, 1] with token labels on the axes that carry ticks; returns the image.
@@ -46,15 +61,7 @@ def weights_panel(values: Any, labels: Sequence[str], ax: Axes, *, title: str, x
     every second (third, ...) token is labelled instead. ``css_dpi``: the picture's pixels per inch as the page shows
     them (default the figure's dpi; an explorer drawn at twice its dpi for sharp screens passes half of it).
     """
-    n = len(labels)
-    side = min(_axes_points(ax))  # points
-    readable = READABLE_PX * 72.0 / (css_dpi or ax.figure.dpi)  # points
-    fontsize = _fit_fontsize(n, side)
-    every = 1
-    if fontsize < readable:
-        fontsize = readable
-        every = math.ceil(n * readable / (0.8 * side))  # a label keeps 80% of its slot, as _fit_fontsize allows
-    shown = [str(label) if i % every == 0 else "" for i, label in enumerate(labels)]
+    shown, fontsize = readable_labels(labels, ax, css_dpi)
     return heatmap(values, shown, shown, ax=ax, title=title, xlabel=xlabel, ylabel=ylabel, cmap=WEIGHTS_CMAP,
                    vmin=0.0, vmax=1.0, annotate=False, colorbar=False, fmt="{:.2f}", fontsize=fontsize,
                    colorbar_label=None, x_ticks=x_ticks, y_ticks=y_ticks, text_labels=True)
@@ -137,10 +144,11 @@ def plot_snapshots(run: Any, steps: Sequence[int], *, title: str | None = None, 
     wraps = -(-slots // per_row)
     rows, cols = L * H * wraps, min(per_row, slots)
     panel = 1.9
-    width, height = 1.3 + cols * panel + (cols - 1) * 0.35 + 1.0, 0.9 + rows * panel + (rows - 1) * 0.8
+    # 0.8 in above the panels: the figure's title (0.1 in from the top), then the top panels' titles below it
+    width, height = 1.3 + cols * panel + (cols - 1) * 0.35 + 1.0, 1.15 + rows * panel + (rows - 1) * 0.8
     figure = plt.figure(figsize=(width, height))
     grid = figure.add_gridspec(rows, cols, left=0.75 / width, right=1.0 - 1.1 / width, bottom=0.55 / height,
-                               top=1.0 - 0.55 / height, wspace=0.35 / panel, hspace=0.8 / panel)
+                               top=1.0 - 0.8 / height, wspace=0.35 / panel, hspace=0.8 / panel)
     labels = run.probe_labels
     panels = []
     for h in range(L * H):
@@ -167,9 +175,9 @@ def plot_snapshots(run: Any, steps: Sequence[int], *, title: str | None = None, 
     describe_figure(figure, f"Attention weights on the {len(labels)}-token probe sequence at steps "
                               f"{', '.join(str(s) for s in steps)}, beside the ideal pattern; the match with the "
                               f"ideal (1 = identical) of {'; '.join(matches)}.")
-    cax = figure.add_axes((1.0 - 0.85 / width, 0.55 / height, 0.12 / width, 1.0 - 1.1 / height))
+    cax = figure.add_axes((1.0 - 0.85 / width, 0.55 / height, 0.12 / width, 1.0 - 1.35 / height))
     figure.colorbar(image, cax=cax, label="attention weight")
-    figure.suptitle(title or f"{run.task.name}: every head over training", fontsize=11)
+    figure.suptitle(title or f"{run.task.name}: every head over training", fontsize=11, y=1.0 - 0.1 / height, va="top")
     return figure
 
 

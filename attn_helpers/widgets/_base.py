@@ -40,8 +40,9 @@ __all__ = ["Explorer", "InvalidCombination"]
 # marked in words ("not possible: ...", "could not draw this: ..."), in bold, and by a bar in the theme's
 # warning colour (a mark beside text, WCAG 1.4.11's 3:1: #e65100 on white 3.8:1, #f57c00 on #111 7.0:1),
 # #b35806 where no JupyterLab theme sets the variable (classic Notebook, Colab: 4.9:1 on white).
-STATUS_STYLE = "color:inherit"
-PROBLEM_STYLE = ("color:inherit;font-weight:bold;"
+# Its own block at 1.4 lines (as KEYS_CAPTION): a status line that wraps keeps its lines together.
+STATUS_STYLE = "color:inherit;display:block;line-height:1.4"
+PROBLEM_STYLE = ("color:inherit;display:block;line-height:1.4;font-weight:bold;"
                  "border-left:0.3em solid var(--jp-warn-color0, #b35806);padding-left:0.4em")
 
 
@@ -54,9 +55,11 @@ OUTPUT_WIDTH_PX = 930
 # Which keys move a slider: in Notebook 7 the notebook's shortcuts take the arrow keys first (jupyter/notebook#7716);
 # Home, End, Page Up and Page Down reach the handle there and in JupyterLab (tests/notebooks/test_notebook7.py).
 SLIDERS = (W.IntSlider, W.FloatSlider, W.SelectionSlider)
-KEYS_CAPTION = ('<small>Sliders: drag the handle, type a number into the readout, or click the handle and press '
-                'Home / End (either end) or Page Up / Page Down. In Notebook 7 the arrow keys move through the '
-                'notebook, not the slider.</small>')
+# Its own block at 1.4 lines: ipywidgets' HTML keeps the 28-px line height of a control row, which set its two lines
+# (at 1366 x 768) as far apart as two rows of controls.
+KEYS_CAPTION = ('<small style="display:block;line-height:1.4">Sliders: drag the handle, type a number into the '
+                'readout, or click the handle and press Home / End (either end) or Page Up / Page Down. In Notebook 7 '
+                'the arrow keys move through the notebook, not the slider.</small>')
 
 
 class InvalidCombination(ValueError):

@@ -25,6 +25,7 @@ from matplotlib.patches import Rectangle
 
 from ..lab import PATTERNS, BertEncoder, attention_shares, one_thread
 from ..views import WEIGHTS_CMAP, heatmap
+from ..views.learning import readable_labels
 from ._base import Explorer, InvalidCombination
 
 __all__ = ["PretrainedAttentionExplorer"]
@@ -109,7 +110,9 @@ class PretrainedAttentionExplorer(Explorer):
         n, num_heads = len(self.tokens), self.model.num_heads
         blank = np.zeros((n, n))
         main = figure.add_axes((0.09, 0.2, 0.33, 0.68))
-        self.main_image = heatmap(blank, self.tokens, ax=main, vmin=0.0, vmax=1.0, cmap=WEIGHTS_CMAP, annotate=False,
+        # 8.5 px or more as shown: a long sentence (32 tokens) gets every second token labelled, not 7-px labels
+        labels, fontsize = readable_labels(self.tokens, main, self.css_dpi)
+        self.main_image = heatmap(blank, labels, ax=main, fontsize=fontsize, vmin=0.0, vmax=1.0, cmap=WEIGHTS_CMAP, annotate=False,
                                   colorbar=True, colorbar_label="attention weight", title=" ")
         self.main_title = main.title
         ncols = 4

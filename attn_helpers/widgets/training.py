@@ -127,8 +127,10 @@ class AttentionSnapshotExplorer(Explorer):
         n_panels = L * H + 1
         width = figure.get_figwidth()
         height = figure.get_figheight()  # margins in inches: room for the titles above, the axis label below
+        # "layer 1 head 0: match 0.74" is wider than a panel of five: two layers' titles take two lines
+        top = 0.62 + (0.2 if L > 1 else 0.0)
         grid = figure.add_gridspec(2, n_panels, height_ratios=(1.6, 1.0), left=0.55 / width,
-                                   right=1.0 - 1.05 / width, top=1.0 - 0.62 / height, bottom=0.5 / height,
+                                   right=1.0 - 1.05 / width, top=1.0 - top / height, bottom=0.5 / height,
                                    hspace=0.38, wspace=0.3)
         labels = run.probe_labels
         self.images, self.titles = [], []
@@ -175,11 +177,12 @@ class AttentionSnapshotExplorer(Explorer):
         L, H = chosen.pattern_match.shape[1:]
         weights = to_numpy(chosen.probe_weights[index])  # (L, H, N, N)
         match = chosen.pattern_match[index]  # (L, H)
+        between = "\n" if L > 1 else ": "  # two layers: each title on two lines (draw leaves room)
         parts = []
         for i, (image, title) in enumerate(zip(self.images, self.titles)):
             layer, head = divmod(i, H)
             image.set_data(weights[layer, head])
-            title.set_text(f"{head_name(layer, head, L)}: match {match[layer, head].item():.2f}")
+            title.set_text(f"{head_name(layer, head, L)}{between}match {match[layer, head].item():.2f}")
             parts.append(f"{head_name(layer, head, L)} {match[layer, head].item():.2f}")
         self.marker.set_xdata([step, step])
         accuracy = self._accuracy = chosen.held_out_accuracy[index].item()

@@ -13,6 +13,10 @@ every explorer's picture is measured after Run All: the width it is shown at, an
 displayed (from the kernel that drew it, ``tools/figure_sizes.py``), none below 8 px; every explorer's box must
 fit in the notebook's visible height. The table goes to the test output and ``build/screenshots/figure_sizes.txt``,
 and each lesson's first screen at its first picture to ``build/screenshots/<lesson>__lesson_1366x768.png``.
+The same page is then switched to device scale 2 (a high-density laptop screen) and checked again: every picture
+has two pixels per CSS pixel it is shown at and a description, no text below 8 CSS px; its first screen at 2x goes
+to ``<lesson>__lesson_1366x768@2x.png``. In every notebook with an explorer, JupyterLab is switched to its dark
+theme (from the Settings menu) and back: every picture must be opaque and every text an explorer writes at 4.5:1.
 
 Every notebook is also opened untouched, on a server of its own: once its kernel is idle and nothing
 ran, closing its tab must not ask to save, and the file must be as committed (the kernelspec the
@@ -46,10 +50,14 @@ import pytest
 from tools import figure_sizes
 from tools.browser_support import (  # noqa: F401 - fixtures are used by name
     ALL_SCREENSHOTS,
+    DARK_THEME,
     EXPLORER_BOX,
+    HIGH_DENSITY,
+    LIGHT_THEME,
     SCREENSHOT_DIR,
     STATIC_PNG,
     STATUS,
+    THEME_JS,
     UNTOUCHED_SETTINGS,
     Browser,
     JupyterServer,
@@ -58,10 +66,17 @@ from tools.browser_support import (  # noqa: F401 - fixtures are used by name
     UntouchedObservation,
     chromium_missing_reason,
     chromium_path,
+    contrast_ratio,
+    device_screenshot,
     classic_run,
     find_chromium,
     lesson_notebooks,
     open_and_close_untouched,
+    picture_problems,
+    pictures,
+    set_device_scale,
+    set_theme,
+    theme_problems,
     widget_outputs,
 )
 
@@ -194,6 +209,59 @@ def test_every_picture_has_readable_text(lesson: LessonPage, screenshot_dir: Pat
         f"figures and {len(committed.explorers)} explorers")
     problems = [p for p in (f.problem() for f in figures) if p]
     assert not problems, "\n".join(problems) + "\n" + figure_sizes.table(figures)
+
+
+@on_each(NOTEBOOKS)
+def test_every_picture_at_device_scale_2(lesson: LessonPage, screenshot_dir: Path):
+    """The same page at device scale 2 (most laptops' screens): every static figure and every explorer's picture has
+    two pixels for each CSS pixel it is shown at and a description (a figure's alt, an explorer's "The picture in
+    words"), and no text below 8 CSS px. Takes the lesson's first screen at 2x too; the page goes back to scale 1."""
+    page = lesson.page
+    try:
+        assert set_device_scale(page, HIGH_DENSITY) == HIGH_DENSITY, "the page did not switch to device scale 2"
+        rows = pictures(page)
+        committed = lesson.committed
+        assert len(rows) == committed.n_static_png + len(committed.explorers), (
+            f"{lesson.name}: {len(rows)} pictures at scale 2, the committed notebook has {committed.n_static_png} "
+            f"figures and {len(committed.explorers)} explorers")
+        problems = picture_problems(rows)
+        figures = figure_sizes.measure(lesson, STATIC_PNG, EXPLORER_PICTURE)
+        problems += [p for p in (f.problem() for f in figures) if p]
+        figure_sizes.screenshot_first_picture(
+            lesson, screenshot_dir / f"{Path(lesson.name).stem}__lesson_1366x768@2x.png",
+            f"{STATIC_PNG}, {EXPLORER_PICTURE}", shoot=device_screenshot)
+    finally:
+        set_device_scale(page, 1)
+    assert not problems, f"{lesson.name} at device scale 2:\n" + "\n".join(problems)
+
+
+@on_each(WITH_WIDGETS)
+def test_readable_in_the_dark_theme(lesson: LessonPage, screenshot_dir: Path):
+    """In JupyterLab Dark (chosen from the Settings menu): every figure and explorer picture is opaque (drawn on its
+    own background, not on the dark page), every text an explorer writes in HTML (status line, caption, "The picture
+    in words", shape table; and the status line of a state it cannot draw) has contrast 4.5:1 or more on what is
+    behind it, the problem state's bar 3:1. The first screen in the dark theme is kept; the theme goes back to light."""
+    from attn_helpers.widgets._base import PROBLEM_STYLE
+
+    page = lesson.page
+    try:
+        set_theme(page, DARK_THEME)
+        found = page.evaluate(THEME_JS, [STATIC_PNG, EXPLORER_BOX, PROBLEM_STYLE])
+        figure_sizes.screenshot_first_picture(lesson, screenshot_dir / f"{Path(lesson.name).stem}__dark_1366x768.png",
+                                              f"{STATIC_PNG}, {EXPLORER_PICTURE}")
+    finally:
+        set_theme(page, LIGHT_THEME)
+    assert found["theme"] == DARK_THEME, found["theme"]
+    committed = lesson.committed
+    assert len(found["pictures"]) == committed.n_static_png + len(committed.explorers), found["pictures"]
+    assert found["texts"] and any(t["bar"] for t in found["texts"]), f"{lesson.name}: no explorer text measured"
+    lines = [f"{p['kind']} {p['width']} px: least alpha {p['least']}" for p in found["pictures"]]
+    lines += [f"explorer {t['explorer']} <{t['tag']}> {t['text']!r}: {contrast_ratio(t['colour'], t['background']):.1f}:1"
+              + ("" if t["bar"] is None else f", bar {contrast_ratio(t['bar'], t['background']):.1f}:1")
+              for t in found["texts"]]
+    (screenshot_dir / f"{Path(lesson.name).stem}__dark.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    problems = theme_problems(found)
+    assert not problems, f"{lesson.name} in {DARK_THEME}:\n" + "\n".join(problems)
 
 
 @on_each(WITH_WIDGETS)

@@ -1,7 +1,9 @@
 """The lessons in Notebook 7 (``jupyter notebook``), the other front end learners open them in, in headless Chromium.
 
-Lessons 00 and 01 (two explorers, a selection slider and number sliders) are opened in Notebook 7 at 1366 x 768:
-what the browser console shows while the page loads, Run All without an error or stderr, every explorer drawn.
+Lessons 00 and 01 (two explorers, a selection slider and number sliders) are opened in Notebook 7 at 1366 x 768
+and device scale 2 (a high-density laptop screen): what the browser console shows while the page loads, Run All
+without an error or stderr, every explorer drawn, every picture sharp at that scale and described. Each explorer's
+caption is read in the page and the keys it names are pressed on each of its sliders.
 Then the first explorer of each is driven the ways that work there, each change checked (status line, then
 picture): keys on a focused slider handle that no notebook shortcut takes (End, Home, Page Up, Page Down), a value
 typed into a number slider's readout, and every slider dragged with the mouse. The arrow keys are tried too:
@@ -21,12 +23,13 @@ import pytest
 
 from attn_helpers.widgets.heads import CHAN_MAX, CHAN_MIN, CHAN_STEP
 from tools import background
-from tools.browser_support import chromium_missing_reason, find_chromium
+from tools.browser_support import HIGH_DENSITY, chromium_missing_reason, find_chromium, picture_problems
 from tools.notebook7 import (
     HANDLE_KEYS,
     KNOWN_LOAD_ERRORS,
     NOTEBOOK7_LESSONS,
     Notebook7Observation,
+    keys_named,
     lesson_text,
     notebook7_missing_reason,
     run_notebook7,
@@ -43,7 +46,8 @@ if MISSING is not None:
 
 ISSUE = "jupyter/notebook#7716"  # Notebook 7 takes the arrow keys from a widget that has focus (open)
 # The steps of tools.notebook7.observe_lesson, in order: a failed step fails its test and every later one.
-STEPS = ("opening", "Run All", "arrow keys", "Home, End, Page Up and Page Down", "typing into a readout", "dragging")
+STEPS = ("opening", "Run All", "pictures", "captions", "arrow keys", "Home, End, Page Up and Page Down",
+         "typing into a readout", "dragging", "the other explorers' keys")
 
 
 def _run() -> dict[str, Notebook7Observation]:
@@ -89,6 +93,41 @@ def test_run_all_shows_every_explorer(notebook7, name: str):
         assert state.valid and state.visible and state.natural_width > 0, (
             f"{name}: an explorer without a picture: {state}")
         assert state.shown_width <= state.natural_width + 0.5, f"{name}: picture scaled up: {state}"
+
+
+@pytest.mark.parametrize("name", NOTEBOOK7_LESSONS)
+def test_every_picture_is_described_and_sharp_at_device_scale_2(notebook7, name: str):
+    """Notebook 7 at device scale 2: every static figure and every explorer's picture has two pixels for each CSS
+    pixel it is shown at, each figure its alt and each explorer its "The picture in words"."""
+    seen = observation(notebook7, name, "pictures")
+    for row in seen.pictures:
+        print(f"{name}: {row['kind']} {row['naturalWidth']} px shown {row['shownWidth']:.0f} CSS px, "
+              f"described in {len(row['description'])} characters")
+    assert seen.device_scale == HIGH_DENSITY, f"the page ran at device scale {seen.device_scale}"
+    kinds = [row["kind"] for row in seen.pictures]
+    assert kinds.count("explorer") == len(seen.committed_explorers) > 0, kinds
+    assert "figure" in kinds, f"{name}: no static figure found in Notebook 7"
+    problems = picture_problems(seen.pictures)
+    assert not problems, f"{name} in Notebook 7 at device scale 2:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("name", NOTEBOOK7_LESSONS)
+def test_every_caption_names_keys_that_move_its_sliders_here(notebook7, name: str):
+    """Each explorer's caption, read in the page, names the keys to press on a slider's handle; in Notebook 7 each key
+    it names moves each of the explorer's sliders (pressed where it can move it; the status line and picture follow,
+    checked by ExplorerView), and it says that the arrow keys do not (test_arrow_keys_go_to_the_notebook...)."""
+    seen = observation(notebook7, name, "the other explorers' keys")
+    assert len(seen.captions) == len(seen.explorers) == len(seen.caption_moves), (seen.captions, seen.caption_moves)
+    for i, (caption, sliders, moves) in enumerate(zip(seen.captions, seen.sliders, seen.caption_moves)):
+        print(f"{name} explorer {i}: {caption!r}\n  " + "\n  ".join(f"{k} on {s}: {a} -> {b}" for s, k, a, b in moves))
+        if not sliders:
+            continue
+        named = keys_named(caption)
+        assert named, f"{name} explorer {i}: its caption names no key that moves a slider: {caption!r}"
+        assert {key for _, key, _, _ in moves} == set(named), (
+            f"{name} explorer {i}: the caption names {named}, these moved a slider: {moves}")
+        assert "Notebook 7" in caption and "arrow keys" in caption, (
+            f"{name} explorer {i}: the caption does not say what the arrow keys do in Notebook 7: {caption!r}")
 
 
 @pytest.mark.parametrize("name", NOTEBOOK7_LESSONS)

@@ -114,3 +114,30 @@ def test_the_picture_fits_a_laptops_output_column_unshrunk(explorer):
     from attn_helpers.widgets._base import OUTPUT_WIDTH_PX
 
     assert explorer.canvas.get_width_height()[0] / explorer.pixel_density <= OUTPUT_WIDTH_PX
+
+
+LONG_SENTENCE = ("The old lighthouse keeper walked slowly along the rocky shore every evening, counting the "
+                 "ships that passed far out at sea in the cold and dark night.")
+
+
+@pytest.mark.parametrize("text", [None, LONG_SENTENCE], ids=["default", "long"])
+def test_every_label_is_at_least_8_px_as_shown(explorer, text):
+    """Lesson 11's picture at any sentence length up to MAX_TOKENS: no text under 8 CSS px (a long sentence gets
+    every second token labelled); the labels shown are the sentence's tokens, in order."""
+    from matplotlib.text import Text
+
+    if text is not None:
+        explorer.text_box.value = text
+    assert explorer.valid, explorer.last_status
+    n = len(explorer.tokens)
+    explorer.canvas.draw()
+    sizes = {t.get_text(): t.get_fontsize() * explorer.css_dpi / 72.0
+             for t in explorer.figure.findobj(Text) if t.get_visible() and t.get_text().strip()}
+    smallest = min(sizes, key=sizes.get)
+    print(f"{n} tokens: smallest text {sizes[smallest]:.1f} px as shown ({smallest!r})")
+    assert sizes[smallest] >= 8.0, f"{n} tokens: {smallest!r} is {sizes[smallest]:.1f} px as shown"
+    main = explorer.figure.axes[0]
+    labels = [t.get_text() for t in main.get_yticklabels()]
+    assert [t for t in labels if t] == [t for t, label in zip(explorer.tokens, labels) if label], labels
+    if text is not None:
+        assert n >= 28 and 0 < sum(bool(t) for t in labels) < n, (n, labels)

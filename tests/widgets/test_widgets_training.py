@@ -56,6 +56,11 @@ def test_run_dropdown_redraws_for_the_runs_heads(explorer, runs):
     explorer.set(run="lookup, 2 layers")
     assert explorer.valid and explorer.image.value != before
     assert len(explorer.images) == 4 and "layer 1 head 1" in explorer.last_status
+    explorer.canvas.draw()  # no two titles overlap (lesson 14's one-line titles ran into each other)
+    renderer = explorer.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in (*explorer.titles, explorer.figure.texts[-1])]
+    overlapping = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if a.overlaps(b)]
+    assert not overlapping and explorer.titles[0].get_text().startswith("layer 0 head 0\nmatch "), overlapping
     explorer.set(run="previous token")
     assert explorer.valid and len(explorer.images) == 2
     assert explorer.last_status.startswith("run=previous token step=10 |")
@@ -137,5 +142,14 @@ def test_static_pictures(runs):
     assert len(figure.axes) == 4 * 3 + 1 + 1  # 4 heads x 3 steps, the ideal, the colour bar
     assert figure.axes[0].get_title() == f"step 0: match {runs['lookup, 2 layers'].pattern_match[0, 0, 0].item():.2f}"
     plt.close(figure)
+    for steps in ([0, 10, 20], [0, 5, 10, 15, 20]):  # the figure's title clear of the top panels' (lesson 08 overlapped)
+        figure = views.plot_snapshots(runs["lookup"], steps)
+        renderer = figure.canvas.get_renderer()
+        top = figure.texts[-1].get_window_extent(renderer)
+        assert figure.texts[-1].get_text().endswith("every head over training")
+        touching = [ax.get_title() for ax in figure.axes if ax.get_title()
+                    and ax.title.get_window_extent(renderer).y1 >= top.y0]
+        assert not touching, f"the title overlaps the panels' titles {touching}"
+        plt.close(figure)
     with pytest.raises(ValueError, match="no snapshot at step 3"):
         views.plot_snapshots(runs["lookup"], [3])
