@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
+import json
 import pkgutil
+import re
 from pathlib import Path
 
 import pytest
@@ -68,3 +71,53 @@ def test_a_face_writes_each_public_name_once(face):
         named = [alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1
                  and node.module for alias in node.names if alias.name != "*"]
         assert not named, f"{face} imports {named} by name; star-import the module instead"
+
+
+# -- d2l's "Defined in" habit: a lesson's code is found with grep ---------------------------------------
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+#: ``Lesson 05:``, ``Lessons 00, 07 and 11:``, ``Lessons 00-14:``, ``Exercise 3a:``, ``Prediction 9:``
+NAMED = re.compile(r"\b(?:Lessons?|Exercises?|Predictions?)\s+((?:\d+a?(?:\.\d+)?(?:\s*(?:,|and|-)\s*)?)+)")
+
+
+def lessons_named(first_line: str) -> set[str]:
+    """The lesson numbers a docstring's first line names ("03a", "7"; a range "00-14" expanded), without zeros."""
+    found: set[str] = set()
+    for match in NAMED.finditer(first_line):
+        text = match.group(1)
+        for start, stop in re.findall(r"(\d+)\s*-\s*(\d+)", text):
+            found.update(str(n) for n in range(int(start), int(stop) + 1))
+        found.update(n.lstrip("0") or "0" for n in re.findall(r"(?<![.\d])\d+a?", text))  # not 4 of 5.4
+    return found
+
+
+def notebook_code() -> dict[str, str]:
+    """``lesson number (no leading zero) -> its code cells`` with comments left out."""
+    code = {}
+    for path in sorted(NOTEBOOKS.glob("[0-9]*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        code[path.name.split("_")[0].lstrip("0") or "0"] = re.sub(r"#.*", "", text)
+    return code
+
+
+def test_every_definition_a_lesson_uses_names_a_lesson_that_uses_it():
+    """The first docstring line of each exported function or class a notebook's code uses names a lesson (or an
+    exercise, a prediction) that uses it, so ``grep "Lesson 05"`` finds lesson 05's code."""
+    code = notebook_code()
+    wrong = []
+    for room in ROOMS:
+        face = importlib.import_module(f"attn_helpers.{room}")
+        for name in face.__all__:
+            obj = getattr(face, name)
+            if not (inspect.isfunction(obj) or inspect.isclass(obj)):
+                continue
+            using = {lesson for lesson, text in code.items() if re.search(rf"\b{re.escape(name)}\b", text)}
+            first = (inspect.getdoc(obj) or "").split("\n")[0]
+            if using and not using & lessons_named(first):
+                wrong.append(f"{room}.{name}: used by lessons {sorted(using)}, first line {first[:70]!r}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_lessons_named_reads_ranges_and_lists():
+    assert lessons_named("Lessons 00-03, 03a and 12: x") == {"0", "1", "2", "3", "3a", "12"}
+    assert lessons_named("Exercise 5.4: y") == {"5"} and lessons_named("A helper.") == set()

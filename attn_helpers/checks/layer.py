@@ -192,7 +192,7 @@ _REVIEW: dict[int, tuple[bool, str, str]] = {
 
 
 def numbered_listing(listing: tuple[str, ...] = SUSPECT_LAYER) -> str:
-    """The listing's code with line numbers from 1, as the exercise shows it."""
+    """Exercise 7: the listing's code with line numbers from 1, as the exercise shows it."""
     return "\n".join(f"{i:>2}  {line}".rstrip() for i, line in enumerate(listing, start=1))
 
 

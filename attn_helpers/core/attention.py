@@ -18,7 +18,7 @@ __all__ = ["attention_scores", "attend", "scaled_dot_product_attention", "split_
 
 
 def attention_scores(q: Tensor, k: Tensor, *, scale: float | None = None) -> Tensor:
-    """Lesson 02: ``q @ k^T * scale``, ``(..., N_q, d_k), (..., N_k, d_k) -> (..., N_q, N_k)``; ``scale=None`` means
+    """Lessons 07 and 11: ``q @ k^T * scale``, ``(..., N_q, d_k), (..., N_k, d_k) -> (..., N_q, N_k)``; ``scale=None`` means
     ``d_k ** -0.5``, any number (``0.0`` included) is used as given."""
     q, k = check_qk(q, k)
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
@@ -29,7 +29,7 @@ def attend(
     q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None = None, scale: float | None = None, dropout_p: float = 0.0,
     softcap: float | None = None, sinks: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Lesson 04: ``(out, scores, weights)`` of ``q (..., N_q, d_k)``, ``k (..., N_k, d_k)``, ``v (..., N_k, d_v)``:
+    """Lessons 03a, 07 and 12: ``(out, scores, weights)`` of ``q (..., N_q, d_k)``, ``k (..., N_k, d_k)``, ``v (..., N_k, d_v)``:
     ``out (..., N_q, d_v)``, ``scores`` (scaled, capped, masked) and ``weights`` (rows sum to one), ``(..., N_q, N_k)``.
 
     ``mask``: boolean (``True`` = may attend) or floating (added), broadcastable to ``(..., N_q, N_k)``. A row whose

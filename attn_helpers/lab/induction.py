@@ -185,7 +185,7 @@ INDUCTION_MEASURES = {"previous token": previous_token_measure}
 
 def train_induction_model(*, seed: int, config: TrainConfig = INDUCTION_CONFIG, task: InductionTask | None = None,
                           progress: Callable[[int, int], None] | None = None) -> tuple[TinyAttentionModel, TrainingRun]:
-    """Lesson 08's :func:`attn_helpers.lab.train` on :class:`InductionTask` with :data:`INDUCTION_CONFIG`
+    """Lesson 14: lesson 08's :func:`attn_helpers.lab.train` on :class:`InductionTask` with :data:`INDUCTION_CONFIG`
     (``seed`` replacing its seed): ``(model, run)``. ``run.pattern_match`` is every head's induction score at
     each snapshot, ``run.measured["previous token"]`` its previous-token score, ``(S, L, H)`` each, and
     ``run.held_out_loss`` the loss on the repeated part, all on ``config.held_out`` held-out sequences."""

@@ -15,7 +15,7 @@ __all__ = ["to_numpy"]
 
 
 def to_numpy(values: Any) -> np.ndarray:
-    """A float numpy array from a tensor (any device, with or without grad), array or nested list."""
+    """Lessons 04 and 06: A float numpy array from a tensor (any device, with or without grad), array or nested list."""
     if isinstance(values, torch.Tensor):
         return values.detach().to("cpu", torch.float64).numpy()
     return np.asarray(values, dtype=np.float64)

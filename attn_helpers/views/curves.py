@@ -26,7 +26,7 @@ def growth_plot(
     xlabel: str = "sequence length N",
     title: str | None = None,
 ) -> dict[str, Any]:
-    """One line per entry of ``series`` (name -> one value per size, ``len(sizes)`` each) on log-log
+    """Lesson 09: One line per entry of ``series`` (name -> one value per size, ``len(sizes)`` each) on log-log
     axes, each labelled with the slope of its least-squares line in log-log space: a cost that grows
     like ``N ** p`` is a straight line of slope ``p`` (2 quadruples per doubling, 1 doubles).
 

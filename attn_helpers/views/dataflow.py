@@ -34,7 +34,8 @@ def _node(t: Any) -> tuple[Any, int] | None:
 
 
 def traced_flow(module: Any, *inputs: Any) -> dict[str, tuple[str, ...]]:
-    """``{name: the intermediates it is computed from}`` for one forward pass of ``module(*inputs)``, read from
+    """Lesson 07:
+    ``{name: the intermediates it is computed from}`` for one forward pass of ``module(*inputs)``, read from
     the graph autograd records: from each intermediate, walk back through unnamed steps to the named ones.
 
     ``module`` is one of the package's traced modules (``return_intermediates=True``); ``inputs`` are
@@ -132,7 +133,7 @@ def flow_layout(names: Sequence[str], flow: Flow, *, late: Sequence[str] = ()) -
 
 def dataflow_diagram(steps: Sequence[tuple[str, Sequence[int], str]], flow: Flow, *, late: Sequence[str] = (),
                      ax: Any = None, title: str | None = None, labels: Mapping[str, str] | None = None) -> Any:
-    """Draw a forward pass as boxes (name, shape, named axes) with an arrow from each input to what it feeds.
+    """Lesson 07: Draw a forward pass as boxes (name, shape, named axes) with an arrow from each input to what it feeds.
 
     ``steps``: ``(name, shape, axes)`` triples in the order of the forward pass, e.g. built from
     ``layer(x, return_intermediates=True)`` and ``layer.AXES``; ``flow``: ``{name: input names}`` (e.g.

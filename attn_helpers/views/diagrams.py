@@ -19,7 +19,7 @@ __all__ = ["pipeline_diagram"]
 def pipeline_diagram(
     steps: Sequence[tuple[str, Sequence[int], str]], *, ax: Axes | None = None, title: str | None = None
 ) -> Axes:
-    """Draw a pipeline as a column of boxes, one per step, each with its shape and named axes.
+    """Lesson 00: Draw a pipeline as a column of boxes, one per step, each with its shape and named axes.
 
     ``steps``: ``(name, shape, axes)`` triples in order, e.g. ``("q", [13, 4, 100, 16],
     "batch H tokens head_dim")`` — typically built from a module's intermediates and ``AXES``.

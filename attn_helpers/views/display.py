@@ -40,7 +40,8 @@ _AXES: weakref.WeakKeyDictionary[Axes, Callable[[], str]] = weakref.WeakKeyDicti
 
 
 def describe_figure(fig: Figure | Axes, text: str) -> None:
-    """Say what the figure ``fig`` shows (its ``alt`` text), with the numbers that matter, not its title again.
+    """Lessons 01, 02, 06, 09 and 12:
+    Say what the figure ``fig`` shows (its ``alt`` text), with the numbers that matter, not its title again.
 
     Written by the cell that draws the figure, e.g. ``views.describe_figure(fig, f"Bars: ... {n} of {total} ...")``.
     It comes first in the description; the panels drawn by ``views`` functions add theirs after it."""

@@ -196,7 +196,8 @@ def head_grid(
     resize_figure: bool = False,
     text_labels: bool = False,
 ) -> list[AxesImage]:
-    """One heatmap per head from weights ``(H, N_q, N_k)``, sharing one colour scale and colour bar.
+    """Lessons 03, 05 and 11:
+    One heatmap per head from weights ``(H, N_q, N_k)``, sharing one colour scale and colour bar.
 
     ``labels`` name the tokens on the outer panels (keys along the bottom row, queries down the
     first column; for ``N_q != N_k`` they name the keys only). Panels are ``panel_size`` inches
@@ -264,7 +265,7 @@ def origin_grid(
     figure: Figure | None = None,
     panel_size: float = 1.9,
 ) -> Figure:
-    """Where every entry of a split into heads came from: one row of panels per split, one panel per head.
+    """Lesson 05: Where every entry of a split into heads came from: one row of panels per split, one panel per head.
 
     ``splits``: name -> tensor ``(H, N, head_dim)`` whose entries are *flat indices*
     ``token * chan + feature`` into the ``(N, chan)`` matrix that was split (build that matrix with
@@ -357,7 +358,7 @@ def head_patterns(array: np.ndarray, first_layer: int = 0) -> str:
 
 def plot_all_heads(weights: Any, *, gap: int = 2, figsize: tuple[float, float] = (14.0, 7.6),
                    title: str | None = None, first_layer: int = 0, fontsize: float = 10.0) -> Figure:
-    """Every head of every layer, ``weights (L, H, N, N)``, as one picture: a row of panels per layer,
+    """Lesson 11: Every head of every layer, ``weights (L, H, N, N)``, as one picture: a row of panels per layer,
     a column per head, each panel queries down and keys across (tokens in order, ``[CLS]`` first).
     ``first_layer`` numbers the rows (for a slice of a model's layers); ``fontsize`` of the labels.
 

@@ -48,7 +48,8 @@ def heatmap(
     y_ticks: bool = True,
     text_labels: bool = False,
 ) -> AxesImage:
-    """Draw one matrix (e.g. attention weights ``(N_q, N_k)``) with token labels and a colour bar.
+    """Lessons 00-04, 07-12 and 14:
+    Draw one matrix (e.g. attention weights ``(N_q, N_k)``) with token labels and a colour bar.
 
     ``x_labels`` label the columns (keys), ``y_labels`` the rows (queries; default: ``x_labels``
     when the matrix is square). Values are written in each cell when the matrix is small
@@ -142,7 +143,8 @@ def block_heatmap(
     ylabel: str = "",
     colorbar: bool = True,
 ) -> AxesImage:
-    """A matrix ``(rows, cols)`` (e.g. a weight) as a signed heatmap with named groups of rows or columns.
+    """Lessons 05 and 06:
+    A matrix ``(rows, cols)`` (e.g. a weight) as a signed heatmap with named groups of rows or columns.
 
     ``col_blocks`` (or ``row_blocks``): ``(label, size)`` pairs in order, whose sizes add up to the
     number of columns (rows); e.g. ``[("head 0", 16), ("head 1", 16), ...]``. Black lines separate

@@ -87,7 +87,7 @@ def runs_by_name(runs: Mapping[str, Any] | Any) -> dict[str, Any]:
 
 def plot_learning_curves(runs: Mapping[str, Any] | Any, *, accuracy: float | None = 0.99,
                          figsize: tuple[float, float] = (9.2, 5.8)) -> Figure:
-    """Three panels over training steps, one colour per run: the training loss (log scale), the
+    """Lesson 08: Three panels over training steps, one colour per run: the training loss (log scale), the
     held-out accuracy (a dotted line at ``accuracy``), and the pattern match of each run's best head
     (the head closest to the ideal at the end, named in the legend). ``runs``: one training run or
     ``{name: run}``. Returns the figure.
@@ -125,7 +125,7 @@ def plot_learning_curves(runs: Mapping[str, Any] | Any, *, accuracy: float | Non
 
 
 def plot_snapshots(run: Any, steps: Sequence[int], *, title: str | None = None, per_row: int = 3) -> Figure:
-    """Every head's attention on the run's probe sequence at each of ``steps`` (each head's panels in order,
+    """Lesson 08: Every head's attention on the run's probe sequence at each of ``steps`` (each head's panels in order,
     ``per_row`` panels a row), and the ideal pattern after the first head's last step.
 
     ``run``: a training run (its ``probe_weights (S, L, H, N, N)``, ``pattern_match (S, L, H)``,

@@ -25,7 +25,8 @@ def _pairs(axes: str | list[str] | tuple[str, ...], shape: list[int], label: str
 
 
 def describe(tensor: Tensor | torch.Size | tuple[int, ...], axes: str | list[str] | tuple[str, ...], name: str = "") -> str:
-    """The one-line named shape of ``tensor``; ``axes`` names each dimension (a space-separated string).
+    """Lessons 08 and 14:
+    The one-line named shape of ``tensor``; ``axes`` names each dimension (a space-separated string).
 
     >>> describe(torch.zeros(13, 4, 100, 16), "batch H tokens head_dim", name="q")
     'q: [13, 4, 100, 16]  (batch=13, H=4, tokens=100, head_dim=16)'
@@ -36,7 +37,7 @@ def describe(tensor: Tensor | torch.Size | tuple[int, ...], axes: str | list[str
 
 
 def show(tensor: Tensor | torch.Size | tuple[int, ...], axes: str | list[str] | tuple[str, ...], name: str = "") -> None:
-    """Print :func:`describe` of ``tensor``."""
+    """Lessons 00-14: Print :func:`describe` of ``tensor``."""
     print(describe(tensor, axes, name))
 
 
@@ -50,7 +51,7 @@ def shape_rows(tensors: Mapping[str, Tensor], axes: Mapping[str, str]) -> list[t
 
 
 def shape_table(tensors: Mapping[str, Tensor], axes: Mapping[str, str]) -> str:
-    """Aligned named shapes of several tensors, one per line, in the mapping's order.
+    """Lessons 01, 04-06, 09, 10 and 13: Aligned named shapes of several tensors, one per line, in the mapping's order.
 
     ``axes`` maps each name to its axis names; names missing from ``axes`` are printed unnamed.
     """
@@ -61,7 +62,7 @@ def shape_table(tensors: Mapping[str, Tensor], axes: Mapping[str, str]) -> str:
 
 @contextmanager
 def shape_trace(module: nn.Module, *, printer=print, labels: Mapping[str, str] | None = None) -> Iterator[list[str]]:
-    """Print the named shape of every intermediate of each forward pass of ``module``, in order.
+    """Lessons 00, 07 and 11: Print the named shape of every intermediate of each forward pass of ``module``, in order.
 
     Works with any module that reports its intermediates (``AXES`` and ``add_observer``, the modules of
     :mod:`attn_helpers.core`). ``labels`` maps an intermediate's name to the name printed for it (e.g. ``{"q": "q_heads"}``).

@@ -12,7 +12,7 @@ __all__ = ["show_source", "source_text"]
 
 
 def source_text(fn: Callable[..., Any], *, docstring: bool = False) -> str:
-    """The source of ``fn`` (a function or class), without its docstring unless ``docstring=True``."""
+    """Lesson 10: The source of ``fn`` (a function or class), without its docstring unless ``docstring=True``."""
     if not callable(fn):
         raise TypeError(f"fn must be a function or class, got {type(fn).__name__}")
     text = textwrap.dedent(inspect.getsource(fn))
@@ -28,5 +28,5 @@ def source_text(fn: Callable[..., Any], *, docstring: bool = False) -> str:
 
 
 def show_source(fn: Callable[..., Any], *, docstring: bool = False) -> None:
-    """Print the code of ``fn`` (its docstring left out unless ``docstring=True``)."""
+    """Lessons 01, 05 and 08-14: Print the code of ``fn`` (its docstring left out unless ``docstring=True``)."""
     print(source_text(fn, docstring=docstring))

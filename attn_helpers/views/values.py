@@ -17,7 +17,7 @@ __all__ = ["convex_hull", "values_plot"]
 
 
 def convex_hull(points: Any) -> np.ndarray:
-    """Corners of the convex hull of 2-D points: ``(n, 2) -> (h, 2)``, counter-clockwise.
+    """Lesson 04: Corners of the convex hull of 2-D points: ``(n, 2) -> (h, 2)``, counter-clockwise.
 
     Andrew's monotone chain; points on an edge are not corners; the first corner is not repeated.
     With fewer than three distinct points the distinct points themselves are returned.
@@ -50,7 +50,7 @@ def values_plot(
     ax: Axes | None = None,
     title: str | None = None,
 ) -> dict[str, Any]:
-    """Value vectors ``(N_k, 2)`` as labelled dots inside their shaded convex hull, and attention
+    """Lesson 04: Value vectors ``(N_k, 2)`` as labelled dots inside their shaded convex hull, and attention
     outputs ``(N_q, 2)`` (optional) as crosses.
 
     Returns the artists by name: ``"values"`` and ``"outputs"`` (scatter collections, update with

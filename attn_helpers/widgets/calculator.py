@@ -29,7 +29,8 @@ def _fmt(n: float) -> str:
 
 
 class LayerCalculator(Explorer):
-    """Parameters and FLOPs of walkthrough 000's ``Attention(dim, chan, num_heads)`` on one sequence of N tokens.
+    """Lesson 07:
+    Parameters and FLOPs of walkthrough 000's ``Attention(dim, chan, num_heads)`` on one sequence of N tokens.
 
     Sliders: ``chan`` (the projected width), ``num_heads`` and ``N`` (tokens); ``dim`` (the input
     width) is fixed when the calculator is made. A head count that does not divide ``chan`` is

@@ -44,7 +44,7 @@ STEPS = (
 
 
 class HeadsExplorer(Explorer):
-    """Move ``num_heads``, ``chan`` and ``tokens``: every head's attention weights and every shape.
+    """Lessons 00 and 05: Move ``num_heads``, ``chan`` and ``tokens``: every head's attention weights and every shape.
 
     ``HeadsExplorer(num_heads=4, chan=64, tokens=8)``; display it as a cell's last line. The
     sentence is ``HeadsExplorer.SENTENCE`` (32 words; the first ``tokens`` are used), ``dim`` is the

@@ -54,21 +54,22 @@ def format_bytes(n: float) -> str:
 
 
 class KVCacheCalculator(Explorer):
-    """KV-cache memory of a decoder for chosen heads, key/value groups, layers, sequence length and dtype.
+    """Lessons 09, 12 and 13:
+    KV-cache memory of a decoder for chosen heads, key/value groups, layers, sequence length and dtype.
 
-    ``KVCacheCalculator(num_heads=64, kv_groups=8, num_layers=80, seq_len=4096, dtype_bytes=2,
-    head_dim=128, batch=1)``; display it as a cell's last line. ``kv_groups`` is the number of
+    ``KVCacheCalculator(num_heads=64, num_kv_heads=8, num_layers=80, seq_len=4096, dtype_bytes=2,
+    head_dim=128, batch=1)``; display it as a cell's last line. ``num_kv_heads`` is the number of
     key/value heads ``G``: each is shared by ``num_heads / G`` query heads, so ``num_heads`` must be
     a multiple of ``G`` (the ``G`` slider offers only those). ``batch`` is fixed when it is
     made. The ``model`` menu (:meth:`choose_model`) sets heads, groups, layers and ``head_dim`` to a
     published model's; the title names the model whenever the sliders match one.
     """
 
-    def __init__(self, num_heads: int = 64, kv_groups: int = 8, num_layers: int = 80, seq_len: int = 4096,
+    def __init__(self, num_heads: int = 64, num_kv_heads: int = 8, num_layers: int = 80, seq_len: int = 4096,
                  dtype_bytes: int = 2, *, head_dim: int = 128, batch: int = 1, windows: bool = False) -> None:
-        kv_cache_bytes(num_layers=num_layers, num_kv_heads=kv_groups, head_dim=head_dim, seq_len=seq_len,
+        kv_cache_bytes(num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=head_dim, seq_len=seq_len,
                        batch=batch, dtype_bytes=dtype_bytes)  # reject bad sizes before building anything
-        check_kv_heads(num_heads, kv_groups)
+        check_kv_heads(num_heads, num_kv_heads)
         if seq_len not in SEQ_LENS:
             raise ValueError(f"seq_len must be one of {list(SEQ_LENS)}, got {seq_len}")
         if dtype_bytes not in dict((b, n) for n, b in DTYPES):
@@ -82,7 +83,7 @@ class KVCacheCalculator(Explorer):
             "num_heads": W.IntSlider(value=num_heads, min=1, max=128, description="query heads H", style=style,
                                      continuous_update=False),
             # only the group counts that divide H: every position of the sliders can be drawn
-            "kv_groups": W.SelectionSlider(options=_divisors(num_heads), value=kv_groups,
+            "num_kv_heads": W.SelectionSlider(options=_divisors(num_heads), value=num_kv_heads,
                                            description="KV heads (groups) G", style=style, continuous_update=False),
             "num_layers": W.IntSlider(value=num_layers, min=1, max=128, description="layers", style=style,
                                       continuous_update=False),
@@ -99,10 +100,10 @@ class KVCacheCalculator(Explorer):
         self.model_menu = W.Dropdown(options=[OWN_SIZES, *self.presets], value=OWN_SIZES,
                                      description="model", style=style)
         self._syncing_menu = False
-        self.wanted_groups = kv_groups  # the G last chosen: H moved away and back gives it again
+        self.wanted_groups = num_kv_heads  # the G last chosen: H moved away and back gives it again
         # observed before the explorer's own refresh (registered first): G follows H before the picture is drawn
         controls["num_heads"].observe(self._on_heads, names="value")
-        controls["kv_groups"].observe(self._on_groups, names="value")
+        controls["num_kv_heads"].observe(self._on_groups, names="value")
         super().__init__(controls, figsize=(8.0, 2.8))
         self.model_menu.observe(lambda change: self.choose_model(change["new"]), names="value")
         self.widget.children = (self.model_menu, *self.widget.children)
@@ -110,7 +111,7 @@ class KVCacheCalculator(Explorer):
     # -- controls that offer only what can be drawn ------------------------------------------------
     def _on_heads(self, change: dict) -> None:
         """H moved: G offers the divisors of the new H, at the largest one up to the G last chosen."""
-        groups = self.controls["kv_groups"]
+        groups = self.controls["num_kv_heads"]
         options = _divisors(change["new"])
         with self._hold():
             self._following = True
@@ -140,7 +141,7 @@ class KVCacheCalculator(Explorer):
         sizes = self.presets[name]
         window = {"window": sizes.get("window", 0), "local_layers": sizes.get("local_layers", 0)} \
             if "window" in self.controls else {}
-        self.set(num_heads=sizes["num_heads"], kv_groups=sizes["num_kv_heads"], num_layers=sizes["num_layers"],
+        self.set(num_heads=sizes["num_heads"], num_kv_heads=sizes["num_kv_heads"], num_layers=sizes["num_layers"],
                  head_dim=sizes["head_dim"], **window)
 
     def _sync_menu(self, name: str | None) -> None:
@@ -151,7 +152,7 @@ class KVCacheCalculator(Explorer):
             self._syncing_menu = False
 
     # -- counting -------------------------------------------------------------------------------
-    def counted(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int, dtype_bytes: int, head_dim: int,
+    def counted(self, num_heads: int, num_kv_heads: int, num_layers: int, seq_len: int, dtype_bytes: int, head_dim: int,
                 window: int = 0, local_layers: int = 0) -> tuple[str | None, dict[str, int], int | None]:
         """At these control values (G divides H, the sliders see to it; the sliding-window layers are at most the
         layers): the published model with these sizes (or ``None``), the cache's bytes for each kind
@@ -159,13 +160,13 @@ class KVCacheCalculator(Explorer):
         model = next((name for name, sizes in self.presets.items()
                       if (sizes["num_heads"], sizes["num_kv_heads"], sizes["num_layers"], sizes["head_dim"],
                           sizes.get("window", 0), sizes.get("local_layers", 0))
-                      == (num_heads, kv_groups, num_layers, head_dim, window, local_layers)), None)
+                      == (num_heads, num_kv_heads, num_layers, head_dim, window, local_layers)), None)
         common = dict(num_layers=num_layers, head_dim=head_dim, seq_len=seq_len, batch=self.batch,
                       dtype_bytes=dtype_bytes)
         # lesson 12: with a window, the local layers keep only the last `window` tokens
         sizes = {kind: (windowed_kv_cache_bytes(local_layers=local_layers, window=window, num_kv_heads=g, **common)
                         if window else kv_cache_bytes(num_kv_heads=g, **common))
-                 for kind, g in zip(KINDS, (num_heads, kv_groups, 1))}
+                 for kind, g in zip(KINDS, (num_heads, num_kv_heads, 1))}
         published = model_cache_bytes(model, seq_len=seq_len, batch=self.batch, dtype_bytes=dtype_bytes) \
             if model in MODEL_CACHE_SIZES else None
         return model, sizes, published
@@ -186,13 +187,13 @@ class KVCacheCalculator(Explorer):
         # the axes and their labels are drawn once
         self.dynamic([*self.bars, *self.labels, self.published_bar, self.published_label, self.title])
 
-    def update(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int, dtype_bytes: int,
+    def update(self, num_heads: int, num_kv_heads: int, num_layers: int, seq_len: int, dtype_bytes: int,
                head_dim: int, window: int = 0, local_layers: int = 0) -> str:
-        model, sizes, published = self.counted(num_heads, kv_groups, num_layers, seq_len, dtype_bytes, head_dim,
+        model, sizes, published = self.counted(num_heads, num_kv_heads, num_layers, seq_len, dtype_bytes, head_dim,
                                                window, local_layers)
         self._sync_menu(model)  # the menu names the model whenever the sliders match one
         top = sizes["multi-head"]
-        for bar, label, kind, g in zip(self.bars, self.labels, KINDS, (num_heads, kv_groups, 1)):
+        for bar, label, kind, g in zip(self.bars, self.labels, KINDS, (num_heads, num_kv_heads, 1)):
             bar.set_width(sizes[kind] / top)
             label.set_x(sizes[kind] / top + 0.02)
             label.set_text(f"{format_bytes(sizes[kind])}  (G = {g}, {100 * sizes[kind] / top:.3g}%)")
@@ -214,18 +215,18 @@ class KVCacheCalculator(Explorer):
         return ((f"{model} | " if model else "") + f"grouped-query {format_bytes(sizes['grouped-query'])} vs multi-head {format_bytes(top)}: "
                 f"saves {format_bytes(saved)} ({100 * saved / top:.3g}%)")
 
-    def describe(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int, dtype_bytes: int,
+    def describe(self, num_heads: int, num_kv_heads: int, num_layers: int, seq_len: int, dtype_bytes: int,
                  head_dim: int, window: int = 0, local_layers: int = 0) -> str:
-        model, sizes, _ = self.counted(num_heads, kv_groups, num_layers, seq_len, dtype_bytes, head_dim, window,
+        model, sizes, _ = self.counted(num_heads, num_kv_heads, num_layers, seq_len, dtype_bytes, head_dim, window,
                                        local_layers)
         return (f"Bars of the KV cache of {model or 'a decoder'} ({num_layers} layers, {seq_len:,} tokens, head_dim "
                 f"{head_dim}, {dtype_bytes} bytes a number): multi-head (G = {num_heads}) "
-                f"{format_bytes(sizes['multi-head'])}, grouped-query (G = {kv_groups}) "
+                f"{format_bytes(sizes['multi-head'])}, grouped-query (G = {num_kv_heads}) "
                 f"{format_bytes(sizes['grouped-query'])}, multi-query (G = 1) {format_bytes(sizes['multi-query'])}.")
 
-    def table(self, num_heads: int, kv_groups: int, num_layers: int, seq_len: int, dtype_bytes: int,
+    def table(self, num_heads: int, num_kv_heads: int, num_layers: int, seq_len: int, dtype_bytes: int,
               head_dim: int, window: int = 0, local_layers: int = 0) -> str:
-        model, sizes, published = self.counted(num_heads, kv_groups, num_layers, seq_len, dtype_bytes, head_dim,
+        model, sizes, published = self.counted(num_heads, num_kv_heads, num_layers, seq_len, dtype_bytes, head_dim,
                                                window, local_layers)
         formula = (f"2 (K and V) x {num_layers} layers x {self.batch} batch x G x {seq_len:,} tokens x "
                    f"{head_dim} head_dim x {dtype_bytes} bytes")
@@ -235,7 +236,7 @@ class KVCacheCalculator(Explorer):
                        f"x G x {head_dim} head_dim x {dtype_bytes} bytes")
         rows = "".join(f"<tr><td>{kind}</td><td style='text-align:right'>{g}</td>"
                        f"<td style='text-align:right'>{sizes[kind]:,}</td></tr>"
-                       for kind, g in zip(KINDS, (num_heads, kv_groups, 1)))
+                       for kind, g in zip(KINDS, (num_heads, num_kv_heads, 1)))
         if published is not None:
             rows += (f"<tr><td>{html.escape(model)} as published</td><td></td>"
                      f"<td style='text-align:right'>{published:,}</td></tr>")

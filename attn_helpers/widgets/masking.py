@@ -84,7 +84,7 @@ def _fmt(x: float) -> str:
 
 
 class MaskExplorer(Explorer):
-    """Temperature slider, mask-type and convention dropdowns over one sentence's attention weights.
+    """Lessons 03 and 03a: Temperature slider, mask-type and convention dropdowns over one sentence's attention weights.
 
     ``scores``: ``(N, N)`` scaled scores (default: a seeded example); ``tokens``: ``N`` labels;
     ``length``: how many tokens are real (the rest are padding). Temperature 0 is refused in words.

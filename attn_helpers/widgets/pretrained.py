@@ -36,7 +36,7 @@ FRAME_COLOUR = "#b35806"
 
 
 class PretrainedAttentionExplorer(Explorer):
-    """Type a sentence, pick a layer and a head: what that head of a real model attends to.
+    """Lesson 11: Type a sentence, pick a layer and a head: what that head of a real model attends to.
 
     ``PretrainedAttentionExplorer(model, text=DEFAULT_TEXT, *, layer=0, head=0, max_tokens=32)``
     with ``model`` a :class:`attn_helpers.PretrainedModel` (from :func:`attn_helpers.load_pretrained`);

@@ -23,7 +23,7 @@ from ..lab.example import SENTENCE
 from ..views import SIGNED_CMAP, heatmap, to_numpy
 from ._base import Explorer, InvalidCombination
 
-__all__ = ["ProjectionExplorer", "SENTENCE"]
+__all__ = ["ProjectionExplorer"]
 
 SEED_B, SEED_N = 13, 100  # walkthrough 000's batch, for the shapes table
 MAX_DIM, MAX_CHAN, MAX_HEADS = 96, 96, 8
@@ -59,9 +59,9 @@ def projected_qkv(tokens: Sequence[str], dim: int, chan: int, num_heads: int = 1
 
 
 class ProjectionExplorer(Explorer):
-    """Move ``dim`` and ``chan`` and watch the shapes and the projected q, k, v of a sentence.
+    """Lesson 01: Move ``dim`` and ``chan`` and watch the shapes and the projected q, k, v of a sentence.
 
-    ``ProjectionExplorer(tokens=SENTENCE, dim=49, chan=64)``; display it as a cell's last line.
+    ``ProjectionExplorer(tokens=lab.SENTENCE, dim=49, chan=64)``; display it as a cell's last line.
     ``num_heads`` must divide ``chan`` (otherwise the widget says so in words).
     """
 

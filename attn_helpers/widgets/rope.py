@@ -30,7 +30,7 @@ PANEL_COLOURS = (HEAD_COLOURS[5], HEAD_COLOURS[2], HEAD_COLOURS[3])  # fastest, 
 
 
 class RopeExplorer(Explorer):
-    """Slide the offset between a query and a key, and pick a feature pair, to watch RoPE rotate them.
+    """Lesson 10: Slide the offset between a query and a key, and pick a feature pair, to watch RoPE rotate them.
 
     ``RopeExplorer(offset=3, pair=2, *, head_dim=16, base=10000.0, max_offset=32, seed=0)``; display it
     as a cell's last line. Pairs follow ``apply_rope``'s default pairing (feature ``i`` with

@@ -35,7 +35,7 @@ MAX_D_K = D_K_OPTIONS[-1]
 
 
 class ScalingExplorer(Explorer):
-    """Slide ``d_k``, switch the ``1/sqrt(d_k)`` scaling on and off, change the temperature.
+    """Lesson 02: Slide ``d_k``, switch the ``1/sqrt(d_k)`` scaling on and off, change the temperature.
 
     ``ScalingExplorer(tokens=SENTENCE, d_k=64, scaled=True, temperature=1.0, query=2)``; display it
     as a cell's last line. ``query`` is the row (token index) whose weights the bar chart shows.

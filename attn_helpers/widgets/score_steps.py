@@ -34,7 +34,7 @@ def _default_scores(n: int) -> Tensor:
 
 
 class ScoreStepsExplorer(Explorer):
-    """Window, soft-cap and sink controls over one sentence's causal attention weights.
+    """Lesson 12: Window, soft-cap and sink controls over one sentence's causal attention weights.
 
     ``ScoreStepsExplorer(window=8, softcap=0.0, sink=None, spread=1.0)``: ``window`` 1-8 keys (8 = plain causal),
     ``softcap`` 0 (off) to 10, ``sink`` a logit from -4 to 6 when ``use_sink`` is ticked, ``spread`` 1 or 10 (the

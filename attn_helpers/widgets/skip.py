@@ -57,7 +57,7 @@ def seeded_stack(depth: int, dim: int, chan: int, num_heads: int, *, seed: int, 
 
 
 class SkipExplorer(Explorer):
-    """Switch the wiring and slide the depth of a stack of walkthrough 000's attention layers.
+    """Lesson 06: Switch the wiring and slide the depth of a stack of walkthrough 000's attention layers.
 
     ``SkipExplorer(wiring="identity", depth=8, dim=64, seed=0, v_scale=1.0)``; display it as a cell's
     last line. The stack has ``chan=64`` and 4 heads; the input is ``B=2`` sequences of ``N=8`` tokens.

@@ -35,7 +35,7 @@ LINESTYLES = ("-", "--", ":", "-.")
 
 
 class TrainingProgress:
-    """A progress bar over every step of several training runs: ``progress(name, step, total)``.
+    """Lessons 08, 10 and 14: A progress bar over every step of several training runs: ``progress(name, step, total)``.
 
     ``TrainingProgress(jobs)`` with the ``name -> (task, config)`` mapping given to
     :func:`attn_helpers.lab.train_many`; display it, then pass it as ``progress=``. The bar
@@ -72,7 +72,7 @@ class TrainingProgress:
 
 
 class AttentionSnapshotExplorer(Explorer):
-    """Slide over training steps: every head's attention at that step, the ideal, and the match.
+    """Lessons 08 and 14: Slide over training steps: every head's attention at that step, the ideal, and the match.
 
     ``AttentionSnapshotExplorer(runs, run=None, step=None)`` with ``runs`` a mapping
     ``name -> TrainingRun`` (or one run); ``run`` picks the first run shown (default: the first),

@@ -35,7 +35,7 @@ def _default_example(n: int) -> tuple[Tensor, Tensor]:
 
 
 class ValuesExplorer(Explorer):
-    """Pick a query: its weights (bars) and its output among the 2-D values (scatter), in place.
+    """Lesson 04: Pick a query: its weights (bars) and its output among the 2-D values (scatter), in place.
 
     ``v``: ``(N, 2)`` values; ``scores``: ``(N, N)`` scaled scores; ``tokens``: ``N`` labels
     (defaults: a seeded six-token example). Temperature 0 is refused in words.

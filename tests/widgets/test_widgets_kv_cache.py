@@ -11,7 +11,7 @@ from attn_helpers.widgets import KVCacheCalculator
 from attn_helpers.widgets.kv_cache import format_bytes
 
 
-DEFAULTS = dict(num_heads=64, kv_groups=8, num_layers=80, seq_len=4096, dtype_bytes=2, head_dim=128)
+DEFAULTS = dict(num_heads=64, num_kv_heads=8, num_layers=80, seq_len=4096, dtype_bytes=2, head_dim=128)
 
 
 @pytest.fixture(scope="module")
@@ -24,13 +24,13 @@ def test_starts_valid_with_a_stable_one_line_repr(calc):
     text = repr(calc)
     assert calc.valid
     assert text == repr(KVCacheCalculator())
-    assert text.startswith("KVCacheCalculator(num_heads=64 kv_groups=8 num_layers=80 seq_len=4096 dtype_bytes=2 "
+    assert text.startswith("KVCacheCalculator(num_heads=64 num_kv_heads=8 num_layers=80 seq_len=4096 dtype_bytes=2 "
                            "head_dim=128 | Llama-2-70B | ")
     assert "\n" not in text and "0x" not in text
     assert calc._repr_mimebundle_()[0]["text/plain"] == text
 
 
-@pytest.mark.parametrize("change", [dict(num_heads=32), dict(kv_groups=1), dict(num_layers=40),
+@pytest.mark.parametrize("change", [dict(num_heads=32), dict(num_kv_heads=1), dict(num_layers=40),
                                     dict(seq_len=32768), dict(dtype_bytes=4), dict(head_dim=64)])
 def test_each_control_changes_the_picture_and_the_status(calc, change):
     calc.set(**DEFAULTS)
@@ -44,7 +44,7 @@ def test_each_control_changes_the_picture_and_the_status(calc, change):
 
 
 def test_the_bars_and_the_table_are_kv_cache_bytes(calc):
-    calc.set(num_heads=32, kv_groups=4, num_layers=24, seq_len=8192, dtype_bytes=2, head_dim=128)
+    calc.set(num_heads=32, num_kv_heads=4, num_layers=24, seq_len=8192, dtype_bytes=2, head_dim=128)
     sizes = {g: kv_cache_bytes(num_layers=24, num_kv_heads=g, head_dim=128, seq_len=8192, dtype_bytes=2)
              for g in (32, 4, 1)}
     # bar lengths relative to multi-head's (the axis stays fixed while the bars move)
@@ -61,15 +61,15 @@ def test_the_groups_slider_offers_only_divisors_of_the_heads_and_keeps_the_layou
     calc.choose_model("Llama-2-70B")
     for heads in range(65, 73):
         calc.set(num_heads=heads)
-        groups = calc.controls["kv_groups"]
+        groups = calc.controls["num_kv_heads"]
         assert calc.valid and list(groups.options) == [d for d in range(1, heads + 1) if heads % d == 0]
         assert groups.value == max(d for d in groups.options if d <= 8) and calc.table_html.value
     calc.set(num_heads=64)
-    assert calc.values["kv_groups"] == 8 and calc.model_menu.value == "Llama-2-70B"
-    calc.set(kv_groups=2, num_heads=4)  # the G chosen last is kept where H allows it
-    assert calc.values["kv_groups"] == 2
+    assert calc.values["num_kv_heads"] == 8 and calc.model_menu.value == "Llama-2-70B"
+    calc.set(num_kv_heads=2, num_heads=4)  # the G chosen last is kept where H allows it
+    assert calc.values["num_kv_heads"] == 2
     with pytest.raises(ValueError, match="num_heads"):
-        KVCacheCalculator(num_heads=64, kv_groups=6)
+        KVCacheCalculator(num_heads=64, num_kv_heads=6)
 
 
 def test_the_sliding_window_layers_never_outnumber_the_layers():
@@ -126,7 +126,7 @@ def test_the_model_menu_sets_the_published_sizes_and_names_the_model(calc, name)
     calc.model_menu.value = name
     sizes = MODEL_ATTENTION_SIZES[name]
     assert calc.valid
-    assert calc.values["num_heads"] == sizes["num_heads"] and calc.values["kv_groups"] == sizes["num_kv_heads"]
+    assert calc.values["num_heads"] == sizes["num_heads"] and calc.values["num_kv_heads"] == sizes["num_kv_heads"]
     assert calc.values["num_layers"] == sizes["num_layers"] and calc.values["head_dim"] == sizes["head_dim"]
     assert f"| {name} |" in calc.last_status and calc.title.get_text().startswith(f"{name}: ")
     expected = kv_cache_bytes(num_layers=sizes["num_layers"], num_kv_heads=sizes["num_kv_heads"],
