@@ -75,7 +75,7 @@ def row_sum_heatmap(figure: Figure, tokens: Sequence[str], *, cmap=None, bottom:
     sums = [ax.text(n - 0.3, i, "", ha="left", va="center", fontsize=8, clip_on=False) for i in range(n)]
     ax.text(n - 0.3, -0.8, "row sum", ha="left", va="center", fontsize=8, fontweight="bold", clip_on=False)
     figure.colorbar(image, ax=ax, fraction=0.046, pad=0.13, label="attention weight")
-    figure.subplots_adjust(left=0.14, right=0.95, bottom=bottom, top=0.9)
+    figure.subplots_adjust(left=0.14, right=0.9, bottom=bottom, top=0.9)
     return ax, image, sums
 
 
@@ -108,7 +108,7 @@ class MaskExplorer(Explorer):
             "convention": W.Dropdown(options=CONVENTIONS, value="keep", description="convention",
                                      layout=W.Layout(width="460px")),
         }
-        super().__init__(controls, figsize=(6.4, 5.0), dpi=80)
+        super().__init__(controls, figsize=(7.0, 5.0), dpi=80)
 
     def draw(self, figure: Figure) -> None:
         self.ax, self.artist, self.sum_texts = row_sum_heatmap(figure, self.tokens, cmap=self.cmap, bottom=0.16)

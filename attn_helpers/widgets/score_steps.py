@@ -60,7 +60,7 @@ class ScoreStepsExplorer(Explorer):
             "spread": W.Dropdown(options=SPREADS, value=spread, description="scores"),
         }
         self.weights = torch.zeros(n, n, dtype=torch.float64)
-        super().__init__(controls, figsize=(6.4, 5.0), dpi=80)
+        super().__init__(controls, figsize=(7.0, 5.0), dpi=80)
 
     def draw(self, figure: Figure) -> None:
         self.ax, self.artist, self.sum_texts = row_sum_heatmap(figure, self.tokens)
