@@ -105,7 +105,8 @@ def check_split_heads(answer: Callable[[Tensor, int], Tensor]) -> Verdict:
               f"x {list(x.shape)} with num_heads={num_heads}") for x, num_heads in _split_cases()]
     return _judge_reshaping(
         answer, cases, what="split", example="my_split(x, num_heads)",
-        lines="B, N, chan = x.shape; x.reshape(B, N, num_heads, chan // num_heads).transpose(1, 2).",
+        lines="cut the last axis into (num_heads, head_dim) with a reshape, then swap the heads and tokens axes "
+              "(section 5.1.2 does both steps on its example).",
         success="on four inputs of other sizes (1 to 4 heads), every head gets its own block of head_dim "
                 "features of every token: (B, N, chan) -> (B, H, N, head_dim).")
 
@@ -119,7 +120,8 @@ def check_merge_heads(answer: Callable[[Tensor], Tensor]) -> Verdict:
         cases.append(((heads,), x, _merge_mistakes(heads), f"heads {list(heads.shape)}"))
     return _judge_reshaping(
         answer, cases, what="merge", example="my_merge(heads)",
-        lines="B, H, N, head_dim = heads.shape; heads.transpose(1, 2).reshape(B, N, H * head_dim).",
+        lines="swap the heads and tokens axes back, then join (H, head_dim) into one axis with a reshape "
+              "(section 5.1.2 does both steps on its example).",
         success="on four inputs of other sizes (1 to 4 heads), the heads sit side by side again, head 0's "
                 "features first: (B, H, N, head_dim) -> (B, N, chan).")
 
