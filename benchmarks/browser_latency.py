@@ -68,7 +68,9 @@ MOVE_TIMEOUT_MS = 20_000
 INSTALL_JS = """([box, target]) => {
     if (window.__latencyCleanup) window.__latencyCleanup();
     const img = box.querySelector(':scope > img.widget-image');
-    const line = box.querySelector(':scope > .widget-html');
+    // the status line's own HTML widget (an explorer also has a caption and its picture in words)
+    const code = box.querySelector(':scope > .widget-html code.explorer-status');
+    const line = code ? code.closest('.widget-html') : box.querySelector(':scope > .widget-html');
     const m = window.__latency = {armed: false, start: 0, src: 0, load: 0, paint: 0, status: 0, same: 0};
     const onStatus = () => {
         if (!m.start || m.status) return;
