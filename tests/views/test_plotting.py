@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 
 from attn_helpers import views
 from attn_helpers.views.heatmaps import ANNOTATE_MAX
+from tools.browser_support import luminance
 from attn_helpers.views.labels import MIN_FONTSIZE
 
 TOKENS = ["the", "cat", "sat", "on", "the", "mat"]
@@ -69,9 +70,8 @@ def test_heatmap_weights_use_viridis_from_0_to_1_and_signed_values_a_symmetric_m
 
 
 def relative_luminance(rgba) -> float:
-    """WCAG 2's relative luminance of an sRGB colour (0 black, 1 white)."""
-    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgba[:3]]
-    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+    """WCAG 2's relative luminance of a matplotlib colour (components 0..1): 0 black, 1 white."""
+    return luminance([255 * c for c in rgba[:3]])
 
 
 def test_the_signed_map_shows_equal_and_opposite_values_equally_dark():

@@ -14,6 +14,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from attn_helpers.widgets import Explorer, InvalidCombination
+from tools.browser_support import contrast_ratio
 from widget_support import PNG_SIGNATURE, png_pixels
 
 
@@ -388,21 +389,9 @@ def over(colour: str, background: str) -> tuple[float, float, float]:
     return tuple(alpha * f + (1 - alpha) * b for f, b in zip(fg, bg))
 
 
-def relative_luminance(rgb: tuple[float, float, float]) -> float:
-    """WCAG 2.x relative luminance of an sRGB colour given in 0..255."""
-    def linear(c: float) -> float:
-        c /= 255
-        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
-
-    r, g, b = map(linear, rgb)
-    return 0.2126 * r + 0.7152 * g + 0.0722 * b
-
-
 def contrast(colour: str, background: str) -> float:
-    """WCAG contrast ratio (L1 + 0.05) / (L2 + 0.05) of ``colour`` drawn on ``background``."""
-    lighter, darker = sorted((relative_luminance(over(colour, background)),
-                              relative_luminance(over(background, background))), reverse=True)
-    return (lighter + 0.05) / (darker + 0.05)
+    """WCAG contrast ratio of ``colour`` drawn on ``background`` (the browser tests' formula)."""
+    return contrast_ratio(parse_colour(colour), parse_colour(background))
 
 
 def resolve(value: str, theme: dict[str, str]) -> str:
