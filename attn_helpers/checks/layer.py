@@ -254,7 +254,7 @@ _MHA_CONFIGS = ((2, 5, 8, 2), (3, 7, 12, 3), (1, 4, 6, 1), (2, 6, 16, 4))  # (B,
 
 
 def _variant(layer: MultiHeadAttention, x: Tensor, *, scale: float | None = None, split_transpose: bool = True,
-             merge_transpose: bool = True, softmax_dim: int = -1, out_proj: bool = True) -> Tensor:
+             merge_transpose: bool = True, softmax_dim: int = -1, out_proj: bool = True, skip: bool = False) -> Tensor:
     """``layer(x)`` computed step by step, with one step changed the way a typical mistake changes it."""
     B, N, d_model = x.shape
     H, hd = layer.num_heads, layer.head_dim
@@ -266,7 +266,8 @@ def _variant(layer: MultiHeadAttention, x: Tensor, *, scale: float | None = None
     scores = q @ k.transpose(-2, -1) * (hd ** -0.5 if scale is None else scale)  # (B, H, N, N)
     heads = scores.softmax(dim=softmax_dim) @ v  # (B, H, N, head_dim)
     merged = heads.transpose(1, 2).reshape(B, N, d_model) if merge_transpose else heads.reshape(B, N, d_model)
-    return layer.out_proj(merged) if out_proj else merged
+    out = layer.out_proj(merged) if out_proj else merged  # (B, N, d_model)
+    return out + x if skip else out
 
 
 _MHA_MISTAKES: tuple[tuple[str, dict[str, Any], str], ...] = (
@@ -290,6 +291,9 @@ _MHA_MISTAKES: tuple[tuple[str, dict[str, Any], str], ...] = (
      "each query's attention weights must sum to one: softmax(dim=-1)."),
     ("the output projection out_proj was left out", {"out_proj": False},
      "finish with self.out_proj(merged)."),
+    ("the input x was added to the output (a skip connection)", {"skip": True},
+     "the layer returns self.out_proj(merged) alone, as nn.MultiheadAttention does: the skip connection belongs to "
+     "the block around it (7.6's TransformerBlock), not to the attention layer."),
 )
 
 

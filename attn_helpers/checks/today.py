@@ -76,6 +76,9 @@ def _judge_sinks(scores: Tensor, sinks: Tensor) -> Callable[[Any], Verdict]:
         "you gave every head the first head's sink": (
             softmax_with_sinks(scores, sinks[:1].expand_as(sinks)), "one logit per head: sinks[h] for head h "
                                                                     "(heads are axis -3 of the scores)."),
+        "you put the sink's column first and then dropped the last column, a real key's": (
+            torch.softmax(torch.cat([sinks[:, None, None].expand(*scores.shape[:-1], 1), scores], dim=-1), dim=-1)[..., :-1],
+            "drop the sink's own column: weights[..., 1:] when it is first, weights[..., :-1] when it is last."),
         "you put the sinks along the query axis (sinks[:, None] against (..., N_q, N_k) rows)": (
             torch.exp(finite) / (torch.exp(sinks)[None, None, :, None] + torch.exp(finite).sum(-1, keepdim=True))
             if scores.shape[-2] == sinks.shape[0] else scores, "heads are axis -3: sinks[:, None, None] reaches "

@@ -166,7 +166,7 @@ def _knockout_logits(model: TinyAttentionModel, tokens: Tensor, layer: int, head
             projected[..., head * hd:(head + 1) * hd] = 0.0
         if mistake == "no skip":
             h = projected
-        elif mistake == "layer output":
+        elif mistake == "layer output" or (mistake == "kept layers' output" and not hit):
             h = h + projected + inter["skip"]  # Attention's own output adds the merged v too
         else:
             h = h + projected
@@ -189,6 +189,9 @@ _KNOCKOUT_MISTAKES = {
     "layer output": (
         "each layer's full output (projected + merged v, walkthrough 000's skip) was added",
         "the tiny model adds only the projected heads, inter['projected'], to h, not the layer's out."),
+    "kept layers' output": (
+        "the layers that keep their heads added their full output (out = projected + merged v, walkthrough 000's skip)",
+        "the tiny model adds only the projected heads, inter['projected'], to h, in every layer, not the layer's out."),
     "no positions": (
         "the position vectors were left out",
         "the model's input is model.embed(tokens) + model.position.weight, before the first layer."),

@@ -328,7 +328,7 @@ class TransformerBlock(Traceable):
     """
 
     AXES = {**dict.fromkeys(("x", "normed_1", "attended", "residual", "normed_2"), "batch tokens d_model"),
-            "hidden": "batch tokens dim_feedforward", "mlp": "batch tokens d_model", "out": "batch tokens d_model"}
+            "ffn_hidden": "batch tokens dim_feedforward", "mlp": "batch tokens d_model", "out": "batch tokens d_model"}
 
     def __init__(
         self,
@@ -362,11 +362,11 @@ class TransformerBlock(Traceable):
         attended = self.attention(normed_1, mask=mask)  # (B, N, d_model)
         residual = x + self.dropout(attended)  # (B, N, d_model): the first skip connection
         normed_2 = self.norm_2(residual)  # (B, N, d_model)
-        hidden = ACTIVATIONS[self.activation](self.linear_1(normed_2))  # (B, N, dim_feedforward)
-        mlp = self.linear_2(self.dropout(hidden))  # (B, N, d_model)
+        ffn_hidden = ACTIVATIONS[self.activation](self.linear_1(normed_2))  # (B, N, dim_feedforward)
+        mlp = self.linear_2(self.dropout(ffn_hidden))  # (B, N, d_model)
         out = residual + self.dropout(mlp)  # (B, N, d_model): the second skip connection
         inter = dict(x=x, normed_1=normed_1, attended=attended, residual=residual, normed_2=normed_2,
-                     hidden=hidden, mlp=mlp, out=out)
+                     ffn_hidden=ffn_hidden, mlp=mlp, out=out)
         return self._report(inter, return_intermediates)
 
     @classmethod

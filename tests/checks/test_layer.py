@@ -178,6 +178,7 @@ def test_mha_class_accepts_a_right_class():
     (dict(MERGE="heads.reshape(B, N, d_model)"), "without transposing them back"),
     (dict(SOFTMAX_DIM="-2"), "dim=-2"),
     (dict(OUT="merged"), "out_proj was left out"),
+    (dict(OUT="self.out_proj(merged) + x"), "input x was added to the output"),  # reader j5: the generic hint before
 ])
 def test_mha_class_names_typical_mistakes(changes, words):
     verdict = checks.check_mha_class.judge(_by_hand(**changes))

@@ -66,6 +66,9 @@ def test_window_mistakes_are_named(answer, named):
     (lambda s, k: sink_softmax(s, k[:1].expand_as(k)), "first head's sink"),
     (lambda s, k: torch.softmax(torch.cat([s, k[:, None, None].expand(*s.shape[:-1], 1)], -1), -1), "sink's column"),
     (lambda s, k: (lambda w: w / w.sum(-1, keepdim=True))(sink_softmax(s, k)), "normalised again"),
+    # the sink first, then the last column dropped (reader l2: the generic hint before)
+    (lambda s, k: torch.softmax(torch.cat([k[:, None, None].expand(*s.shape[:-1], 1), s], -1), -1)[..., :-1],
+     "dropped the last column, a real key's"),
 ])
 def test_sink_mistakes_are_named(answer, named):
     verdict = checks.check_sink_softmax.judge(answer)

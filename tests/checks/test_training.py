@@ -104,13 +104,18 @@ def test_check_knockout_prediction():
     assert check_knockout_prediction.judge(" Lower ", 0.66, 0.999, 0.125).ok
 
 
-def _without_head(model, tokens, layer, head, first_only=False):
+def _without_head(model, tokens, layer, head, first_only=False, kept_out=False):
     """The exercise's solution as a learner might write it (the head zeroed by a 0/1 factor per head);
-    ``first_only``: the mistake of running every layer on the first h (embeddings + positions)."""
+    ``first_only``: the mistake of running every layer on the first h (embeddings + positions); ``kept_out``: the
+    mistake of adding the layer's own ``out`` in the layers that keep their heads."""
     x = model.embed(tokens) + model.position.weight  # (B, N, dim)
     h = x
     for index, attention in enumerate(model.layers):
-        heads = attention(x if first_only else h, return_intermediates=True)[1]["heads"]  # (B, H, N, head_dim)
+        out, inter = attention(x if first_only else h, return_intermediates=True)
+        if kept_out and index != layer:
+            h = h + out
+            continue
+        heads = inter["heads"]  # (B, H, N, head_dim)
         factor = torch.ones(heads.shape[1], 1, 1)  # (H, 1, 1)
         factor[head] = 0.0 if index == layer else 1.0
         h = h + attention.proj(merge_heads(heads * factor))
@@ -138,6 +143,13 @@ def test_check_knockout_names_layers_that_all_read_the_first_input(two_layer_mod
     tokens, _ = _sample(LookupTask(), batch=16)
     verdict = check_knockout.judge(lambda m, t, l, h: _without_head(m, t, l, h, first_only=True), two_layer_model, tokens)
     assert not verdict.ok and "every layer read the first h" in verdict.message, verdict
+
+
+def test_check_knockout_names_the_layer_output_added_where_heads_are_kept(two_layer_model):
+    """Written as a learner would (reader j5: it got only the generic hint; the folded solution warns of it)."""
+    tokens, _ = _sample(LookupTask(), batch=16)
+    verdict = check_knockout.judge(lambda m, t, l, h: _without_head(m, t, l, h, kept_out=True), two_layer_model, tokens)
+    assert not verdict.ok and "keep their heads added their full output" in verdict.message, verdict
 
 
 def test_check_knockout_refuses_the_models_own_knockout(two_layer_model):

@@ -28,7 +28,7 @@ FLOWS: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "TransformerBlock": {
         "x": (), "normed_1": ("x",), "attended": ("normed_1",), "residual": ("x", "attended"),
-        "normed_2": ("residual",), "hidden": ("normed_2",), "mlp": ("hidden",), "out": ("residual", "mlp"),
+        "normed_2": ("residual",), "ffn_hidden": ("normed_2",), "mlp": ("ffn_hidden",), "out": ("residual", "mlp"),
     },
 }
 
