@@ -2,6 +2,7 @@
 
     python -m benchmarks.widgets            (or: make bench)
     python -m benchmarks.widgets --density 2    (the pictures rendered for high-density screens)
+    python -m benchmarks.widgets --cells        (one heatmap panel redrawn: imshow against views.Cells)
 
 A script, not a test: timings depend on the machine and on what else runs on it, so it prints
 them (with the machine's load) instead of asserting them.
@@ -39,6 +40,7 @@ import matplotlib
 matplotlib.use("Agg")  # in-process, as the tests do; the kernel's inline backend renders with Agg too
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 
 import ipywidgets as W  # noqa: E402
 
@@ -193,6 +195,42 @@ def time_naive(moves: list[int]) -> tuple[list[float], int]:
     return times, size
 
 
+def time_cells(repeats: int = 40) -> None:
+    """One heatmap panel as an explorer redraws it on a move (the kept picture pasted back, the new matrix drawn on
+    top): matplotlib's ``imshow(interpolation="nearest")``, which resamples the matrix to the panel's pixels,
+    against :class:`attn_helpers.views.Cells`, which Agg fills as polygons. CPU time per redraw (median)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from attn_helpers.views import WEIGHTS_CMAP, cells
+
+    density = widgets.Explorer.pixel_density
+    print(f"one {3.8 * 80 * density:.0f}-px square panel redrawn with a new matrix ({repeats} times, CPU time)")
+    print(f"{'matrix':>8} {'imshow':>11} {'Cells':>11} {'ratio':>7}")
+    generator = np.random.default_rng(0)
+    for n in (8, 32):
+        medians = []
+        for way in ("imshow", "cells"):
+            figure = Figure(figsize=(3.8, 3.8), dpi=80 * density)
+            canvas = FigureCanvasAgg(figure)
+            ax = figure.add_axes((0.0, 0.0, 1.0, 1.0))
+            first = generator.random((n, n))
+            artist = (ax.imshow(first, cmap=WEIGHTS_CMAP, vmin=0, vmax=1, aspect="auto", interpolation="nearest")
+                      if way == "imshow" else cells(ax, first, cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0))
+            artist.set_animated(True)
+            canvas.draw()
+            background = canvas.copy_from_bbox(figure.bbox)
+            times = []
+            for _ in range(repeats):
+                artist.set_data(generator.random((n, n)))
+                start = time.process_time()
+                canvas.restore_region(background)
+                figure.draw_artist(artist)
+                times.append(time.process_time() - start)
+            medians.append(statistics.median(times))
+        print(f"{n:>3} x {n:<3} {ms(medians[0])} {ms(medians[1])} {medians[0] / medians[1]:>6.1f}x")
+
+
 def ms(seconds: float) -> str:
     return f"{1000 * seconds:8.1f} ms"
 
@@ -203,6 +241,8 @@ def main() -> None:
     parser.add_argument("--naive-moves", type=int, default=10,
                         help="slider moves timed for the naive way (default 10; each takes about a second)")
     parser.add_argument("--heads-only", action="store_true", help="only the heads explorer against interact")
+    parser.add_argument("--cells", action="store_true",
+                        help="only one heatmap panel's redraw: imshow against views.Cells (CPU time)")
     parser.add_argument("--density", type=int, default=widgets.Explorer.pixel_density,
                         help="pixels rendered per CSS pixel (Explorer.pixel_density; 2: for high-density screens)")
     args = parser.parse_args()
@@ -212,6 +252,9 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} CPU cores, load average {load:.1f} at the start (other work slows everything)")
     print(f"pictures rendered at {args.density}x ({80 * args.density} dpi for the usual 80)")
     print()
+    if args.cells:
+        time_cells()
+        return
     if not args.heads_only:
         print("Every explorer, every control (CPU time per move)")
         print_every_explorer(time_every_explorer())

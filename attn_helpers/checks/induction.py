@@ -117,7 +117,7 @@ def check_induction_scores(answer: Any) -> Verdict:
     return judge_function(
         answer, _score_cases(), watched=library(("induction_scores", "induction_pattern", "previous_token_scores"))
         | Watch({_scores: "the checker's own reference, _scores"}),  # what already computes the score or pattern
-        example="my_induction_scores(weights, tokens)",
+        example="my_induction_match(weights, tokens)",
         lines="compare every token with every token: same = tokens[:, :, None] == tokens[:, None, :]; keep j < i; "
               "move each mark one key to the right; sum the weights there; average over the rows that have a mark.",
         success="one induction match per head: the weight after earlier copies, averaged over the queries that "

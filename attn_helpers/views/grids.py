@@ -13,12 +13,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.image import AxesImage
 
 from .arrays import _check_labels, to_numpy
 from .colours import WEIGHTS_CMAP, cmap_with_nan
 from .display import describe_axes
-from .heatmaps import describe_image, heatmap
+from .heatmaps import Cells, cells, describe_image, heatmap
 from .labels import (MIN_FONTSIZE, _fit_fontsize, _name_axes, _panel_inches, _points, _relabel, _TICK_PAD, _text_width,
                      _tick_texts, _vertical)
 
@@ -115,8 +114,7 @@ class LiveHeadGrid:
         self.every = 1  # every how many tokens a label stands (set by layout)
         figure.clear()
         self.axes = [figure.add_axes((0.0, 0.0, 1.0, 1.0)) for _ in range(max_heads)]
-        self.images = [ax.imshow(np.zeros((1, 1)), cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0, aspect="auto",
-                                 interpolation="nearest") for ax in self.axes]
+        self.images = [cells(ax, np.zeros((1, 1)), cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0) for ax in self.axes]
         for ax in self.axes:
             ax.set_xticks([])
             ax.set_yticks([])
@@ -131,9 +129,9 @@ class LiveHeadGrid:
         self.key_labels: list[list] = [[] for _ in self.axes]
         self.query_labels: list[list] = [[] for _ in self.axes]
 
-    def layout(self, num_heads: int, labels: Sequence[str]) -> list[AxesImage]:
+    def layout(self, num_heads: int, labels: Sequence[str]) -> list[Cells]:
         """Show ``num_heads`` panels over ``labels`` (zeros until the caller sets the data); returns
-        their image artists, head by head."""
+        their cells, head by head (new ones where the number of tokens changed)."""
         if not 1 <= num_heads <= self.max_heads:
             raise ValueError(f"num_heads must be in [1, {self.max_heads}], got {num_heads}")
         n = len(labels)
@@ -150,10 +148,9 @@ class LiveHeadGrid:
             row, col = divmod(h, ncols)
             lowest = col == 0 and h + ncols >= num_heads  # the first column's lowest panel carries the key labels
             ax.set_position(g.panel_rect(row, col))
-            image.set_data(np.zeros((n, n)))
-            image.set_extent((-0.5, n - 0.5, n - 0.5, -0.5))
-            ax.set_xlim(-0.5, n - 0.5)
-            ax.set_ylim(n - 0.5, -0.5)
+            if image.shape != (n, n):  # (n, n) cells: a new mesh, limits and all
+                image.remove()
+                self.images[h] = cells(ax, np.zeros((n, n)), cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0)
             ax.set_title(f"head {h}")
             keys, queries = (texts if lowest else []), (texts if col == 0 else [])
             _name_axes(ax, keys, queries, g.fontsize, g.vertical, "key" if lowest else "", "query" if col == 0 else "")
@@ -195,7 +192,7 @@ def head_grid(
     fontsize: float | None = None,
     resize_figure: bool = False,
     text_labels: bool = False,
-) -> list[AxesImage]:
+) -> list[Cells]:
     """Lessons 03, 05 and 11:
     One heatmap per head from weights ``(H, N_q, N_k)``, sharing one colour scale and colour bar.
 
@@ -203,8 +200,8 @@ def head_grid(
     first column; for ``N_q != N_k`` they name the keys only). Panels are ``panel_size`` inches
     square (``None``: 2.4, larger for more than 16 tokens) and tick labels shrink to fit
     (``fontsize=None``). Draws into ``figure`` when given (cleared first; its size is kept unless
-    ``resize_figure=True``), else a new figure. Returns one image artist per head, so a caller
-    can update the data in place with ``image.set_data``. ``text_labels=True`` writes the token
+    ``resize_figure=True``), else a new figure. Returns one :class:`Cells` per head, so a caller
+    can update the data in place with ``set_data``. ``text_labels=True`` writes the token
     labels as plain text instead of tick labels (same places, no tick marks, much faster to lay out
     and draw: for explorers that redraw the grid when a slider moves).
     """
@@ -375,7 +372,7 @@ def plot_all_heads(weights: Any, *, gap: int = 2, figsize: tuple[float, float] =
         for head in range(H):
             canvas[layer * step:layer * step + n, head * step:head * step + n] = array[layer, head]
     figure, ax = plt.subplots(figsize=figsize)
-    image = ax.imshow(canvas, cmap=cmap_with_nan(WEIGHTS_CMAP, "white"), vmin=0.0, vmax=1.0, interpolation="nearest")
+    image = cells(ax, canvas, cmap=cmap_with_nan(WEIGHTS_CMAP, "white"), vmin=0.0, vmax=1.0, aspect="equal")
     ax.set_xticks([h * step + (n - 1) / 2 for h in range(H)], [f"head {h}" for h in range(H)], fontsize=fontsize)
     ax.set_yticks([layer * step + (n - 1) / 2 for layer in range(L)],
                   [f"layer {first_layer + layer}" for layer in range(L)], fontsize=fontsize)

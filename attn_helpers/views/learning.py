@@ -16,12 +16,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.image import AxesImage
 
 from .arrays import to_numpy
 from .colours import HEAD_COLOURS, WEIGHTS_CMAP
 from .display import describe_axes, describe_figure, lines_sentence, number
-from .heatmaps import heatmap
+from .heatmaps import Cells, heatmap
 from .labels import _axes_points, _fit_fontsize
 
 __all__ = ["plot_learning_curves", "plot_snapshots", "weights_panel", "head_name", "runs_by_name",
@@ -53,8 +52,8 @@ def readable_labels(labels: Sequence[str], ax: Axes, css_dpi: float | None = Non
 
 
 def weights_panel(values: Any, labels: Sequence[str], ax: Axes, *, title: str, xlabel: str, ylabel: str,
-                  x_ticks: bool = True, y_ticks: bool = True, css_dpi: float | None = None) -> AxesImage:
-    """One attention heatmap ``(N, N)`` in [0, 1] with token labels on the axes that carry ticks; returns the image.
+                  x_ticks: bool = True, y_ticks: bool = True, css_dpi: float | None = None) -> Cells:
+    """One attention heatmap ``(N, N)`` in [0, 1] with token labels on the axes that carry ticks; returns its cells.
 
     Inner panels carry no labels, and labels are text rather than ticks: ticks cost most of the drawing time.
     Labels are drawn at least :data:`READABLE_PX` pixels tall; where that many do not fit beside the panel,

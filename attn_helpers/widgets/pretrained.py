@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from ..lab import PATTERNS, BertEncoder, attention_shares, one_thread
-from ..views import WEIGHTS_CMAP, heatmap
+from ..views import WEIGHTS_CMAP, cells, heatmap
 from ..views.learning import readable_labels
 from ._base import Explorer, InvalidCombination
 
@@ -122,8 +122,7 @@ class PretrainedAttentionExplorer(Explorer):
         self.panels, self.panel_axes = [], []
         for h in range(num_heads):
             ax = figure.add_subplot(grid[h // ncols, h % ncols])
-            self.panels.append(ax.imshow(blank, cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0, aspect="auto",
-                                         interpolation="nearest"))
+            self.panels.append(cells(ax, blank, cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0))
             ax.set_xticks([])
             ax.set_yticks([])
             ax.set_title(f"head {h}", fontsize=8, pad=2)

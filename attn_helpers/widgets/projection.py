@@ -95,7 +95,8 @@ class ProjectionExplorer(Explorer):
         self.head_lines: list[list] = []
         for i, (ax, name) in enumerate(zip(axes, ("x", "q", "k", "v"))):
             bound = self.ranges[0] if i == 0 else self.ranges[1]
-            image = heatmap(np.zeros((n, 2)), y_labels=self.tokens, ax=ax, title=name, xlabel="feature",
+            # cells as wide as the widest matrix a slider reaches: a move fills the first columns and sets the x limits
+            image = heatmap(np.zeros((n, MAX_DIM if i == 0 else MAX_CHAN)), y_labels=self.tokens, ax=ax, title=name, xlabel="feature",
                             ylabel="token" if i == 0 else "", cmap=SIGNED_CMAP, vmin=-bound, vmax=bound,
                             annotate=False, colorbar=False)
             if i:
@@ -145,7 +146,6 @@ class ProjectionExplorer(Explorer):
             values = to_numpy(t[name][0])  # (N, width)
             width = values.shape[1]
             image.set_data(values)
-            image.set_extent((-0.5, width - 0.5, n - 0.5, -0.5))
             ax.set_xlim(-0.5, width - 0.5)
             ax.set_title(f"{name}  ({n} × {width})")
             for h, line in enumerate(self.head_lines[i]):

@@ -352,14 +352,14 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
     # 14 · Two heads that compose
     "14": {
         # the weight on the earlier copy itself: a duplicate-token score, not the token after the copy
-        "14.1": ("def my_induction_scores(weights, tokens):\n"
+        "14.1": ("def my_induction_match(weights, tokens):\n"
                  "    N = tokens.shape[1]\n"
                  "    same = tokens[:, :, None] == tokens[:, None, :]\n"
                  "    copies = (same & torch.ones(N, N, dtype=torch.bool).tril(-1)).to(weights.dtype)[:, None, None]\n"
                  "    on = (weights * copies).sum(dim=-1)\n"
                  "    rows = (copies.sum(dim=-1) > 0).to(weights.dtype)\n"
                  "    return (on * rows).sum(dim=(0, -1)) / rows.sum(dim=(0, -1))\n"
-                 "answer = my_induction_scores", "key j + 1, not key j"),
+                 "answer = my_induction_match", "key j + 1, not key j"),
         # "the other heads cover for it": but the induction heads' keys need what it wrote
         "14.2": ('prediction = "same"', "which key would the induction head's query match"),
         # every position scored, also those whose next token no model can know
