@@ -226,6 +226,9 @@ def check_state_bytes_prediction(prediction: Any, state_bytes: int, d_k: int, d_
         return wrong(f"{got:,.0f} bytes is S alone.", "the recurrence also keeps the normaliser z, d_k numbers.")
     if got == (d_k * d_v + d_k):
         return wrong(f"{got:,.0f} is the count of numbers, not of bytes.", f"a float32 number is {dtype_bytes} bytes.")
+    if got == (d_k * d_v + d_k) * 8 and dtype_bytes != 8:
+        return wrong(f"{got:,.0f} bytes counts 8 bytes a number (float64).",
+                     f"the state here is float32: {dtype_bytes} bytes a number.")
     if got > state_bytes:
         return wrong(f"{got:,.0f} bytes is more than the state keeps.",
                      "the state is overwritten at every token, not appended to: its size does not depend on N.")

@@ -161,6 +161,7 @@ def test_state_bytes_prediction_names_each_mistake():
     assert "S alone" in judge(64 * 64 * 4, 16_640, 64, 64, 4).message
     assert "count of numbers" in judge(64 * 64 + 64, 16_640, 64, 64, 4).message
     assert "does not depend on N" in judge(524_288, 16_640, 64, 64, 4).hint
+    assert "8 bytes a number" in judge(33_280, 16_640, 64, 64, 4).message  # reader l1: the N hint before
     assert not judge("16640", 16_640, 64, 64, 4).ok
 
 
