@@ -175,14 +175,22 @@ def _judge_grad(got: Any, stack: AttentionStack, x: Tensor, L: int, layer: int, 
 @checker
 def check_residual_line(answer: Any, options: Mapping[str, str], namespace: Mapping[str, Any],
                         shape: tuple[int, ...] | list[int]) -> Verdict:
-    """Exercise 6: the option letter whose residual line runs in ``namespace`` and gives ``shape``."""
+    """Exercise 6: the option letter whose residual line runs in ``namespace`` and gives ``shape``, and adds the
+    input: ``projected + to_chan(x)``, from the namespace's ``projected``, ``to_chan`` and ``x``."""
     letter = as_letter(answer, options)
     if isinstance(letter, Verdict):
         return letter
     target = [int(s) for s in shape]
     got = run_option(options[letter], namespace)
     if isinstance(got, Tensor) and list(got.shape) == target:
-        return correct(f"({letter}) adds two tensors of the same shape {target}.")
+        with torch.no_grad():
+            residual = namespace["projected"] + namespace["to_chan"](namespace["x"])  # (B, N, chan)
+        if torch.allclose(got.detach(), residual):
+            return correct(f"({letter}) adds two tensors of the same shape {target}: each token's output and its own "
+                           "input, brought to chan features.")
+        return wrong(f"({letter}) runs and gives {target}, but it does not add each token's own input to its output.",
+                     "the skip path carries the layer's input x, token by token, brought to chan features when "
+                     "dim != chan.")
     if isinstance(got, Exception):
         return wrong(f"({letter}) does not run: {error_text(got)}",
                      "a residual adds two tensors elementwise, so both must have the same shape (B, N, chan).")

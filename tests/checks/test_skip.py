@@ -93,10 +93,11 @@ def measure_depths(stack, x, skip, depths):  # stands in for the loop lesson 06 
 _alias = depth_sweep  # ds = depth_sweep; ds(...): a text search for "depth_sweep(" would miss it
 
 
-def test_residual_line_accepts_only_the_line_that_runs_with_the_right_shape(seed_layer_parts):
+def test_residual_line_accepts_only_the_line_that_adds_the_input_with_the_right_shape(seed_layer_parts):
     x, inter = seed_layer_parts
     options = {"a": "x + projected", "b": "projected + v", "c": "projected + to_chan(x)",
-               "d": "projected + x.transpose(1, 2)", "e": "projected[:, None] + v.mean(-1, keepdim=True)"}
+               "d": "projected + x.transpose(1, 2)", "e": "projected[:, None] + v.mean(-1, keepdim=True)",
+               "f": "projected + to_chan(x).mean(dim=1, keepdim=True)"}
     namespace = dict(x=x, projected=inter["projected"], v=inter["v"], to_chan=torch.nn.Linear(6, 8))
     assert verdict(checks.check_residual_line, "c", options, namespace, (2, 5, 8)).ok
     a = verdict(checks.check_residual_line, "a", options, namespace, (2, 5, 8))
@@ -104,6 +105,8 @@ def test_residual_line_accepts_only_the_line_that_runs_with_the_right_shape(seed
     assert "same shape" in a.hint
     e = verdict(checks.check_residual_line, "e", options, namespace, (2, 5, 8))
     assert not e.ok and "runs but gives [2, 2, 5, 8]" in e.message
+    f = verdict(checks.check_residual_line, "f", options, namespace, (2, 5, 8))  # the right shape, not the input
+    assert not f.ok and "does not add each token's own input" in f.message
     assert not verdict(checks.check_residual_line, 3, options, namespace, (2, 5, 8)).ok
 
 
