@@ -146,8 +146,8 @@ def _cache_verdict(results: list[tuple[dict[str, int], int, int]], first: int) -
         if all(theirs == (value(case, right) or right) for case, theirs, right in results):
             return wrong(f"{where} {got:,} is what you get when {cause}.".lstrip(), hint)
     return wrong(f"{where} your function gives {got:,} bytes, expected {expected:,}.".lstrip(),
-                 "bytes = 2 (K and V) x num_layers x num_kv_heads x seq_len x head_dim x dtype_bytes, "
-                 "with head_dim = chan // num_heads.")
+                 "section 9.5.2 gives the count (kv_cache_bytes' formula); head_dim is not among the arguments "
+                 "here: work one head's width out from chan and num_heads.")
 
 
 @checker
