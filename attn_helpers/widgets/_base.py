@@ -42,8 +42,8 @@ __all__ = ["Explorer", "InvalidCombination"]
 # #b35806 where no JupyterLab theme sets the variable (classic Notebook, Colab: 4.9:1 on white).
 # Its own block at 1.4 lines (as KEYS_CAPTION): a status line that wraps keeps its lines together.
 STATUS_STYLE = "color:inherit;display:block;line-height:1.4"
-PROBLEM_STYLE = ("color:inherit;display:block;line-height:1.4;font-weight:bold;"
-                 "border-left:0.3em solid var(--jp-warn-color0, #b35806);padding-left:0.4em")
+PROBLEM_STYLE = STATUS_STYLE + (";font-weight:bold;border-left:0.3em solid var(--jp-warn-color0, #b35806);"
+                                "padding-left:0.4em")
 
 
 # The widest picture a page shows at its natural size on a common laptop: JupyterLab's output column at 1366 x 768
