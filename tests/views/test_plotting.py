@@ -19,10 +19,6 @@ from attn_helpers.views.labels import MIN_FONTSIZE
 from attn_helpers.views.heatmaps import Cells
 
 
-def cells_of(ax):
-    """The heatmaps drawn on ``ax`` (views.Cells, the mesh every heatmap is drawn as)."""
-    return [c for c in ax.collections if isinstance(c, Cells)]
-
 TOKENS = ["the", "cat", "sat", "on", "the", "mat"]
 SENTENCE = ("the cat sat on the mat because it was warm and the dog slept by the door while rain fell "
             "on the old roof of the quiet house near the river bank").split()
@@ -113,7 +109,7 @@ def test_heatmap_draws_into_the_given_axes_without_a_new_figure():
     image = views.heatmap(weights(6, 6), TOKENS, ax=right, colorbar=False, title="right")
     assert image.axes is right
     assert plt.get_fignums() == figures_before
-    assert right.get_title() == "right" and len(cells_of(left)) == 0
+    assert right.get_title() == "right" and len(left.findobj(Cells)) == 0
 
 
 def test_heatmap_accepts_tensors_with_grad_and_float64_without_warnings():
@@ -206,7 +202,7 @@ def test_head_grid_8_heads_32_tokens_labels_are_smaller_but_readable_and_inside_
 def test_head_grid_hides_unused_panels_and_puts_key_labels_under_the_lowest_panel_of_each_column():
     images = views.head_grid(weights(6, 5, 5), list("abcde"))  # 2 rows of 4, two slots empty
     figure = images[0].axes.figure
-    visible = [ax for ax in figure.axes if ax.get_visible() and cells_of(ax)]
+    visible = [ax for ax in figure.axes if ax.get_visible() and ax.findobj(Cells)]
     assert len(visible) == 6
     assert tick_texts(images[2].axes, "x") == list("abcde")  # nothing below heads 2 and 3
     assert tick_texts(images[1].axes, "x") == []
@@ -219,7 +215,7 @@ def test_head_grid_draws_into_a_given_figure_keeping_or_fitting_its_size():
     assert tuple(figure.get_size_inches()) == (5.0, 3.0)
     views.head_grid(weights(2, 4, 4), list("abcd"), figure=figure, resize_figure=True)
     assert tuple(figure.get_size_inches()) != (5.0, 3.0)
-    assert len([ax for ax in figure.axes if cells_of(ax)]) == 2  # cleared first, not drawn twice
+    assert len([ax for ax in figure.axes if ax.findobj(Cells)]) == 2  # cleared first, not drawn twice
 
 
 def label_centres(ax, texts: list) -> list[tuple[float, float]]:

@@ -18,10 +18,6 @@ from widget_support import PNG_SIGNATURE
 from attn_helpers.views.heatmaps import Cells
 
 
-def cells_of(ax):
-    """The heatmaps drawn on ``ax`` (views.Cells, the mesh every heatmap is drawn as)."""
-    return [c for c in ax.collections if isinstance(c, Cells)]
-
 
 @pytest.fixture
 def explorer() -> HeadsExplorer:
@@ -91,7 +87,7 @@ def test_moving_back_to_fewer_heads_hides_the_panels_no_longer_used(explorer):
     explorer.set(num_heads=8)
     explorer.set(num_heads=2)
     assert explorer.last_status.startswith("num_heads=2 chan=64 tokens=8 | head_dim = 64 // 2 = 32")
-    shown = [ax for ax in explorer.figure.axes if ax.get_visible() and cells_of(ax)]
+    shown = [ax for ax in explorer.figure.axes if ax.get_visible() and ax.findobj(Cells)]
     assert len(shown) == 2 and [ax.get_title() for ax in shown] == ["head 0", "head 1"]
 
 

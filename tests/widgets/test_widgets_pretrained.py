@@ -11,10 +11,6 @@ from attn_helpers.lab.pretrained import load_from_package, packaged_model_availa
 from attn_helpers.views.heatmaps import Cells
 
 
-def cells_of(ax):
-    """The heatmaps drawn on ``ax`` (views.Cells, the mesh every heatmap is drawn as)."""
-    return [c for c in ax.collections if isinstance(c, Cells)]
-
 
 @pytest.fixture(scope="module")
 def model():
@@ -106,7 +102,7 @@ def test_plot_all_heads_draws_one_image_with_gaps(explorer):
     import matplotlib.pyplot as plt
 
     figure = views.plot_all_heads(torch.from_numpy(explorer.weights), title="t")
-    image = cells_of(figure.axes[0])[0]
+    image = figure.axes[0].findobj(Cells)[0]
     array = image.get_array()
     assert array.shape == (6 * 15 - 2, 12 * 15 - 2)  # 13 tokens + a gap of 2 per panel
     assert array.mask[13:15].all() and not array.mask[:13, :13].any()
