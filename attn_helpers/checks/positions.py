@@ -42,15 +42,18 @@ _ROPE_LIBRARY = (library(("apply_rope", "RotaryAttention")) | TRANSFORMERS
 
 
 def _rope_variant(x: Tensor, positions: Tensor, *, sign: float = 1.0, exponent: float = 2.0,
-                  interleaved: bool = False, swap: bool = False) -> Tensor:
-    """RoPE with one typical mistake: the direction, ``θ_i``'s exponent, the pairing, or cos and sin swapped."""
+                  interleaved: bool = False, swap: bool = False, written_interleaved: bool = False) -> Tensor:
+    """RoPE with one typical mistake: the direction, ``θ_i``'s exponent, the pairing, cos and sin swapped, or the
+    half pairs turned right but written back interleaved."""
     head_dim = x.shape[-1]
     theta = 10000.0 ** (-exponent * torch.arange(head_dim // 2, dtype=torch.float64) / head_dim)
     angle = sign * positions[:, None].to(torch.float64) * theta  # (N, head_dim/2)
     cos, sin = (angle.sin(), angle.cos()) if swap else (angle.cos(), angle.sin())
     a, b = (x[..., 0::2], x[..., 1::2]) if interleaved else (x[..., : head_dim // 2], x[..., head_dim // 2:])
     turned = (a * cos - b * sin, a * sin + b * cos)
-    return torch.stack(turned, dim=-1).flatten(-2) if interleaved else torch.cat(turned, dim=-1)
+    if interleaved or written_interleaved:
+        return torch.stack(turned, dim=-1).flatten(-2)  # (..., N, head_dim): a'_0, b'_0, a'_1, b'_1, ...
+    return torch.cat(turned, dim=-1)  # (..., N, head_dim): all a', then all b'
 
 
 def _judge_rope(x: Tensor, positions: Tensor) -> Any:
@@ -60,6 +63,9 @@ def _judge_rope(x: Tensor, positions: Tensor) -> Any:
         "feature 2i is paired with 2i + 1 (the interleaved pairing)": (
             _rope_variant(x, positions, interleaved=True),
             "this exercise uses the half pairing: feature i goes with feature i + head_dim/2."),
+        "the half pairs are turned right but written back interleaved (torch.stack(..., -1).flatten(-2))": (
+            _rope_variant(x, positions, written_interleaved=True),
+            "put the turned halves back where they came from: torch.cat([a', b'], dim=-1)."),
         "θ_i = 10000^(-i/head_dim), without the 2": (
             _rope_variant(x, positions, exponent=1.0), "θ_i = 10000 ** (-2 * i / head_dim), i = 0 .. head_dim/2 - 1."),
         "θ_i = 10000^(-2i/(head_dim/2)): head_dim/2 (the number of pairs) in the exponent": (
@@ -93,8 +99,9 @@ def check_rope(answer: Any) -> Verdict:
     return judge_function(
         answer, [((x, p), f"for x {list(x.shape)} at positions {p.tolist()}", _judge_rope(x, p)) for x, p in inputs],
         watched=_ROPE_LIBRARY, example="rope(x, positions)", lines=_ROPE_HOW,
-        raised="read head_dim from x.shape[-1] and use positions as given (shape (N,)), not the numbers of one "
-               "example.",
+        raised="x may have any number of leading axes (the second input is 4-D): slice the last one, "
+               "x[..., :half] and not x[:, :half]; read head_dim from x.shape[-1] and use positions as given "
+               "(shape (N,)).",
         success="the same as apply_rope on three inputs of other sizes (head_dim 6, 10 and 4, positions out of "
                 "order): pair i = features (i, i + head_dim/2), turned by position × θ_i.")
 

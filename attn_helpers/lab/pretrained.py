@@ -155,10 +155,15 @@ def expected_shapes(config: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
 
 
 def check_weights(config: Mapping[str, Any], weights: Mapping[str, Tensor]) -> dict[str, Tensor]:
-    """Lesson 11: ``weights`` with any ``"bert."`` prefix removed, in the model's order (embeddings, then layer by
-    layer as the forward pass uses them, then anything else by name), after checking every tensor the config calls for
-    is there with its shape. The message names the first wrong tensors, their shapes and the expected ones."""
+    """Lesson 11: ``weights`` with any ``"bert."`` prefix removed and older checkpoints' ``LayerNorm.gamma`` and
+    ``.beta`` renamed ``.weight`` and ``.bias`` (as ``transformers``' ``conversion_mapping.py`` does), in the model's
+    order (embeddings, then layer by layer as the forward pass uses them, then anything else by name), after checking
+    every tensor the config calls for is there with its shape. The message names the first wrong tensors, their
+    shapes and the expected ones."""
+    legacy = {"LayerNorm.gamma": "LayerNorm.weight", "LayerNorm.beta": "LayerNorm.bias"}
     weights = {k.removeprefix("bert."): v for k, v in weights.items()}
+    weights = {next((k.removesuffix(old) + new for old, new in legacy.items() if k.endswith(old)), k): v
+               for k, v in weights.items()}
     expected = expected_shapes(config)
     missing = [k for k in expected if k not in weights]
     if missing:

@@ -100,6 +100,30 @@ def test_rope_names_the_unchanged_stub_and_the_pair_count_in_the_exponent():
     assert "head_dim/2 (the number of pairs)" in message(lambda x, p: _rope_by_hand(x, p, exponent=4.0))
 
 
+def test_rope_names_the_second_axis_sliced_and_the_halves_written_back_interleaved():
+    def message(fn):
+        verdict = checks.check_rope.judge(fn)
+        assert not verdict.ok
+        return verdict.message + " " + verdict.hint
+
+    def second_axis(x, positions):  # right for a 2-D x, wrong once x has more leading axes
+        half = x.shape[-1] // 2
+        theta = 10000.0 ** (-2 * torch.arange(half, dtype=torch.float64) / x.shape[-1])
+        angle = positions[:, None].double() * theta  # (N, head_dim/2)
+        a, b = x[:, :half], x[:, half:]
+        return torch.cat([a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()], dim=-1)
+
+    def written_interleaved(x, positions):
+        half = x.shape[-1] // 2
+        theta = 10000.0 ** (-2 * torch.arange(half, dtype=torch.float64) / x.shape[-1])
+        angle = positions[:, None].double() * theta  # (N, head_dim/2)
+        a, b = x[..., :half], x[..., half:]
+        return torch.stack([a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()], dim=-1).flatten(-2)
+
+    assert "x[..., :half] and not x[:, :half]" in message(second_axis)
+    assert "written back interleaved" in message(written_interleaved)
+
+
 def test_rotated_v_shift_accepts_heads_only_and_names_each_typical_mistake():
     def message(answer):
         verdict = checks.check_rotated_v_shift.judge(answer)

@@ -187,6 +187,15 @@ def test_a_bert_prefix_is_accepted(model):
     assert list(check_weights(model.config, prefixed))[:3] == list(model.params)[:3]
 
 
+def test_older_layernorm_names_gamma_and_beta_are_renamed(model):
+    # bert-base-uncased's checkpoint names its LayerNorms' tensors gamma and beta (transformers renames them too)
+    legacy = {"bert." + k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
+              for k, v in model.params.items()}
+    assert sum("gamma" in k for k in legacy) == 13  # the embeddings' LayerNorm and two in each of the 6 layers
+    loaded = check_weights(model.config, legacy)
+    assert list(loaded) == list(model.params) and all(loaded[k] is model.params[k] for k in model.params)
+
+
 def test_tokenize_rejects_bad_texts(model):
     with pytest.raises(TypeError, match="texts must be a string or a non-empty list"):
         model.tokenize([])

@@ -4,6 +4,7 @@ by side in one row, and the picture draws one box per intermediate and one arrow
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 import torch
 
@@ -115,7 +116,10 @@ def test_labels_rename_the_boxes_only():
     texts = [t.get_text() for t in named.texts]
     assert texts[:len(steps)] == [f"{heads.get(n, n)}: {s}\n{a}" for n, s, a in steps]
     assert any(t.startswith("q_heads: ") for t in texts) and not any(t.startswith("q: ") for t in texts)
-    assert [a.xy for a in named.texts[len(steps):]] == [a.xy for a in plain.texts[len(steps):]]  # the same arrows
+    # the same arrows: to 0.02 of a row, since matplotlib 3.10 measures a line's height from its glyphs (the '_' of
+    # 'q_heads' reaches lower than 'q', and an arrow ends at its box's edge)
+    arrows = [a.xy for a in named.texts[len(steps):]]
+    assert np.allclose(arrows, [a.xy for a in plain.texts[len(steps):]], rtol=0, atol=0.02)
     plt.close(plain.figure)
     plt.close(named.figure)
 
