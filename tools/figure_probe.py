@@ -37,7 +37,10 @@ def text_px(renderer: Any, s: str, prop: Any, ismath: Any) -> float:
     """The font size of ``s`` as drawn by ``renderer``, in the picture's pixels (its smallest glyph for mathtext)."""
     points = prop.get_size_in_points()
     if ismath and ismath != "TeX":
-        parse = renderer.mathtext_parser.parse(s, renderer.dpi, prop)
+        from matplotlib.mathtext import MathTextParser
+
+        # the "path" parse lists every glyph as (font, size in points, ...) on matplotlib 3.10 and 3.11 alike
+        parse = MathTextParser("path").parse(s, renderer.dpi, prop)
         sizes = [glyph[1] for glyph in parse.glyphs]
         points = min(sizes) if sizes else points
     return points * renderer.dpi / 72.0

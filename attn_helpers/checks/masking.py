@@ -251,6 +251,6 @@ def check_convention_prediction(choice: str, reads_true_as_keep: bool, function:
     """Prediction 3a: does ``function`` read ``True`` as "keep" or "blocked"?"""
     actual = "keep" if reads_true_as_keep else "blocked"
     if choice == actual:
-        return correct(f"{function} reads True as {actual!r}: only the mask of that convention reproduced our weights.")
+        return correct(f"{function} reads True as {actual!r}: only the mask of that convention reproduced our output.")
     return wrong(f"{function} reads True as {actual!r}, not {choice!r}: look at which mask reproduced our output.",
                  "the documentation of each function says which convention it uses; the computation above shows it.")

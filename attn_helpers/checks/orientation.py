@@ -50,7 +50,10 @@ def check_scores_shape(answer: Any, B: int, num_heads: int, N: int) -> Verdict:
     if sorted(shape) == sorted(expected):
         return wrong(f"{shape} has the right sizes in the wrong order.",
                      "the order is (batch, heads, queries, keys): heads come before the tokens.")
-    if len(shape) == 3:
+    if shape == [B, num_heads, N]:
+        return wrong(f"{shape} has one score per token and head, but a score belongs to a pair of tokens.",
+                     "every query is scored against every key: the last two axes are N (queries) and N (keys).")
+    if shape == [B, N, N]:
         return wrong(f"{shape} has no head axis.", "with several heads, each head has its own scores: (B, H, N, N).")
     return wrong(f"{shape} is not the scores' shape.", "every query is scored against every key: the last two axes are N and N.")
 

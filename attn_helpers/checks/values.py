@@ -146,6 +146,10 @@ def _judge_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None
             torch.softmax((raw / math.sqrt(d_k)).masked_fill(mask, float("-inf")), dim=-1) @ v,
             "this mask says True = may attend: block where it is "
             "False, scores.masked_fill(~mask, float('-inf')).")
+        mistakes["the weights are multiplied by the mask after the softmax, so the rows no longer sum to one"] = (
+            (torch.softmax(raw / math.sqrt(d_k), dim=-1) * mask) @ v,
+            "block the keys before the softmax, scores.masked_fill(~mask, float('-inf')): the softmax then shares "
+            "each row's weight among the keys left.")
         mistakes["the boolean mask is added to the scores"] = (
             torch.softmax(raw / math.sqrt(d_k) + mask, dim=-1) @ v,
             "adding True/False adds 1/0 and blocks nothing (section 3a.5): "

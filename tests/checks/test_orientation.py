@@ -23,6 +23,12 @@ def test_scores_shape_checker_notices_a_missing_head_axis():
     assert not verdict.ok and "head axis" in verdict.message
 
 
+def test_scores_shape_checker_says_a_score_belongs_to_a_pair_of_tokens():  # reader t2: [B, H, N] has the heads
+    verdict = checks.check_scores_shape.judge([8, 2, 20], B=8, num_heads=2, N=20)
+    assert not verdict.ok and "head axis" not in verdict.message and "pair of tokens" in verdict.message
+    assert "last two axes are N (queries) and N (keys)" in verdict.hint
+
+
 def test_scores_shape_checker_rejects_a_non_shape():
     verdict = checks.check_scores_shape.judge(5, B=13, num_heads=4, N=100)
     assert not verdict.ok and "list or tuple" in verdict.message

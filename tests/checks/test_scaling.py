@@ -62,6 +62,8 @@ def test_score_variance_with_entry_variances():
     assert not verdict.ok and "variances 0.5 and 0.5" in verdict.message
     verdict = checks.check_score_variance.judge(72.0, d_k=72, var_q=0.5, var_k=0.5)
     assert not verdict.ok
+    verdict = checks.check_score_variance.judge(36, d_k=72, var_q=0.5, var_k=0.5)  # reader t2: 36 printed 17.8,
+    assert not verdict.ok and "17.8" not in verdict.message + verdict.hint  # which then passed as the answer
     verdict = checks.check_score_variance.judge(144, d_k=72, var_q=0.5, var_k=1.5)
     assert not verdict.ok and "adds the two variances" in verdict.message
 

@@ -46,6 +46,16 @@ def test_attention_function_does_not_blame_the_keys_for_a_division_by_the_querie
     assert not verdict.ok and words in verdict.message + verdict.hint and "number of keys" not in verdict.message, verdict
 
 
+def test_attention_function_names_a_mask_applied_after_the_softmax():  # reader t2
+    def after(q, k, v, mask=None):
+        weights = torch.softmax(q @ k.mT / q.shape[-1] ** 0.5, dim=-1)
+        if mask is not None:
+            weights = weights * mask  # the blocked weights zeroed, the rows no longer summing to one
+        return weights @ v
+    verdict = checks.check_attention_function.judge(after)
+    assert not verdict.ok and "after the softmax" in verdict.message and "masked_fill(~mask" in verdict.hint
+
+
 def test_attention_function_names_a_keep_mask_added_to_the_scores():  # 03a section 3a.5's bug (round 3)
     def added(q, k, v, mask=None):
         s = q @ k.mT / q.shape[-1] ** 0.5
