@@ -21,7 +21,7 @@ Then, for every explorer: its height on the page against the notebook's visible 
 
     python -m benchmarks.browser_latency [05_multi_head.ipynb ...]      (or: make bench-browser)
     python -m benchmarks.browser_latency --root OTHER_CHECKOUT           # another checkout's notebooks and package
-    python -m benchmarks.browser_latency --density 2                     # pictures for high-density screens
+    python -m benchmarks.browser_latency --density 1                     # pictures at another density than the checkout's
 
 ``--root``: serve that checkout's ``notebooks/`` and let its kernels import that checkout's ``attn_helpers``
 (its folder first on ``PYTHONPATH``); the driving code is this one. Needs Chromium (env ``CHROMIUM``, else
@@ -340,7 +340,7 @@ class ControlMover:
 PACKAGES_SEEN: set[str] = set()
 
 
-def measure_notebook(lesson: LessonPage, moves: int, density: int = 1) -> tuple[list[Row], dict[str, Any]]:
+def measure_notebook(lesson: LessonPage, moves: int, density: int | None = None) -> tuple[list[Row], dict[str, Any]]:
     lesson.open()
     page = lesson.page
     kernel(page, KERNEL_INSTALL)
@@ -348,7 +348,7 @@ def measure_notebook(lesson: LessonPage, moves: int, density: int = 1) -> tuple[
     if package not in PACKAGES_SEEN:
         PACKAGES_SEEN.add(package)
         print(f"(the kernel imports {package})", flush=True)
-    if density != 1:  # before Run All, so the explorers are built with it
+    if density is not None:  # before Run All, so the explorers are built with it
         kernel(page, DENSITY_CODE.format(density=density))
     lesson.run_all()
     lesson.wait_rendered()
@@ -419,8 +419,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=REPO_ROOT,
                         help="the checkout whose notebooks and attn_helpers are measured (default: this one)")
     parser.add_argument("--moves", type=int, default=MOVES, help=f"moves per control (default {MOVES})")
-    parser.add_argument("--density", type=int, default=1,
-                        help="pixels rendered per CSS pixel (Explorer.pixel_density; 2: for high-density screens)")
+    parser.add_argument("--density", type=int, default=None,
+                        help="pixels rendered per CSS pixel (Explorer.pixel_density; default: the checkout's own)")
     args = parser.parse_args(argv)
     chromium = find_chromium()
     if chromium is None:
@@ -434,7 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"no explorer in (or no such notebook): {sorted(missing)}", file=sys.stderr)
         return 2
-    print(f"measuring {root} ({len(paths)} notebooks, pictures at {args.density}x); load average at start "
+    shown_density = f"{args.density}x" if args.density else "the checkout's own density"
+    print(f"measuring {root} ({len(paths)} notebooks, pictures at {shown_density}); load average at start "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
     print_header(args.moves)
     rows, fits = [], []
