@@ -51,15 +51,22 @@ def test_shuffle_prediction_rejects_other_words_and_points_at_the_cell_above():
     assert "cell above" in printed.getvalue()
 
 
-def _rope_by_hand(x, positions, *, interleaved=False, sign=1.0, exponent=2.0):
+def _rope_by_hand(x, positions, *, interleaved=False, sign=1.0, exponent=2.0, second_axis=False,
+                  written_interleaved=False):
+    """RoPE as a learner writes it, optionally with one mistake: the pairing, the direction, the exponent, slicing
+    x[:, :half] (right only for a 2-D x), or half pairs written back interleaved."""
     head_dim = x.shape[-1]
     theta = 10000.0 ** (-exponent * torch.arange(head_dim // 2, dtype=torch.float64) / head_dim)
     angle = sign * positions[:, None].double() * theta
     cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
     if interleaved:
         a, b = x[..., 0::2], x[..., 1::2]
+    elif second_axis:
+        a, b = x[:, : head_dim // 2], x[:, head_dim // 2:]
+    else:
+        a, b = x[..., : head_dim // 2], x[..., head_dim // 2:]
+    if interleaved or written_interleaved:
         return torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-1).flatten(-2)
-    a, b = x[..., : head_dim // 2], x[..., head_dim // 2:]
     return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
 
 
@@ -106,22 +113,9 @@ def test_rope_names_the_second_axis_sliced_and_the_halves_written_back_interleav
         assert not verdict.ok
         return verdict.message + " " + verdict.hint
 
-    def second_axis(x, positions):  # right for a 2-D x, wrong once x has more leading axes
-        half = x.shape[-1] // 2
-        theta = 10000.0 ** (-2 * torch.arange(half, dtype=torch.float64) / x.shape[-1])
-        angle = positions[:, None].double() * theta  # (N, head_dim/2)
-        a, b = x[:, :half], x[:, half:]
-        return torch.cat([a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()], dim=-1)
-
-    def written_interleaved(x, positions):
-        half = x.shape[-1] // 2
-        theta = 10000.0 ** (-2 * torch.arange(half, dtype=torch.float64) / x.shape[-1])
-        angle = positions[:, None].double() * theta  # (N, head_dim/2)
-        a, b = x[..., :half], x[..., half:]
-        return torch.stack([a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()], dim=-1).flatten(-2)
-
-    assert "x[..., :half] and not x[:, :half]" in message(second_axis)
-    assert "written back interleaved" in message(written_interleaved)
+    assert _rope_by_hand(torch.ones(5, 6), torch.arange(5), second_axis=True).shape == (5, 6)  # right when 2-D
+    assert "x[..., :half] and not x[:, :half]" in message(lambda x, p: _rope_by_hand(x, p, second_axis=True))
+    assert "written back interleaved" in message(lambda x, p: _rope_by_hand(x, p, written_interleaved=True))
 
 
 def test_rotated_v_shift_accepts_heads_only_and_names_each_typical_mistake():

@@ -142,3 +142,15 @@ def test_sanitizer_is_what_hides_the_address(runs) -> None:
     name, output = runs["raw_file"], runs["raw_output"]
     assert _outcomes(output) == {(name, 0): "PASSED", (name, 1): "FAILED", (name, 2): "PASSED"}, output[-6000:]
     assert runs["raw_code"] == 1
+
+
+def test_a_run_cut_off_by_its_limit_says_so(tmp_path) -> None:
+    # The series' runs (tools/nbval_run.py) read verdicts from the child's report; one killed before its summary
+    # reports no cell at all, so the report has to say why.
+    from tools.nbval_run import NbvalRun
+
+    cmd = [sys.executable, "-c", "import time; print('PASSED a.ipynb::Cell 0', flush=True); time.sleep(60)"]
+    run = NbvalRun(cmd, tmp_path, {}, tmp_path / "log.txt", limit=1.0)
+    assert run.seconds < 30
+    assert run.outcomes == {"a.ipynb": {0: "PASSED"}}
+    assert "killed after 1 s, the run's limit" in run.output

@@ -10,15 +10,15 @@ from matplotlib.figure import Figure
 from attn_helpers.views import SIGNED_CMAP, WEIGHTS_CMAP, Cells, cells
 
 
+AXES = (0.1, 0.1, 0.8, 0.8)  # left, bottom, width, height: the panel, symmetric so rows are measured from either side
+
+
 def _pixels(draw, size, dpi) -> np.ndarray:
     figure = Figure(figsize=size, dpi=dpi)
     canvas = FigureCanvasAgg(figure)
     draw(figure.add_axes(AXES))
     canvas.draw()
     return np.asarray(canvas.buffer_rgba())[..., :3].astype(int)
-
-
-AXES = (0.1, 0.1, 0.8, 0.8)  # left, bottom, width, height: the panel, symmetric so rows are measured from either side
 
 
 def _near_an_edge(shape, height, width) -> np.ndarray:

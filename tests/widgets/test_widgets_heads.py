@@ -18,7 +18,6 @@ from widget_support import PNG_SIGNATURE
 from attn_helpers.views.heatmaps import Cells
 
 
-
 @pytest.fixture
 def explorer() -> HeadsExplorer:
     return HeadsExplorer()

@@ -11,7 +11,6 @@ from attn_helpers.lab.pretrained import load_from_package, packaged_model_availa
 from attn_helpers.views.heatmaps import Cells
 
 
-
 @pytest.fixture(scope="module")
 def model():
     if not packaged_model_available():
