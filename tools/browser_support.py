@@ -71,6 +71,8 @@ LAB_USER_SETTINGS = {
 SERVER_START_TIMEOUT = 180.0  # a server the whole suite keeps waiting for CPU can take minutes to answer
 RUN_ALL_TIMEOUT = 300.0  # one notebook's Run All, kernel start included (budget: 20 s per notebook, 60 s for lesson 14, which trains; more under a loaded CI)
 WIDGET_TIMEOUT = 15.0  # one control change until the status line shows it
+# A page's first load: a full CI run (load about 14 on 2 cores) once missed 30 s for the classic Notebook's first page
+NAVIGATION_TIMEOUT_MS = 120_000
 
 STATUS = "code.explorer-status"
 # An explorer's VBox: the box whose own child is the status line's HTML widget.
@@ -695,7 +697,8 @@ class LessonPage(NotebookPage):
         # several times slower, even though it reports itself visible.
         self.page.bring_to_front()
         if not self.loading:
-            self.page.goto(self.server.lab_url(self.name), wait_until="domcontentloaded")
+            self.page.goto(self.server.lab_url(self.name), wait_until="domcontentloaded",
+                           timeout=NAVIGATION_TIMEOUT_MS)
         cells = self.notebook.locator(".jp-Cell")
         self.page.wait_for_function(
             "n => document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell').length >= n",
@@ -1574,7 +1577,8 @@ def open_and_close_untouched(server: JupyterServer, browser: Browser, paths: lis
     page = browser.context.new_page()
     page.set_default_timeout(30_000)
     try:
-        page.goto(f"{server.url}/lab/workspaces/untouched?reset&token={server.token}", wait_until="domcontentloaded")
+        page.goto(f"{server.url}/lab/workspaces/untouched?reset&token={server.token}", wait_until="domcontentloaded",
+                  timeout=NAVIGATION_TIMEOUT_MS)
         page.locator(".jp-DirListing-item").first.wait_for(timeout=60_000)
         for path in paths:
             seen = results[path.name] = UntouchedObservation(path.name)
@@ -1715,7 +1719,7 @@ class ClassicLessonPage(NotebookPage):
 
     def open_and_run_all(self, timeout: float = RUN_ALL_TIMEOUT) -> float:
         page = self.page
-        page.goto(self.server.notebook_url(self.name), wait_until="domcontentloaded")
+        page.goto(self.server.notebook_url(self.name), wait_until="domcontentloaded", timeout=NAVIGATION_TIMEOUT_MS)
         page.wait_for_function("""() => window.Jupyter && Jupyter.notebook && Jupyter.notebook.kernel
             && Jupyter.notebook.kernel.is_connected()
             && document.querySelector('#kernel_indicator_icon.kernel_idle_icon') !== null""", timeout=60_000)

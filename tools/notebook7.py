@@ -44,6 +44,7 @@ from pathlib import Path
 
 from tools.browser_support import (
     HIGH_DENSITY,
+    NAVIGATION_TIMEOUT_MS,
     NOTEBOOKS_DIR,
     SCREENSHOT_DIR,
     Browser,
@@ -126,7 +127,8 @@ class Notebook7Page(LessonPage):
 
     def open(self) -> None:
         self.page.bring_to_front()
-        self.page.goto(self.server.notebook_url(self.name), wait_until="domcontentloaded")
+        self.page.goto(self.server.notebook_url(self.name), wait_until="domcontentloaded",
+                       timeout=NAVIGATION_TIMEOUT_MS)
         self.page.wait_for_function(
             "n => document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell').length >= n",
             arg=self.committed.n_cells, timeout=60_000, polling=100)

@@ -117,8 +117,8 @@ def _judge_additive(blocked: Tensor, dtype: torch.dtype) -> Callable[[Any], Verd
             blocked.to(dtype), "adding 1.0 to a score barely changes softmax and blocks nothing; blocked "
                                "positions need -inf so that exp(-inf) = 0."),
         "you multiplied the mask by -inf: 0 x -inf is nan, so every allowed position became nan": (
-            blocked.to(dtype) * float("-inf"), "fill instead of multiplying: torch.zeros(blocked.shape, dtype=dtype)"
-                                               ".masked_fill(blocked, float('-inf'))."),
+            blocked.to(dtype) * float("-inf"), "put -inf only where the mask is True (fill those places) instead of "
+                                               "multiplying the whole mask by it."),
         "you used -1e9 instead of -inf": (
             torch.zeros(blocked.shape, dtype=torch.float64).masked_fill(blocked, -1e9),
             "-1e9 blocks too, but the exercise asks for float('-inf'); section 3a.6 shows what -1e9 does to a "
@@ -132,7 +132,7 @@ def _judge_additive(blocked: Tensor, dtype: torch.dtype) -> Callable[[Any], Verd
     def judge(got: Any) -> Verdict:
         if isinstance(got, Tensor) and got.dtype == torch.bool:
             return wrong("your function returns a boolean mask; an additive mask holds numbers (0.0 and -inf).",
-                         "start from torch.zeros(blocked.shape, dtype=dtype) and fill -inf where blocked is True.")
+                         "start from zeros in the dtype asked for and put -inf where blocked is True.")
         verdict = compare_tensors(got, expected, name="your additive mask", likely_mistakes=mistakes)
         if verdict.ok and got.dtype != dtype:
             return wrong(f"the values are right but the dtype is {got.dtype}, not {dtype}: scores + mask would "
@@ -153,7 +153,7 @@ def check_additive_mask(answer: Any) -> Verdict:
               _judge_additive(blocked, dtype)) for blocked, dtype in masks]
     return judge_function(answer, cases, watched=library(("mask_to_additive", "apply_mask")),
                           example="my_additive(blocked, dtype)",
-                          lines="torch.zeros(blocked.shape, dtype=dtype).masked_fill(blocked, float('-inf')).",
+                          lines="start from zeros in the dtype asked for, then put -inf where the mask is True.",
                           success="for three masks and three dtypes, 0.0 where a query may attend, -inf where it "
                                   "may not, in the dtype asked for.")
 

@@ -97,6 +97,7 @@ def check_self_attention_weights(answer: Any) -> Verdict:
     cases = [((x,), f"for x of shape (N, d_k) = {tuple(x.shape)}", _judge_weights(x))
              for x in random_cases(3, _CASE_SHAPES)]
     return judge_function(answer, cases, watched=LIBRARY_ATTENTION, example="my_weights(x)",
-                          lines="d_k = x.shape[-1]; torch.softmax(x @ x.mT / math.sqrt(d_k), dim=-1).",
+                          lines="the dot product of every row of x with every row, divided by the square root of a row's "
+                                "width, then a softmax along each row of the result.",
                           success="for three inputs of other sizes (N != d_k), every row is a softmax of the dot "
                                   "products divided by sqrt(d_k), and sums to one.")

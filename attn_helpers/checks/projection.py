@@ -102,7 +102,7 @@ def check_split_qkv(answer: Any) -> Verdict:
     cases = [((qkv,), f"for qkv of shape {tuple(qkv.shape)} (chan = {qkv.shape[-1] // 3})", _judge_split(qkv))
              for qkv in inputs]
     return judge_function(answer, cases, watched=Watch(), example="my_split(qkv)",
-                          lines="chan = qkv.shape[-1] // 3, then qkv.split(chan, dim=-1).",
+                          lines="chan is a third of qkv's last axis; cut that axis into three blocks of chan.",
                           success="for three widths (chan 6, 10 and 5) and zero to two axes in front, q, k and v "
                                   "are the three consecutive blocks of chan columns.")
 

@@ -51,9 +51,10 @@ def check_scaled_scores(answer: Any) -> Verdict:
                    random_cases(24, [(2, 3, 5, 4), (2, 3, 4, 7)])):
         cases.append(((q, k_t), f"for q {tuple(q.shape)} and k_t {tuple(k_t.shape)}", _judge_scores(q, k_t)))
     return judge_function(answer, cases, watched=LIBRARY_ATTENTION, example="my_scores(q, k_t)",
-                          lines="k_t is already (..., d_k, N_k): q @ k_t / math.sqrt(q.shape[-1]).",
+                          lines="k_t is already (..., d_k, N_k), so it needs no transpose; divide the product by the "
+                                "square root of a query's width.",
                           success="for three sizes with d_k, N_q and N_k all different: q @ k_t / sqrt(d_k), "
-                                  "with d_k read from q.",
+                                  "with d_k the width of a query (q.shape[-1] = k_t.shape[-2]).",
                           raised="k_t is already transposed, (..., d_k, N_k): multiply q @ k_t without .mT, and "
                                  "read the sizes from the inputs.")
 

@@ -91,6 +91,8 @@ def test_additive_mask_refuses_the_library_apply_mask():  # reader g5: it passed
     verdict = checks.check_additive_mask.judge(lambda blocked, dtype: apply_mask(torch.zeros(blocked.shape, dtype=dtype),
                                                                                   ~blocked))
     assert not verdict.ok and "apply_mask" in verdict.message, verdict
+    # reader u2: its hint was the solution's line, which then passed when pasted; it names the steps
+    assert "masked_fill" not in verdict.hint and "torch.zeros(" not in verdict.hint, verdict.hint
 
 
 def test_padding_keep_mask_names_positions_compared_with_the_lengths():

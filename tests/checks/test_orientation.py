@@ -88,6 +88,8 @@ def test_self_attention_weights_checker_names_the_mistake(answer, words):
 def test_self_attention_weights_checker_refuses_the_library_and_values(answer, words):
     verdict = checks.check_self_attention_weights.judge(answer)
     assert not verdict.ok and words in verdict.message
+    # reader u2: the refusal's hint was the solution's line, which then passed when pasted; it names the steps
+    assert "x.mT" not in verdict.hint and "softmax(" not in verdict.hint, verdict.hint
 
 
 def test_self_attention_weights_checker_inputs_keep_every_mistake_apart():

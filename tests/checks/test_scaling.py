@@ -18,7 +18,9 @@ def _qk(n_q=5, n_k=5, d_k=8, seed=0):
 def test_scaled_scores_accepts_every_way_of_writing_it():
     for fn in (lambda q, k_t: q @ k_t / math.sqrt(q.shape[-1]), lambda q, k_t: (q @ k_t) * k_t.shape[-2] ** -0.5,
                lambda q, k_t: torch.matmul(q / math.sqrt(q.shape[-1]), k_t)):
-        assert checks.check_scaled_scores.judge(fn).ok
+        verdict = checks.check_scaled_scores.judge(fn)
+        # reader u2: d_k read from k_t was told "with d_k read from q"; the verdict names both places
+        assert verdict.ok and "q.shape[-1] = k_t.shape[-2]" in verdict.message, verdict
 
 
 @pytest.mark.parametrize("fn, words", [
