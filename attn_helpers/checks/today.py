@@ -33,6 +33,9 @@ def _judge_cache_window(n_q: int, n_k: int, window: int) -> Callable[[Any], Verd
         "your queries sit at positions 0, 1, ... (the top-left alignment of sliding_window_mask and causal_mask)": (
             keep(window, torch.arange(n_q)[:, None]),
             f"the queries are the newest tokens: query row r sits at position n_k - n_q + r = {n_k - n_q} + r."),
+        "your queries sit one place too late, at n_k - n_q + 1 ... n_k": (
+            keep(window, i + 1), f"the newest query is the newest key, position n_k - 1: query row r sits at "
+                                 f"{n_k - n_q} + r."),
         "you built the 'True = blocked' mask": (~expected, "this lesson's masks say True = may attend."),
         "you let each query see window + 1 keys": (keep(window + 1), "the window holds `window` keys counting the "
                                                                      "query's own: keep j > i - window."),
@@ -55,11 +58,12 @@ def _judge_cache_window(n_q: int, n_k: int, window: int) -> Callable[[Any], Verd
 def check_cache_window_mask(answer: Any) -> Verdict:
     """Exercise 12: ``window_mask(n_q, n_k, window)``, the newest ``n_q`` tokens' ``(n_q, n_k)`` keep mask."""
     cases = [((n_q, n_k, w), f"for n_q = {n_q}, n_k = {n_k}, window = {w}", _judge_cache_window(n_q, n_k, w))
-             for n_q, n_k, w in ((1, 9, 4), (3, 11, 5), (5, 5, 2), (2, 6, 20))]
+             # a prefill first: with one query, queries one place too late keep what window - 1 keys keep
+             for n_q, n_k, w in ((3, 11, 5), (1, 9, 4), (5, 5, 2), (2, 6, 20))]
     return judge_function(answer, cases, watched=_TODAY_LIBRARY, example="window_mask(n_q, n_k, window)",
                           lines="place the queries at the newest positions, n_k - n_q ... n_k - 1, the keys at "
                                 "0 ... n_k - 1, and keep key j for query i when i - window < j <= i.",
-                          success="for one query, a prefill, a square mask and a window longer than the cache: each "
+                          success="for a prefill, one query, a square mask and a window longer than the cache: each "
                                   "new token keeps itself and the window - 1 keys before it.")
 
 

@@ -55,6 +55,10 @@ def test_transformers_is_refused():
     (lambda n_q, n_k, w: window_mask(n_q, n_k, w + 1), "window + 1 keys"),
     (lambda n_q, n_k, w: torch.arange(n_k)[None, :] <= torch.arange(n_k - n_q, n_k)[:, None], "no window"),
     (lambda n_q, n_k, w: window_mask(n_q, n_k, w).float(), "should be boolean"),
+    # reader w1: queries one place too late were told "window - 1 keys" (the same mask for one query)
+    (lambda n_q, n_k, w: (lambda i, j: (j <= i) & (j > i - w))(torch.arange(n_k - n_q + 1, n_k + 1)[:, None],
+                                                               torch.arange(n_k)[None, :]), "one place too late"),
+    (lambda n_q, n_k, w: window_mask(n_q, n_k, max(w - 1, 1)), "window - 1 keys"),
 ])
 def test_window_mistakes_are_named(answer, named):
     verdict = checks.check_cache_window_mask.judge(answer)
