@@ -37,6 +37,10 @@ def _judge_scores(q: Tensor, k_t: Tensor) -> Callable[[Any], Verdict]:
             raw * math.sqrt(d_k), "the scale shrinks the scores: divide by sqrt(d_k)."),
         "you returned the scores keys-first (..., N_k, N_q)": (
             raw.mT / math.sqrt(d_k), "row i must hold query i's scores: q @ k_t, not its transpose."),
+        "you returned the weights; the exercise wants the scores before the softmax": (
+            torch.softmax(raw / math.sqrt(d_k), dim=-1), "leave out the softmax: the scores are what goes into it."),
+        "you returned the softmax of the unscaled scores; the exercise wants the scaled scores before the softmax": (
+            torch.softmax(raw, dim=-1), "leave out the softmax, and divide the product by sqrt(d_k)."),
     }
     expected = attention_scores(q, k_t.mT)  # (..., N_q, N_k): q @ k_t / sqrt(d_k)
     return lambda got: compare_tensors(got, expected, name="your scores", likely_mistakes=mistakes)
@@ -72,8 +76,8 @@ def check_score_variance(answer: Any, d_k: int, var_q: float = 1.0, var_k: float
     measured = (q * k).sum(dim=-1).var().item()
     product = var_q * var_k
     expected = d_k * product
-    rule = (f"q·k is a sum of {d_k} independent products, each of variance {var_q:g} × {var_k:g} = {product:g}; "
-            "variances of independent terms add up.")
+    rule = (f"q·k = q_1 k_1 + ... + q_{d_k} k_{d_k}. Within one product q_i k_i the variances of the two factors "
+            f"multiply (they do not add); across the {d_k} independent products the variances add up.")
     close = lambda a, b: math.isclose(a, b, rel_tol=0.02)  # noqa: E731
     if close(value, expected):
         return correct(f"Var(q·k) = d_k × {var_q:g} × {var_k:g} = {expected:g}; measured over 4096 random pairs: {measured:.1f}.")
@@ -83,11 +87,20 @@ def check_score_variance(answer: Any, d_k: int, var_q: float = 1.0, var_k: float
         return wrong(f"{value:g} is the variance of one product q_i k_i ({var_q:g} × {var_k:g}), which is also the "
                      f"variance after dividing by sqrt(d_k): either the {d_k} products were not added up, or the "
                      f"score was scaled.", f"the question is about the raw score q·k, a sum of d_k products. {rule}")
-    if product != 1.0 and close(value, d_k):
+    forgot = product != 1.0 and close(value, d_k)
+    added = close(value, d_k * (var_q + var_k))
+    if forgot and added:  # var_q + var_k = 1: the two mistakes give the same number
+        return wrong(f"{value:g} is d_k: either the entries were taken to have variance 1, or the two variances "
+                     f"{var_q:g} + {var_k:g} were added; the variance of a product multiplies them.", rule)
+    if added:
+        return wrong(f"{value:g} = {d_k} × ({var_q:g} + {var_k:g}): you added the two variances; the variance of a "
+                     f"product of two independent entries of mean 0 multiplies them.", rule)
+    if forgot:
         return wrong(f"{value:g} is d_k: right for entries of variance 1, but these entries have variances "
                      f"{var_q:g} and {var_k:g}.", rule)
-    if close(value, d_k * (var_q + var_k)):
-        return wrong(f"{value:g} adds the two variances; the variance of a product multiplies them.", rule)
+    if close(value, d_k * var_q) or close(value, d_k * var_k):
+        which = f"q's {var_q:g}" if close(value, d_k * var_q) else f"k's {var_k:g}"
+        return wrong(f"{value:g} is d_k × {which}: only one of the two variances counted; a product has both.", rule)
     if close(value, expected * d_k):
         return wrong(f"{value:g} is d_k times too large.", rule)
     # no measurement here: a wrong answer that printed it would hand over a number to copy

@@ -30,6 +30,10 @@ def test_scaled_scores_accepts_every_way_of_writing_it():
     (lambda q, k_t: q @ k_t / math.sqrt(q.shape[-2]), "number of queries"),
     (lambda q, k_t: q @ k_t * math.sqrt(q.shape[-1]), "multiplied by sqrt(d_k)"),
     (lambda q, k_t: (q @ k_t / math.sqrt(q.shape[-1])).mT, "keys-first"),
+    # reader: the weights got only "right shape but different values"
+    (lambda q, k_t: torch.softmax(q @ k_t / math.sqrt(q.shape[-1]), dim=-1),
+     "you returned the weights; the exercise wants the scores before the softmax"),
+    (lambda q, k_t: torch.softmax(q @ k_t, dim=-1), "softmax of the unscaled scores"),
     (lambda q, k_t: q @ k_t.mT / math.sqrt(q.shape[-1]), "already transposed"),
     (lambda q, k_t: attention_scores(q, k_t.mT), "attention_scores"),  # grader round 2: the library renamed
     (torch.zeros(2, 5, 5), "should be a function"),
@@ -60,14 +64,28 @@ def test_score_variance_names_other_mistakes(answer, words):
 
 def test_score_variance_with_entry_variances():
     assert checks.check_score_variance.judge(18, d_k=72, var_q=0.5, var_k=0.5).ok
-    verdict = checks.check_score_variance.judge(72, d_k=72, var_q=0.5, var_k=0.5)
-    assert not verdict.ok and "variances 0.5 and 0.5" in verdict.message
+    verdict = checks.check_score_variance.judge(72, d_k=72, var_q=0.5, var_k=0.5)  # 72 × 1 or 72 × (0.5 + 0.5)
+    assert not verdict.ok and "either" in verdict.message and "were added" in verdict.message
     verdict = checks.check_score_variance.judge(72.0, d_k=72, var_q=0.5, var_k=0.5)
     assert not verdict.ok
     verdict = checks.check_score_variance.judge(36, d_k=72, var_q=0.5, var_k=0.5)  # reader t2: 36 printed 17.8,
     assert not verdict.ok and "17.8" not in verdict.message + verdict.hint  # which then passed as the answer
     verdict = checks.check_score_variance.judge(144, d_k=72, var_q=0.5, var_k=1.5)
-    assert not verdict.ok and "adds the two variances" in verdict.message
+    assert not verdict.ok and "you added the two variances" in verdict.message
+
+
+@pytest.mark.parametrize("answer, words", [
+    (10.8, None), (57.6, "you added the two variances"), (72, "variances 0.5 and 0.3"),
+    (36, "only one of the two variances"), (21.6, "only one of the two variances"), (0.15, "one product"),
+])
+def test_score_variance_of_exercise_2_3(answer, words):
+    """Exercise 2.3's variances 0.5 and 0.3: adding them (57.6) and forgetting them (72) are told apart."""
+    verdict = checks.check_score_variance.judge(answer, d_k=72, var_q=0.5, var_k=0.3)
+    assert verdict.ok is (words is None)
+    if words:
+        assert words in verdict.message
+        assert "variances of independent terms add up." not in verdict.hint  # read once as approving the adding
+        assert "(they do not add)" in verdict.hint
 
 
 @pytest.mark.parametrize("values, prediction, ok", [

@@ -58,8 +58,12 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
         "2.1": ('prediction = "falls"', "more of its weight on its largest entry"),
         # divided by sqrt(N_k): in k_t (..., d_k, N_k) the last axis is the keys
         "2.2": ("answer = lambda q, k_t: q @ k_t / math.sqrt(k_t.shape[-1])", "in k_t the last axis is the keys"),
-        # right for unit-variance entries, not for these
-        "2.3": ("answer = 72", "variances 0.5 and 0.5"),
+        "2.3": [
+            # right for unit-variance entries, not for these
+            ("answer = 72", "variances 0.5 and 0.3"),
+            # the two variances added, not multiplied (with 0.5 and 0.5 this gave 72 as well)
+            ("answer = 72 * (0.5 + 0.3)", "you added the two variances"),
+        ],
         # 0 * log(0) = nan where a weight is exactly 0
         "2.4": ("answer = lambda w: -(w * torch.log(w)).sum(dim=-1)", "count those terms as 0"),
     },
