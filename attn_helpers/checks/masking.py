@@ -37,12 +37,24 @@ def _judge_window(n: int, w: int) -> Callable[[Any], Verdict]:
             (j - i).abs() >= w, "a causal window hides every future key: block j > i too."),
         "you blocked only the keys too far back, and every future key stays visible": (
             j <= i - w, "a causal window is also causal: block the future, j > i, as well."),
+        "you blocked only the keys more than w places back (a window of w + 1), and every future key stays visible": (
+            j < i - w, "a causal window is also causal: block the future, j > i, as well; and it holds w keys "
+                       "counting the query itself."),
+        "you let each query see the w keys before it but not itself": (
+            (j >= i) | (j < i - w), "a token may attend to itself: the w keys are i - w < j <= i, the query's "
+                                    "own key included."),
+        "you let each query see w keys on either side (a band, not a causal window)": (
+            (j - i).abs() > w, "a causal window hides every future key: block j > i too."),
         "you swapped the query and key axes (the mask is transposed)": (
             expected.mT, "rows are queries, columns keys: i = torch.arange(n)[:, None], j = torch.arange(n)[None, :]."),
     }
     if w > 1:
         mistakes["you let each query see w - 1 keys"] = (
             window(w - 1), "the window holds w keys counting the query itself: keep i - w < j <= i.")
+        mistakes["you blocked only the keys w - 1 or more places back (a window of w - 1), and every future key "
+                 "stays visible"] = (
+            j <= i - w + 1, "a causal window is also causal: block the future, j > i, as well; and it holds w keys "
+                            "counting the query itself.")
 
     return boolean_mask_judge(expected, mistakes, needs="masked_fill needs a boolean mask", example="j > i")
 

@@ -161,6 +161,13 @@ def test_window_mask_refuses_the_library_sliding_window_mask():  # reader g3: it
     (lambda n, w: _window(n, w) | torch.eye(n, dtype=torch.bool), "own key"),
     (lambda n, w: (torch.arange(n)[None, :] - torch.arange(n)[:, None]).abs() >= w, "a band"),
     (lambda n, w: torch.arange(n)[None, :] <= torch.arange(n)[:, None] - w, "every future key stays visible"),
+    # a fresh reader: the far edge one place off with the future visible, the query left out of its window,
+    # and a band one key wider got "N of its M entries differ"
+    (lambda n, w: torch.arange(n)[None, :] < torch.arange(n)[:, None] - w, "a window of w + 1), and every future"),
+    (lambda n, w: torch.arange(n)[None, :] <= torch.arange(n)[:, None] - w + 1,
+     "a window of w - 1), and every future"),
+    (lambda n, w: _window(n, w + 1) | torch.eye(n, dtype=torch.bool), "the w keys before it but not itself"),
+    (lambda n, w: (torch.arange(n)[None, :] - torch.arange(n)[:, None]).abs() > w, "w keys on either side"),
     (lambda n, w: _window(n, w).float(), "boolean mask"),
     (_window(5, 2), "should be a function"),
 ])

@@ -85,7 +85,11 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
         "3.5": [("answer = lambda n, w: ~causal_mask(n)", "j <= i - w"),
                 # the window's far edge only: the future stays visible
                 ("answer = lambda n, w: torch.arange(n)[None, :] <= torch.arange(n)[:, None] - w",
-                 "block the future, j > i, as well")],
+                 "block the future, j > i, as well"),
+                # the w keys before the query, but not the query itself
+                ("answer = lambda n, w: (torch.arange(n)[None, :] >= torch.arange(n)[:, None])"
+                 " | (torch.arange(n)[None, :] < torch.arange(n)[:, None] - w)",
+                 "the query's own key included")],
         # a multiplicative 1/0 mask added to the scores blocks nothing
         "3.6": ("answer = lambda blocked, dtype: blocked.to(dtype)", "blocks nothing"),
         # section 3a.2's line for a keep mask, copied: this mask is in the blocked convention
