@@ -70,7 +70,7 @@ def check_midpoint_weights(answer: Any, v: Tensor, i: int, j: int) -> Verdict:
     target = (v[i] + v[j]) / 2  # (d_v,)
     got = answer @ v  # (d_v,)
     if torch.allclose(got, target, atol=1e-4, rtol=1e-4):
-        return correct(f"weights @ v = {got.tolist()}: halfway between value {i} and value {j}.")
+        return correct(f"weights @ v = {[round(x, 3) for x in got.tolist()]}: halfway between value {i} and value {j}.")
     cause, hint = _midpoint_mistake(answer, i, j)
     return wrong(f"weights @ v = {[round(x, 3) for x in got.tolist()]}, not the midpoint "
                  f"{[round(x, 3) for x in target.tolist()]}: {cause}", hint)
