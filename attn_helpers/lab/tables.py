@@ -183,10 +183,11 @@ def _heads_text(heads: list[tuple[int, int]], scores: Tensor) -> str:
 
 
 def circuit_table(circuits: Mapping[object, Circuit], drop_steps: Mapping[object, int | None] | None = None, *,
-                  key_name: str = "seed") -> str:
+                  key_name: str = "seed", knockouts: bool = True) -> str:
     """Lesson 14: one line per circuit (e.g. per seed): the previous-token heads and induction heads with their scores
     (``L0H1 0.99``: layer 0, head 1), the best score of each kind, the loss drop step (if given), the repeated part's
-    loss and the loss with each group knocked out, in nats."""
+    loss and, unless ``knockouts=False`` (the lesson holds them back until its knockout exercise has a prediction),
+    the loss with each group knocked out, in nats."""
     def loss(value: float | None) -> str:
         return "-" if value is None else f"{value:.2f}"
 
@@ -199,5 +200,8 @@ def circuit_table(circuits: Mapping[object, Circuit], drop_steps: Mapping[object
                      _steps_text(drop.get(key)), loss(c.loss), loss(c.loss_without_previous),
                      loss(c.loss_without_induction)])
     wide = [max(len(row[i]) for row in rows) for i in range(3)]
-    return text_table(rows, [f">{max(len(key_name), max(len(r[0]) for r in rows))}", f"<{wide[1]}", f"<{wide[2]}",
-                             ">9", ">8", ">7", ">5", ">8", ">7"])
+    formats = [f">{max(len(key_name), max(len(r[0]) for r in rows))}", f"<{wide[1]}", f"<{wide[2]}",
+               ">9", ">8", ">7", ">5", ">8", ">7"]
+    if not knockouts:
+        rows, formats = [row[:-2] for row in rows], formats[:-2]
+    return text_table(rows, formats)

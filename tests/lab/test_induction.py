@@ -180,4 +180,9 @@ def test_circuit_table_lists_each_row(trained, probe):
     text = circuit_table(circuits, {seed: loss_drop_step(trained[f"rope {seed}"][1]) for seed in UNPRINTED_SEEDS})
     lines = text.splitlines()
     assert len(lines) == 3 and lines[0].split()[0] == "seed" and "L0H" in lines[1]
+    # lesson 14 holds the knockout columns back until Exercise 14.2 has a prediction: they hold its answer
+    held_back = circuit_table(circuits, knockouts=False).splitlines()
+    assert "w/o prev" in lines[0] and not any("w/o" in line for line in held_back)
+    assert [line.split()[:3] for line in held_back] == [line.split()[:3] for line in lines]
+    assert all(len(short.split()) == len(full.split()) - 2 for short, full in zip(held_back[1:], lines[1:]))
 
