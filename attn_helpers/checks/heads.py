@@ -216,12 +216,17 @@ def check_split_line(answer: Any, options: Mapping[str, str], q: Tensor, num_hea
     if isinstance(got, Tensor) and got.shape == expected.shape:
         b, h, n = (int(i) for i in (~torch.isclose(got, expected)).any(dim=-1).nonzero()[0])  # first wrong row
         d = chan // num_heads
-        return wrong(f"({letter}) has the right shape {list(got.shape)} but the wrong numbers: its row for sequence {b}, "
-                     f"head {h}, token {n} is {_short(got[b, h, n])}, but head {h}'s features of that token, "
-                     f"q[{b}, {n}, {h * d}:{(h + 1) * d}], are {_short(expected[b, h, n])}.",
-                     order if transposes_first else
+        said = (f"({letter}) has the right shape {list(got.shape)} but the wrong numbers: its row for sequence {b}, "
+                f"head {h}, token {n} is {_short(got[b, h, n])}, but head {h}'s features of that token, "
+                f"q[{b}, {n}, {h * d}:{(h + 1) * d}], are {_short(expected[b, h, n])}.")
+        if B == num_heads and torch.allclose(got, expected.transpose(0, 1)):  # (H, B, N, head_dim): B == H hides it
+            return wrong(said, f"it moves the heads in front of the sequences: its axes are (H, B, N, head_dim), which "
+                               f"has the shape of (B, H, N, head_dim) only because B = num_heads = {B} here. After the "
+                               "split (B, N, H, head_dim), keep the batch axis first and swap only the tokens and "
+                               "the heads.")
+        return wrong(said, order if transposes_first else
                      "every (head, token) row must be one token's block of head_dim features: split the last axis "
-                     "first (B, N, H, head_dim), then transpose(1, 2).")
+                     "first (B, N, H, head_dim), then swap the tokens and the heads.")
     shape = list(got.shape) if isinstance(got, Tensor) else type(got).__name__
     return wrong(f"({letter}) gives {shape}, not {list(expected.shape)}.", "follow the shape after each operation.")
 

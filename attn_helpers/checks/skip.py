@@ -188,9 +188,23 @@ def check_residual_line(answer: Any, options: Mapping[str, str], namespace: Mapp
         if torch.allclose(got.detach(), residual):
             return correct(f"({letter}) adds two tensors of the same shape {target}: each token's output and its own "
                            "input, brought to chan features.")
-        return wrong(f"({letter}) runs and gives {target}, but it does not add each token's own input to its output.",
-                     "the skip path carries the layer's input x, token by token, brought to chan features when "
-                     "dim != chan.")
+        said = f"({letter}) runs and gives {target}, but it does not add each token's own input to its output"
+        per_token = "the skip path carries the layer's input x, token by token, brought to chan features when dim != chan."
+        with torch.no_grad():
+            added = got.detach() - namespace["projected"]  # (B, N, chan): what the line added to the output
+            skip = namespace["to_chan"](namespace["x"])  # (B, N, chan): each token's own input, at chan features
+        if torch.allclose(added, skip.mean(dim=1, keepdim=True).expand_as(added)):
+            return wrong(f"{said}: it adds every token the same vector, the average of the tokens' inputs.", per_token)
+        if added.dim() == 3:
+            # which token's input each token was given: 0 where none matches
+            match = torch.isclose(added[:, :, None], skip[:, None], atol=1e-6).all(dim=-1)  # (B, N, N)
+            for b, n in ((b, n) for b in range(added.shape[0]) for n in range(added.shape[1])):
+                if match[b, n].any() and not match[b, n, n]:
+                    m = int(match[b, n].nonzero()[0])
+                    return wrong(f"{said}: in sequence {b}, token {n} gets token {m}'s input.",
+                                 "each token's output gets its own input back, at the same position: nothing on the "
+                                 "skip path may reorder the tokens.")
+        return wrong(f"{said}.", per_token)
     if isinstance(got, Exception):
         return wrong(f"({letter}) does not run: {error_text(got)}",
                      "a residual adds two tensors elementwise, so both must have the same shape (B, N, chan).")

@@ -147,12 +147,12 @@ def _knockout_logits(model: TinyAttentionModel, tokens: Tensor, layer: int, head
                      mistake: str | None = None) -> Tensor:
     """``(B, N) -> (B, N, C)`` with ``head`` of ``layer`` knocked out; ``mistake``: one of :data:`_KNOCKOUT_MISTAKES`."""
     if mistake == "no positions":
-        h = model.embed(tokens)  # (B, N, dim)
+        x = model.embed(tokens)  # (B, N, dim)
     else:
-        h = model.embed(tokens) + model.position.weight[: tokens.shape[1]]  # (B, N, dim)
-    first = h
+        x = model.embed(tokens) + model.position.weight[: tokens.shape[1]]  # (B, N, dim)
+    first = x
     for index, attention in enumerate(model.layers):
-        out, inter = attention(first if mistake == "same input" else h, return_intermediates=True)
+        out, inter = attention(first if mistake == "same input" else x, return_intermediates=True)
         heads = inter["heads"].clone()  # (B, H, N, head_dim)
         hit = index == layer or mistake == "every layer"
         if hit and mistake == "token axis":
@@ -165,12 +165,12 @@ def _knockout_logits(model: TinyAttentionModel, tokens: Tensor, layer: int, head
             projected = projected.clone()
             projected[..., head * hd:(head + 1) * hd] = 0.0
         if mistake == "no skip":
-            h = projected
+            x = projected
         elif mistake == "layer output" or (mistake == "kept layers' output" and not hit):
-            h = h + projected + inter["skip"]  # Attention's own output adds the merged v too
+            x = x + projected + inter["skip"]  # Attention's own output adds the merged v too
         else:
-            h = h + projected
-    return model.readout(h)  # (B, N, C)
+            x = x + projected
+    return model.readout(x)  # (B, N, C)
 
 
 _KNOCKOUT_MISTAKES = {
@@ -184,20 +184,20 @@ _KNOCKOUT_MISTAKES = {
         "that head was knocked out in every layer",
         "zero the head only in the layer you were given (compare the layer index in your loop)."),
     "no skip": (
-        "the skip connection was left out (h = proj(...))",
-        "the model adds each layer's projected output to its input: h = h + proj(merged)."),
+        "the skip connection was left out (x = proj(...))",
+        "the model adds each layer's projected output to its input: x = x + proj(merged)."),
     "layer output": (
         "each layer's full output (projected + merged v, walkthrough 000's skip) was added",
-        "the tiny model adds only the projected heads, inter['projected'], to h, not the layer's out."),
+        "the tiny model adds only the projected heads, inter['projected'], to x, not the layer's out."),
     "kept layers' output": (
         "the layers that keep their heads added their full output (out = projected + merged v, walkthrough 000's skip)",
-        "the tiny model adds only the projected heads, inter['projected'], to h, in every layer, not the layer's out."),
+        "the tiny model adds only the projected heads, inter['projected'], to x, in every layer, not the layer's out."),
     "no positions": (
         "the position vectors were left out",
         "the model's input is model.embed(tokens) + model.position.weight, before the first layer."),
     "same input": (
-        "every layer read the first h (embeddings + positions), not the h the layers before it made",
-        "run each layer on the current h, the one the previous layers have added to."),
+        "every layer read the first x (embeddings + positions), not the x the layers before it made",
+        "run each layer on the current x, the one the previous layers have added to."),
 }
 
 
@@ -239,9 +239,9 @@ def check_knockout(answer: Any, model: TinyAttentionModel, tokens: Tensor) -> Ve
         answer, cases, watched=KNOCKOUT_SHORTCUTS, only_if=_KNOCKOUT_ONLY_IF, example="without_head(model, tokens, "
         "layer, head)", refusal="which already knocks heads out: the exercise asks you to write it step by step",
         is_="your answer is {}, {}.", calls="your function hands the knockout to {}, {}.",
-        lines="start from h = model.embed(tokens) + model.position.weight and loop over model.layers, zeroing the "
+        lines="start from x = model.embed(tokens) + model.position.weight and loop over model.layers, zeroing the "
               "head in inter['heads'] before the projection.",
         raised="loop over model.layers; in each, take the intermediates, zero one head where the index matches, "
-               "project, add to h; end with model.readout(h).",
+               "project, add to x; end with model.readout(x).",
         success="the same logits as the model with that head's output zeroed, for every layer and head of the model "
                 "you were given and of a 3-layer model with 4 heads.")

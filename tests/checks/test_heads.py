@@ -24,9 +24,10 @@ HEADS = torch.randn(2, 3, 4, 2)  # (B, H, N, head_dim)
 
 SPLIT_OPTIONS = {
     "a": "q.view(B, num_heads, N, head_dim)",
-    "b": "q.view(B, N, num_heads, head_dim).transpose(1, 2)",
+    "b": "q.reshape(B, N, num_heads, head_dim).permute(0, 2, 1, 3)",
     "c": "q.transpose(1, 2).view(B, num_heads, N, head_dim)",
     "d": "q.transpose(1, 2).reshape(B, num_heads, N, head_dim)",
+    "e": "q.view(B, N, num_heads, head_dim).permute(2, 0, 1, 3)",
 }
 
 
@@ -182,12 +183,23 @@ def test_split_line_runs_every_option_and_explains_the_wrong_ones():
     d = verdict(checks.check_split_line, "d", SPLIT_OPTIONS, q, 2)
     assert not d.ok and "head 0, token 0" in d.message and "transposes before it splits" in d.hint
     e = verdict(checks.check_split_line, "e", SPLIT_OPTIONS, q, 2)
-    assert not e.ok and "one of the letters" in e.message
+    assert not e.ok and "head 1, token 0" in e.message and ", ".join(f"{v:.2f}" for v in q[1, 0, :4].tolist()) in e.message
+    assert "(H, B, N, head_dim)" in e.hint and "only because B = num_heads = 2" in e.hint
+    lesson_line = dict(SPLIT_OPTIONS, f="q.view(B, N, num_heads, head_dim).transpose(1, 2)")
+    assert verdict(checks.check_split_line, "f", lesson_line, q, 2).ok
+    g = verdict(checks.check_split_line, "g", SPLIT_OPTIONS, q, 2)
+    assert not g.ok and "one of the letters" in g.message
+
+
+def test_split_line_names_a_batch_and_heads_swap_only_when_the_sizes_hide_it():
+    q = torch.randn(3, 5, 8)  # B = 3, num_heads = 2: the swap changes the shape
+    v = verdict(checks.check_split_line, "e", SPLIT_OPTIONS, q, 2)
+    assert not v.ok and "gives [2, 3, 5, 4]" in v.message
 
 
 def test_split_line_reports_a_wrong_shape():
-    options = dict(SPLIT_OPTIONS, e="q.view(B, N, num_heads, head_dim)")
-    v = verdict(checks.check_split_line, "e", options, torch.randn(2, 5, 8), 2)
+    options = dict(SPLIT_OPTIONS, f="q.view(B, N, num_heads, head_dim)")
+    v = verdict(checks.check_split_line, "f", options, torch.randn(2, 5, 8), 2)
     assert not v.ok and "gives [2, 5, 2, 4]" in v.message
 
 

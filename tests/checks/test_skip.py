@@ -97,7 +97,8 @@ def test_residual_line_accepts_only_the_line_that_adds_the_input_with_the_right_
     x, inter = seed_layer_parts
     options = {"a": "x + projected", "b": "projected + v", "c": "projected + to_chan(x)",
                "d": "projected + x.transpose(1, 2)", "e": "projected[:, None] + v.mean(-1, keepdim=True)",
-               "f": "projected + to_chan(x).mean(dim=1, keepdim=True)"}
+               "f": "projected + to_chan(x).mean(dim=1, keepdim=True)", "g": "projected + to_chan(x).flip(1)",
+               "h": "projected + 2 * to_chan(x)"}
     namespace = dict(x=x, projected=inter["projected"], v=inter["v"], to_chan=torch.nn.Linear(6, 8))
     assert verdict(checks.check_residual_line, "c", options, namespace, (2, 5, 8)).ok
     a = verdict(checks.check_residual_line, "a", options, namespace, (2, 5, 8))
@@ -106,7 +107,11 @@ def test_residual_line_accepts_only_the_line_that_adds_the_input_with_the_right_
     e = verdict(checks.check_residual_line, "e", options, namespace, (2, 5, 8))
     assert not e.ok and "runs but gives [2, 2, 5, 8]" in e.message
     f = verdict(checks.check_residual_line, "f", options, namespace, (2, 5, 8))  # the right shape, not the input
-    assert not f.ok and "does not add each token's own input" in f.message
+    assert not f.ok and "does not add each token's own input" in f.message and "average" in f.message
+    g = verdict(checks.check_residual_line, "g", options, namespace, (2, 5, 8))  # each token gets another's input
+    assert not g.ok and "token 0 gets token 4's input" in g.message and "reorder the tokens" in g.hint
+    h = verdict(checks.check_residual_line, "h", options, namespace, (2, 5, 8))  # no named mistake
+    assert not h.ok and h.message.endswith("to its output.") and "token by token" in h.hint
     assert not verdict(checks.check_residual_line, 3, options, namespace, (2, 5, 8)).ok
 
 

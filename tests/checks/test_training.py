@@ -106,7 +106,7 @@ def test_check_knockout_prediction():
 
 def _without_head(model, tokens, layer, head, first_only=False, kept_out=False):
     """The exercise's solution as a learner might write it (the head zeroed by a 0/1 factor per head);
-    ``first_only``: the mistake of running every layer on the first h (embeddings + positions); ``kept_out``: the
+    ``first_only``: the mistake of running every layer on the first x (embeddings + positions); ``kept_out``: the
     mistake of adding the layer's own ``out`` in the layers that keep their heads."""
     x = model.embed(tokens) + model.position.weight  # (B, N, dim)
     h = x
@@ -142,7 +142,7 @@ def test_check_knockout_names_layers_that_all_read_the_first_input(two_layer_mod
     """Written as a learner would (it got only the generic hint before the mistake was named)."""
     tokens, _ = _sample(LookupTask(), batch=16)
     verdict = check_knockout.judge(lambda m, t, l, h: _without_head(m, t, l, h, first_only=True), two_layer_model, tokens)
-    assert not verdict.ok and "every layer read the first h" in verdict.message, verdict
+    assert not verdict.ok and "every layer read the first x" in verdict.message, verdict
 
 
 def test_check_knockout_names_the_layer_output_added_where_heads_are_kept(two_layer_model):

@@ -145,7 +145,9 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
                 "not the input width dim"),
         "5.5": [('answer = "a"', "split the last axis first"),
                 # transposed before splitting: the hint names the order, not reshape (which would be (d))
-                ('answer = "c"', "it transposes before it splits")],
+                ('answer = "c"', "it transposes before it splits"),
+                # the lesson's reshape, then a permute that swaps the sequences and the heads (B = num_heads hides it)
+                ('answer = "e"', "only because B = num_heads = 2")],
         # walkthrough 004's bug: every head's scores divided by sqrt(chan), the full width
         "5.6": (
             "def multi_head(q, k, v, num_heads):\n"
@@ -171,7 +173,9 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
                 # L ignored: the whole stack runs, whatever depth is asked for
                 ("answer = lambda stack, x, L, layer: torch.sqrt(sum(g.pow(2).sum() for g in torch.autograd.grad("
                  "stack(x).norm(), list(stack.layers[layer - 1].parameters())))).item()", "pass L to the stack")],
-        "6.4": ('answer = "a"', "both must have the same shape"),
+        "6.4": [('answer = "a"', "both must have the same shape"),
+                # to_chan(x), the lesson's skip, with the tokens reversed: the right shape, another token's input
+                ('answer = "c"', "token 0 gets token 4's input")],
     },
     # 07 · The complete layer
     "07": {
@@ -224,15 +228,15 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
         # the head's features zeroed after the output projection, which mixes every head into every feature
         "8.4": (
             "def without_head(model, tokens, layer, head):\n"
-            "    h = model.embed(tokens) + model.position.weight\n"
+            "    x = model.embed(tokens) + model.position.weight\n"
             "    for index, attention in enumerate(model.layers):\n"
-            "        _, inter = attention(h, return_intermediates=True)\n"
+            "        _, inter = attention(x, return_intermediates=True)\n"
             "        projected = inter['projected'].clone()\n"
             "        if index == layer:\n"
             "            d = attention.head_dim\n"
             "            projected[..., head * d:(head + 1) * d] = 0.0\n"
-            "        h = h + projected\n"
-            "    return model.readout(h)\n"
+            "        x = x + projected\n"
+            "    return model.readout(x)\n"
             "answer = without_head",
             "proj mixes every head",
         ),
