@@ -68,6 +68,9 @@ def _judge_rope(x: Tensor, positions: Tensor) -> Any:
             "put the turned halves back where they came from: torch.cat([a', b'], dim=-1)."),
         "θ_i = 10000^(-i/head_dim), without the 2": (
             _rope_variant(x, positions, exponent=1.0), "θ_i = 10000 ** (-2 * i / head_dim), i = 0 .. head_dim/2 - 1."),
+        "θ_i = 10000^(+2i/head_dim): the minus sign is missing, so θ_i grows with i": (
+            _rope_variant(x, positions, exponent=-2.0),
+            "θ_i must shrink with i: θ_i = 10000 ** (-2 * i / head_dim), so pair 0 turns 1 radian per position."),
         "θ_i = 10000^(-2i/(head_dim/2)): head_dim/2 (the number of pairs) in the exponent": (
             _rope_variant(x, positions, exponent=4.0),
             "the exponent divides by head_dim, the full width: θ_i = 10000 ** (-2 * i / head_dim)."),

@@ -109,10 +109,12 @@ class LearnedPositions(nn.Embedding):
             return self.weight[:positions]  # (n, dim)
         if not isinstance(positions, Tensor) or positions.is_floating_point() or positions.dtype == torch.bool:
             raise TypeError(f"positions must be an int or an integer tensor, got {type(positions).__name__}")
-        if positions.numel() and (int(positions.max()) >= self.num_embeddings or int(positions.min()) < 0):
-            bad = int(positions.max()) if int(positions.max()) >= self.num_embeddings else int(positions.min())
-            raise IndexError(f"no row for position {bad}: this table has {self.num_embeddings} rows, for positions "
-                             f"0..{self.num_embeddings - 1} (positions has shape {shape_of(positions)})")
+        outside = positions[(positions >= self.num_embeddings) | (positions < 0)].unique().tolist()  # sorted
+        if outside:
+            named = ", ".join(map(str, outside[:4])) + (", ..." if len(outside) > 4 else "")
+            raise IndexError(f"no row for position{'s' if len(outside) > 1 else ''} {named}: this table has "
+                             f"{self.num_embeddings} rows, for positions 0..{self.num_embeddings - 1} (positions has "
+                             f"shape {shape_of(positions)})")
         return super().forward(positions)  # (..., dim)
 
     def extra_repr(self) -> str:

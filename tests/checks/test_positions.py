@@ -105,6 +105,7 @@ def test_rope_names_the_unchanged_stub_and_the_pair_count_in_the_exponent():
 
     assert "returned x unchanged" in message(lambda x, p: x)
     assert "head_dim/2 (the number of pairs)" in message(lambda x, p: _rope_by_hand(x, p, exponent=4.0))
+    assert "the minus sign is missing" in message(lambda x, p: _rope_by_hand(x, p, exponent=-2.0))  # reader r10a
 
 
 def test_rope_names_the_second_axis_sliced_and_the_halves_written_back_interleaved():

@@ -266,6 +266,8 @@ def test_learned_positions_have_exactly_one_row_per_position():
     torch.testing.assert_close(table(torch.arange(3)), table.weight[:3], **F32)
     with pytest.raises(IndexError, match=r"no row for position 8: this table has 8 rows, for positions 0..7"):
         table(torch.tensor([3, 8]))
+    with pytest.raises(IndexError, match=r"no row for positions -1, 8, 9, 10, \.\.\.: this table has 8 rows"):
+        table(torch.tensor([-1, 2, 8, 9, 10, 11]))
     with pytest.raises(IndexError, match=r"no row for positions 8..15"):
         table(16)
     with pytest.raises(TypeError, match="positions must be an int or an integer tensor"):
