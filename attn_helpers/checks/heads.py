@@ -191,8 +191,10 @@ def check_head_shapes(answer: Any) -> Verdict:
 
 
 @checker
-def check_split_line(answer: Any, options: Mapping[str, str], q: Tensor, num_heads: int) -> Verdict:
-    """Exercise 5: the option letter whose line splits ``q (B, N, chan)`` into ``(B, H, N, head_dim)`` (each run)."""
+def check_split_line(answer: Any, options: Mapping[str, str], q: Tensor, num_heads: int, *,
+                     mixes_sequences: Any = None) -> Verdict:
+    """Exercise 5: the option letter whose line splits ``q (B, N, chan)`` into ``(B, H, N, head_dim)``, and
+    (``mixes_sequences``) the letter whose row for sequence 0, head 1 holds sequence 1's numbers (each run)."""
     letter = as_letter(answer, options)
     if isinstance(letter, Verdict):
         return letter
@@ -201,7 +203,7 @@ def check_split_line(answer: Any, options: Mapping[str, str], q: Tensor, num_hea
     expected = split_heads(q, num_heads)
     got = run_option(options[letter], namespace)
     if isinstance(got, Tensor) and got.shape == expected.shape and torch.allclose(got, expected):
-        return correct(f"({letter}) splits the features of each token into heads, then moves the heads before the tokens.")
+        return _judge_mixer(letter, mixes_sequences, options, namespace)
     code = options[letter]
     transposes_first = "transpose" in code and code.find("transpose") < max(code.find("view"), code.find("reshape"))
     order = ("it transposes before it splits: q.transpose(1, 2) is (B, chan, N), the features before the tokens, "
@@ -229,6 +231,46 @@ def check_split_line(answer: Any, options: Mapping[str, str], q: Tensor, num_hea
                      "first (B, N, H, head_dim), then swap the tokens and the heads.")
     shape = list(got.shape) if isinstance(got, Tensor) else type(got).__name__
     return wrong(f"({letter}) gives {shape}, not {list(expected.shape)}.", "follow the shape after each operation.")
+
+
+def _holds_only(values: Tensor, source: Tensor) -> bool:
+    """Whether every number of ``values`` is one of ``source``'s (to float rounding)."""
+    return bool(torch.isclose(values.reshape(-1, 1), source.reshape(1, -1)).any(dim=1).all())
+
+
+def _judge_mixer(split: str, answer: Any, options: Mapping[str, str], namespace: Mapping[str, Any]) -> Verdict:
+    """The second part of exercise 5: which option's row for sequence 0, head 1 (index ``[0, 1]``) holds numbers
+    of sequence 1 (``q[1]``), each option run on ``q``; ``split`` is the first part's (right) letter."""
+    q = namespace["q"]
+    done = f"({split}) splits the features of each token into heads, then moves the heads before the tokens"
+    if answer is None:
+        return wrong(f"{done}; now the second part: mixes_sequences is still None.",
+                     "write mixes_sequences = the letter of the option whose row for sequence 0, head 1 (index "
+                     "[0, 1]) holds sequence 1's numbers: read each line's axes.")
+    letter = as_letter(answer, options)
+    if isinstance(letter, Verdict):
+        return wrong(f"{done}; mixes_sequences: {letter.message}", "write e.g. mixes_sequences = 'a'.")
+    got = run_option(options[letter], namespace)
+    if isinstance(got, Tensor) and got.dim() == 4 and len(got) > 0 and got.shape[1] > 1 and _holds_only(got[0, 1], q[1]):
+        return correct(f"{done}. ({letter})'s row [0, 1] holds sequence 1's numbers: its first axis is not the "
+                       "batch axis, whatever its shape says.")
+    axes = {  # what each of the lesson's lines makes of q (B, N, chan); a line not listed gets the general words
+        "q.view(B, num_heads, N, head_dim)": "its axes are (B, H, N, head_dim) in shape, but each head holds whole "
+                                             "tokens of its sequence, cut in memory order",
+        "q.reshape(B, N, num_heads, head_dim).permute(0, 2, 1, 3)": "it is the split itself: its axes are "
+                                                                    "(B, H, N, head_dim)",
+        "q.transpose(1, 2).view(B, num_heads, N, head_dim)": "with reshape in place of view it would run on "
+                                                             "q.transpose(1, 2), which is (B, chan, N)",
+        "q.transpose(1, 2).reshape(B, num_heads, N, head_dim)": "q.transpose(1, 2) is (B, chan, N), cut into "
+                                                                "(B, H, N, head_dim) features across tokens",
+    }.get(" ".join(options[letter].split()), "its axes are those of q before the reshape, batch first")
+    said = ("does not even run here" if isinstance(got, Exception) else
+            "has no row [0, 1]" if not isinstance(got, Tensor) or got.dim() < 2 or got.shape[1] < 2 else
+            "has a row [0, 1] with numbers of sequence 0 only" if _holds_only(got[0, 1], q[0]) else
+            "has a row [0, 1] without sequence 1's numbers")
+    return wrong(f"{done}; but for mixes_sequences, ({letter}) {said}.",
+                 f"({letter}): {axes}. Its first axis is still the batch axis B, so index [0, ...] stays in "
+                 "sequence 0. Look for a line that moves another axis in front of B.")
 
 
 def _short(row: Tensor) -> str:

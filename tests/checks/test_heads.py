@@ -171,8 +171,8 @@ def test_head_shapes_refuses_a_function_that_runs_a_layer():
 
 def test_split_line_runs_every_option_and_explains_the_wrong_ones():
     q = torch.randn(2, 5, 8)
-    assert verdict(checks.check_split_line, "b", SPLIT_OPTIONS, q, 2).ok
-    assert verdict(checks.check_split_line, " (B) ", SPLIT_OPTIONS, q, 2).ok
+    assert verdict(checks.check_split_line, "b", SPLIT_OPTIONS, q, 2, mixes_sequences="e").ok
+    assert verdict(checks.check_split_line, " (B) ", SPLIT_OPTIONS, q, 2, mixes_sequences="(E)").ok
     a = verdict(checks.check_split_line, "a", SPLIT_OPTIONS, q, 2)
     assert not a.ok and "right shape" in a.message and "head 0, token 1" in a.message
     first_wrong = q[0, 0, 4:].tolist()  # (a)'s head 0, token 1: the second half of token 0
@@ -186,9 +186,28 @@ def test_split_line_runs_every_option_and_explains_the_wrong_ones():
     assert not e.ok and "head 1, token 0" in e.message and ", ".join(f"{v:.2f}" for v in q[1, 0, :4].tolist()) in e.message
     assert "(H, B, N, head_dim)" in e.hint and "only because B = num_heads = 2" in e.hint
     lesson_line = dict(SPLIT_OPTIONS, f="q.view(B, N, num_heads, head_dim).transpose(1, 2)")
-    assert verdict(checks.check_split_line, "f", lesson_line, q, 2).ok
+    assert verdict(checks.check_split_line, "f", lesson_line, q, 2, mixes_sequences="e").ok
     g = verdict(checks.check_split_line, "g", SPLIT_OPTIONS, q, 2)
     assert not g.ok and "one of the letters" in g.message
+
+
+def test_split_line_needs_the_option_whose_row_0_1_holds_sequence_1():
+    q = torch.randn(2, 5, 8)
+    missing = verdict(checks.check_split_line, "b", SPLIT_OPTIONS, q, 2)
+    assert not missing.ok and "mixes_sequences is still None" in missing.message
+    hints = {"a": "(a): its axes are (B, H, N, head_dim) in shape", "b": "(b): it is the split itself",
+             "c": "which is (B, chan, N)", "d": "(d): q.transpose(1, 2) is (B, chan, N)"}
+    for letter, words in hints.items():
+        v = verdict(checks.check_split_line, "b", SPLIT_OPTIONS, q, 2, mixes_sequences=letter)
+        assert not v.ok and words in v.hint and "still the batch axis B" in v.hint, (letter, v)
+    assert "does not even run" in verdict(checks.check_split_line, "b", SPLIT_OPTIONS, q, 2, mixes_sequences="c").message
+    assert "numbers of sequence 0 only" in verdict(checks.check_split_line, "b", SPLIT_OPTIONS, q, 2,
+                                                   mixes_sequences="d").message
+    bad = verdict(checks.check_split_line, "b", SPLIT_OPTIONS, q, 2, mixes_sequences="z")
+    assert not bad.ok and "mixes_sequences = 'a'" in bad.hint
+    # the second part is judged by running the line: a line of another kind that puts sequence 1 at [0, 1] passes
+    other = dict(SPLIT_OPTIONS, f="q.flip(0).view(B, N, num_heads, head_dim).transpose(1, 2)")
+    assert verdict(checks.check_split_line, "b", other, q, 2, mixes_sequences="f").ok
 
 
 def test_split_line_names_a_batch_and_heads_swap_only_when_the_sizes_hide_it():

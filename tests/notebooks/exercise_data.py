@@ -143,11 +143,17 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
         "5.4": ('answer = lambda B, N, dim, chan, num_heads: {"head_dim": dim // num_heads, '
                 '"qkv_heads": [3, B, num_heads, N, dim // num_heads], "scores": [B, num_heads, N, N]}',
                 "not the input width dim"),
-        "5.5": [('answer = "a"', "split the last axis first"),
+        "5.5": [('answer = "a"\nmixes_sequences = "e"', "split the last axis first"),
                 # transposed before splitting: the hint names the order, not reshape (which would be (d))
-                ('answer = "c"', "it transposes before it splits"),
+                ('answer = "c"\nmixes_sequences = "e"', "it transposes before it splits"),
                 # the lesson's reshape, then a permute that swaps the sequences and the heads (B = num_heads hides it)
-                ('answer = "e"', "only because B = num_heads = 2")],
+                ('answer = "e"\nmixes_sequences = "e"', "only because B = num_heads = 2"),
+                # the right split, the second part left out: both letters are needed
+                ('answer = "b"', "mixes_sequences is still None"),
+                # second part: (a)'s view has the right shape, but its first axis is still the batch axis
+                ('answer = "b"\nmixes_sequences = "a"', "(a): its axes are (B, H, N, head_dim) in shape"),
+                # second part: (d) transposes, but tokens and features, not the batch axis
+                ('answer = "b"\nmixes_sequences = "d"', "q.transpose(1, 2) is (B, chan, N)")],
         # walkthrough 004's bug: every head's scores divided by sqrt(chan), the full width
         "5.6": (
             "def multi_head(q, k, v, num_heads):\n"

@@ -48,9 +48,20 @@ class Exercise:
     namespace: dict[str, Any] = field(repr=False)
 
     def run(self, answer_code: str | None) -> str:
-        """Run the exercise cell with ``answer_code`` in place of the ``name = None`` line; return what it printed."""
-        source = self.source if answer_code is None else ANSWER_LINE.sub(
-            lambda _: answer_code.strip().replace("\\", "\\\\"), self.source, count=1)
+        """Run the exercise cell with ``answer_code`` in place of its first ``name = None`` line (and without the
+        later ``name = None`` lines of the names it sets); return what it printed."""
+        if answer_code is None:
+            return _execute(self.source, dict(self.namespace), f"{self.notebook}:exercise {self.id}")
+        assigned = set(re.findall(r"^(\w+) =", answer_code, re.M))  # an exercise may ask for two names
+        seen: list[str] = []
+
+        def replace(line: re.Match) -> str:  # the first "name = None" line becomes the code; later ones it sets go
+            seen.append(line.group(1))
+            if len(seen) == 1:
+                return answer_code.strip()
+            return "" if line.group(1) in assigned else line.group(0)
+
+        source = ANSWER_LINE.sub(replace, self.source)
         return _execute(source, dict(self.namespace), f"{self.notebook}:exercise {self.id}")
 
 
