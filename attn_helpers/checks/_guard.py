@@ -2,7 +2,8 @@
 
 A :class:`Watch` is a fixed list: what the rooms ``core`` and ``lab`` export (:func:`library`; recognised by code
 object, so an alias, a copy or a partial is too), PyTorch's attention entry points (:data:`TORCH_ATTENTION`, the
-objects themselves), a function the notebook defines (by its name) and whole packages (``transformers``).
+objects themselves), a function defined outside the package (by its name: a notebook's, or PyTorch's private mask
+converter, never read as an attribute) and whole packages (``transformers``).
 :func:`run_watching` runs a function under ``sys.setprofile`` and names the watched calls it made."""
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ import torch
 import torch.nn.functional as F
 
 from .. import core, lab
+
+try:  # PyTorch 2.5 and later; the module costs a few milliseconds once torch is imported
+    from torch.nn.attention.flex_attention import flex_attention as _flex_attention
+except ImportError:  # an older PyTorch has no flex attention to refuse
+    _flex_attention = None
 
 __all__ = ["LIBRARY_ATTENTION", "MASK_BUILDERS", "TORCH_ATTENTION", "TORCH_MULTI_HEAD", "TRANSFORMERS", "Watch",
            "codes_called", "library", "run_watching"]
@@ -126,12 +132,14 @@ _TORCH_LAYERS = (torch.nn.MultiheadAttention, torch.nn.Transformer, torch.nn.Tra
                  torch.nn.TransformerEncoderLayer, torch.nn.TransformerDecoder, torch.nn.TransformerDecoderLayer)
 _MULTI_HEAD_OPERATORS = ("_native_multi_head_attention", "_transformer_encoder_layer_fwd")
 
-#: PyTorch's own attention: its layers, functional forms and the operators behind them.
+#: PyTorch's own attention: its layers, functional forms (flex attention too) and the operators behind them.
 TORCH_ATTENTION = _torch_entry_points(
     _TORCH_LAYERS, (F.multi_head_attention_forward, F.scaled_dot_product_attention),
     ("scaled_dot_product_attention", "_scaled_dot_product_attention_math", "_scaled_dot_product_flash_attention",
      "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
-     *_MULTI_HEAD_OPERATORS))
+     *_MULTI_HEAD_OPERATORS)) | Watch(
+    # with the identity as values it returns the weights; a score_mod applies a mask
+    {_flex_attention: "torch.nn.attention.flex_attention.flex_attention"} if _flex_attention else {})
 
 #: PyTorch's multi-head attention only: where one head's attention step (an SDPA) is allowed (exercise 5.6).
 TORCH_MULTI_HEAD = _torch_entry_points(_TORCH_LAYERS, (F.multi_head_attention_forward,), _MULTI_HEAD_OPERATORS)

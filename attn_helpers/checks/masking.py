@@ -12,7 +12,7 @@ from torch import Tensor
 from ..core import causal_mask, mask_to_additive, padding_mask
 from ._core import Verdict, checker, compare_tensors, correct, wrong
 from ._function import judge_function, random_cases
-from ._guard import LIBRARY_ATTENTION, library
+from ._guard import LIBRARY_ATTENTION, Watch, library
 from ._predict import prediction_checker
 
 __all__ = ["check_additive_mask", "check_window_blocked_mask", "check_convention_prediction", "check_masked_row_prediction",
@@ -155,6 +155,12 @@ def _judge_additive(blocked: Tensor, dtype: torch.dtype) -> Callable[[Any], Verd
     return judge
 
 
+#: The library's converters, and PyTorch's internal one watched by its name alone (the package reads no private
+#: attribute of PyTorch): a learner's own function named ``_canonical_mask`` would be refused as well.
+ADDITIVE_WATCH = library(("mask_to_additive", "apply_mask")) | Watch(
+    {"_canonical_mask": "PyTorch's internal mask converter"})
+
+
 @checker
 def check_additive_mask(answer: Any) -> Verdict:
     """Exercise 3a: ``my_additive(blocked, dtype)``, 0.0 / -inf in ``dtype`` for a "True = blocked" mask."""
@@ -163,8 +169,7 @@ def check_additive_mask(answer: Any) -> Verdict:
              (~(causal_mask(3, 4)[None] & padding_mask([2, 4], 4)), torch.float32)]
     cases = [((blocked, dtype), f"for a blocked mask of shape {tuple(blocked.shape)} and dtype={dtype}",
               _judge_additive(blocked, dtype)) for blocked, dtype in masks]
-    return judge_function(answer, cases, watched=library(("mask_to_additive", "apply_mask")),
-                          example="my_additive(blocked, dtype)",
+    return judge_function(answer, cases, watched=ADDITIVE_WATCH, example="my_additive(blocked, dtype)",
                           lines="start from zeros in the dtype asked for, then put -inf where the mask is True.",
                           success="for three masks and three dtypes, 0.0 where a query may attend, -inf where it "
                                   "may not, in the dtype asked for.")

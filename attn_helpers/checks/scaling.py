@@ -157,6 +157,11 @@ ENTROPY_WATCH = LIBRARY_ATTENTION | Watch({
     torch.Tensor.xlogy: "PyTorch's Tensor.xlogy", torch.Tensor.xlogy_: "PyTorch's Tensor.xlogy_",
     # a divergence from zero: kl_div(0, w) is w * log(w), with 0 * log(0) counted as 0
     F.kl_div: "torch.nn.functional.kl_div", torch.kl_div: "torch.kl_div",
+    # a cross-entropy of w with itself is -sum(w * log(w)), log(w) clamped so that 0 * log(0) counts as 0
+    F.cross_entropy: "torch.nn.functional.cross_entropy", torch.nn.CrossEntropyLoss: "torch.nn.CrossEntropyLoss",
+    F.nll_loss: "torch.nn.functional.nll_loss", torch.nn.NLLLoss: "torch.nn.NLLLoss",
+    # binary_cross_entropy(w, w) - (1 - w) * binary_cross_entropy(w, 0) is -w * log(w), its log clamped at -100
+    F.binary_cross_entropy: "torch.nn.functional.binary_cross_entropy", torch.nn.BCELoss: "torch.nn.BCELoss",
 }, packages={"scipy": "scipy's"})  # scipy.stats.entropy (on Colab scipy is installed)
 
 

@@ -56,6 +56,8 @@ def test_a_watch_recognises_aliases_copies_partials_layers_and_torchs_ops_by_the
     assert watched.itself(torch.nn.MultiheadAttention(8, 2)) == "torch.nn.MultiheadAttention"
     assert watched.itself(torch.ops.aten._scaled_dot_product_attention_math) == (
         "torch.ops.aten._scaled_dot_product_attention_math")
+    flex = pytest.importorskip("torch.nn.attention.flex_attention").flex_attention  # PyTorch 2.5 and later
+    assert watched.itself(flex) == "torch.nn.attention.flex_attention.flex_attention"  # a fresh reader: it passed
     assert watched.itself(torch.softmax) == ""  # a C function without a watched word
     assert watched.itself(lambda x: x) == "" and watched.itself([1, 2]) == ""  # unhashable: not watched
 

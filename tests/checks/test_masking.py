@@ -95,6 +95,21 @@ def test_additive_mask_refuses_the_library_apply_mask():  # reader g5: it passed
     assert "masked_fill" not in verdict.hint and "torch.zeros(" not in verdict.hint, verdict.hint
 
 
+def test_additive_mask_refuses_pytorchs_internal_mask_converter_by_its_name():  # a fresh reader: it passed
+    convert = torch.nn.functional._canonical_mask  # the learner's code; the checker itself reads no private name
+    verdict = checks.check_additive_mask.judge(lambda blocked, dtype: convert(
+        mask=blocked, mask_name="m", other_type=None, other_name="", target_type=dtype))
+    assert not verdict.ok and "PyTorch's internal mask converter" in verdict.message, verdict
+
+    def _canonical_mask(blocked, dtype):  # a learner's own function of that name is refused too (accepted misfire)
+        return torch.zeros(blocked.shape, dtype=dtype).masked_fill(blocked, float("-inf"))
+
+    def mine(blocked, dtype):
+        return _canonical_mask(blocked, dtype)
+
+    assert not checks.check_additive_mask.judge(mine).ok
+
+
 def test_padding_keep_mask_names_positions_compared_with_the_lengths():
     verdict = checks.check_padding_keep_mask.judge(
         lambda lengths, n: (torch.arange(n)[None, :] >= lengths[:, None])[:, None, :], torch.tensor([3, 5]), 5,

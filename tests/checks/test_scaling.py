@@ -8,6 +8,11 @@ import torch
 from attn_helpers import attention_entropy, attention_scores, checks
 
 
+def _rows(t):
+    """``t`` as a table of rows ``(M, N_k)``, the layout the cross-entropies take."""
+    return t.reshape(-1, t.shape[-1])
+
+
 def _qk(n_q=5, n_k=5, d_k=8, seed=0):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(2, n_q, d_k, generator=g), torch.randn(2, n_k, d_k, generator=g)
@@ -140,6 +145,19 @@ def test_row_entropy_names_each_mistake(fn, words):
     (lambda w: -w.xlogy(w).sum(dim=-1), "Tensor.xlogy"),
     # reader i2: a divergence from zero is w * log(w) with 0 * log(0) counted as 0
     (lambda w: -torch.nn.functional.kl_div(torch.zeros_like(w), w, reduction="none").sum(dim=-1), "kl_div"),
+    # a fresh reader: the cross-entropy of w with itself is its entropy, log(0) clamped
+    (lambda w: torch.nn.functional.cross_entropy(_rows(w.clamp_min(1e-30).log()), _rows(w), reduction="none")
+     .reshape(w.shape[:-1]), "torch.nn.functional.cross_entropy"),
+    (lambda w: torch.nn.CrossEntropyLoss(reduction="none")(_rows(w.clamp_min(1e-30).log()), _rows(w))
+     .reshape(w.shape[:-1]), "torch.nn.CrossEntropyLoss"),
+    # nll_loss picks one -log(w) per row; with the row's weights as class weights its sum is the entropy
+    (lambda w: torch.stack([torch.nn.functional.nll_loss(row.clamp_min(1e-30).log().expand(len(row), -1),
+                                                         torch.arange(len(row)), weight=row, reduction="sum")
+                            for row in _rows(w)]).reshape(w.shape[:-1]), "torch.nn.functional.nll_loss"),
+    # binary_cross_entropy(w, w) holds -w log(w) - (1 - w) log(1 - w); the second term taken off again
+    (lambda w: (torch.nn.functional.binary_cross_entropy(w, w, reduction="none")
+                - (1 - w) * torch.nn.functional.binary_cross_entropy(w, torch.zeros_like(w), reduction="none"))
+     .sum(dim=-1), "torch.nn.functional.binary_cross_entropy"),
 ])
 def test_row_entropy_refuses_ready_made_entropies(fn, words):
     verdict = checks.check_row_entropy.judge(fn)

@@ -23,6 +23,11 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
             ("def my_weights(x):\n"
              "    return torch.softmax(x @ x.mT / x.shape[-1], dim=-1)\n"
              "answer = my_weights", "not by d_k itself"),
+            # PyTorch's flex attention with the identity as values returns the weights themselves (a reader passed)
+            ("from torch.nn.attention.flex_attention import flex_attention\n"
+             "def my_weights(x):\n"
+             "    return flex_attention(x[None, None], x[None, None], torch.eye(x.shape[0])[None, None])[0, 0]\n"
+             "answer = my_weights", "torch.nn.attention.flex_attention.flex_attention"),
         ],
     },
     # 01 · QKV projection
@@ -65,7 +70,12 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
             ("answer = 72 * (0.5 + 0.3)", "you added the two variances"),
         ],
         # 0 * log(0) = nan where a weight is exactly 0
-        "2.4": ("answer = lambda w: -(w * torch.log(w)).sum(dim=-1)", "count those terms as 0"),
+        "2.4": [("answer = lambda w: -(w * torch.log(w)).sum(dim=-1)", "count those terms as 0"),
+                # a cross-entropy of w with itself is its entropy, 0 * log(0) counted as 0 (a reader passed)
+                ("import torch.nn.functional as F\n"
+                 "answer = lambda w: F.cross_entropy(w.clamp_min(1e-30).log().reshape(-1, w.shape[-1]),"
+                 " w.reshape(-1, w.shape[-1]), reduction='none').reshape(w.shape[:-1])",
+                 "torch.nn.functional.cross_entropy")],
     },
     # 03 · Softmax and masks
     "03": {
@@ -91,7 +101,10 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
                  " | (torch.arange(n)[None, :] < torch.arange(n)[:, None] - w)",
                  "the query's own key included")],
         # a multiplicative 1/0 mask added to the scores blocks nothing
-        "3.6": ("answer = lambda blocked, dtype: blocked.to(dtype)", "blocks nothing"),
+        "3.6": [("answer = lambda blocked, dtype: blocked.to(dtype)", "blocks nothing"),
+                # PyTorch's internal mask converter, which nn.MultiheadAttention calls (a reader passed)
+                ("answer = lambda blocked, dtype: F._canonical_mask(mask=blocked, mask_name='m', other_type=None,"
+                 " other_name='', target_type=dtype)", "PyTorch's internal mask converter")],
         # section 3a.2's line for a keep mask, copied: this mask is in the blocked convention
         # (the harness keeps one case per exercise, so this one is covered in tests/checks/test_masking.py)
     },
@@ -116,6 +129,19 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
             "    return torch.softmax(scores, dim=-1) @ v\n"
             "attention_fn = my_attention",
             "not axis -2",
+        ), (  # PyTorch's flex attention, the mask as a score_mod (a reader passed)
+            "from torch.nn.attention.flex_attention import flex_attention\n"
+            "def my_attention(q, k, v, mask=None):\n"
+            "    shape = q.shape[:-2]\n"
+            "    q4, k4, v4 = (t.reshape(-1, 1, *t.shape[-2:]) for t in (q, k, v))  # (B, 1, N, d)\n"
+            "    mod = None\n"
+            "    if mask is not None:\n"
+            "        m = mask.expand(*shape, q.shape[-2], k.shape[-2]).reshape(-1, q.shape[-2], k.shape[-2])\n"
+            "        mod = lambda s, b, h, i, j: s.where(m[b, i, j], float('-inf'))\n"
+            "    out = flex_attention(q4, k4, v4, score_mod=mod)\n"
+            "    return out.reshape(*shape, q.shape[-2], v.shape[-1])\n"
+            "attention_fn = my_attention",
+            "torch.nn.attention.flex_attention.flex_attention",
         )],
         "4.3": [
             # the plain average of all six values, not the midpoint of two
