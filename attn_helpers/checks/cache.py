@@ -201,13 +201,15 @@ _TRANSITION_RAISED = ("k kᵀ for keys with batch axes is k[..., :, None] * k[..
 
 @checker
 def check_delta_transition(answer: Any) -> Verdict:
-    """Exercise 13: ``transition(k, log_decay, beta)``, the gated delta rule's ``A_t = exp(g_t) (I - β_t k_t k_tᵀ)``
-    ``(..., d_k, d_k)``, so that ``S_t = A_t S_{t-1} + β_t k_t v_tᵀ``."""
+    """Exercise 13: ``transition(k, log_decay, beta)``, the gated delta rule's transition ``A_t`` ``(..., d_k, d_k)``,
+    the matrix with ``S_t = A_t S_{t-1} + β_t k_t v_tᵀ``."""
     cases = _seeded_cases(_transition_inputs, 21, _TRANSITION_SHAPES, _judge_transition, "k")
     return judge_function(answer, cases, watched=_DELTA_LIBRARY, example="transition(k, log_decay, beta)",
                           raised=_TRANSITION_RAISED,
-                          lines="write the transition A_t of section 13.3.1 yourself, from its formula "
-                                "α_t (I - β_t k_t k_tᵀ) with α_t = exp(g_t).",
+                          lines="multiply out the step of section 13.3.1 yourself and collect what multiplies "
+                                "S_{t-1}: the faded state α_t S_{t-1} (α_t = exp(g_t)) and what writing "
+                                "β_t k_t (v_t - recalled)ᵀ takes from it, where recalled is what the faded state "
+                                "returns for k_t.",
                           success="right for three keys of other sizes (with and without batch axes): the old state "
                                   "is faded by α_t and loses β_t of what it held along k_t.")
 

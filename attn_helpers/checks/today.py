@@ -170,7 +170,7 @@ def _judge_alibi(num_heads: int, n: int) -> Callable[[Any], Verdict]:
 
 @checker
 def check_alibi(answer: Any) -> Verdict:
-    """Exercise 12: ``alibi(num_heads, n)``, ``-slope_h * (i - j)`` with ``slope_h = 2 ** (-8 (h + 1) / H)``."""
+    """Exercise 12: ``alibi(num_heads, n)``, ALiBi's ``(num_heads, n, n)`` bias for a power-of-two head count."""
     cases = [((h, n), f"for num_heads = {h}, n = {n}", _judge_alibi(h, n)) for h, n in ((4, 5), (2, 9), (16, 3))]
     return judge_function(answer, cases, watched=_TODAY_LIBRARY, example="alibi(num_heads, n)",
                           lines="head h (from 0) has the slope 2 ** (-8 (h + 1) / num_heads); query i and key j get "

@@ -153,6 +153,8 @@ def test_delta_transition_names_each_mistake_and_refuses_the_library():
     assert not verdict.ok and "gated_delta_step" in verdict.message, verdict.message
     verdict = checks.check_delta_transition.judge(gated_delta_step)
     assert not verdict.ok and "section 13.3.1" in verdict.hint and "k[..., :, None]" not in verdict.hint, verdict.hint
+    # the refusal's hint points at the step to multiply out, not at the answer's formula
+    assert "multiply out" in verdict.hint and "I - β_t k_t k_tᵀ" not in verdict.hint, verdict.hint
 
 
 def test_state_bytes_prediction_names_each_mistake():
