@@ -164,6 +164,16 @@ def _profiled(fn: Callable[..., Any], args: tuple[Any, ...], profile: Callable[[
         sys.setprofile(previous)
 
 
+def _importing(frame: Any) -> bool:
+    """Whether ``frame`` runs inside an import (Python's import machinery is on its stack): a module's first import
+    runs its body, whose calls are not the learner's."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def run_watching(fn: Callable[..., Any], args: tuple[Any, ...], watched: Watch, *,
                  only_if: Mapping[Any, Callable[[dict[str, Any]], bool]] | None = None) -> tuple[Any, list[str]]:
     """``fn(*args)`` and the names of the ``watched`` calls it made, in order. ``only_if`` maps a watched function
@@ -183,7 +193,7 @@ def run_watching(fn: Callable[..., Any], args: tuple[Any, ...], watched: Watch, 
                     name = ""
         elif event == "c_call":
             name = watched.name(arg)
-        if name:
+        if name and not _importing(frame):
             called.append(name)
 
     with warnings.catch_warnings():

@@ -173,8 +173,11 @@ def check_alibi(answer: Any) -> Verdict:
     """Exercise 12: ``alibi(num_heads, n)``, ALiBi's ``(num_heads, n, n)`` bias for a power-of-two head count."""
     cases = [((h, n), f"for num_heads = {h}, n = {n}", _judge_alibi(h, n)) for h, n in ((4, 5), (2, 9), (16, 3))]
     return judge_function(answer, cases, watched=_TODAY_LIBRARY, example="alibi(num_heads, n)",
-                          lines="head h (from 0) has the slope 2 ** (-8 (h + 1) / num_heads); query i and key j get "
-                                "-slope (i - j): one (n, n) matrix per head.",
+                          refusal="which the exercise asks you to write yourself",
+                          lines="turn Press et al.'s rule for the slopes (section 12.5) into head h's slope, and give "
+                                "query i and key j -slope (i - j): one (n, n) matrix per head. (Bloom's "
+                                "build_alibi_tensor adds slope · j instead, which differs by slope · i in each row: "
+                                "section 12.5.1.)",
                           success="for 2, 4 and 16 heads: zero on the diagonal, -slope_h for the key one place back, "
                                   "each head its own slope.")
 

@@ -47,7 +47,10 @@ def test_transformers_is_refused():
         return build_alibi_tensor(torch.ones(1, n), num_heads, torch.float64).reshape(num_heads, 1, n).expand(-1, n, n)
 
     verdict = checks.check_alibi.judge(bloom)
-    assert not verdict.ok and "transformers'" in verdict.message
+    # reader r12b: imported inside the function, the refusal named transformers' <module>, and said Bloom's form
+    # "does the exercise for you" although it differs from -m_h (i - j) by m_h i in every row
+    assert not verdict.ok and "transformers' build_alibi_tensor" in verdict.message
+    assert "does the exercise" not in verdict.message and "slope · i in each row" in verdict.hint
 
 
 @pytest.mark.parametrize("answer, named", [
