@@ -1,5 +1,6 @@
-"""Checkers for 09 · Efficient attention: one online-softmax step, a KV cache's size, repeating key/value heads, what
-the cache saves (a prediction) and a greedy generation loop with a KV cache; the library's answer refused."""
+"""Checkers for 09 · Efficient attention: one query's attention in one pass over blocks (the online softmax), a KV
+cache's size, repeating key/value heads, what the cache saves (a prediction) and a greedy generation loop with a KV
+cache; the library's answer refused."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from copy import deepcopy
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-from ..core import grouped_query_attention, online_softmax, online_softmax_update, repeat_kv_heads
+from ..core import grouped_query_attention, repeat_kv_heads
 from ..lab import generate_greedy, kv_cache_bytes
 from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
 from ._function import judge_function, whole_bytes
-from ._guard import TRANSFORMERS, Watch
+from ._guard import LIBRARY_ATTENTION, TRANSFORMERS, Watch
 from ._predict import prediction_checker
 
 __all__ = ["check_online_softmax_step", "check_kv_cache_size", "check_repeat_kv", "check_cache_flops_prediction",
@@ -24,78 +26,91 @@ __all__ = ["check_online_softmax_step", "check_kv_cache_size", "check_repeat_kv"
 _CALLS = "your function calls {}, the library's answer to this exercise."  # the refusal of every exercise of 09
 
 
-_FOLD_CASES = (  # more rows to fold: (running_max, running_sum, block)
-    (float("-inf"), 0.0, (1.0, -2.0, 0.5)),  # the first block: nothing seen before
-    (4.0, 2.5, (1.0, 3.5, -1.0, 2.0, 0.0)),  # the maximum does not change
-    (-1.0, 3.0, (2.0,)),  # a block of one score, above the old maximum
+def _by_blocks(scores: Tensor, values: Tensor, block_size: int, *, rescale_sum: bool = True,
+               rescale_acc: bool = True, inverted: bool = False, divide: bool = True,
+               start: float = float("-inf")) -> Tensor:
+    """One query's output ``softmax(scores) @ values`` in one pass over the blocks, right or with one of the typical
+    mistakes (each flag); computed in the inputs' dtype, as a learner's loop would be."""
+    m = torch.tensor(start, dtype=scores.dtype)
+    l = torch.tensor(0.0, dtype=scores.dtype)
+    acc = torch.zeros(values.shape[-1], dtype=values.dtype)
+    for i in range(0, scores.shape[0], block_size):
+        s, v = scores[i:i + block_size], values[i:i + block_size]
+        m_new = torch.maximum(m, s.max())
+        factor = torch.exp(m_new - m) if inverted else torch.exp(m - m_new)
+        p = torch.exp(s - m_new)
+        l = (l * factor if rescale_sum else l) + p.sum()
+        acc = (acc * factor if rescale_acc else acc) + p @ v
+        m = m_new
+    return acc / l if divide else acc
+
+
+_BLOCK_MISTAKES = (  # cause, the flags that make it, hint
+    ("you added each block without rescaling the old sum and the old weighted sum",
+     {"rescale_sum": False, "rescale_acc": False},
+     "both running totals were computed relative to the old max: when the max rises, multiply both by "
+     "exp(m - m_new) before adding the block's terms."),
+    ("you rescaled the running sum but not the running weighted sum", {"rescale_acc": False},
+     "the weighted sum of values holds terms exp(s_j - m) v_j relative to the old max too: rescale it by the same "
+     "exp(m - m_new) as the sum."),
+    ("you rescaled the running weighted sum but not the running sum", {"rescale_sum": False},
+     "the running sum holds terms exp(s_j - m) relative to the old max: rescale it by exp(m - m_new) as well."),
+    # before the inverted factor: both give nan on scores far below 0, where only a start at 0 goes wrong
+    ("you started the running max at 0 instead of -inf", {"start": 0.0},
+     "start at m = -inf (and l = 0): from m = 0 a row whose scores are all far below 0 gives exp(s - 0) = 0 for "
+     "every score in float32, and 0 / 0."),
+    ("you rescaled by exp(m_new - m), upside down", {"inverted": True},
+     "the new max is at least the old one, so the factor exp(m - m_new) is at most 1; upside down it is infinite "
+     "at the first block, where m = -inf."),
+    ("you returned the running weighted sum without dividing by the running sum", {"divide": False},
+     "after the last block, divide the weighted sum by the sum: output = acc / l."),
+)
+
+_BLOCK_CASES = (  # more queries: (seed, number of keys, head_dim, block_size, offset added to the scores)
+    (1, 7, 2, 3, 0.0),  # the last block shorter than the others
+    (2, 5, 4, 8, 0.0),  # one block holds the whole row
+    (3, 9, 3, 2, -150.0),  # every score far below 0: exp(s) underflows in float32
 )
 
 
-def _judge_fold(got: Any, running_max: Tensor, running_sum: Tensor, block: Tensor) -> Verdict:
-    """The verdict on one folded row ``got = (new_max, new_sum)``."""
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        return wrong(f"your function returned {got!r:.60}; expected a pair (new_max, new_sum).",
-                     "end the function with return new_max, new_sum.")
-    numbers = [as_number(a, name, hint="the running max and the running sum are one number each for one row of scores.")
-               for a, name in zip(got, ("new_max", "new_sum"))]
-    for n in numbers:
-        if isinstance(n, Verdict):
-            return n
-    got_max, got_sum = numbers  # type: ignore[misc]
-    new_max, new_sum = (t.item() for t in online_softmax_update(running_max, running_sum, block))
-    m, l = running_max.item(), running_sum.item()
-    block_max = block.max().item()
+def _block_case(seed: int, n: int, head_dim: int, offset: float) -> tuple[Tensor, Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    scores = 3 * torch.randn(n, generator=generator) + offset
+    return scores, torch.randn(n, head_dim, generator=generator)
 
-    def block_sum(reference: float) -> float:
-        return torch.exp(block - reference).sum().item()
 
-    def close(a: float, b: float) -> bool:
-        return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6)
-
-    if not close(got_max, new_max):
-        if close(got_max, m):
-            return wrong(f"new_max = {got_max:.4f} is the old running max, but the block has a larger score "
-                         f"({block_max:.4f}).", "new_max = max(running_max, block.max()).")
-        if close(got_max, block_max):
-            return wrong(f"new_max = {got_max:.4f} is the block's own max, but an earlier score was larger "
-                         f"({m:.4f}).", "new_max = max(running_max, block.max()): the running max never goes down.")
-        return wrong(f"new_max = {got_max:.4f}, expected the largest score seen so far.",
-                     "new_max = max(running_max, block.max()).")
-    if close(got_sum, new_sum):
-        return correct()
-    mistakes = {
-        "you added the block's terms without rescaling the old sum": l + block_sum(new_max),
-        "you rescaled the old sum by exp(new_max - running_max), upside down": l * math.exp(new_max - m) + block_sum(new_max),
-        "you subtracted the old running max inside the block's exponentials": l + block_sum(m),
-        "you summed only the block (the old sum was dropped)": block_sum(new_max),
-    }
-    for cause, value in mistakes.items():
-        if close(got_sum, value):
-            return wrong(f"new_sum = {got_sum:.4f} is what you get when {cause}.",
-                         "the old sum was computed relative to the old max: rescale it with "
-                         "exp(running_max - new_max), then add exp(block - new_max).sum().")
-    return wrong(f"new_sum = {got_sum:.4f}, expected {new_sum:.4f}.",
-                 "new_sum = running_sum * exp(running_max - new_max) + exp(block - new_max).sum().")
+#: The library's online softmax and attention, PyTorch's, and any softmax: the exercise is to write the pass.
+_SOFTMAX = Watch({torch.softmax: "torch.softmax", torch.Tensor.softmax: "Tensor.softmax", F.softmax: "F.softmax",
+                  torch.logsumexp: "torch.logsumexp", torch.Tensor.logsumexp: "Tensor.logsumexp"})
 
 
 @checker
-def check_online_softmax_step(answer: Any, running_max: Tensor, running_sum: Tensor, block: Tensor) -> Verdict:
-    """Exercise 9: ``fold_block(running_max, running_sum, block (b,)) -> (new_max, new_sum)``, one block folded
-    into a row's running max and sum; run on the exercise's row and three more."""
-    cases = [(running_max, running_sum, block)] + [
-        (torch.tensor(m), torch.tensor(l), torch.tensor(b)) for m, l, b in _FOLD_CASES]
-    new_max, new_sum = (t.item() for t in online_softmax_update(running_max, running_sum, block))
+def check_online_softmax_step(answer: Any, scores: Tensor, values: Tensor, block_size: int) -> Verdict:
+    """Exercise 9.2: ``attend_by_blocks(scores (n,), values (n, head_dim), block_size) -> (head_dim,)``, one
+    query's attention output in one pass over blocks of keys (running max, sum and weighted sum, divided at the
+    end); run on the exercise's query and three more."""
+    cases = [(scores, values, block_size)] + [
+        (*_block_case(seed, n, d, offset), b) for seed, n, d, b, offset in _BLOCK_CASES]
+
+    def judge(s: Tensor, v: Tensor, b: int) -> Callable[[Any], Verdict]:
+        expected = torch.softmax(s.double(), dim=-1).to(s.dtype) @ v
+        mistakes = {cause: (_by_blocks(s, v, b, **flags), hint) for cause, flags, hint in _BLOCK_MISTAKES}
+        return lambda got: compare_tensors(got, expected, name="your output", likely_mistakes=mistakes,
+                                           atol=1e-5, rtol=1e-4,
+                                           hint="keep m, l and acc per query; for each block: m_new = max(m, "
+                                                "block max), rescale l and acc by exp(m - m_new), add the block's "
+                                                "exp(s - m_new) and exp(s - m_new) @ v; at the end acc / l.")
+
     return judge_function(
-        answer, [((m, l, b), "" if i == 0 else f"For running_max = {m.item():g}, running_sum = {l.item():g}, "
-                  f"block = {[round(x, 2) for x in b.tolist()]}",
-                  lambda got, m=m, l=l, b=b: _judge_fold(got, m, l, b)) for i, (m, l, b) in enumerate(cases)],
-        watched=Watch({online_softmax_update: "online_softmax_update", online_softmax: "online_softmax"}),
-        example="fold_block(running_max, running_sum, block)", calls=_CALLS,
-        lines="write the two lines yourself: the new max, then the rescaled old sum plus the block's terms.",
-        raised="work on the three tensors it receives: running_max and running_sum (one number each), block (b,).",
-        success=f"new_max = {new_max:.4f}, new_sum = {new_sum:.4f}: the old sum shrank by "
-                f"exp(running_max - new_max) = {math.exp(running_max.item() - new_max):.4f} before the block's "
-                f"terms were added; right for a first block and for a block below the running max too.")
+        answer, [((s, v, b), "" if i == 0 else f"For {s.shape[0]} keys in blocks of {b}"
+                  + (f", every score near {s.mean().item():.0f}" if s.max().item() < -50 else ""), judge(s, v, b))
+                 for i, (s, v, b) in enumerate(cases)],
+        watched=LIBRARY_ATTENTION | _SOFTMAX, example="attend_by_blocks(scores, values, block_size)", calls=_CALLS,
+        lines="write the loop yourself: start at m = -inf, l = 0, acc = 0; fold in each block; return acc / l.",
+        raised="work on what it receives: scores (n,), values (n, head_dim) and the block size, an int.",
+        success=f"the output matches softmax(scores) @ values to within 1e-5 for {scores.shape[0]} keys in blocks of "
+                f"{block_size}, and for three more queries: a short last block, one block for the whole row, and "
+                f"scores all far below 0, where a start at m = 0 would give 0 / 0.")
 
 
 _CACHE_SIZES = (  # more models: (num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)

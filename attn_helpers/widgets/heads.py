@@ -34,7 +34,7 @@ EMBED_STD = 2.5  # token vectors' spread: with 1.0 every random head's weights s
 STEPS = (
     ("x", "x", "token vectors, one row per word"),
     ("qkv", "qkv", "one Linear(dim, 3·chan) makes q, k and v at once"),
-    ("q, k, v", "q", "reshape(B, N, 3, H, head_dim).permute(2, 0, 3, 1, 4), then unbind: each head gets head_dim features"),
+    ("q_heads, k_heads, v_heads", "q", "reshape(B, N, 3, H, head_dim).permute(2, 0, 3, 1, 4), then unbind: each head gets head_dim features"),
     ("scores", "scores", "q @ kᵀ · head_dim<sup>−½</sup>: one N × N matrix per head"),
     ("weights", "weights", "softmax over the keys: the pictures above"),
     ("heads", "heads", "weights @ v: each head's output"),
@@ -120,7 +120,7 @@ class HeadsExplorer(Explorer):
         top = ", ".join(f"{w:.2f}" for w in weights.amax(dim=(-2, -1)).tolist())
         return (f"{num_heads} heatmaps, one per head (head_dim {chan // num_heads}), of the attention weights among "
                 f"the first {tokens} words of '{' '.join(SENTENCE[:4])} ...': rows are queries, columns keys, "
-                f"darker is more weight. Largest weight in each head: {top}.")
+                f"brighter (yellow) is more weight, dark purple is none. Largest weight in each head: {top}.")
 
     def table(self, num_heads: int, chan: int, tokens: int) -> str:
         return shape_table_html(self._inter, Attention.AXES)

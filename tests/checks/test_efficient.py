@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attn_helpers import KVCache, online_softmax_update, repeat_kv_heads
+from attn_helpers import KVCache, online_softmax, repeat_kv_heads
 from attn_helpers.checks import (check_cache_flops_prediction, check_generate_with_cache, check_kv_cache_size,
                                  check_online_softmax_step, check_repeat_kv)
 from attn_helpers.lab import TinyCausalLM, generate_greedy, kv_cache_bytes
@@ -82,32 +82,50 @@ def test_repeat_kv_checker_runs_the_learners_function_on_several_shapes(answer, 
     assert says in verdict.message + verdict.hint
 
 
-def _fold(rescale: bool = True, keep_old_max: bool = False):
-    """A learner's fold_block, right or with one typical mistake."""
+def _blocks(rescale_sum: bool = True, rescale_acc: bool = True, inverted: bool = False, divide: bool = True,
+            start: float = float("-inf")):
+    """A learner's attend_by_blocks, right or with one typical mistake."""
 
-    def fold_block(running_max, running_sum, block):
-        new_max = block.max() if keep_old_max else torch.maximum(running_max, block.max())
-        old = running_sum * torch.exp(running_max - new_max) if rescale else running_sum
-        return new_max, old + torch.exp(block - new_max).sum()
+    def attend_by_blocks(scores, values, block_size):
+        m, l, acc = torch.tensor(start), torch.tensor(0.0), torch.zeros(values.shape[-1])
+        for i in range(0, len(scores), block_size):
+            s, v = scores[i:i + block_size], values[i:i + block_size]
+            m_new = torch.maximum(m, s.max())
+            factor = torch.exp(m_new - m) if inverted else torch.exp(m - m_new)
+            p = torch.exp(s - m_new)
+            l = (l * factor if rescale_sum else l) + p.sum()
+            acc = (acc * factor if rescale_acc else acc) + p @ v
+            m = m_new
+        return acc / l if divide else acc
 
-    return fold_block
+    return attend_by_blocks
+
+
+_ROW = torch.tensor([-1.0, 0.5, 2.0, 1.0, 3.0, -0.5, 4.0, 0.0, 5.0, 1.5])  # the max rises in every block of 4
+_VALUES = torch.arange(30.0).reshape(10, 3) / 10
 
 
 @pytest.mark.parametrize(("answer", "ok", "says"), [
-    (_fold(), True, "right for a first block"),
-    (_fold(rescale=False), False, "without rescaling the old sum"),
-    (_fold(keep_old_max=True), False, "the running max never goes down"),  # right on the exercise's row only
-    (lambda m, l, b: (3.0, 2.3758), False, "For running_max = -inf"),  # the exercise's numbers, copied
-    (lambda m, l, b: online_softmax_update(m, l, b), False, "calls online_softmax_update"),
-    (lambda m, l, b, osu=online_softmax_update: osu(m, l, b), False, "calls online_softmax_update"),  # an alias
-    (online_softmax_update, False, "calls online_softmax_update"),
-    (lambda m, l, b: m, False, "expected a pair"),
-    ((3.0, 2.3758), False, "should be a function"),
+    (_blocks(), True, "three more queries"),
+    (_blocks(rescale_sum=False, rescale_acc=False), False, "without rescaling the old sum and the old weighted sum"),
+    (_blocks(rescale_acc=False), False, "rescale it by the same"),
+    (_blocks(rescale_sum=False), False, "rescaled the running weighted sum but not the running sum"),
+    (_blocks(inverted=True), False, "upside down"),
+    (_blocks(divide=False), False, "output = acc / l"),
+    (_blocks(start=0.0), False, "started the running max at 0"),  # right until the scores are all far below 0
+    (lambda s, v, b: torch.softmax(s, dim=-1) @ v, False, "calls torch.softmax"),
+    (lambda s, v, b: s.softmax(-1) @ v, False, "calls Tensor.softmax"),
+    (lambda s, v, b: torch.exp(s - s.logsumexp(-1)) @ v, False, "calls Tensor.logsumexp"),
+    (lambda s, v, b: online_softmax(s[None], block_size=b)[0] @ v, False, "calls attn_helpers' online_softmax"),
+    (lambda s, v, b: torch.exp(s - s.max()) @ v / torch.exp(s - s.max()).sum() if len(s) == 10 else v[0],
+     False, "For 7 keys in blocks of 3"),  # the exercise's query only
+    (lambda s, v, b: s, False, "shape [10], expected [3]"),
+    (torch.zeros(3), False, "should be a function"),
 ])
-def test_online_softmax_step_checker_runs_the_learners_function_on_several_rows(answer, ok, says):
-    verdict = check_online_softmax_step.judge(answer, torch.tensor(2.0), torch.tensor(1.5), torch.tensor([0.5, 3.0, 1.0, 2.5]))
+def test_online_softmax_step_checker_runs_the_learners_pass_on_several_queries(answer, ok, says):
+    verdict = check_online_softmax_step.judge(answer, _ROW, _VALUES, 4)
     assert verdict.ok is ok, verdict
-    assert says in verdict.message + verdict.hint
+    assert says in verdict.message + verdict.hint, verdict
 
 
 def test_repeat_kv_checker_refuses_transformers_repeat_kv():

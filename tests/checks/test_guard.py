@@ -139,7 +139,7 @@ _FUNCTION_CHECKERS = [
     (checks.check_attention_function, ()), (checks.check_rope, ()), (checks.check_row_entropy, ()),
     (checks.check_scaled_scores, ()), (checks.check_self_attention_weights, ()),
     (checks.check_repeat_kv, (torch.zeros(1, 2, 3, 2), 4)),
-    (checks.check_online_softmax_step, (torch.tensor(0.0), torch.tensor(1.0), torch.zeros(3))),
+    (checks.check_online_softmax_step, (torch.zeros(3), torch.zeros(3, 2), 2)),
     (checks.check_keep_mask, (torch.ones(1, 3, dtype=torch.long),)),
     (checks.check_head_rows, (nn.Linear(4, 4), torch.zeros(1, 2, 4), 2)),
     (checks.check_pattern_match, (torch.zeros(2, 3, 3), torch.zeros(3, 3))), (checks.check_skip_through_v, ()),

@@ -277,11 +277,18 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
     "09": {
         # t squared: as if the cached step were free instead of one query meeting all t keys
         "9.1": ("prediction = 1024 ** 2", "the ratio of the two is t, not t²"),
-        # the old sum added without rescaling it to the new max
-        "9.2": ("def fold_block(running_max, running_sum, block):\n"
-                "    new_max = torch.maximum(running_max, block.max())\n"
-                "    return new_max, running_sum + torch.exp(block - new_max).sum()\n"
-                "answer = fold_block", "rescale it with exp(running_max - new_max)"),
+        # the pass started at m = 0: right until every score is far below 0, then exp(s - 0) underflows to 0 / 0
+        "9.2": ("def attend_by_blocks(scores, values, block_size):\n"
+                "    m, l, acc = torch.tensor(0.0), torch.tensor(0.0), torch.zeros(values.shape[-1])\n"
+                "    for i in range(0, len(scores), block_size):\n"
+                "        s, v = scores[i:i + block_size], values[i:i + block_size]\n"
+                "        m_new = torch.maximum(m, s.max())\n"
+                "        p = torch.exp(s - m_new)\n"
+                "        l = l * torch.exp(m - m_new) + p.sum()\n"
+                "        acc = acc * torch.exp(m - m_new) + p @ v\n"
+                "        m = m_new\n"
+                "    return acc / l\n"
+                "answer = attend_by_blocks", "start at m = -inf"),
         # the query heads counted instead of the key/value heads
         "9.3": ("def cache_bytes(num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes):\n"
                 "    return 2 * num_layers * num_heads * seq_len * (chan // num_heads) * dtype_bytes\n"

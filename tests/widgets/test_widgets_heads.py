@@ -196,7 +196,7 @@ def test_layout_is_redrawn_only_when_num_heads_or_tokens_change(explorer, monkey
 
 def test_shape_table_lists_every_step_with_named_shapes(explorer):
     table = explorer.table_html.value
-    for step in ("x", "qkv", "q, k, v", "scores", "weights", "heads", "merged", "out"):
+    for step in ("x", "qkv", "q_heads, k_heads, v_heads", "scores", "weights", "heads", "merged", "out"):
         assert f"<b>{step}</b>" in table
     assert "<code>[1, 8, 49]</code>" in table
     assert "<code>[1, 4, 8, 16]</code>" in table and "head_dim=16" in table
@@ -238,3 +238,13 @@ def test_shape_table_never_wraps_inside_a_step_name_or_a_shape(explorer):
             assert re.search(r"white-space:\s*nowrap", style), (name, shape, style)
         # the named axes break only between axes (no axis has a space in it), the words anywhere between words
         assert " " not in axes.replace(", ", ",") and "nowrap" not in axes_style + what_style
+
+
+def test_the_description_names_the_colour_of_more_weight_as_the_colormap_draws_it(explorer):
+    # viridis runs from dark purple at 0 to yellow at 1: more weight is brighter, never darker
+    from matplotlib import colormaps
+    from attn_helpers.views.colours import WEIGHTS_CMAP
+    low, high = (sum(colormaps[WEIGHTS_CMAP](v)[:3]) for v in (0.0, 1.0))
+    assert high > low
+    words = explorer.describe(4, 64, 8)
+    assert "darker is more" not in words and "brighter (yellow) is more weight" in words
