@@ -5,7 +5,7 @@ cache; the library's answer refused."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from copy import deepcopy
 from typing import Any
 
@@ -81,14 +81,26 @@ def _block_case(seed: int, n: int, head_dim: int, offset: float) -> tuple[Tensor
 
 #: The library's online softmax and attention, PyTorch's, and any softmax: the exercise is to write the pass.
 _SOFTMAX = Watch({torch.softmax: "torch.softmax", torch.Tensor.softmax: "Tensor.softmax", F.softmax: "F.softmax",
+                  torch.special.softmax: "torch.special.softmax",
                   torch.logsumexp: "torch.logsumexp", torch.Tensor.logsumexp: "Tensor.logsumexp"})
+
+
+def _block_stream(scores: Tensor, values: Tensor, block_size: int) -> Iterator[tuple[Tensor, Tensor]]:
+    """``(scores block (b,), values block (b, head_dim))`` pairs, one at a time, each written into the
+    same two buffers, as a kernel reuses its on-chip tile: a block kept for later holds the next block's numbers."""
+    s_buffer = torch.empty(block_size, dtype=scores.dtype)  # (block_size,)
+    v_buffer = torch.empty(block_size, values.shape[-1], dtype=values.dtype)  # (block_size, head_dim)
+    for start in range(0, scores.shape[0], block_size):
+        n = min(block_size, scores.shape[0] - start)
+        s_buffer[:n], v_buffer[:n] = scores[start:start + n], values[start:start + n]
+        yield s_buffer[:n], v_buffer[:n]
 
 
 @checker
 def check_online_softmax_step(answer: Any, scores: Tensor, values: Tensor, block_size: int) -> Verdict:
-    """Exercise 9.2: ``attend_by_blocks(scores (n,), values (n, head_dim), block_size) -> (head_dim,)``, one
-    query's attention output in one pass over blocks of keys (running max, sum and weighted sum, divided at the
-    end); run on the exercise's query and three more."""
+    """Exercise 9.2: ``attend_by_blocks(blocks) -> (head_dim,)``, one query's attention output in one pass over the
+    ``(scores, values)`` blocks of :func:`_block_stream` (running max, sum and weighted sum, divided at the end);
+    run on the exercise's query and three more."""
     cases = [(scores, values, block_size)] + [
         (*_block_case(seed, n, d, offset), b) for seed, n, d, b, offset in _BLOCK_CASES]
 
@@ -97,17 +109,18 @@ def check_online_softmax_step(answer: Any, scores: Tensor, values: Tensor, block
         mistakes = {cause: (_by_blocks(s, v, b, **flags), hint) for cause, flags, hint in _BLOCK_MISTAKES}
         return lambda got: compare_tensors(got, expected, name="your output", likely_mistakes=mistakes,
                                            atol=1e-5, rtol=1e-4,
-                                           hint="keep m, l and acc per query; for each block: m_new = max(m, "
-                                                "block max), rescale l and acc by exp(m - m_new), add the block's "
-                                                "exp(s - m_new) and exp(s - m_new) @ v; at the end acc / l.")
+                                           hint="each block's tensors are overwritten by the next block: keep "
+                                                "only m, l and acc; for each block: m_new = max(m, block max), "
+                                                "rescale l and acc by exp(m - m_new), add the block's exp(s - m_new) "
+                                                "and exp(s - m_new) @ v; at the end acc / l.")
 
     return judge_function(
-        answer, [((s, v, b), "" if i == 0 else f"For {s.shape[0]} keys in blocks of {b}"
+        answer, [((_block_stream(s, v, b),), "" if i == 0 else f"For {s.shape[0]} keys in blocks of {b}"
                   + (f", every score near {s.mean().item():.0f}" if s.max().item() < -50 else ""), judge(s, v, b))
                  for i, (s, v, b) in enumerate(cases)],
-        watched=LIBRARY_ATTENTION | _SOFTMAX, example="attend_by_blocks(scores, values, block_size)", calls=_CALLS,
+        watched=LIBRARY_ATTENTION | _SOFTMAX, example="attend_by_blocks(blocks)", calls=_CALLS,
         lines="write the loop yourself: start at m = -inf, l = 0, acc = 0; fold in each block; return acc / l.",
-        raised="work on what it receives: scores (n,), values (n, head_dim) and the block size, an int.",
+        raised="work on what it receives: blocks, read once with for s, v in blocks: s (b,), v (b, head_dim).",
         success=f"the output matches softmax(scores) @ values to within 1e-5 for {scores.shape[0]} keys in blocks of "
                 f"{block_size}, and for three more queries: a short last block, one block for the whole row, and "
                 f"scores all far below 0, where a start at m = 0 would give 0 / 0.")

@@ -86,10 +86,9 @@ def _blocks(rescale_sum: bool = True, rescale_acc: bool = True, inverted: bool =
             start: float = float("-inf")):
     """A learner's attend_by_blocks, right or with one typical mistake."""
 
-    def attend_by_blocks(scores, values, block_size):
-        m, l, acc = torch.tensor(start), torch.tensor(0.0), torch.zeros(values.shape[-1])
-        for i in range(0, len(scores), block_size):
-            s, v = scores[i:i + block_size], values[i:i + block_size]
+    def attend_by_blocks(blocks):
+        m, l, acc = torch.tensor(start), torch.tensor(0.0), 0.0
+        for s, v in blocks:  # s (b,), v (b, head_dim)
             m_new = torch.maximum(m, s.max())
             factor = torch.exp(m_new - m) if inverted else torch.exp(m - m_new)
             p = torch.exp(s - m_new)
@@ -99,6 +98,20 @@ def _blocks(rescale_sum: bool = True, rescale_acc: bool = True, inverted: bool =
         return acc / l if divide else acc
 
     return attend_by_blocks
+
+
+def _kept(blocks, attend, clone=False):
+    """Every block kept for later (cloned or not), then ``attend(scores, values)`` on the whole row: two passes."""
+    kept = [(s.clone(), v.clone()) if clone else (s, v) for s, v in blocks]
+    return attend(torch.cat([s for s, _ in kept]), torch.cat([v for _, v in kept]))
+
+
+def _softmax_over_kept(blocks, softmax):
+    return _kept(blocks, lambda s, v: softmax(s, dim=-1) @ v, clone=True)
+
+
+def _two_pass(s, v):
+    return torch.exp(s - s.max()) @ v / torch.exp(s - s.max()).sum()
 
 
 _ROW = torch.tensor([-1.0, 0.5, 2.0, 1.0, 3.0, -0.5, 4.0, 0.0, 5.0, 1.5])  # the max rises in every block of 4
@@ -113,13 +126,17 @@ _VALUES = torch.arange(30.0).reshape(10, 3) / 10
     (_blocks(inverted=True), False, "upside down"),
     (_blocks(divide=False), False, "output = acc / l"),
     (_blocks(start=0.0), False, "started the running max at 0"),  # right until the scores are all far below 0
-    (lambda s, v, b: torch.softmax(s, dim=-1) @ v, False, "calls torch.softmax"),
-    (lambda s, v, b: s.softmax(-1) @ v, False, "calls Tensor.softmax"),
-    (lambda s, v, b: torch.exp(s - s.logsumexp(-1)) @ v, False, "calls Tensor.logsumexp"),
-    (lambda s, v, b: online_softmax(s[None], block_size=b)[0] @ v, False, "calls attn_helpers' online_softmax"),
-    (lambda s, v, b: torch.exp(s - s.max()) @ v / torch.exp(s - s.max()).sum() if len(s) == 10 else v[0],
-     False, "For 7 keys in blocks of 3"),  # the exercise's query only
-    (lambda s, v, b: s, False, "shape [10], expected [3]"),
+    (lambda blocks: _softmax_over_kept(blocks, torch.softmax), False, "calls torch.softmax"),
+    (lambda blocks: _softmax_over_kept(blocks, lambda s, dim: s.softmax(dim)), False, "calls Tensor.softmax"),
+    (lambda blocks: _softmax_over_kept(blocks, lambda s, dim: torch.exp(s - s.logsumexp(dim))), False,
+     "calls Tensor.logsumexp"),
+    (lambda blocks: _kept(blocks, lambda s, v: online_softmax(s[None], block_size=4)[0] @ v), False,
+     "calls attn_helpers' online_softmax"),
+    # reader r05c: a two-pass softmax over blocks kept for later passed; the kept blocks now hold the next one's numbers
+    (lambda blocks: _kept(blocks, _two_pass), False, "overwritten by the next block"),
+    (lambda blocks: _kept(blocks, lambda s, v: _two_pass(s, v) if len(s) == 10 else v[0], clone=True), False,
+     "For 7 keys in blocks of 3"),  # right for the exercise's query only
+    (lambda blocks: torch.cat([s.clone() for s, _ in blocks]), False, "shape [10], expected [3]"),
     (torch.zeros(3), False, "should be a function"),
 ])
 def test_online_softmax_step_checker_runs_the_learners_pass_on_several_queries(answer, ok, says):
