@@ -41,16 +41,18 @@ _ROPE_LIBRARY = (library(("apply_rope", "RotaryAttention")) | TRANSFORMERS
                  | Watch({torch.onnx.ops.rotary_embedding: "PyTorch's rotary_embedding"}))
 
 
-def _rope_variant(x: Tensor, positions: Tensor, *, sign: float = 1.0, exponent: float = 2.0,
-                  interleaved: bool = False, swap: bool = False, written_interleaved: bool = False) -> Tensor:
-    """RoPE with one typical mistake: the direction, ``θ_i``'s exponent, the pairing, cos and sin swapped, or the
-    half pairs turned right but written back interleaved."""
+def _rope_variant(x: Tensor, positions: Tensor, *, sign: float = 1.0, exponent: float = 2.0, base: float = 10000.0,
+                  interleaved: bool = False, swap: bool = False, written_interleaved: bool = False,
+                  flipped: str = "") -> Tensor:
+    """RoPE with one typical mistake: the direction, ``θ_i``'s exponent or base, the pairing, cos and sin swapped,
+    one sign flipped (``flipped="a"`` or ``"b"``: that half's sine term has the wrong sign), or the half pairs turned
+    right but written back interleaved."""
     head_dim = x.shape[-1]
-    theta = 10000.0 ** (-exponent * torch.arange(head_dim // 2, dtype=torch.float64) / head_dim)
+    theta = base ** (-exponent * torch.arange(head_dim // 2, dtype=torch.float64) / head_dim)
     angle = sign * positions[:, None].to(torch.float64) * theta  # (N, head_dim/2)
     cos, sin = (angle.sin(), angle.cos()) if swap else (angle.cos(), angle.sin())
     a, b = (x[..., 0::2], x[..., 1::2]) if interleaved else (x[..., : head_dim // 2], x[..., head_dim // 2:])
-    turned = (a * cos - b * sin, a * sin + b * cos)
+    turned = (a * cos + (1 if flipped == "a" else -1) * b * sin, (-1 if flipped == "b" else 1) * a * sin + b * cos)
     if interleaved or written_interleaved:
         return torch.stack(turned, dim=-1).flatten(-2)  # (..., N, head_dim): a'_0, b'_0, a'_1, b'_1, ...
     return torch.cat(turned, dim=-1)  # (..., N, head_dim): all a', then all b'
@@ -66,7 +68,7 @@ def _judge_rope(x: Tensor, positions: Tensor) -> Any:
         "the half pairs are turned right but written back interleaved (torch.stack(..., -1).flatten(-2))": (
             _rope_variant(x, positions, written_interleaved=True),
             "put the turned halves back where they came from: torch.cat([a', b'], dim=-1)."),
-        "θ_i = 10000^(-i/head_dim), without the 2": (
+        "θ_i = 10000^(-i/head_dim), without the 2 (the same θ_i as the base 100)": (
             _rope_variant(x, positions, exponent=1.0), "θ_i = 10000 ** (-2 * i / head_dim), i = 0 .. head_dim/2 - 1."),
         "θ_i = 10000^(+2i/head_dim): the minus sign is missing, so θ_i grows with i": (
             _rope_variant(x, positions, exponent=-2.0),
@@ -78,19 +80,36 @@ def _judge_rope(x: Tensor, positions: Tensor) -> Any:
             _rope_variant(x, torch.arange(len(positions))), "the angle is positions[row] × θ_i."),
         "cos and sin swapped places": (
             _rope_variant(x, positions, swap=True), "at position 0 nothing may move: a' starts with a cos φ."),
+        "one sign is flipped: b' = b cos φ - a sin φ (a' is right)": (
+            _rope_variant(x, positions, flipped="b"), "b' = a sin φ + b cos φ: the sine enters b' with a plus."),
+        "one sign is flipped: a' = a cos φ + b sin φ (b' is right)": (
+            _rope_variant(x, positions, flipped="a"), "a' = a cos φ - b sin φ: the sine enters a' with a minus."),
+        **{f"θ_i uses the base {base:g} instead of 10000": (
+            _rope_variant(x, positions, base=base), "θ_i = 10000 ** (-2 * i / head_dim): the base is 10000.")
+           for base in (1000.0, 10.0, 100000.0)},  # the base 100 is "without the 2"
+        **{f"the angle uses positions {shift:+d}": (
+            _rope_variant(x, positions + shift), "the angle is positions[row] × θ_i, the position as given.")
+           for shift in (1, -1)},
     }
 
     def judge(got: Any) -> Verdict:
         if isinstance(got, Tensor) and got.shape == x.shape and torch.equal(got, x):
             return wrong("your function returned x unchanged (the stub's return x is still there?).",
                          "only position 0 leaves a pair where it was; " + _ROPE_HOW)
-        return compare_tensors(got, apply_rope(x, positions), name="your result", likely_mistakes=mistakes)
+        return compare_tensors(got, apply_rope(x, positions), name="your result", likely_mistakes=mistakes,
+                               hint=_ROPE_TEST)
 
     return judge
 
 
 _ROPE_HOW = ("turn each pair yourself: a = x[..., :half], b = x[..., half:], then a cos - b sin and a sin + b cos, "
              "with the angle position × θ_i.")
+
+_ROPE_TEST = ("test one-hot rows by hand, with head_dim 6. At position 0 nothing moves: "
+              "rope(torch.eye(6)[[0]], torch.tensor([0])) must return its input. At position 1 pair 0 (features 0 "
+              "and 3) turns by 1 radian: rope(torch.eye(6)[[0]], torch.tensor([1])) must give cos 1 ≈ 0.540 at "
+              "feature 0 and sin 1 ≈ 0.841 at feature 3, and rope(torch.eye(6)[[3]], torch.tensor([1])) must give "
+              "-sin 1 ≈ -0.841 at feature 0 and cos 1 ≈ 0.540 at feature 3; every other feature stays 0.")
 
 
 @checker

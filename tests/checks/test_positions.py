@@ -52,11 +52,12 @@ def test_shuffle_prediction_rejects_other_words_and_points_at_the_cell_above():
 
 
 def _rope_by_hand(x, positions, *, interleaved=False, sign=1.0, exponent=2.0, second_axis=False,
-                  written_interleaved=False):
-    """RoPE as a learner writes it, optionally with one mistake: the pairing, the direction, the exponent, slicing
-    x[:, :half] (right only for a 2-D x), or half pairs written back interleaved."""
+                  written_interleaved=False, base=10000.0, sign_a=-1.0, sign_b=1.0):
+    """RoPE as a learner writes it, optionally with one mistake: the pairing, the direction, the exponent or base,
+    slicing x[:, :half] (right only for a 2-D x), half pairs written back interleaved, or one sine's sign flipped
+    (``sign_a``, ``sign_b``: the signs of b sin in a' and of a sin in b')."""
     head_dim = x.shape[-1]
-    theta = 10000.0 ** (-exponent * torch.arange(head_dim // 2, dtype=torch.float64) / head_dim)
+    theta = base ** (-exponent * torch.arange(head_dim // 2, dtype=torch.float64) / head_dim)
     angle = sign * positions[:, None].double() * theta
     cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
     if interleaved:
@@ -67,7 +68,7 @@ def _rope_by_hand(x, positions, *, interleaved=False, sign=1.0, exponent=2.0, se
         a, b = x[..., : head_dim // 2], x[..., head_dim // 2:]
     if interleaved or written_interleaved:
         return torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-1).flatten(-2)
-    return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+    return torch.cat([a * cos + sign_a * b * sin, sign_b * a * sin + b * cos], dim=-1)
 
 
 def test_rope_accepts_the_learners_own_rotation_and_names_each_typical_mistake():
@@ -192,3 +193,32 @@ def test_rope_refuses_pytorchs_own_rotary_operator():  # reader g6: torch.onnx.o
 
     verdict = checks.check_rope.judge(through_onnx)
     assert not verdict.ok and "rotary_embedding" in verdict.message, verdict
+
+
+def test_rope_names_one_flipped_sign_a_wrong_base_and_positions_off_by_one():  # reader r10c
+    def verdict_of(fn):
+        verdict = checks.check_rope.judge(fn)
+        assert not verdict.ok
+        return verdict.message + " " + verdict.hint
+
+    assert "b' = b cos φ - a sin φ (a' is right)" in verdict_of(lambda x, p: _rope_by_hand(x, p, sign_b=-1.0))
+    assert "a' = a cos φ + b sin φ (b' is right)" in verdict_of(lambda x, p: _rope_by_hand(x, p, sign_a=1.0))
+    assert "the base 100)" in verdict_of(lambda x, p: _rope_by_hand(x, p, base=100.0))  # 100^(-2i/d) = 10000^(-i/d)
+    for base in (1000.0, 10.0, 100000.0):
+        assert f"the base {base:g} instead of 10000" in verdict_of(lambda x, p: _rope_by_hand(x, p, base=base))
+    assert "positions +1" in verdict_of(lambda x, p: _rope_by_hand(x, p + 1))
+    assert "positions -1" in verdict_of(lambda x, p: _rope_by_hand(x, p - 1))
+
+
+def test_rope_without_a_named_mistake_points_at_a_test_the_learner_can_run():
+    from attn_helpers.core import apply_rope
+
+    verdict = checks.check_rope.judge(lambda x, p: _rope_by_hand(x, p) * 1.5)  # no named mistake gives this
+    assert not verdict.ok and "different values" in verdict.message
+    assert "torch.eye(6)[[0]]" in verdict.hint and "0.540" in verdict.hint and "0.841" in verdict.hint
+    one_hot = torch.eye(6)
+    assert torch.equal(apply_rope(one_hot[[0]], torch.tensor([0])), one_hot[[0]])  # what the hint promises
+    assert torch.allclose(apply_rope(one_hot[[0]], torch.tensor([1])),
+                          torch.tensor([[0.540, 0, 0, 0.841, 0, 0]]), atol=5e-4)
+    assert torch.allclose(apply_rope(one_hot[[3]], torch.tensor([1])),
+                          torch.tensor([[-0.841, 0, 0, 0.540, 0, 0]]), atol=5e-4)

@@ -328,13 +328,27 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
         # "a mask only hides keys, so a shuffle still only reorders": it keeps keys by slot, so each query sees another set
         "10.1": ('prediction = "reordered"', "allowed to see"),
         # the interleaved pairing (2i with 2i + 1) where the exercise asks for the half pairing
-        "10.2": ("def rope(x, positions):\n"
-                 "    half = x.shape[-1] // 2\n"
-                 "    angle = positions[:, None].double() * 10000.0 ** (-2 * torch.arange(half) / x.shape[-1])\n"
-                 "    a, b = x[..., 0::2], x[..., 1::2]\n"
-                 "    turned = [a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()]\n"
-                 "    return torch.stack(turned, dim=-1).flatten(-2)\n"
-                 "answer = rope", "feature i goes with feature i + head_dim/2"),
+        "10.2": [("def rope(x, positions):\n"
+                  "    half = x.shape[-1] // 2\n"
+                  "    angle = positions[:, None].double() * 10000.0 ** (-2 * torch.arange(half) / x.shape[-1])\n"
+                  "    a, b = x[..., 0::2], x[..., 1::2]\n"
+                  "    turned = [a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()]\n"
+                  "    return torch.stack(turned, dim=-1).flatten(-2)\n"
+                  "answer = rope", "feature i goes with feature i + head_dim/2"),
+                 # one sign flipped, the commonest slip in a 2x2 rotation written by hand: b' = b cos - a sin
+                 ("def rope(x, positions):\n"
+                  "    half = x.shape[-1] // 2\n"
+                  "    angle = positions[:, None].double() * 10000.0 ** (-2 * torch.arange(half) / x.shape[-1])\n"
+                  "    a, b = x[..., :half], x[..., half:]\n"
+                  "    return torch.cat([a * angle.cos() - b * angle.sin(), b * angle.cos() - a * angle.sin()], dim=-1)\n"
+                  "answer = rope", "the sine enters b' with a plus"),
+                 # the base 1000 for θ_i
+                 ("def rope(x, positions):\n"
+                  "    half = x.shape[-1] // 2\n"
+                  "    angle = positions[:, None].double() * 1000.0 ** (-2 * torch.arange(half) / x.shape[-1])\n"
+                  "    a, b = x[..., :half], x[..., half:]\n"
+                  "    return torch.cat([a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()], dim=-1)\n"
+                  "answer = rope", "the base is 10000")],
         # "RoPE is relative, so a shift changes nothing": the rotated values carry their own angle into the heads
         "10.3": ("answer = set()", "turned by its own position"),
     },
