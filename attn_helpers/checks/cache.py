@@ -215,11 +215,16 @@ def check_delta_transition(answer: Any) -> Verdict:
 
 
 @prediction_checker
-def check_state_bytes_prediction(prediction: Any, state_bytes: int, d_k: int, d_v: int, dtype_bytes: int) -> Verdict:
-    """Prediction 13: the bytes of one head's ``S (d_k, d_v)`` and ``z (d_k,)`` after 1,024 tokens (measured)."""
+def check_state_bytes_prediction(prediction: Any, state_bytes: int | Callable[[], int], d_k: int, d_v: int,
+                                 dtype_bytes: int) -> Verdict:
+    """Prediction 13: the bytes of one head's ``S (d_k, d_v)`` and ``z (d_k,)`` after 1,024 tokens (measured).
+    ``state_bytes`` may be a function that measures them: it runs only once a prediction is written, so no
+    notebook variable holds the answer before the learner has predicted."""
     got = as_number(prediction, "your prediction", hint="write one number of bytes, e.g. prediction = 1000.")
     if isinstance(got, Verdict):
         return got
+    if callable(state_bytes):
+        state_bytes = state_bytes()
     explain = (f"measured: {state_bytes:,} bytes = ({d_k}·{d_v} + {d_k}) numbers × {dtype_bytes} bytes, whatever "
                "the number of tokens.")
     if got == state_bytes:

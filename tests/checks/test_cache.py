@@ -167,6 +167,20 @@ def test_state_bytes_prediction_names_each_mistake():
     assert not judge("16640", 16_640, 64, 64, 4).ok
 
 
+def test_state_bytes_prediction_measures_only_once_a_prediction_is_written(capsys):
+    # reader r12c: a measurement made before the check sat in a notebook variable, ready to be copied
+    calls = []
+
+    def measure():
+        calls.append(1)
+        return 16_640
+
+    checks.check_state_bytes_prediction(None, measure, d_k=64, d_v=64, dtype_bytes=4)
+    assert "Not attempted" in capsys.readouterr().out and not calls
+    assert checks.check_state_bytes_prediction.judge(16_640, measure, 64, 64, 4).ok and calls == [1]
+    assert "S alone" in checks.check_state_bytes_prediction.judge(64 * 64 * 4, measure, 64, 64, 4).message
+
+
 def test_overwrite_prediction_is_judged_on_the_measurement():
     judge = checks.check_overwrite_prediction.judge
     old, new = torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 2.0]])

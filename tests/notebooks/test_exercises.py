@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from exercise_data import WRONG_ANSWERS
-from exercise_harness import CORRECT, NOT_ATTEMPTED, NOT_YET, NOTEBOOKS, exercise_ids, exercises
+from exercise_harness import CORRECT, NOT_ATTEMPTED, NOT_YET, NOTEBOOKS, _execute, exercise_ids, exercises
 from tools import background
 from tools.verdict_lines import line_problems, mistake_verdicts, watching_verdicts
 
@@ -130,6 +130,39 @@ def _wrong_answer_is_rejected_with_its_hint(notebook: str, ex_id: str) -> None:
         assert NOT_YET in printed, f"the wrong answer {code!r} was accepted:\n{printed}"
         assert _flat(hint) in _flat(printed), (f"for {code!r}, expected the hint to mention {hint!r}; the checker "
                                                f"printed:\n{printed}")
+
+
+# A predict exercise whose check cell leaves the measured answer in a notebook variable before a prediction is set
+# can be passed by copying it (reader r12c: run 13.3 once, then `prediction = sizes[1024][1]`).
+# (notebook, exercise id) -> the measured answer, which no variable the exercise's cells set may hold unanswered.
+ANSWERS_HELD_BACK = {("13_the_cache_that_does_not_grow.ipynb", "13.3"): 16_640}
+
+
+def _holds(value: object, answer: float, depth: int = 0) -> bool:
+    """Whether ``value`` is ``answer`` or holds it in a dict, list or tuple (three levels deep)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value == answer
+    if depth < 3 and isinstance(value, dict):
+        return any(_holds(v, answer, depth + 1) for v in value.values())
+    if depth < 3 and isinstance(value, (list, tuple)):
+        return any(_holds(v, answer, depth + 1) for v in value)
+    return False
+
+
+def _answer_sits_in_no_variable(notebook: str, ex_id: str, answer: float) -> None:
+    exercise = exercises(notebook)[ex_id]
+    namespace = dict(exercise.namespace)
+    _execute(exercise.source, namespace, f"{notebook}:exercise {ex_id}")  # unanswered: prediction = None
+    set_here = [name for name, value in namespace.items() if exercise.namespace.get(name, None) is not value]
+    holding = [name for name in set_here if _holds(namespace[name], answer)]
+    assert not holding, (f"exercise {ex_id} of {notebook}, run unanswered, leaves its answer {answer} in "
+                         f"{holding}: a learner can copy it into the prediction")
+
+
+@pytest.mark.parametrize(("notebook", "ex_id", "answer"),
+                         [pytest.param(nb, ex, a, id=f"{_prefix(nb)}-{ex}") for (nb, ex), a in ANSWERS_HELD_BACK.items()])
+def test_predict_exercise_leaves_no_answer_in_a_variable(notebook, ex_id, answer, request):
+    _check(request, _answer_sits_in_no_variable, notebook, ex_id, answer)
 
 
 @pytest.mark.parametrize("notebook", LESSONS)
