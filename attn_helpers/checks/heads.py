@@ -254,23 +254,29 @@ def _judge_mixer(split: str, answer: Any, options: Mapping[str, str], namespace:
     if isinstance(got, Tensor) and got.dim() == 4 and len(got) > 0 and got.shape[1] > 1 and _holds_only(got[0, 1], q[1]):
         return correct(f"{done}. ({letter})'s row [0, 1] holds sequence 1's numbers: its first axis is not the "
                        "batch axis, whatever its shape says.")
-    axes = {  # what each of the lesson's lines makes of q (B, N, chan); a line not listed gets the general words
-        "q.view(B, num_heads, N, head_dim)": "its axes are (B, H, N, head_dim) in shape, but each head holds whole "
-                                             "tokens of its sequence, cut in memory order",
-        "q.reshape(B, N, num_heads, head_dim).permute(0, 2, 1, 3)": "it is the split itself: its axes are "
-                                                                    "(B, H, N, head_dim)",
-        "q.transpose(1, 2).view(B, num_heads, N, head_dim)": "with reshape in place of view it would run on "
-                                                             "q.transpose(1, 2), which is (B, chan, N)",
-        "q.transpose(1, 2).reshape(B, num_heads, N, head_dim)": "q.transpose(1, 2) is (B, chan, N), cut into "
-                                                                "(B, H, N, head_dim) features across tokens",
-    }.get(" ".join(options[letter].split()), "its axes are those of q before the reshape, batch first")
     said = ("does not even run here" if isinstance(got, Exception) else
             "has no row [0, 1]" if not isinstance(got, Tensor) or got.dim() < 2 or got.shape[1] < 2 else
             "has a row [0, 1] with numbers of sequence 0 only" if _holds_only(got[0, 1], q[0]) else
             "has a row [0, 1] without sequence 1's numbers")
     return wrong(f"{done}; but for mixes_sequences, ({letter}) {said}.",
-                 f"({letter}): {axes}. Its first axis is still the batch axis B, so index [0, ...] stays in "
-                 "sequence 0. Look for a line that moves another axis in front of B.")
+                 f"({letter}): {_batch_axis(options[letter], namespace, got)} Look for a line that moves another "
+                 "axis in front of B.")
+
+
+def _batch_axis(code: str, namespace: Mapping[str, Any], got: Any) -> str:
+    """What ``code`` does with q's batch axis, found by running it (a ``view`` that raised, run with reshape)."""
+    q, ran = namespace["q"], ""
+    if isinstance(got, Exception) and ".view(" in code:
+        got, ran = run_option(code.replace(".view(", ".reshape("), namespace), "with reshape in place of view, "
+    if not isinstance(got, Tensor) or got.dim() < 1 or len(got) != len(q):
+        return "read its axes one operation at a time."
+    split = split_heads(q, namespace["num_heads"])
+    same = got.shape == split.shape and torch.allclose(got, split)
+    what = "it is the split itself, (B, H, N, head_dim)" if same else f"it gives {list(got.shape)}"
+    if all(_holds_only(got[b], q[b]) for b in range(len(q))):
+        return (f"{ran}{what}, and each [b, ...] of it holds sequence b's numbers only: its first axis is still "
+                "the batch axis B, so index [0, ...] stays in sequence 0.")
+    return f"{ran}{what}, and its [0, ...] holds numbers of another sequence, but not at row [0, 1]."
 
 
 def _short(row: Tensor) -> str:

@@ -195,14 +195,18 @@ def test_split_line_needs_the_option_whose_row_0_1_holds_sequence_1():
     q = torch.randn(2, 5, 8)
     missing = verdict(checks.check_split_line, "b", SPLIT_OPTIONS, q, 2)
     assert not missing.ok and "mixes_sequences is still None" in missing.message
-    hints = {"a": "(a): its axes are (B, H, N, head_dim) in shape", "b": "(b): it is the split itself",
-             "c": "which is (B, chan, N)", "d": "(d): q.transpose(1, 2) is (B, chan, N)"}
+    # what each wrong line does with the batch axis is found by running it, not by reading its text
+    hints = {"a": "(a): it gives [2, 2, 5, 4], and each [b, ...]", "b": "(b): it is the split itself",
+             "c": "(c): with reshape in place of view, it gives [2, 2, 5, 4]", "d": "(d): it gives [2, 2, 5, 4]"}
     for letter, words in hints.items():
         v = verdict(checks.check_split_line, "b", SPLIT_OPTIONS, q, 2, mixes_sequences=letter)
         assert not v.ok and words in v.hint and "still the batch axis B" in v.hint, (letter, v)
     assert "does not even run" in verdict(checks.check_split_line, "b", SPLIT_OPTIONS, q, 2, mixes_sequences="c").message
     assert "numbers of sequence 0 only" in verdict(checks.check_split_line, "b", SPLIT_OPTIONS, q, 2,
                                                    mixes_sequences="d").message
+    reworded = dict(SPLIT_OPTIONS, a="q.view(B, num_heads, N, head_dim)  # cut in memory order")
+    v = verdict(checks.check_split_line, "b", reworded, q, 2, mixes_sequences="a")
+    assert not v.ok and "(a): it gives [2, 2, 5, 4]" in v.hint and "still the batch axis B" in v.hint, v
     bad = verdict(checks.check_split_line, "b", SPLIT_OPTIONS, q, 2, mixes_sequences="z")
     assert not bad.ok and "mixes_sequences = 'a'" in bad.hint
     # the second part is judged by running the line: a line of another kind that puts sequence 1 at [0, 1] passes

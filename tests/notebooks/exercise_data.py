@@ -177,9 +177,9 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
                 # the right split, the second part left out: both letters are needed
                 ('answer = "b"', "mixes_sequences is still None"),
                 # second part: (a)'s view has the right shape, but its first axis is still the batch axis
-                ('answer = "b"\nmixes_sequences = "a"', "(a): its axes are (B, H, N, head_dim) in shape"),
+                ('answer = "b"\nmixes_sequences = "a"', "(a): it gives [2, 2, 5, 4], and each [b, ...] of it holds sequence b's"),
                 # second part: (d) transposes, but tokens and features, not the batch axis
-                ('answer = "b"\nmixes_sequences = "d"', "q.transpose(1, 2) is (B, chan, N)")],
+                ('answer = "b"\nmixes_sequences = "d"', "its first axis is still the batch axis B")],
         # walkthrough 004's bug: every head's scores divided by sqrt(chan), the full width
         "5.6": (
             "def multi_head(q, k, v, num_heads):\n"

@@ -51,7 +51,7 @@ class Exercise:
         """Run the exercise cell with ``answer_code`` in place of its first ``name = None`` line (and without the
         later ``name = None`` lines of the names it sets); return what it printed."""
         if answer_code is None:
-            return _execute(self.source, dict(self.namespace), f"{self.notebook}:exercise {self.id}")
+            return execute(self.source, dict(self.namespace), f"{self.notebook}:exercise {self.id}")
         assigned = set(re.findall(r"^(\w+) =", answer_code, re.M))  # an exercise may ask for two names
         seen: list[str] = []
 
@@ -62,10 +62,11 @@ class Exercise:
             return "" if line.group(1) in assigned else line.group(0)
 
         source = ANSWER_LINE.sub(replace, self.source)
-        return _execute(source, dict(self.namespace), f"{self.notebook}:exercise {self.id}")
+        return execute(source, dict(self.namespace), f"{self.notebook}:exercise {self.id}")
 
 
-def _execute(source: str, namespace: dict[str, Any], label: str) -> str:
+def execute(source: str, namespace: dict[str, Any], label: str) -> str:
+    """Run ``source`` in ``namespace`` as a notebook cell would (its output captured, warnings silenced); what it printed."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out), warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -106,7 +107,7 @@ def exercises(notebook: str) -> dict[str, Exercise]:
                 full = source if CHECKER_CALL.search(source) else source + "\n" + _next_code(nb.cells, index)
                 found[header.group(1)] = Exercise(notebook, header.group(1), full,
                                                   _solution_after(nb.cells, index), dict(namespace))
-            _execute(source, namespace, f"{notebook}:cell {index}")
+            execute(source, namespace, f"{notebook}:cell {index}")
             plt.close("all")
     finally:
         os.chdir(cwd)
