@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import html
 import io
+import struct
+import zlib
 from collections.abc import Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 import ipywidgets as W
+import numpy as np
 from matplotlib.artist import Artist
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -67,6 +70,21 @@ class InvalidCombination(ValueError):
 
     Its message is shown in the widget, in words, instead of a picture (never a traceback).
     """
+
+
+def png_bytes(rgb: np.ndarray, width: int, height: int) -> bytes:
+    """An RGB picture ``(height, 3 * width)`` of uint8 as PNG bytes: every row unfiltered (PNG's filter type 0), the
+    rows deflated at zlib's level 1. Pillow's encoder tries PNG's five row filters on every row and keeps the best,
+    which took half of a move's time at ``pixel_density`` 2 (measured with ``python -m benchmarks.widgets``); the
+    files are larger (the heads explorer's default picture: 78 kB against 48 kB)."""
+    rows = np.hstack([np.zeros((height, 1), np.uint8), rgb])  # each row: its filter type, then R, G, B, R, ...
+
+    def chunk(kind: bytes, data: bytes) -> bytes:  # length, type, data, CRC of type and data (PNG spec, section 5.3)
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8 bits a channel, RGB, deflate, filter 0, no interlace
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows.tobytes(), 1))
+            + chunk(b"IEND", b""))
 
 
 class Explorer:
@@ -286,12 +304,9 @@ class Explorer:
             self.canvas.restore_region(self._background)
         for artist in sorted(self._dynamic, key=Artist.get_zorder):  # stacked as a full draw stacks them
             self.figure.draw_artist(artist)
-        # RGBA -> RGB in Pillow: the same PNG bytes as encoding a sliced numpy copy, about 1.5 ms sooner
         width, height = self.canvas.get_width_height()
-        rgba = Image.frombuffer("RGBA", (width, height), self.canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
-        buffer = io.BytesIO()
-        rgba.convert("RGB").save(buffer, format="png", compress_level=1)
-        return buffer.getvalue()
+        rgb = np.asarray(self.canvas.buffer_rgba())[:, :, :3].reshape(height, 3 * width)
+        return png_bytes(rgb, width, height)
 
     def _kept_picture(self) -> None:
         """Render the figure in full, without the dynamic artists, and keep that picture."""

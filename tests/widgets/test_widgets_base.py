@@ -14,6 +14,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from attn_helpers.widgets import Explorer, InvalidCombination
+from attn_helpers.widgets._base import png_bytes
 from tools.browser_support import contrast_ratio
 from widget_support import PNG_SIGNATURE, png_pixels
 
@@ -85,6 +86,15 @@ def test_a_new_explorer_draws_once_and_shows_its_values():
     assert tiny.table_html.value == "<p>1 and 2</p>"
     assert bytes(tiny.image.value).startswith(b"\x89PNG")
     assert tiny.render_png().startswith(b"\x89PNG")
+
+
+def test_the_png_sent_holds_exactly_the_canvas_pixels():
+    tiny = Tiny()
+    tiny.set(a=3, t=0.75)
+    rgba = np.asarray(tiny.canvas.buffer_rgba())  # (height, width, 4)
+    assert np.array_equal(png_pixels(tiny.image.value), rgba[:, :, :3])  # decoded by Pillow: a valid PNG, lossless
+    odd = np.arange(3 * 5 * 3, dtype=np.uint8).reshape(3, 15)  # 3 rows of 5 pixels: no row a multiple of 4 bytes
+    assert np.array_equal(png_pixels(png_bytes(odd, 5, 3)), odd.reshape(3, 5, 3))
 
 
 def test_set_moves_several_controls_with_one_refresh():
