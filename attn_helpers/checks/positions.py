@@ -18,7 +18,9 @@ __all__ = ["check_shuffle_prediction", "check_rope", "check_rotated_v_shift"]
 
 @prediction_checker(choices=("reordered", "changed"))
 def check_shuffle_prediction(choice: str, out: Tensor, out_shuffled: Tensor, perm: Tensor) -> Verdict:
-    """Prediction 10: after shuffling the tokens with ``perm``, are the output rows ``"reordered"`` or ``"changed"``?"""
+    """Prediction 10: after shuffling the tokens with ``perm``, are the output rows ``"reordered"`` or ``"changed"``?
+
+    Its one use is 10.1.2's causal layer without positions, so a wrong ``"reordered"`` is pointed at the mask."""
     gap = (out_shuffled - permute_tokens(out, perm)).abs().max().item()
     happened = "reordered" if gap < 1e-5 else "changed"
     if choice == happened == "reordered":
@@ -33,8 +35,8 @@ def check_shuffle_prediction(choice: str, out: Tensor, out_shuffled: Tensor, per
                      "which slot a token sits in never enters the formula.")
     return wrong(f"the rows changed (largest difference {gap:.2f}): something in this layer depends on where the "
                  "tokens sit.",
-                 "ask which keys each query is allowed to see after the shuffle (a mask keeps keys by slot), what "
-                 "was added to x before the layer, or what the layer does to q and k.")
+                 "the causal mask keeps keys by slot, not by token: after the shuffle, which tokens does each "
+                 "query see?")
 
 
 _ROPE_LIBRARY = (library(("apply_rope", "RotaryAttention")) | TRANSFORMERS

@@ -37,7 +37,7 @@ def test_shuffle_prediction_says_changed_is_right_for_a_causal_layer():
     out, shuffled = _outputs(causal, perm)
     assert checks.check_shuffle_prediction.judge("changed", out, shuffled, perm).ok
     verdict = checks.check_shuffle_prediction.judge("reordered", out, shuffled, perm)
-    assert not verdict.ok and "allowed to see" in verdict.hint
+    assert not verdict.ok and "mask keeps keys by slot" in verdict.hint
 
 
 def test_shuffle_prediction_rejects_other_words_and_points_at_the_cell_above():

@@ -326,7 +326,7 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
     # 10 · Positions
     "10": {
         # "a mask only hides keys, so a shuffle still only reorders": it keeps keys by slot, so each query sees another set
-        "10.1": ('prediction = "reordered"', "allowed to see"),
+        "10.1": ('prediction = "reordered"', "mask keeps keys by slot"),
         # the interleaved pairing (2i with 2i + 1) where the exercise asks for the half pairing
         "10.2": [("def rope(x, positions):\n"
                   "    half = x.shape[-1] // 2\n"
