@@ -3,6 +3,7 @@ induction score and the repeated part's loss with one head knocked out (the less
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from copy import deepcopy
 from typing import Any
 
@@ -20,9 +21,12 @@ from ._predict import prediction_checker
 __all__ = ["check_knockout_loss_prediction", "check_induction_scores", "check_knockout_loss"]
 
 @prediction_checker(choices=("same", "higher", "guessing"))
-def check_knockout_loss_prediction(choice: str, loss: float, full_loss: float, guessing: float) -> Verdict:
+def check_knockout_loss_prediction(choice: str, loss: float | Callable[[], float], full_loss: float,
+                                   guessing: float) -> Verdict:
     """Prediction 14: previous-token head knocked out, is the loss the ``"same"`` (within 0.2 nats), back
-    at ``"guessing"`` (within 0.5 nats of it) or ``"higher"``?"""
+    at ``"guessing"`` (within 0.5 nats of it) or ``"higher"``? ``loss`` may be a function that measures it: it runs
+    only once a prediction is written, so no notebook variable holds the answer before the learner has predicted."""
+    loss = loss() if callable(loss) else loss
     if abs(loss - full_loss) <= 0.2:
         happened = "same"
     elif abs(loss - guessing) <= 0.5:

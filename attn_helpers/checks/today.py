@@ -183,9 +183,14 @@ def check_alibi(answer: Any) -> Verdict:
 
 
 @prediction_checker(choices=("units", "tens", "both", "neither"))
-def check_softcap_prediction(choice: str, change_units: float, change_tens: float, cap: float) -> Verdict:
+def check_softcap_prediction(choice: str, change_units: float | Callable[[], float],
+                             change_tens: float | Callable[[], float], cap: float) -> Verdict:
     """Prediction 12: does a soft cap change the weights (by more than 0.05) of scores of ``"units"``,
-    ``"tens"``, ``"both"`` or ``"neither"``?"""
+    ``"tens"``, ``"both"`` or ``"neither"``? ``change_units`` and ``change_tens`` may be functions that measure
+    them: they run only once a prediction is written, so no notebook variable holds the answer before the learner
+    has predicted."""
+    change_units = change_units() if callable(change_units) else change_units
+    change_tens = change_tens() if callable(change_tens) else change_tens
     units, tens = change_units > 0.05, change_tens > 0.05
     happened = {(False, True): "tens", (True, True): "both", (True, False): "units", (False, False): "neither"}[
         (units, tens)]

@@ -73,6 +73,19 @@ def test_prediction_checker():
     assert not check_knockout_loss_prediction.judge("same", 3.4, 0.4, math.log(32)).ok
 
 
+def test_prediction_checker_measures_only_once_a_prediction_is_written(capsys):
+    # reader item: the knocked-out loss sat in a notebook variable before a prediction, ready to be copied
+    calls = []
+
+    def measure():
+        calls.append(1)
+        return 3.4
+
+    check_knockout_loss_prediction(None, measure, 0.4, math.log(32))
+    assert "Not attempted" in capsys.readouterr().out and not calls
+    assert check_knockout_loss_prediction.judge("guessing", measure, 0.4, math.log(32)).ok and calls == [1]
+
+
 def test_score_checker_names_the_adjacent_copy_variant_written_by_hand():
     def adjacent(weights, tokens):  # a learner's variant: the token after the copy must lie before the query
         N = tokens.shape[1]

@@ -97,3 +97,16 @@ def test_alibi_mistakes_are_named(answer, named):
 @pytest.mark.parametrize("prediction, ok", [("tens", True), ("units", False), ("both", False), ("maybe", False)])
 def test_the_softcap_prediction_is_judged_on_the_measurement(prediction, ok):
     assert checks.check_softcap_prediction.judge(prediction, 0.003, 0.56, 10.0).ok == ok
+
+
+def test_the_softcap_prediction_measures_only_once_a_prediction_is_written(capsys):
+    # reader item: the measured changes sat in a notebook variable before a prediction, ready to be copied
+    calls = []
+
+    def measure(change):
+        return lambda: calls.append(change) or change
+
+    checks.check_softcap_prediction(None, measure(0.003), measure(0.56), cap=10.0)
+    assert "Not attempted" in capsys.readouterr().out and not calls
+    assert checks.check_softcap_prediction.judge("tens", measure(0.003), measure(0.56), 10.0).ok
+    assert calls == [0.003, 0.56]

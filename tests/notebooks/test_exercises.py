@@ -11,6 +11,7 @@ message. The tests are collected from the notebooks' exercise headers without ru
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -18,10 +19,12 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from exercise_data import WRONG_ANSWERS
-from exercise_harness import CORRECT, NOT_ATTEMPTED, NOT_YET, NOTEBOOKS, execute, exercise_ids, exercises
+from exercise_harness import (CORRECT, EXERCISE_HEADER, NOT_ATTEMPTED, NOT_YET, NOTEBOOKS, execute, exercise_ids,
+                              exercises)
 from tools import background
 from tools.verdict_lines import line_problems, mistake_verdicts, watching_verdicts
 
@@ -132,15 +135,25 @@ def _wrong_answer_is_rejected_with_its_hint(notebook: str, ex_id: str) -> None:
                                                f"printed:\n{printed}")
 
 
-# A predict exercise whose check cell leaves the measured answer in a notebook variable before a prediction is set
-# can be passed by copying it (reader r12c: run 13.3 once, then `prediction = sizes[1024][1]`).
-# (notebook, exercise id) -> how to measure the answer with the exercise's own cells (run unanswered, then called on
-# their namespace); no variable those cells set may hold it.
-ANSWERS_HELD_BACK = {("13_the_cache_that_does_not_grow.ipynb", "13.3"): lambda ns: ns["measure_sizes"]()[1024][1]}
+# A predict exercise whose cells leave the measured answer in a notebook variable before a prediction is set
+# can be passed by copying it (reader r12c: run 13.3 once, then `prediction = sizes[1024][1]`; later readers:
+# `max(change, key=change.get)` in 12.1, `without_previous` in 14.2).
+# (notebook, exercise id) -> how to measure the answer with the notebook's own function (called on the namespace the
+# exercise's cells leave, run unanswered); no variable those cells set may hold it. An answer that is a choice word is
+# held back as the measured numbers that decide it, a tuple: no variable may hold any of them.
+ANSWERS_HELD_BACK = {
+    ("12_attention_today.ipynb", "12.1"):  # the largest change of a weight that the cap makes: units, tens
+        lambda ns: (ns["cap_change"](ns["scores_units"]), ns["cap_change"](10 * ns["scores_units"])),
+    ("13_the_cache_that_does_not_grow.ipynb", "13.3"): lambda ns: ns["measure_sizes"]()[1024][1],
+    ("14_induction_heads.ipynb", "14.2"):  # the loss with the previous-token head knocked out
+        lambda ns: ns["measure_knockouts"]()[f"previous-token head L0H{ns['prev_head'][1]}"],
+}
+HEADING = re.compile(r"^#{1,6} ", re.M)
 
 
 def _holds(value: object, answer: float, depth: int = 0) -> bool:
-    """Whether ``value`` is ``answer`` or holds it in a dict, list or tuple (three levels deep)."""
+    """Whether ``value`` is ``answer`` or holds it in a dict, list or tuple (three levels deep). Equal, not close: a
+    float measured again by the notebook's own function, in the same process, is the same float to the last bit."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return value == answer
     if depth < 3 and isinstance(value, dict):
@@ -150,13 +163,30 @@ def _holds(value: object, answer: float, depth: int = 0) -> bool:
     return False
 
 
-def _answer_sits_in_no_variable(notebook: str, ex_id: str, measure: Callable[[dict], float]) -> None:
+def _cells_to_heading(notebook: str, ex_id: str) -> list[str]:
+    """The code cells of exercise ``ex_id`` of ``notebook``: its own and every one after it before the next heading."""
+    cells = nbformat.read(NOTEBOOKS / notebook, as_version=4).cells
+    start = next(i for i, cell in enumerate(cells) if cell.cell_type == "code"
+                 and (header := EXERCISE_HEADER.match(cell.source)) and header.group(1) == ex_id)
+    sources = [cells[start].source]
+    for cell in cells[start + 1:]:
+        if cell.cell_type == "markdown" and HEADING.search(re.sub(r"```.*?```", "", cell.source, flags=re.S)):
+            break
+        if cell.cell_type == "code":
+            sources.append(cell.source)
+    return sources
+
+
+def _answer_sits_in_no_variable(notebook: str, ex_id: str,
+                                measure: Callable[[dict], float | tuple[float, ...]]) -> None:
     exercise = exercises(notebook)[ex_id]
     namespace = dict(exercise.namespace)
-    execute(exercise.source, namespace, f"{notebook}:exercise {ex_id}")  # unanswered: prediction = None
+    for index, source in enumerate(_cells_to_heading(notebook, ex_id)):  # unanswered: prediction = None
+        execute(source, namespace, f"{notebook}:exercise {ex_id}, its code cell {index}")
     set_here = [name for name, value in namespace.items() if exercise.namespace.get(name, None) is not value]
     answer = measure(dict(namespace))
-    holding = [name for name in set_here if _holds(namespace[name], answer)]
+    answers = answer if isinstance(answer, tuple) else (answer,)
+    holding = [name for name in set_here if any(_holds(namespace[name], a) for a in answers)]
     assert not holding, (f"exercise {ex_id} of {notebook}, run unanswered, leaves its answer {answer} in "
                          f"{holding}: a learner can copy it into the prediction")
 
