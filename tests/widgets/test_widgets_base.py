@@ -11,6 +11,7 @@ from pathlib import Path
 import ipywidgets as W
 import numpy as np
 import pytest
+from PIL import Image
 from matplotlib.figure import Figure
 
 from attn_helpers.widgets import Explorer, InvalidCombination
@@ -92,9 +93,10 @@ def test_the_png_sent_holds_exactly_the_canvas_pixels():
     tiny = Tiny()
     tiny.set(a=3, t=0.75)
     rgba = np.asarray(tiny.canvas.buffer_rgba())  # (height, width, 4)
-    assert np.array_equal(png_pixels(tiny.image.value), rgba[:, :, :3])  # decoded by Pillow: a valid PNG, lossless
-    odd = np.arange(3 * 5 * 3, dtype=np.uint8).reshape(3, 15)  # 3 rows of 5 pixels: no row a multiple of 4 bytes
-    assert np.array_equal(png_pixels(png_bytes(odd, 5, 3)), odd.reshape(3, 5, 3))
+    sent = Image.open(io.BytesIO(bytes(tiny.image.value)))  # Pillow reads it: a valid PNG
+    assert sent.mode == "RGBA" and np.array_equal(np.asarray(sent), rgba)  # lossless
+    odd = np.arange(3 * 5 * 4, dtype=np.uint8).reshape(3, 5, 4)  # 3 rows of 5 pixels
+    assert np.array_equal(np.asarray(Image.open(io.BytesIO(png_bytes(odd.tobytes(), 5, 3)))), odd)
 
 
 def test_set_moves_several_controls_with_one_refresh():
