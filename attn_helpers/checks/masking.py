@@ -19,42 +19,42 @@ __all__ = ["check_additive_mask", "check_window_blocked_mask", "check_convention
            "check_padding_keep_mask", "check_softmax_axis"]
 
 
-def _judge_window(n: int, w: int) -> Callable[[Any], Verdict]:
-    """The judge of the ``(n, n)`` blocked mask that lets query i see keys ``i - w < j <= i`` only."""
+def _judge_window(n: int, window: int) -> Callable[[Any], Verdict]:
+    """The judge of the ``(n, n)`` blocked mask that lets query i see keys ``i - window < j <= i`` only."""
     i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]  # (n, 1) queries, (1, n) keys
-    window = lambda width: (j > i) | (j <= i - width)  # noqa: E731  (n, n): True = blocked
-    expected = window(w)
+    window_of = lambda width: (j > i) | (j <= i - width)  # noqa: E731  (n, n): True = blocked
+    expected = window_of(window)
     mistakes = {
         "you built the 'True = keep' mask (what scaled_dot_product_attention wants)": (
             ~expected, "masked_fill writes -inf where the mask is True: True must mark the keys a query may NOT see."),
         "you blocked only the future (a plain causal mask, no window)": (
-            j > i, "also block the keys more than w - 1 places back: j <= i - w."),
-        "you let each query see w + 1 keys (itself and w before it)": (
-            window(w + 1), "the window holds w keys counting the query itself: block j <= i - w."),
+            j > i, "also block the keys window or more places back: j <= i - window."),
+        "you let each query see window + 1 keys (itself and window keys before it)": (
+            window_of(window + 1), "a query sees window keys, its own included: block j <= i - window."),
         "you also blocked the query's own key": (
-            (j >= i) | (j <= i - w), "a token may attend to itself: keep j == i visible."),
-        "you let each query see the next w - 1 keys as well (a band, not a causal window)": (
-            (j - i).abs() >= w, "a causal window hides every future key: block j > i too."),
+            (j >= i) | (j <= i - window), "a token may attend to itself: keep j == i visible."),
+        "you let each query see the next window - 1 keys as well (a band, not a causal window)": (
+            (j - i).abs() >= window, "a causal window hides every future key: block j > i too."),
         "you blocked only the keys too far back, and every future key stays visible": (
-            j <= i - w, "a causal window is also causal: block the future, j > i, as well."),
-        "you blocked only the keys more than w places back (a window of w + 1), and every future key stays visible": (
-            j < i - w, "a causal window is also causal: block the future, j > i, as well; and it holds w keys "
-                       "counting the query itself."),
-        "you let each query see the w keys before it but not itself": (
-            (j >= i) | (j < i - w), "a token may attend to itself: the w keys are i - w < j <= i, the query's "
-                                    "own key included."),
-        "you let each query see w keys on either side (a band, not a causal window)": (
-            (j - i).abs() > w, "a causal window hides every future key: block j > i too."),
+            j <= i - window, "a causal window is also causal: block the future, j > i, as well."),
+        "you blocked only the keys more than window places back (window + 1 keys), and every future key stays visible": (
+            j < i - window, "a causal window is also causal: block the future, j > i, as well; and a query sees "
+                            "window keys, its own included."),
+        "you let each query see the window keys before it but not itself": (
+            (j >= i) | (j < i - window), "a token may attend to itself: the keys it sees are i - window < j <= i, "
+                                         "the query's own key included."),
+        "you let each query see window keys on either side (a band, not a causal window)": (
+            (j - i).abs() > window, "a causal window hides every future key: block j > i too."),
         "you swapped the query and key axes (the mask is transposed)": (
             expected.mT, "rows are queries, columns keys: i = torch.arange(n)[:, None], j = torch.arange(n)[None, :]."),
     }
-    if w > 1:
-        mistakes["you let each query see w - 1 keys"] = (
-            window(w - 1), "the window holds w keys counting the query itself: keep i - w < j <= i.")
-        mistakes["you blocked only the keys w - 1 or more places back (a window of w - 1), and every future key "
+    if window > 1:
+        mistakes["you let each query see window - 1 keys"] = (
+            window_of(window - 1), "a query sees window keys, its own included: keep i - window < j <= i.")
+        mistakes["you blocked only the keys window - 1 or more places back (window - 1 keys), and every future key "
                  "stays visible"] = (
-            j <= i - w + 1, "a causal window is also causal: block the future, j > i, as well; and it holds w keys "
-                            "counting the query itself.")
+            j <= i - window + 1, "a causal window is also causal: block the future, j > i, as well; and a query "
+                                 "sees window keys, its own included.")
 
     return boolean_mask_judge(expected, mistakes, needs="masked_fill needs a boolean mask", example="j > i")
 
@@ -73,14 +73,15 @@ def boolean_mask_judge(expected: Tensor, mistakes: dict[str, tuple[Tensor, str]]
 
 @checker
 def check_window_blocked_mask(answer: Any) -> Verdict:
-    """Exercise 3a: ``my_window_mask(n, w)``, the "True = blocked" ``(n, n)`` mask keeping ``i - w < j <= i``."""
-    cases = [((n, w), f"for n = {n}, w = {w}", _judge_window(n, w)) for n, w in ((12, 3), (9, 1), (7, 10))]
+    """Exercise 3a: ``my_window_mask(n, window)``, the "True = blocked" ``(n, n)`` mask keeping ``i - window < j <= i``."""
+    cases = [((n, window), f"for n = {n}, window = {window}", _judge_window(n, window))
+             for n, window in ((12, 3), (9, 1), (7, 10))]
     return judge_function(answer, cases, watched=library(("sliding_window_mask",)),
-                          example="my_window_mask(n, w)",
+                          example="my_window_mask(n, window)",
                           lines="with i = torch.arange(n)[:, None] and j = torch.arange(n)[None, :], block "
-                                "(j > i) | (j <= i - w).",
-                          success="for three sizes and windows, True on every future key and on every key more "
-                                  "than w - 1 places back, False on the w keys a query may see.")
+                                "(j > i) | (j <= i - window).",
+                          success="for three sizes and windows, True on every future key and on every key window "
+                                  "or more places back, False on the window keys a query may see.")
 
 
 def _judge_axis(scores_t: Tensor) -> Callable[[Any], Verdict]:
@@ -91,7 +92,8 @@ def _judge_axis(scores_t: Tensor) -> Callable[[Any], Verdict]:
             torch.softmax(scores_t, dim=-1), "in this layout the keys are axis -2: one query's weights are a "
                                              "column, so softmax(dim=-2)."),
         "you returned the weights queries-first, (..., N_q, N_k)": (
-            expected.mT, "keep the layout of the input, (..., N_k, N_q): no transpose at the end."),
+            expected.mT, "keep the layout of the input, (..., N_k, N_q): a softmax over dim=-2 needs no transpose; "
+                         "if you transposed to take it over the last axis, transpose the weights back."),
         "you forgot the softmax": (scores_t, "apply torch.softmax over the keys to turn scores into weights."),
     }
     for d in range(scores_t.ndim - 2):  # the batch-like axes in front, e.g. batch and heads

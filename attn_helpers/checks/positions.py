@@ -139,8 +139,8 @@ def _shift_changes(shift: int = 1000) -> dict[str, float]:
     q, k, v = (torch.randn(1, 2, 6, 8, generator=g, dtype=torch.float64) for _ in range(3))  # (B, H, N, head_dim)
     results = []
     for positions in (torch.arange(6), torch.arange(6) + shift):
-        scores = apply_rope(q, positions) @ apply_rope(k, positions).mT  # (B, H, N, N)
-        weights = torch.softmax(scores / 8**0.5, dim=-1)  # (B, H, N, N)
+        scores = apply_rope(q, positions) @ apply_rope(k, positions).mT / 8**0.5  # (B, H, N, N), head_dim = 8
+        weights = torch.softmax(scores, dim=-1)  # (B, H, N, N)
         results.append({"scores": scores, "weights": weights, "heads": weights @ apply_rope(v, positions)})
     return {name: (results[0][name] - results[1][name]).abs().max().item() for name in SHIFT_NAMES}
 

@@ -92,7 +92,7 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
         # SDPA reproduced our output only with the keep mask
         "3.4": ('prediction = "blocked"', "which mask reproduced our output"),
         # the plain causal mask (round 3: it passed the old exercise); the window is ignored
-        "3.5": [("answer = lambda n, w: ~causal_mask(n)", "j <= i - w"),
+        "3.5": [("answer = lambda n, w: ~causal_mask(n)", "j <= i - window"),
                 # the window's far edge only: the future stays visible
                 ("answer = lambda n, w: torch.arange(n)[None, :] <= torch.arange(n)[:, None] - w",
                  "block the future, j > i, as well"),
