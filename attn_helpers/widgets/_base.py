@@ -81,7 +81,7 @@ def png_bytes(rgba: Any, width: int, height: int) -> bytes:
     deflate = zlib.compressobj(1)
     rows = [deflate.compress(b"\0" + pixels[row * stride:(row + 1) * stride]) for row in range(height)]
 
-    def chunk(kind: bytes, data: bytes) -> bytes:  # length, type, data, CRC of type and data (PNG spec, section 5.3)
+    def chunk(kind: bytes, data: bytes) -> bytes:  # length, type, data, CRC of type and data (PNG, 2nd edition, section 5.3)
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)  # 8 bits a channel, RGBA, deflate, filter 0, no interlace
