@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ._core import Verdict, checker, wrong
 
-__all__ = ["PREDICT_NOT_ATTEMPTED", "as_choice", "prediction_checker"]
+__all__ = ["PREDICT_NOT_ATTEMPTED", "as_choice", "measure_now", "prediction_checker"]
+
+T = TypeVar("T")
 
 PREDICT_NOT_ATTEMPTED = ("⏳ Not attempted yet: write your prediction in the cell above (replace None), "
                          "then run both cells.")
@@ -27,6 +29,13 @@ def prediction_checker(judge: Callable[..., Verdict] | None = None, *, choices: 
         return choice if isinstance(choice, Verdict) else judge(choice, *args, **kwargs)
 
     return checker(parsed, PREDICT_NOT_ATTEMPTED)
+
+
+def measure_now(value: T | Callable[[], T]) -> T:
+    """``value``, or what it returns if it is a function that measures it. A prediction checker calls it only after
+    the prediction is written, so a notebook that hands over the measuring function leaves no variable holding the
+    answer before the learner has predicted (Exercises 12.1, 13.3, 14.2)."""
+    return value() if callable(value) else value
 
 
 def as_choice(prediction: Any, choices: Sequence[str]) -> str | Verdict:

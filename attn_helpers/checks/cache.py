@@ -14,7 +14,7 @@ from ..lab import latent_cache_bytes
 from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
 from ._function import judge_function, whole_bytes
 from ._guard import TRANSFORMERS, library
-from ._predict import as_choice, prediction_checker
+from ._predict import as_choice, measure_now, prediction_checker
 
 __all__ = ["check_latent_cache_size", "check_linear_attention_step", "check_delta_transition",
            "check_state_bytes_prediction", "check_overwrite_prediction"]
@@ -217,14 +217,12 @@ def check_delta_transition(answer: Any) -> Verdict:
 @prediction_checker
 def check_state_bytes_prediction(prediction: Any, state_bytes: int | Callable[[], int], d_k: int, d_v: int,
                                  dtype_bytes: int) -> Verdict:
-    """Prediction 13: the bytes of one head's ``S (d_k, d_v)`` and ``z (d_k,)`` after 1,024 tokens (measured).
-    ``state_bytes`` may be a function that measures them: it runs only once a prediction is written, so no
-    notebook variable holds the answer before the learner has predicted."""
+    """Prediction 13: the bytes of one head's ``S (d_k, d_v)`` and ``z (d_k,)`` after 1,024 tokens (measured, or a
+    function that measures them: :func:`measure_now`)."""
     got = as_number(prediction, "your prediction", hint="write one number of bytes, e.g. prediction = 1000.")
     if isinstance(got, Verdict):
         return got
-    if callable(state_bytes):
-        state_bytes = state_bytes()
+    state_bytes = measure_now(state_bytes)
     explain = (f"measured: {state_bytes:,} bytes = ({d_k}·{d_v} + {d_k}) numbers × {dtype_bytes} bytes, whatever "
                "the number of tokens.")
     if got == state_bytes:

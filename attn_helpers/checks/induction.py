@@ -16,7 +16,7 @@ from ..lab import (InductionTask, TinyAttentionModel, induction_task, local_rand
 from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
 from ._function import judge_function
 from ._guard import Watch, library
-from ._predict import prediction_checker
+from ._predict import measure_now, prediction_checker
 
 __all__ = ["check_knockout_loss_prediction", "check_induction_scores", "check_knockout_loss"]
 
@@ -24,9 +24,9 @@ __all__ = ["check_knockout_loss_prediction", "check_induction_scores", "check_kn
 def check_knockout_loss_prediction(choice: str, loss: float | Callable[[], float], full_loss: float,
                                    guessing: float) -> Verdict:
     """Prediction 14: previous-token head knocked out, is the loss the ``"same"`` (within 0.2 nats), back
-    at ``"guessing"`` (within 0.5 nats of it) or ``"higher"``? ``loss`` may be a function that measures it: it runs
-    only once a prediction is written, so no notebook variable holds the answer before the learner has predicted."""
-    loss = loss() if callable(loss) else loss
+    at ``"guessing"`` (within 0.5 nats of it) or ``"higher"``? ``loss`` may be a function that measures it
+    (:func:`measure_now`)."""
+    loss = measure_now(loss)
     if abs(loss - full_loss) <= 0.2:
         happened = "same"
     elif abs(loss - guessing) <= 0.5:

@@ -14,7 +14,7 @@ from ._core import Verdict, checker, compare_tensors, correct, wrong
 from ._function import judge_function
 from ._guard import TRANSFORMERS, library
 from .masking import boolean_mask_judge
-from ._predict import prediction_checker
+from ._predict import measure_now, prediction_checker
 
 __all__ = ["check_cache_window_mask", "check_sink_softmax", "check_alibi", "check_softcap_prediction"]
 
@@ -186,11 +186,8 @@ def check_alibi(answer: Any) -> Verdict:
 def check_softcap_prediction(choice: str, change_units: float | Callable[[], float],
                              change_tens: float | Callable[[], float], cap: float) -> Verdict:
     """Prediction 12: does a soft cap change the weights (by more than 0.05) of scores of ``"units"``,
-    ``"tens"``, ``"both"`` or ``"neither"``? ``change_units`` and ``change_tens`` may be functions that measure
-    them: they run only once a prediction is written, so no notebook variable holds the answer before the learner
-    has predicted."""
-    change_units = change_units() if callable(change_units) else change_units
-    change_tens = change_tens() if callable(change_tens) else change_tens
+    ``"tens"``, ``"both"`` or ``"neither"``? Each change may be a function that measures it (:func:`measure_now`)."""
+    change_units, change_tens = measure_now(change_units), measure_now(change_tens)
     units, tens = change_units > 0.05, change_tens > 0.05
     happened = {(False, True): "tens", (True, True): "both", (True, False): "units", (False, False): "neither"}[
         (units, tens)]
