@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 __all__ = ["LINE_WIDTH", "Verdict", "as_letter", "as_number", "as_shape", "checker", "columns", "compare_tensors",
-           "correct", "error_text", "fit_lines", "not_a_function", "say", "wrong", "NOT_ATTEMPTED"]
+           "correct", "error_text", "fit_lines", "judge_shape", "not_a_function", "say", "wrong", "NOT_ATTEMPTED"]
 
 NOT_ATTEMPTED = "⏳ Not attempted yet: replace None with your answer and run the cell again."
 
@@ -152,8 +152,10 @@ def as_number(answer: Any, what: str, *, hint: str) -> float | Verdict:
     return float(answer)
 
 
-def as_shape(answer: Any, what: str = "the shape", *, hint: str = "write it like [13, 4, 100, 16], one number per axis."
-             ) -> list[int] | Verdict:
+_WRITE_SHAPE = "write it like [13, 4, 100, 16], one number per axis."
+
+
+def as_shape(answer: Any, what: str = "the shape", *, hint: str = _WRITE_SHAPE) -> list[int] | Verdict:
     """A shape (a list or tuple of whole numbers, a ``torch.Size``) as a list of ints, or a Verdict."""
     if isinstance(answer, Tensor) or isinstance(answer, (str, bytes)) or not hasattr(answer, "__iter__"):
         return wrong(f"{what} should be a shape: a list or tuple of ints, got {answer!r}.", hint)
@@ -161,6 +163,21 @@ def as_shape(answer: Any, what: str = "the shape", *, hint: str = "write it like
     if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values):  # 13.0 is no size
         return wrong(f"{what} should hold whole numbers only, got {values!r}.", hint)
     return [int(v) for v in values]
+
+
+def judge_shape(answer: Any, expected: list[int], *, what: str = "the shape", hint: str = _WRITE_SHAPE,
+                known: Mapping[tuple[int, ...], tuple[str, str]], success: str = "", order: str | None,
+                other: tuple[str, str], prefix: str = "") -> Verdict:
+    """The verdict on a shape (parsed by :func:`as_shape` with ``what`` and ``hint``): ``success``; a ``known``
+    mistake (shape -> (what it is, hint)); the right sizes in the wrong order (``order``: its hint, if asked); else
+    ``other`` (what it is, hint). A wrong shape's message starts with ``prefix``."""
+    shape = as_shape(answer, what, hint=hint)
+    if isinstance(shape, Verdict) or shape == expected:
+        return correct(success) if shape == expected else shape
+    said, its_hint = known.get(tuple(shape), other)
+    if tuple(shape) not in known and order is not None and sorted(shape) == sorted(expected):
+        said, its_hint = "has the right sizes in the wrong order.", order
+    return wrong(f"{prefix}{shape} {said}", its_hint)
 
 
 def as_letter(answer: Any, options: Mapping[str, str]) -> str | Verdict:

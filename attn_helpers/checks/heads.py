@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from ..core import Attention, merge_heads, scaled_dot_product_attention, split_heads
-from ._core import Verdict, as_letter, as_shape, checker, compare_tensors, correct, error_text, wrong
+from ._core import Verdict, as_letter, checker, compare_tensors, correct, error_text, judge_shape, wrong
 from ._function import judge_function
 from ._guard import MASK_BUILDERS, TORCH_ATTENTION, TORCH_MULTI_HEAD, library
 from ._predict import prediction_checker
@@ -135,12 +135,12 @@ def _judge_head_shapes(B: int, N: int, dim: int, chan: int, H: int) -> Callable[
     with torch.device("meta"):  # shapes without values: no weights drawn, the random state untouched
         _, inter = Attention(dim, chan, H)(torch.zeros(B, N, dim), return_intermediates=True)
     head_dim = chan // H
-    known = {("qkv_heads", (B, N, 3, H, head_dim)): (
+    known = {"qkv_heads": {(B, N, 3, H, head_dim): (
                  "is the shape before the permute.",
-                 "permute(2, 0, 3, 1, 4) puts axis 2 (q/k/v) first, then batch, heads, tokens, head_dim."),
-             ("scores", (B, N, N)): ("has no heads axis.", "every head scores all pairs of tokens: (B, H, N, N)."),
-             ("scores", (B, H, N, head_dim)): ("ends in head_dim.", "q @ k.transpose(-2, -1) contracts head_dim "
-                                               "away: one score per (query, key) pair, (B, H, N, N).")}
+                 "permute(2, 0, 3, 1, 4) puts axis 2 (q/k/v) first, then batch, heads, tokens, head_dim.")},
+             "scores": {(B, N, N): ("has no heads axis.", "every head scores all pairs of tokens: (B, H, N, N)."),
+                        (B, H, N, head_dim): ("ends in head_dim.", "q @ k.transpose(-2, -1) contracts head_dim "
+                                              "away: one score per (query, key) pair, (B, H, N, N).")}}
 
     def judge(answer: Any) -> Verdict:
         if not isinstance(answer, Mapping) or set(answer) != {"head_dim", "qkv_heads", "scores"}:
@@ -156,17 +156,10 @@ def _judge_head_shapes(B: int, N: int, dim: int, chan: int, H: int) -> Callable[
             return wrong(f"head_dim={hd} is not right: {H} heads of {hd} features make {H * hd}, not chan={chan}.",
                          "head_dim = chan // num_heads.")
         for key, axes in (("qkv_heads", "(3, B, H, N, head_dim)"), ("scores", "(B, H, N, N)")):
-            shape = as_shape(answer[key], key)
-            if isinstance(shape, Verdict) or shape == list(inter[key].shape):
-                if isinstance(shape, Verdict):
-                    return shape
-                continue
-            if (key, tuple(shape)) in known:
-                said, hint = known[key, tuple(shape)]
-                return wrong(f"{key} {shape} {said}", hint)
-            if sorted(shape) == sorted(inter[key].shape):
-                return wrong(f"{key} {shape} has the right sizes in the wrong order.", f"{key} is {axes}.")
-            return wrong(f"{key} {shape} is not right.", f"{key} has the axes {axes}.")
+            verdict = judge_shape(answer[key], list(inter[key].shape), what=key, known=known[key], prefix=f"{key} ",
+                                  order=f"{key} is {axes}.", other=("is not right.", f"{key} has the axes {axes}."))
+            if not verdict.ok:
+                return verdict
         return correct()
 
     return judge

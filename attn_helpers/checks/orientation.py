@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from ..core import scaled_dot_product_attention
-from ._core import Verdict, as_shape, checker, compare_tensors, correct, wrong
+from ._core import Verdict, checker, compare_tensors, correct, judge_shape, wrong
 from ._function import judge_function, random_cases
 from ._guard import LIBRARY_ATTENTION
 from ._predict import as_choice, prediction_checker
@@ -41,21 +41,16 @@ def check_largest_key(prediction: Any, weights: Tensor, tokens: Sequence[str], q
 @checker
 def check_scores_shape(answer: Any, B: int, num_heads: int, N: int) -> Verdict:
     """Exercise 0: the multi-head scores' shape ``(B, H, N, N)``."""
-    shape = as_shape(answer, "a shape", hint="write it like [B, H, N, N] with whole numbers.")
-    if isinstance(shape, Verdict):
-        return shape
-    expected = [B, num_heads, N, N]
-    if shape == expected:
-        return correct(f"{expected}: one N × N matrix of scores per batch element and per head.")
-    if sorted(shape) == sorted(expected):
-        return wrong(f"{shape} has the right sizes in the wrong order.",
-                     "the order is (batch, heads, queries, keys): heads come before the tokens.")
-    if shape == [B, num_heads, N]:
-        return wrong(f"{shape} has one score per token and head, but a score belongs to a pair of tokens.",
-                     "every query is scored against every key: the last two axes are N (queries) and N (keys).")
-    if shape == [B, N, N]:
-        return wrong(f"{shape} has no head axis.", "with several heads, each head has its own scores: (B, H, N, N).")
-    return wrong(f"{shape} is not the scores' shape.", "every query is scored against every key: the last two axes are N and N.")
+    return judge_shape(
+        answer, [B, num_heads, N, N], what="a shape", hint="write it like [B, H, N, N] with whole numbers.",
+        known={(B, N, N): ("has no head axis.", "with several heads, each head has its own scores: (B, H, N, N)."),
+               # after (B, N, N): where num_heads == N, this one is said
+               (B, num_heads, N): ("has one score per token and head, but a score belongs to a pair of tokens.",
+                                   "every query is scored against every key: the last two axes are N (queries) and N "
+                                   "(keys).")},
+        success=f"{[B, num_heads, N, N]}: one N × N matrix of scores per batch element and per head.",
+        order="the order is (batch, heads, queries, keys): heads come before the tokens.",
+        other=("is not the scores' shape.", "every query is scored against every key: the last two axes are N and N."))
 
 
 # The inputs (N, d_k) of exercise 0.3: N != d_k, and d_k is neither sqrt(N) nor 2, so no two mistakes below give

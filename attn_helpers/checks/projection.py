@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ._core import Verdict, as_shape, checker, compare_tensors, correct, wrong
+from ._core import Verdict, checker, compare_tensors, correct, judge_shape, wrong
 from ._function import judge_function
 from ._guard import Watch
 from ._predict import prediction_checker
@@ -16,20 +16,12 @@ from ._predict import prediction_checker
 __all__ = ["check_qkv_shape", "check_split_qkv", "check_key_layer", "check_weight_shape_prediction"]
 
 
-def _as_shape(answer: Any) -> list[int] | Verdict:
-    return as_shape(answer, "a shape", hint="write it like (B, N, something) with numbers, e.g. (2, 3, 4).")
+_SHAPE_HINT = "write it like (B, N, something) with numbers, e.g. (2, 3, 4)."
 
 
 @checker
 def check_qkv_shape(answer: Any, B: int, N: int, dim: int, chan: int) -> Verdict:
     """Exercise 1: the shape of ``Linear(dim, 3 * chan)(x (B, N, dim))``."""
-    shape = _as_shape(answer)
-    if isinstance(shape, Verdict):
-        return shape
-    expected = [B, N, 3 * chan]
-    if shape == expected:
-        return correct(f"{expected}: the layer keeps B and N and turns each token's {dim} numbers into "
-                       f"3 × {chan} = {3 * chan} (q, k and v side by side).")
     split = ("is what you get after splitting the fused output.",
              "the layer itself returns one tensor with q, k and v concatenated on the last axis.")
     known = {(B, N, dim): ("is the input's shape.", "the layer changes the last axis from dim to 3 * chan."),
@@ -38,13 +30,12 @@ def check_qkv_shape(answer: Any, B: int, N: int, dim: int, chan: int) -> Verdict
                                                                      "here out = 3 * chan, not 3 * dim."),
              (B, N, chan): ("is the shape of q alone.",
                             "the fused layer makes q, k and v at once: its output is 3 × chan wide.")}
-    if tuple(shape) in known:
-        said, hint = known[tuple(shape)]
-        return wrong(f"{shape} {said}", hint)
-    if sorted(shape) == sorted(expected):
-        return wrong(f"{shape} has the right sizes in the wrong order.",
-                     "a Linear layer only changes the last axis: (B, N, dim) -> (B, N, out).")
-    return wrong(f"{shape} is not the fused output's shape.", "a Linear(dim, 3 * chan) turns (B, N, dim) into (B, N, 3 * chan).")
+    return judge_shape(answer, [B, N, 3 * chan], what="a shape", hint=_SHAPE_HINT, known=known,
+                       success=f"{[B, N, 3 * chan]}: the layer keeps B and N and turns each token's {dim} numbers "
+                               f"into 3 × {chan} = {3 * chan} (q, k and v side by side).",
+                       order="a Linear layer only changes the last axis: (B, N, dim) -> (B, N, out).",
+                       other=("is not the fused output's shape.",
+                              "a Linear(dim, 3 * chan) turns (B, N, dim) into (B, N, 3 * chan)."))
 
 
 def _judge_split(qkv: Tensor) -> Callable[[Any], Verdict]:
@@ -166,16 +157,12 @@ def check_key_layer(answer: Any, fused: nn.Linear, chan: int) -> Verdict:
 @prediction_checker
 def check_weight_shape_prediction(prediction: Any, layer: nn.Linear) -> Verdict:
     """Prediction 1: the shape of ``nn.Linear``'s ``weight``."""
-    shape = _as_shape(prediction)
-    if isinstance(shape, Verdict):
-        return shape
     expected = list(layer.weight.shape)  # (out_features, in_features)
-    if shape == expected:
-        return correct(f"{expected}: nn.Linear stores one row per output number ({expected[0]}) and one "
-                       f"column per input number ({expected[1]}), and computes x @ weight.mT.")
-    if shape == expected[::-1]:
-        return wrong(f"{shape} is the transpose of the stored weight matrix {expected}.",
-                     "nn.Linear keeps its weight matrix as (out_features, in_features) and multiplies by its "
-                     "transpose: x @ weight.mT.")
-    return wrong(f"{shape} is not the weight matrix's shape {expected}.",
-                 "the weight matrix has one row per output number and one column per input number.")
+    return judge_shape(prediction, expected, what="a shape", hint=_SHAPE_HINT, order=None, known={
+        tuple(expected[::-1]): (f"is the transpose of the stored weight matrix {expected}.",
+                                "nn.Linear keeps its weight matrix as (out_features, in_features) and multiplies "
+                                "by its transpose: x @ weight.mT.")},
+        success=f"{expected}: nn.Linear stores one row per output number ({expected[0]}) and one column per input "
+                f"number ({expected[1]}), and computes x @ weight.mT.",
+        other=(f"is not the weight matrix's shape {expected}.",
+               "the weight matrix has one row per output number and one column per input number."))
