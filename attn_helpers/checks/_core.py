@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["LINE_WIDTH", "Verdict", "as_letter", "as_number", "as_shape", "checker", "columns", "compare_tensors",
+__all__ = ["LINE_WIDTH", "Verdict", "as_letter", "as_number", "as_shape", "as_whole", "checker", "columns", "compare_tensors",
            "correct", "error_text", "fit_lines", "judge_shape", "not_a_function", "say", "wrong", "NOT_ATTEMPTED"]
 
 NOT_ATTEMPTED = "⏳ Not attempted yet: replace None with your answer and run the cell again."
@@ -150,6 +150,16 @@ def as_number(answer: Any, what: str, *, hint: str) -> float | Verdict:
     if isinstance(answer, bool) or not isinstance(answer, (int, float)):
         return wrong(f"{what} should be a number, got {answer!r}.", "write a number or an expression that gives one.")
     return float(answer)
+
+
+def as_whole(answer: Any, said: str, hint: str) -> int | Verdict:
+    """``answer`` (a whole number, or a one-element tensor holding one) as an int, or a Verdict: ``said`` formatted
+    with the answer, and ``hint``."""
+    if isinstance(answer, Tensor) and answer.numel() == 1:
+        answer = answer.item()
+    if isinstance(answer, bool) or not isinstance(answer, (int, float)) or int(answer) != answer:
+        return wrong(said.format(answer), hint)
+    return int(answer)
 
 
 _WRITE_SHAPE = "write it like [13, 4, 100, 16], one number per axis."

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ._core import Verdict, correct, error_text, not_a_function, wrong
+from ._core import Verdict, as_whole, correct, error_text, not_a_function, wrong
 from ._guard import Watch, run_watching
 
 #: One input of the learner's function: ``(arguments (a tuple, or a mapping of names), what they are in words,
@@ -60,11 +60,6 @@ def random_cases(seed: int, shapes: Sequence[tuple[int, ...]]) -> list[Tensor]:
     return [torch.randn(*shape, generator=generator) for shape in shapes]
 
 
-def whole_bytes(got: Any) -> int | Verdict:
-    """A function's result as a whole number of bytes, or the verdict on a result that is not one."""
-    if isinstance(got, Tensor) and got.numel() == 1:
-        got = got.item()
-    if isinstance(got, bool) or not isinstance(got, (int, float)) or int(got) != got:
-        return wrong(f"your function returned {got!r:.40}; expected a whole number of bytes.",
-                     "return the product of the sizes: an int.")
-    return int(got)
+#: A function's result as a whole number of bytes, or the verdict on a result that is not one.
+whole_bytes = functools.partial(as_whole, said="your function returned {!r:.40}; expected a whole number of bytes.",
+                                hint="return the product of the sizes: an int.")

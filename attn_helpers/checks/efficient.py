@@ -16,7 +16,7 @@ from torch import Tensor
 from ..core import grouped_query_attention, repeat_kv_heads
 from ..lab import generate_greedy, kv_cache_bytes
 from ._core import Verdict, as_number, checker, compare_tensors, correct, wrong
-from ._function import judge_function, whole_bytes
+from ._function import judge_function, random_cases, whole_bytes
 from ._guard import LIBRARY_ATTENTION, TRANSFORMERS, Watch
 from ._predict import prediction_checker
 
@@ -73,12 +73,6 @@ _BLOCK_CASES = (  # more queries: (seed, number of keys, head_dim, block_size, o
 )
 
 
-def _block_case(seed: int, n: int, head_dim: int, offset: float) -> tuple[Tensor, Tensor]:
-    generator = torch.Generator().manual_seed(seed)
-    scores = 3 * torch.randn(n, generator=generator) + offset
-    return scores, torch.randn(n, head_dim, generator=generator)
-
-
 #: The library's online softmax and attention, PyTorch's, and any softmax: the exercise is to write the pass.
 _SOFTMAX = Watch({torch.softmax: "torch.softmax", torch.Tensor.softmax: "Tensor.softmax", F.softmax: "F.softmax",
                   torch.special.softmax: "torch.special.softmax",
@@ -101,8 +95,8 @@ def check_online_softmax_step(answer: Any, scores: Tensor, values: Tensor, block
     """Exercise 9.2: ``attend_by_blocks(blocks) -> (head_dim,)``, one query's attention output in one pass over the
     ``(scores, values)`` blocks of :func:`_block_stream` (running max, sum and weighted sum, divided at the end);
     run on the exercise's query and three more."""
-    cases = [(scores, values, block_size)] + [
-        (*_block_case(seed, n, d, offset), b) for seed, n, d, b, offset in _BLOCK_CASES]
+    cases = [(scores, values, block_size)] + [(3 * s + offset, v, b) for seed, n, d, b, offset in _BLOCK_CASES
+                                               for s, v in [random_cases(seed, [(n,), (n, d)])]]
 
     def judge(s: Tensor, v: Tensor, b: int) -> Callable[[Any], Verdict]:
         expected = torch.softmax(s.double(), dim=-1).to(s.dtype) @ v

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from ..core import MultiHeadAttention
 from ..lab import local_random
-from ._core import Verdict, checker, compare_tensors, correct, wrong
+from ._core import Verdict, as_whole, checker, compare_tensors, correct, wrong
 from ._function import judge_function
 from ._guard import TORCH_ATTENTION, Watch, library, run_watching
 from ._predict import prediction_checker
@@ -20,12 +20,8 @@ __all__ = ["SUSPECT_LAYER", "numbered_listing", "check_qkv_entry", "check_mha_pa
            "check_suspect_lines", "DROPOUT_CHOICES", "check_dropout_prediction", "check_mha_class"]
 
 
-def _as_count(answer: Any, what: str) -> int | Verdict:
-    if isinstance(answer, Tensor) and answer.numel() == 1:
-        answer = answer.item()
-    if isinstance(answer, bool) or not isinstance(answer, (int, float)) or int(answer) != answer:
-        return wrong(f"{what} should be a whole number, got {answer!r}.", "a count of numbers is an int.")
-    return int(answer)
+_WHOLE = "should be a whole number, got {!r}."
+_AN_INT = "a count of numbers is an int."
 
 
 _ENTRY_SIZES = ((2, 3, 12, 3), (1, 5, 8, 4), (3, 2, 10, 1), (2, 4, 18, 2))  # (B, N, chan, num_heads)
@@ -105,7 +101,7 @@ def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
     d, H = module.d_model, module.num_heads
     expected = sum(p.numel() for p in module.parameters())
     if not callable(answer):
-        value = _as_count(answer, "the parameter count")
+        value = as_whole(answer, f"the parameter count {_WHOLE}", _AN_INT)
         if isinstance(value, Verdict):
             return value
         said = "is right for this layer" if value == expected else "is one number"
@@ -115,7 +111,7 @@ def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
 
     def judge(got: Any, d_model: int, num_heads: int) -> Verdict:
         at = f"at d_model = {d_model}, num_heads = {num_heads}: "
-        value = _as_count(got, at + "your function's result")
+        value = as_whole(got, f"{at}your function's result {_WHOLE}", _AN_INT)
         right = _parameter_count(d_model, num_heads)
         if isinstance(value, Verdict) or value == right:
             return correct() if value == right else value
