@@ -46,8 +46,7 @@ def _closing(text: str, start: int) -> int:
 
 
 def _unbreakable(text: str, room: int) -> str:
-    """``text`` with the spaces inside shapes, lists, tuples and calls that fit in ``room`` unbreakable;
-    prose in brackets stays breakable."""
+    """``text`` with the spaces inside shapes, lists, tuples and calls that fit in ``room`` unbreakable."""
     out, i = [], 0
     while i < len(text):
         end = _closing(text, i) if text[i] in "([" else -1
@@ -118,8 +117,7 @@ def wrong(message: str, hint: str = "") -> Verdict:
 
 
 def checker(judge: Callable[..., Verdict], not_attempted: str = NOT_ATTEMPTED) -> Callable[..., None]:
-    """Wrap ``judge(answer, ...) -> Verdict`` into ``check(answer, ...)`` printing it: ``None`` prints
-    ``not_attempted``, an exception a verdict naming it, never a traceback."""
+    """``judge`` as ``check(answer, ...)``, printing its verdict; ``None`` prints ``not_attempted``."""
 
     @functools.wraps(judge)
     def check(answer: Any = None, *args: Any, **kwargs: Any) -> None:
@@ -153,8 +151,7 @@ def as_number(answer: Any, what: str, *, hint: str) -> float | Verdict:
 
 
 def as_whole(answer: Any, said: str, hint: str) -> int | Verdict:
-    """``answer`` (a whole number, or a one-element tensor holding one) as an int, or a Verdict: ``said`` formatted
-    with the answer, and ``hint``."""
+    """``answer`` (a whole number, maybe in a one-element tensor) as an int, or a Verdict (``said`` formatted)."""
     if isinstance(answer, Tensor) and answer.numel() == 1:
         answer = answer.item()
     if isinstance(answer, bool) or not isinstance(answer, (int, float)) or int(answer) != answer:
@@ -227,8 +224,7 @@ def compare_tensors(
     success: str = "",
     hint: str = "",
 ) -> Verdict:
-    """The learner's tensor against ``expected``; ``likely_mistakes``: cause -> (what that mistake gives,
-    hint), named when the answer equals one; else the shape or the values that differ, with ``hint`` if given."""
+    """The learner's tensor against ``expected``; ``likely_mistakes``: cause -> (what it gives, hint)."""
     try:
         got = answer.detach() if isinstance(answer, Tensor) else torch.as_tensor(answer)
     except Exception:

@@ -94,8 +94,7 @@ MASK_BUILDERS = ("causal_mask", "padding_mask", "blocked_to_keep", "mask_to_addi
 
 
 def library(only: Iterable[str] | None = None, *, skip: Iterable[str] = MASK_BUILDERS) -> Watch:
-    """Every function ``core`` and ``lab`` export but ``skip`` (or only the exports named in ``only``), and every
-    package method of the classes among them, named ``"attn_helpers' <qualified name>"``."""
+    """Every function (and class method) ``core`` and ``lab`` export but ``skip``, or only those in ``only``."""
     names = [*core.__all__, *lab.__all__] if only is None else list(only)
     skip = () if only is not None else tuple(skip)
     entries: dict[Any, str] = {}
@@ -114,8 +113,7 @@ def library(only: Iterable[str] | None = None, *, skip: Iterable[str] = MASK_BUI
 
 
 def _torch_entry_points(layers: Iterable[Any], functions: Iterable[Any], operators: Iterable[str]) -> Watch:
-    """PyTorch's ``layers``, its ``functions`` and each of ``operators`` as ``torch.<name>`` and as
-    ``torch.ops.aten.<name>`` with every overload (those this PyTorch has), all by their public names."""
+    """PyTorch's ``layers``, ``functions`` and ``operators`` (``torch.<name>``, ``torch.ops.aten.<name>.*``)."""
     entries: dict[Any, str] = {layer: f"torch.nn.{layer.__name__}" for layer in layers}
     entries.update({f: f"F.{f.__name__}" for f in functions})
     for name in operators:
@@ -176,8 +174,7 @@ def _importing(frame: Any) -> bool:
 
 def run_watching(fn: Callable[..., Any], args: tuple[Any, ...], watched: Watch, *,
                  only_if: Mapping[Any, Callable[[dict[str, Any]], bool]] | None = None) -> tuple[Any, list[str]]:
-    """``fn(*args)`` and the names of the ``watched`` calls it made, in order. ``only_if`` maps a watched function
-    to a test of the call's arguments that must pass for the call to count. Warnings are silenced."""
+    """``fn(*args)`` and the ``watched`` calls it made; ``only_if``: watched function -> test of its arguments."""
     called: list[str] = []
     tests = {_key(obj): test for obj, test in (only_if or {}).items()}
 

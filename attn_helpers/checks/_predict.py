@@ -18,8 +18,7 @@ PREDICT_NOT_ATTEMPTED = ("⏳ Not attempted yet: write your prediction in the ce
 
 
 def prediction_checker(judge: Callable[..., Verdict] | None = None, *, choices: Sequence[str] = ()) -> Any:
-    """Like :func:`~attn_helpers.checks._core.checker`, but ``None`` points at the prediction's own cell; with
-    ``choices`` the judge gets the prediction as one of them (a wrong word is a verdict)."""
+    """:func:`~._core.checker` pointing ``None`` at the prediction's cell; ``choices``: the words it may be."""
     if judge is None:
         return functools.partial(prediction_checker, choices=choices)
 

@@ -147,8 +147,7 @@ _STEP_RAISED = ("the state is (..., d_k, d_v), with d_k != d_v here: build the o
 
 @checker
 def check_linear_attention_step(answer: Any) -> Verdict:
-    """Exercise 13: ``step(state, normalizer, phi_q, phi_k, v) -> (o, state, normalizer)``, one token of causal
-    linear attention (``state (..., d_k, d_v)``, features already mapped); run with ``d_k != d_v``."""
+    """Exercise 13: ``step(state, normalizer, phi_q, phi_k, v) -> (o, state, normalizer)``, causal linear attention."""
     cases = _seeded_cases(_step_inputs, 11, _STEP_SHAPES, _judge_step, "state")
     return judge_function(answer, cases, watched=_STEP_LIBRARY, example="step(state, normalizer, phi_q, phi_k, v)",
                           raised=_STEP_RAISED,
@@ -201,8 +200,7 @@ _TRANSITION_RAISED = ("k kᵀ for keys with batch axes is k[..., :, None] * k[..
 
 @checker
 def check_delta_transition(answer: Any) -> Verdict:
-    """Exercise 13: ``transition(k, log_decay, beta)``, the gated delta rule's transition ``A_t`` ``(..., d_k, d_k)``,
-    the matrix with ``S_t = A_t S_{t-1} + β_t k_t v_tᵀ``."""
+    """Exercise 13: ``transition(k, log_decay, beta)``, ``A_t (..., d_k, d_k)`` of the gated delta rule."""
     cases = _seeded_cases(_transition_inputs, 21, _TRANSITION_SHAPES, _judge_transition, "k")
     return judge_function(answer, cases, watched=_DELTA_LIBRARY, example="transition(k, log_decay, beta)",
                           raised=_TRANSITION_RAISED,
@@ -217,8 +215,7 @@ def check_delta_transition(answer: Any) -> Verdict:
 @prediction_checker
 def check_state_bytes_prediction(prediction: Any, state_bytes: int | Callable[[], int], d_k: int, d_v: int,
                                  dtype_bytes: int) -> Verdict:
-    """Prediction 13: the bytes of one head's ``S (d_k, d_v)`` and ``z (d_k,)`` after 1,024 tokens (measured, or a
-    function that measures them: :func:`measure_now`)."""
+    """Prediction 13: the bytes of one head's ``S (d_k, d_v)`` and ``z (d_k,)`` after 1,024 tokens."""
     got = as_number(prediction, "your prediction", hint="write one number of bytes, e.g. prediction = 1000.")
     if isinstance(got, Verdict):
         return got
@@ -246,8 +243,7 @@ OVERWRITE_CHOICES = ("old", "new", "old + new")
 
 @prediction_checker
 def check_overwrite_prediction(prediction: Any, reads: dict[str, Tensor], old: Tensor, new: Tensor) -> Verdict:
-    """Prediction 13: one key written with ``old`` then ``new``; a pair ``(linear, delta)`` of what each memory
-    returns (``reads``: measured), each ``"old"``, ``"new"`` or ``"old + new"``."""
+    """Prediction 13: one key written with ``old`` then ``new``; what each memory returns, ``(linear, delta)``."""
     if not isinstance(prediction, (tuple, list)) or len(prediction) != 2:
         return wrong(f"the prediction should be a pair (linear, delta), got {prediction!r:.60}.",
                      'write e.g. prediction = ("old", "new").')

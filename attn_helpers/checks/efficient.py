@@ -80,8 +80,7 @@ _SOFTMAX = Watch({torch.softmax: "torch.softmax", torch.Tensor.softmax: "Tensor.
 
 
 def _block_stream(scores: Tensor, values: Tensor, block_size: int) -> Iterator[tuple[Tensor, Tensor]]:
-    """``(scores block (b,), values block (b, head_dim))`` pairs, one at a time, each written into the
-    same two buffers, as a kernel reuses its on-chip tile: a block kept for later holds the next block's numbers."""
+    """``(scores (b,), values (b, head_dim))`` blocks written into two buffers, as a kernel reuses its tile."""
     s_buffer = torch.empty(block_size, dtype=scores.dtype)  # (block_size,)
     v_buffer = torch.empty(block_size, values.shape[-1], dtype=values.dtype)  # (block_size, head_dim)
     for start in range(0, scores.shape[0], block_size):
@@ -92,9 +91,7 @@ def _block_stream(scores: Tensor, values: Tensor, block_size: int) -> Iterator[t
 
 @checker
 def check_online_softmax_step(answer: Any, scores: Tensor, values: Tensor, block_size: int) -> Verdict:
-    """Exercise 9.2: ``attend_by_blocks(blocks) -> (head_dim,)``, one query's attention output in one pass over the
-    ``(scores, values)`` blocks of :func:`_block_stream` (running max, sum and weighted sum, divided at the end);
-    run on the exercise's query and three more."""
+    """Exercise 9.2: ``attend_by_blocks(blocks) -> (head_dim,)``, one query's output in one pass over the blocks."""
     cases = [(scores, values, block_size)] + [(3 * s + offset, v, b) for seed, n, d, b, offset in _BLOCK_CASES
                                                for s, v in [random_cases(seed, [(n,), (n, d)])]]
 
@@ -175,8 +172,7 @@ def _cache_verdict(results: list[tuple[dict[str, int], int, int]], first: int) -
 @checker
 def check_kv_cache_size(answer: Any, *, num_layers: int, chan: int, num_heads: int, num_kv_heads: int,
                         seq_len: int, dtype_bytes: int) -> Verdict:
-    """Exercise 9: ``cache_bytes(num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes) -> int``, one
-    sequence's KV cache from the query width ``chan``; run on the given sizes and three more models."""
+    """Exercise 9: ``cache_bytes(num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)``, one sequence's."""
     results: list[tuple[dict[str, int], int, int]] = []  # (sizes, the learner's bytes, the right bytes) per case
 
     def judge(got: Any, sizes: dict[str, int]) -> Verdict:
@@ -228,8 +224,7 @@ def _judge_repeat(k: Tensor, heads: int, first: bool) -> Any:
 
 @checker
 def check_repeat_kv(answer: Any, k: Tensor, num_heads: int) -> Verdict:
-    """Exercise 9: ``repeat_heads(k (B, G, N, d), num_heads) -> (B, H, N, d)``, query head ``h`` getting key/value
-    head ``h // (H / G)``; run on ``k`` and three more shapes (multi-query, ``G = H``, 4 per group)."""
+    """Exercise 9: ``repeat_heads(k (B, G, N, d), num_heads) -> (B, H, N, d)``, key/value head ``h // (H / G)``."""
     g = torch.Generator().manual_seed(5)
     cases = [(k, num_heads)] + [(torch.randn(B, G, N, d, generator=g), H) for B, G, N, d, H in _REPEAT_CASES]
     return judge_function(
@@ -288,8 +283,7 @@ def _recording(model: Any) -> tuple[Any, list[tuple[str, int, Tensor, Any]]]:
 
 @checker
 def check_generate_with_cache(answer: Any, model: Any, prompt: Tensor, num_new: int) -> Verdict:
-    """Exercise 9: ``generate_with_cache(model, prompt, num_new) -> (B, N_prompt + num_new)``, greedy decoding with
-    one prefill of a ``KVCache`` then one token per ``model.step``; compared with the uncached loop and its calls."""
+    """Exercise 9: ``generate_with_cache(model, prompt, num_new)``, greedy decoding: one prefill, then one token."""
     expected = generate_greedy(model, prompt, num_new, use_cache=False)  # (B, N_prompt + num_new)
     recorder, calls = _recording(model)
     with torch.no_grad():

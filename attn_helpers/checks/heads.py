@@ -171,8 +171,7 @@ _WORK_SHAPES_OUT = ("work the shapes out from the sizes: head_dim = chan // num_
 
 @checker
 def check_head_shapes(answer: Any) -> Verdict:
-    """Exercise 5.4: ``head_shapes(B, N, dim, chan, num_heads)`` -> ``{"head_dim", "qkv_heads", "scores"}`` of
-    walkthrough 000's ``Attention``, at four sizes; running a layer is refused: the shapes are to be worked out."""
+    """Exercise 5.4: ``head_shapes(B, N, dim, chan, num_heads)`` -> ``{"head_dim", "qkv_heads", "scores"}``."""
     return judge_function(
         answer, [((B, N, dim, chan, H), f"for B={B}, N={N}, dim={dim}, chan={chan}, num_heads={H}",
                   _judge_head_shapes(B, N, dim, chan, H)) for B, N, dim, chan, H in _SHAPE_CASES],
@@ -354,8 +353,7 @@ def _judge_multi_head(num_heads: int, q: Tensor, k: Tensor, v: Tensor) -> Callab
 
 @checker
 def check_multi_head_function(answer: Callable[[Tensor, Tensor, Tensor, int], Tensor]) -> Verdict:
-    """Exercise 5.6: ``multi_head(q, k, v, num_heads) -> (B, N, chan)``: split, attend in every head (an SDPA is
-    allowed), merge; on four cases (1 to 4 heads). The library's split, merge and whole layers are refused."""
+    """Exercise 5.6: ``multi_head(q, k, v, num_heads) -> (B, N, chan)``: split, attend (an SDPA is allowed), merge."""
     g = torch.Generator().manual_seed(5)
     cases = []
     for B, N, chan, h in ((2, 5, 10, 2), (3, 4, 12, 3), (1, 6, 16, 4), (2, 3, 6, 1)):  # the first: several heads

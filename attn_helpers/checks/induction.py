@@ -116,8 +116,7 @@ def _score_cases() -> list:
 
 @checker
 def check_induction_scores(answer: Any) -> Verdict:
-    """Exercise 14: ``(weights (B, L, H, N, N), tokens (B, N)) -> (L, H)``, the weight after earlier copies of
-    each query's token, averaged over the queries with one (pooled over sequences)."""
+    """Exercise 14: ``(weights (B, L, H, N, N), tokens (B, N)) -> (L, H)``, the weight after earlier copies."""
     return judge_function(
         answer, _score_cases(), watched=library(("induction_scores", "induction_pattern", "previous_token_scores"))
         | Watch({_scores: "the checker's own reference, _scores"}),  # what already computes the score or pattern
@@ -185,8 +184,7 @@ _LOSS_MISTAKES = {
 
 @checker
 def check_knockout_loss(answer: Any, model: TinyAttentionModel) -> Verdict:
-    """Exercise 14: ``knockout_loss(model, tokens, layer, head) -> float``, the repeated part's next-token
-    loss with that head knocked out, for every head of ``model`` on new sequences and of an untrained model."""
+    """Exercise 14: ``knockout_loss(model, tokens, layer, head) -> float``, the repeated part's loss without it."""
     if not isinstance(model, TinyAttentionModel) or not model.causal:
         raise TypeError("model must be a causal TinyAttentionModel")
     with local_random(14):  # an untrained model of 3 causal rotary layers of 4 heads, 24 tokens of 12 kinds

@@ -29,9 +29,8 @@ _ENTRY_SIZES = ((2, 3, 12, 3), (1, 5, 8, 4), (3, 2, 10, 1), (2, 4, 18, 2))  # (B
 
 @checker
 def check_qkv_entry(answer: Any) -> Verdict:
-    """Exercise 7.1: ``source(part, b, h, n, e, chan, num_heads) -> (batch, token, feature)``, the ``qkv`` entry
-    ``qkv_heads[part, b, h, n, e]`` holds, on every entry at four sizes; any PyTorch or NumPy call is refused (a
-    tensor laid out like ``qkv_heads`` would look the answer up)."""
+    """Exercise 7.1: ``source(part, b, h, n, e, chan, num_heads)``, the ``qkv`` index ``qkv_heads[part, b, h, n, e]``
+    holds; any PyTorch or NumPy call is refused (a tensor laid out like ``qkv_heads`` would look the answer up)."""
     follow = "follow one number through reshape(B, N, 3, H, head_dim) and then permute(2, 0, 3, 1, 4)."
     cases = []
     for B, N, chan, H in _ENTRY_SIZES:
@@ -96,8 +95,7 @@ _COUNT_SIZES = ((8, 2), (64, 4), (200, 5), (768, 12))  # (d_model, num_heads): a
 
 @checker
 def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
-    """Exercise 7: ``answer(d_model, num_heads)``, ``MultiHeadAttention``'s parameter count from a formula, at the
-    sizes of ``module`` (the lesson's layer) and four more; building a layer or reading its parameters is refused."""
+    """Exercise 7: ``answer(d_model, num_heads)``, ``MultiHeadAttention``'s parameter count from a formula."""
     d, H = module.d_model, module.num_heads
     expected = sum(p.numel() for p in module.parameters())
     if not callable(answer):
@@ -298,8 +296,7 @@ _WRITE_IT = ("write each step with nn.Linear and tensor operations (reshape, tra
 @checker
 def check_mha_class(answer: Any) -> Verdict:
     """Exercise 7: a class ``answer(d_model, num_heads)`` with ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``,
-    given a ``MultiHeadAttention``'s parameters and compared with it and ``nn.MultiheadAttention`` at four sizes;
-    a class that is, holds or calls a library's attention is refused."""
+    given a ``MultiHeadAttention``'s parameters and compared with it and ``nn.MultiheadAttention``."""
     if not (isinstance(answer, type) and issubclass(answer, nn.Module)):
         return wrong(f"the answer should be your class (an nn.Module subclass, not an instance), got {answer!r}.",
                      "end the cell with answer = MyMultiHeadAttention (the class itself, no parentheses).")

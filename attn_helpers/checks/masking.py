@@ -105,8 +105,7 @@ def _judge_axis(scores_t: Tensor) -> Callable[[Any], Verdict]:
 
 @checker
 def check_softmax_axis(answer: Any) -> Verdict:
-    """Exercise 3: ``my_weights(scores_t (..., N_k, N_q))``, the weights in the same layout, on 1 to 3
-    axes in front (N_k != N_q)."""
+    """Exercise 3: ``my_weights(scores_t (..., N_k, N_q))``, the weights in the same layout."""
     cases = []
     for scores_t, axes in zip(random_cases(33, [(2, 3, 5, 4), (3, 6, 2), (2, 2, 3, 4, 6)]),
                               ("(B, H, N_k, N_q)", "(B, N_k, N_q)", "(B, H, 3, N_k, N_q)")):

@@ -57,8 +57,7 @@ def _judge_rows(weight: Tensor, bias: Tensor, h: int, heads: int) -> Any:
 @checker
 def check_head_rows(answer: Callable[..., tuple[Tensor, Tensor]], q_proj: torch.nn.Linear, x: Tensor,
                     num_heads: int) -> Verdict:
-    """Exercise 11.2: ``head_rows(weight, bias, h, num_heads) -> (W_h, b_h)``, the rows of a ``Linear(hidden,
-    hidden)`` that make head ``h``, for every head of ``q_proj`` and of two made-up sizes."""
+    """Exercise 11.2: ``head_rows(weight, bias, h, num_heads) -> (W_h, b_h)``, the rows that make head ``h``."""
     g = torch.Generator().manual_seed(11)
     layers = [(q_proj.weight.detach(), q_proj.bias.detach(), num_heads), *(
         (torch.randn(hidden, hidden, generator=g), torch.randn(hidden, generator=g), heads) for hidden, heads in
@@ -78,8 +77,7 @@ def check_head_rows(answer: Callable[..., tuple[Tensor, Tensor]], q_proj: torch.
 
 @checker
 def check_keep_mask(answer: Callable[[Tensor], Tensor], attention_mask: Tensor) -> Verdict:
-    """Exercise 11.3: ``keep_mask(attention_mask (B, N)) -> (B, 1, N)`` boolean, True = may attend (``(B, 1, 1, N)``
-    too), on ``attention_mask`` and three batches, one padded on the left."""
+    """Exercise 11.3: ``keep_mask(attention_mask (B, N)) -> (B, 1, N)`` (or ``(B, 1, 1, N)``), True = may attend."""
     how = "compare attention_mask with 1 yourself and insert the query axis: (B, N) -> (B, 1, N)."
     masks = [attention_mask, torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]), torch.tensor([[1, 1, 0], [1, 0, 0],
              [1, 1, 1]]), torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1], [0, 1, 1, 1]])]  # the last padded on the left

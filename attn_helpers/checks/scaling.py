@@ -48,8 +48,7 @@ def _judge_scores(q: Tensor, k_t: Tensor) -> Callable[[Any], Verdict]:
 
 @checker
 def check_scaled_scores(answer: Any) -> Verdict:
-    """Exercise 2: ``my_scores(q, k_t)`` with keys stored transposed, on three pairs (d_k, N_q, N_k
-    all different); a library's attention is refused."""
+    """Exercise 2: ``my_scores(q, k_t)``, the scaled scores with the keys stored transposed."""
     cases = []
     for q, k_t in ((random_cases(22, [(2, 4, 6), (2, 6, 5)])), random_cases(23, [(3, 8), (8, 2)]),
                    random_cases(24, [(2, 3, 5, 4), (2, 3, 4, 7)])):
@@ -167,8 +166,7 @@ ENTROPY_WATCH = LIBRARY_ATTENTION | Watch({
 
 @checker
 def check_row_entropy(answer: Any) -> Verdict:
-    """Exercise 2.4: ``my_entropy(weights (..., N_k))`` in nats, ``0 · log 0`` counted as 0; the library's
-    attention and ready-made entropies (:data:`ENTROPY_WATCH`) are refused."""
+    """Exercise 2.4: ``my_entropy(weights (..., N_k))`` in nats, ``0 · log 0`` counted as 0."""
     cases = []
     for s in random_cases(24, [(3, 5), (4, 4), (2, 3, 6)]):  # softmax rows, about a third of the keys blocked
         blocked = torch.rand(s.shape, generator=torch.Generator().manual_seed(24)) < 0.35  # (..., N_k)

@@ -51,8 +51,7 @@ def _judge_skip(v_heads: Tensor, projected: Tensor) -> Any:
 
 @checker
 def check_skip_through_v(answer: Any) -> Verdict:
-    """Exercise 6.2: ``walkthrough_output(v_heads, projected)``, walkthrough 000's ``projected + v`` with
-    ``v_heads (B, H, N, head_dim)`` merged to ``(B, N, chan)``, at three sizes; ``merge_heads`` is refused."""
+    """Exercise 6.2: ``walkthrough_output(v_heads, projected)``, walkthrough 000's ``projected + v``, merged."""
     g = torch.Generator().manual_seed(62)
     cases = []
     for B, H, N, head_dim in _SKIP_SIZES:
@@ -99,8 +98,7 @@ def _grad_norm(output: Tensor, params: list[Tensor]) -> float:
 
 @checker
 def check_layer_grad(answer: Any) -> Verdict:
-    """Exercise 6.3: ``grad_at_layer(stack, x, L, layer)``, the norm of the gradient of ``||x_L||`` over layer
-    ``layer``'s parameters (from 1), on a 3-layer stack under each wiring, to a relative 1e-6."""
+    """Exercise 6.3: ``grad_at_layer(stack, x, L, layer)``, the gradient norm of ``||x_L||`` at layer ``layer``."""
     with local_random(606):  # seeded without touching the notebook's random state
         stack = AttentionStack(3, 8, 8, 2).double()
         x = torch.randn(2, 5, 8, dtype=torch.float64)  # (B, N, dim)

@@ -104,8 +104,7 @@ def _judge_sinks(scores: Tensor, sinks: Tensor) -> Callable[[Any], Verdict]:
 
 @checker
 def check_sink_softmax(answer: Any) -> Verdict:
-    """Exercise 12: ``sink_softmax(scores (B, H, N_q, N_k), sinks (H,))``, each row's softmax with one more
-    logit ``sinks[h]``, whose weight is dropped; also on masked rows."""
+    """Exercise 12: ``sink_softmax(scores (B, H, N_q, N_k), sinks (H,))``, with one more logit per head, dropped."""
     g = torch.Generator().manual_seed(121)
     cases = []
     for shape, H in (((2, 3, 4, 6), 3), ((1, 5, 3, 3), 5), ((3, 2, 5, 7), 2)):

@@ -69,8 +69,7 @@ def _judge_pattern(N: int) -> Any:
 
 @checker
 def check_previous_token_pattern(answer: Any, task: PreviousTokenTask) -> Verdict:
-    """Exercise 8: ``previous_token_pattern(n) -> (n, n)``, row ``i`` one-hot at key ``(i - 1) mod n``, for
-    ``n = task.seq_len``, 3 and 9."""
+    """Exercise 8: ``previous_token_pattern(n) -> (n, n)``, row ``i`` one-hot at key ``(i - 1) mod n``."""
     if not isinstance(task, PreviousTokenTask):
         raise TypeError(f"task must be a PreviousTokenTask, got {type(task).__name__}")
     return judge_function(
@@ -85,8 +84,7 @@ def check_previous_token_pattern(answer: Any, task: PreviousTokenTask) -> Verdic
 
 @checker
 def check_pattern_match(answer: Any, weights: Tensor, ideal: Tensor) -> Verdict:
-    """Exercise 8: ``match(weights (H, N, N), ideal (N, N)) -> (H,)``, the weight on the ideal key averaged over the
-    rows with a target; run on the given heads and on a lookup sequence whose pair rows have none."""
+    """Exercise 8: ``match(weights (H, N, N), ideal (N, N)) -> (H,)``, the weight on the ideal key, averaged."""
     task, g = LookupTask(), torch.Generator().manual_seed(8)
     tokens, _ = task.sample(1, g)  # (1, N): a lookup sequence, whose pair rows have no target
     cases = (("the step-10 heads of the previous-token run", weights, ideal),
@@ -210,8 +208,7 @@ _KNOCKOUT_ONLY_IF = {TinyAttentionModel: lambda args: args.get("keep_heads") is 
 
 @checker
 def check_knockout(answer: Any, model: TinyAttentionModel, tokens: Tensor) -> Verdict:
-    """Exercise 8: ``without_head(model, tokens, layer, head) -> (B, N, C)``, the logits with one head zeroed before
-    its layer's projection, for every head of ``model`` and of a 3-layer model; ``keep_heads`` is refused."""
+    """Exercise 8: ``without_head(model, tokens, layer, head) -> (B, N, C)``, the logits without that head."""
     if not isinstance(model, TinyAttentionModel) or model.wiring != "identity" or model.position_scheme != "learned":
         raise TypeError("model must be a TinyAttentionModel with wiring='identity' and learned positions")
     task = LookupTask(num_pairs=tokens.shape[1] // 2)

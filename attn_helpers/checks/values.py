@@ -166,8 +166,7 @@ def _judge_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None
 
 @checker
 def check_attention_function(answer: Any) -> Verdict:
-    """Exercise 4: ``my_attention(q, k, v, mask=None)``, ``softmax(q @ k^T / sqrt(d_k)) @ v`` with an optional keep
-    mask, on self- and cross-attention, a heads axis and a causal mask."""
+    """Exercise 4: ``my_attention(q, k, v, mask=None)``, ``softmax(q @ k^T / sqrt(d_k)) @ v``, masked if given."""
     g = torch.Generator().manual_seed(4)
     r = lambda *shape: torch.randn(*shape, generator=g)  # noqa: E731
     cases = [("self-attention, q, k, v of shape (2, 5, 8)", (r(2, 5, 8), r(2, 5, 8), r(2, 5, 8))),
