@@ -247,9 +247,10 @@ def check_dropout_prediction(choice: str, weights_train: Tensor, weights_eval: T
 _MHA_CONFIGS = ((2, 5, 8, 2), (3, 7, 12, 3), (1, 4, 6, 1), (2, 6, 16, 4))  # (B, N, d_model, num_heads)
 
 
-def _variant(layer: MultiHeadAttention, x: Tensor, *, scale: float | None = None, split_transpose: bool = True,
+def _variant(layer: MultiHeadAttention, x: Tensor, *, scale: Any = None, split_transpose: bool = True,
              merge_transpose: bool = True, softmax_dim: int = -1, out_proj: bool = True, skip: bool = False) -> Tensor:
-    """``layer(x)`` computed step by step, with one step changed the way a typical mistake changes it."""
+    """``layer(x)`` computed step by step, with one step changed the way a typical mistake changes it (``scale``: a
+    number, or a function of ``d_model`` and ``head_dim`` giving it)."""
     B, N, d_model = x.shape
     H, hd = layer.num_heads, layer.head_dim
 
@@ -257,7 +258,8 @@ def _variant(layer: MultiHeadAttention, x: Tensor, *, scale: float | None = None
         return t.reshape(B, N, H, hd).transpose(1, 2) if split_transpose else t.reshape(B, H, N, hd)
 
     q, k, v = (split(proj(x)) for proj in (layer.q_proj, layer.k_proj, layer.v_proj))
-    scores = q @ k.transpose(-2, -1) * (hd ** -0.5 if scale is None else scale)  # (B, H, N, N)
+    scale = hd ** -0.5 if scale is None else scale(d_model, hd) if callable(scale) else scale
+    scores = q @ k.transpose(-2, -1) * scale  # (B, H, N, N)
     heads = scores.softmax(dim=softmax_dim) @ v  # (B, H, N, head_dim)
     merged = heads.transpose(1, 2).reshape(B, N, d_model) if merge_transpose else heads.reshape(B, N, d_model)
     out = layer.out_proj(merged) if out_proj else merged  # (B, N, d_model)
@@ -348,11 +350,8 @@ def check_mha_class(answer: Any) -> Verdict:
             return wrong(f"on x of shape {[B, N, d_model]} with {num_heads} heads your layer returned shape "
                          f"{list(got.shape)}, expected {list(expected.shape)}.",
                          "merge the heads back to (B, N, d_model) before out_proj.")
-        hd = d_model // num_heads
         with torch.no_grad():
-            mistakes = {cause: (_variant(reference, x, **{key: value(d_model, hd) if callable(value) else value
-                                                           for key, value in change.items()}), hint)
-                        for cause, change, hint in _MHA_MISTAKES}
+            mistakes = {cause: (_variant(reference, x, **change), hint) for cause, change, hint in _MHA_MISTAKES}
         verdict = compare_tensors(got, expected, name=f"with d_model={d_model}, {num_heads} heads, your output",
                                   likely_mistakes=mistakes, atol=1e-5, rtol=1e-4,
                                   hint="print the shape after every line and compare with the shape trace of 7.2.")

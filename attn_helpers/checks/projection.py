@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from ._core import Verdict, checker, compare_tensors, correct, judge_shape, wrong
-from ._function import judge_function
+from ._function import judge_function, random_cases
 from ._guard import Watch
 from ._predict import prediction_checker
 
@@ -87,11 +87,9 @@ def _judge_split(qkv: Tensor) -> Callable[[Any], Verdict]:
 @checker
 def check_split_qkv(answer: Any) -> Verdict:
     """Exercise 1: ``my_split(qkv (..., 3 * chan)) -> (q, k, v)`` for any ``chan``, on three inputs."""
-    generator = torch.Generator().manual_seed(13)
     # the first input's axis 0 (8) is longer than its chan (6): a split along it cuts, and the verdict can say so
-    inputs = [torch.randn(*shape, generator=generator) for shape in ((8, 4, 18), (30,), (2, 3, 2, 15))]
     cases = [((qkv,), f"for qkv of shape {tuple(qkv.shape)} (chan = {qkv.shape[-1] // 3})", _judge_split(qkv))
-             for qkv in inputs]
+             for qkv in random_cases(13, ((8, 4, 18), (30,), (2, 3, 2, 15)))]
     return judge_function(answer, cases, watched=Watch(), example="my_split(qkv)",
                           lines="chan is a third of qkv's last axis; cut that axis into three blocks of chan.",
                           success="for three widths (chan 6, 10 and 5) and zero to two axes in front, q, k and v "
@@ -108,8 +106,7 @@ def check_key_layer(answer: Any, fused: nn.Linear, chan: int) -> Verdict:
     if (answer.in_features, answer.out_features) != (dim, chan):
         return wrong(f"your layer maps {answer.in_features} -> {answer.out_features} features; the keys need "
                      f"{dim} -> {chan}.", "nn.Linear(in_features=dim, out_features=chan).")
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(2, 5, dim, generator=g)  # (B, N, dim)
+    [x] = random_cases(0, [(2, 5, dim)])  # (B, N, dim)
     with torch.no_grad():
         blocks = fused(x).split(chan, dim=-1)  # 3 x (B, N, chan)
         got = answer(x)  # (B, N, chan)
