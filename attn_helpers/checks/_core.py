@@ -16,8 +16,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["LINE_WIDTH", "Verdict", "as_letter", "as_number", "as_shape", "as_whole", "checker", "columns", "compare_tensors",
-           "correct", "error_text", "fit_lines", "judge_shape", "not_a_function", "say", "wrong", "NOT_ATTEMPTED"]
+__all__ = ["LINE_WIDTH", "Verdict", "as_letter", "as_number", "as_shape", "as_whole", "checker", "columns",
+           "compare_tensors", "correct", "error_text", "fit_lines", "judge_shape", "not_a_function", "say", "wrong",
+           "NOT_ATTEMPTED"]
 
 NOT_ATTEMPTED = "⏳ Not attempted yet: replace None with your answer and run the cell again."
 
