@@ -114,10 +114,8 @@ def check_split_heads(answer: Callable[[Tensor, int], Tensor]) -> Verdict:
 @checker
 def check_merge_heads(answer: Callable[[Tensor], Tensor]) -> Verdict:
     """Exercise 5: ``my_merge(heads)``, ``(B, H, N, head_dim) -> (B, N, chan)``, on four inputs (1 to 4 heads)."""
-    cases = []
-    for x, num_heads in _split_cases():
-        heads = split_heads(x, num_heads).contiguous()  # (B, H, N, head_dim), stored like a head's output
-        cases.append(((heads,), x, _merge_mistakes(heads), f"heads {list(heads.shape)}"))
+    cases = [((heads,), x, _merge_mistakes(heads), f"heads {list(heads.shape)}") for x, num_heads in _split_cases()
+             for heads in [split_heads(x, num_heads).contiguous()]]  # (B, H, N, head_dim), stored like a head's output
     return _judge_reshaping(
         answer, cases, what="merge", example="my_merge(heads)",
         lines="swap the heads and tokens axes back, then join (H, head_dim) into one axis with a reshape "

@@ -106,10 +106,9 @@ def _judge_axis(scores_t: Tensor) -> Callable[[Any], Verdict]:
 @checker
 def check_softmax_axis(answer: Any) -> Verdict:
     """Exercise 3: ``my_weights(scores_t (..., N_k, N_q))``, the weights in the same layout."""
-    cases = []
-    for scores_t, axes in zip(random_cases(33, [(2, 3, 5, 4), (3, 6, 2), (2, 2, 3, 4, 6)]),
-                              ("(B, H, N_k, N_q)", "(B, N_k, N_q)", "(B, H, 3, N_k, N_q)")):
-        cases.append(((scores_t,), f"for scores_t of shape {axes} = {tuple(scores_t.shape)}", _judge_axis(scores_t)))
+    cases = [((scores_t,), f"for scores_t of shape {axes} = {tuple(scores_t.shape)}", _judge_axis(scores_t))
+             for scores_t, axes in zip(random_cases(33, [(2, 3, 5, 4), (3, 6, 2), (2, 2, 3, 4, 6)]),
+                                       ("(B, H, N_k, N_q)", "(B, N_k, N_q)", "(B, H, 3, N_k, N_q)"))]
     return judge_function(answer, cases, watched=LIBRARY_ATTENTION, example="my_weights(scores_t)",
                           lines="torch.softmax(scores_t, dim=...) over the keys, counted from the end so that it is "
                                 "the keys whatever comes in front.",

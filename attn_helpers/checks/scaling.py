@@ -49,10 +49,9 @@ def _judge_scores(q: Tensor, k_t: Tensor) -> Callable[[Any], Verdict]:
 @checker
 def check_scaled_scores(answer: Any) -> Verdict:
     """Exercise 2: ``my_scores(q, k_t)``, the scaled scores with the keys stored transposed."""
-    cases = []
-    for q, k_t in ((random_cases(22, [(2, 4, 6), (2, 6, 5)])), random_cases(23, [(3, 8), (8, 2)]),
-                   random_cases(24, [(2, 3, 5, 4), (2, 3, 4, 7)])):
-        cases.append(((q, k_t), f"for q {tuple(q.shape)} and k_t {tuple(k_t.shape)}", _judge_scores(q, k_t)))
+    cases = [((q, k_t), f"for q {tuple(q.shape)} and k_t {tuple(k_t.shape)}", _judge_scores(q, k_t))
+             for q, k_t in (random_cases(22, [(2, 4, 6), (2, 6, 5)]), random_cases(23, [(3, 8), (8, 2)]),
+                            random_cases(24, [(2, 3, 5, 4), (2, 3, 4, 7)]))]
     return judge_function(answer, cases, watched=LIBRARY_ATTENTION, example="my_scores(q, k_t)",
                           lines="k_t is already (..., d_k, N_k), so it needs no transpose; divide the product by the "
                                 "square root of a query's width.",
