@@ -16,9 +16,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["LINE_WIDTH", "Verdict", "as_letter", "as_number", "as_shape", "as_whole", "checker", "columns",
-           "compare_tensors", "correct", "error_text", "fit_lines", "judge_shape", "not_a_function", "say", "wrong",
-           "NOT_ATTEMPTED"]
+__all__ = ["LINE_WIDTH", "Unreadable", "Verdict", "as_letter", "as_number", "as_shape", "as_whole", "checker",
+           "columns", "compare_tensors", "correct", "error_text", "fit_lines", "judge_shape", "not_a_function", "say",
+           "wrong", "NOT_ATTEMPTED"]
 
 NOT_ATTEMPTED = "⏳ Not attempted yet: replace None with your answer and run the cell again."
 
@@ -109,6 +109,11 @@ class Verdict:
         return head + "\n" + fit_lines(f"{INDENT}Hint: {self.hint}", indent=INDENT + " " * len("Hint: "))
 
 
+class Unreadable(Exception):
+    """Raised by a parser (:func:`as_number`, :func:`as_shape`, ...) with the message and hint of the verdict on an
+    answer it cannot read (:func:`checker` and :func:`~._function.judge_function` return that verdict)."""
+
+
 def correct(message: str = "") -> Verdict:
     return Verdict(True, message)
 
@@ -127,6 +132,8 @@ def checker(judge: Callable[..., Verdict], not_attempted: str = NOT_ATTEMPTED) -
     def judgement(answer: Any, *args: Any, **kwargs: Any) -> Verdict:
         try:
             return judge(answer, *args, **kwargs)
+        except Unreadable as unreadable:
+            return wrong(*unreadable.args)
         except Exception as problem:  # the learner sees words, not a traceback
             return wrong(f"this answer could not be checked ({type(problem).__name__}: {problem}).",
                          "check that the answer is the kind of object the exercise asks for.")
@@ -140,36 +147,36 @@ def say(outcome: Verdict | str) -> None:
     print(outcome if isinstance(outcome, Verdict) else fit_lines(outcome))
 
 
-def as_number(answer: Any, what: str, *, hint: str) -> float | Verdict:
-    """``answer`` (a number or a one-element tensor) as a float, or a Verdict (``hint``: how to get one)."""
+def as_number(answer: Any, what: str, *, hint: str) -> float:
+    """``answer`` (a number or a one-element tensor) as a float (``hint``: how to get one)."""
     if isinstance(answer, Tensor):
         if answer.numel() != 1:
-            return wrong(f"{what} should be one number, got a tensor of shape {list(answer.shape)}.", hint)
+            raise Unreadable(f"{what} should be one number, got a tensor of shape {list(answer.shape)}.", hint)
         answer = answer.item()
     if isinstance(answer, bool) or not isinstance(answer, (int, float)):
-        return wrong(f"{what} should be a number, got {answer!r}.", "write a number or an expression that gives one.")
+        raise Unreadable(f"{what} should be a number, got {answer!r}.", "write a number or an expression that gives one.")
     return float(answer)
 
 
-def as_whole(answer: Any, said: str, hint: str) -> int | Verdict:
-    """``answer`` (a whole number, maybe in a one-element tensor) as an int, or a Verdict (``said`` formatted)."""
+def as_whole(answer: Any, said: str, hint: str) -> int:
+    """``answer`` (a whole number, maybe in a one-element tensor) as an int (``said``: formatted with it)."""
     if isinstance(answer, Tensor) and answer.numel() == 1:
         answer = answer.item()
     if isinstance(answer, bool) or not isinstance(answer, (int, float)) or int(answer) != answer:
-        return wrong(said.format(answer), hint)
+        raise Unreadable(said.format(answer), hint)
     return int(answer)
 
 
 _WRITE_SHAPE = "write it like [13, 4, 100, 16], one number per axis."
 
 
-def as_shape(answer: Any, what: str = "the shape", *, hint: str = _WRITE_SHAPE) -> list[int] | Verdict:
-    """A shape (a list or tuple of whole numbers, a ``torch.Size``) as a list of ints, or a Verdict."""
+def as_shape(answer: Any, what: str = "the shape", *, hint: str = _WRITE_SHAPE) -> list[int]:
+    """A shape (a list or tuple of whole numbers, a ``torch.Size``) as a list of ints."""
     if isinstance(answer, Tensor) or isinstance(answer, (str, bytes)) or not hasattr(answer, "__iter__"):
-        return wrong(f"{what} should be a shape: a list or tuple of ints, got {answer!r}.", hint)
+        raise Unreadable(f"{what} should be a shape: a list or tuple of ints, got {answer!r}.", hint)
     values = list(answer)
     if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values):  # 13.0 is no size
-        return wrong(f"{what} should hold whole numbers only, got {values!r}.", hint)
+        raise Unreadable(f"{what} should hold whole numbers only, got {values!r}.", hint)
     return [int(v) for v in values]
 
 
@@ -180,20 +187,20 @@ def judge_shape(answer: Any, expected: list[int], *, what: str = "the shape", hi
     mistake (shape -> (what it is, hint)); the right sizes in the wrong order (``order``: its hint, if asked); else
     ``other`` (what it is, hint). A wrong shape's message starts with ``prefix``."""
     shape = as_shape(answer, what, hint=hint)
-    if isinstance(shape, Verdict) or shape == expected:
-        return correct(success) if shape == expected else shape
+    if shape == expected:
+        return correct(success)
     said, its_hint = known.get(tuple(shape), other)
     if tuple(shape) not in known and order is not None and sorted(shape) == sorted(expected):
         said, its_hint = "has the right sizes in the wrong order.", order
     return wrong(f"{prefix}{shape} {said}", its_hint)
 
 
-def as_letter(answer: Any, options: Mapping[str, str]) -> str | Verdict:
-    """The option letter the learner chose (``"b"``, ``"B"`` and ``"(b)"`` all mean ``"b"``), or a Verdict."""
+def as_letter(answer: Any, options: Mapping[str, str]) -> str:
+    """The option letter the learner chose (``"b"``, ``"B"`` and ``"(b)"`` all mean ``"b"``)."""
     letters = sorted(options)
     if not isinstance(answer, str) or answer.strip().strip("()").lower() not in options:
-        return wrong(f"the answer should be one of the letters {letters} as a string, got {answer!r}.",
-                     f"write e.g. answer = {letters[0]!r}.")
+        raise Unreadable(f"the answer should be one of the letters {letters} as a string, got {answer!r}.",
+                         f"write e.g. answer = {letters[0]!r}.")
     return answer.strip().strip("()").lower()
 
 

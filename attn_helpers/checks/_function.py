@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ._core import Verdict, as_whole, correct, error_text, not_a_function, wrong
+from ._core import Unreadable, Verdict, as_whole, correct, error_text, not_a_function, wrong
 from ._guard import Watch, run_watching
 
 #: One input of the learner's function: ``(arguments (a tuple, or a mapping of names), what they are in words,
@@ -48,7 +48,10 @@ def judge_function(answer: Any, cases: Sequence[Case], *, watched: Watch, exampl
                 f"example; {lines}"))
         if called:
             return wrong(calls.format(called[0], refusal), lines)
-        verdict = judge(got)
+        try:
+            verdict = judge(got)
+        except Unreadable as unreadable:  # a result the judge cannot read
+            verdict = wrong(*unreadable.args)
         if not verdict.ok:
             return wrong(f"{where}{verdict.message}", verdict.hint)
     return correct(success() if callable(success) else success)

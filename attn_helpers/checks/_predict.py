@@ -7,7 +7,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from ._core import Verdict, checker, wrong
+from ._core import Unreadable, Verdict, checker
 
 __all__ = ["PREDICT_NOT_ATTEMPTED", "as_choice", "measure_now", "prediction_checker"]
 
@@ -24,8 +24,7 @@ def prediction_checker(judge: Callable[..., Verdict] | None = None, *, choices: 
 
     @functools.wraps(judge)
     def parsed(prediction: Any, *args: Any, **kwargs: Any) -> Verdict:
-        choice = as_choice(prediction, choices) if choices else prediction
-        return choice if isinstance(choice, Verdict) else judge(choice, *args, **kwargs)
+        return judge(as_choice(prediction, choices) if choices else prediction, *args, **kwargs)
 
     return checker(parsed, PREDICT_NOT_ATTEMPTED)
 
@@ -37,12 +36,12 @@ def measure_now(value: T | Callable[[], T]) -> T:
     return value() if callable(value) else value
 
 
-def as_choice(prediction: Any, choices: Sequence[str]) -> str | Verdict:
-    """``prediction`` as one of ``choices`` (case and surrounding spaces ignored), or a Verdict saying why not."""
+def as_choice(prediction: Any, choices: Sequence[str]) -> str:
+    """``prediction`` as one of ``choices`` (case and surrounding spaces ignored)."""
     if isinstance(prediction, str):
         for choice in choices:
             if prediction.strip().lower() == choice.lower():
                 return choice
     options = ", ".join(repr(c) for c in choices)
-    return wrong(f"the prediction should be one of {options}, got {prediction!r}.",
-                 "write one of the options as a string, in quotes.")
+    raise Unreadable(f"the prediction should be one of {options}, got {prediction!r}.",
+                     "write one of the options as a string, in quotes.")

@@ -49,8 +49,8 @@ def _judge_latent(sizes: dict[str, int]) -> Any:
 
     def judge(got: Any) -> Verdict:
         got = whole_bytes(got)
-        if isinstance(got, Verdict) or got == expected:
-            return got if isinstance(got, Verdict) else correct()
+        if got == expected:
+            return correct()
         if got in mistakes:
             cause, hint = mistakes[got]
             return wrong(f"{got:,} bytes, expected {expected:,}: matches what you get when {cause}.", hint)
@@ -217,8 +217,6 @@ def check_state_bytes_prediction(prediction: Any, state_bytes: int | Callable[[]
                                  dtype_bytes: int) -> Verdict:
     """Prediction 13: the bytes of one head's ``S (d_k, d_v)`` and ``z (d_k,)`` after 1,024 tokens."""
     got = as_number(prediction, "your prediction", hint="write one number of bytes, e.g. prediction = 1000.")
-    if isinstance(got, Verdict):
-        return got
     state_bytes = measure_now(state_bytes)
     explain = (f"measured: {state_bytes:,} bytes = ({d_k}·{d_v} + {d_k}) numbers × {dtype_bytes} bytes, whatever "
                "the number of tokens.")
@@ -248,9 +246,6 @@ def check_overwrite_prediction(prediction: Any, reads: dict[str, Tensor], old: T
         return wrong(f"the prediction should be a pair (linear, delta), got {prediction!r:.60}.",
                      'write e.g. prediction = ("old", "new").')
     choices = [as_choice(p, OVERWRITE_CHOICES) for p in prediction]
-    for choice in choices:
-        if isinstance(choice, Verdict):
-            return choice
     candidates = {"old": old, "new": new, "old + new": old + new}
     happened = {name: min(candidates, key=lambda c: (read - candidates[c]).norm().item()) for name, read in reads.items()}
     measured = f"measured: the plain sum returns {happened['linear']}, the delta rule returns {happened['delta']}"

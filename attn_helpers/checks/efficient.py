@@ -176,12 +176,10 @@ def check_kv_cache_size(answer: Any, *, num_layers: int, chan: int, num_heads: i
     results: list[tuple[dict[str, int], int, int]] = []  # (sizes, the learner's bytes, the right bytes) per case
 
     def judge(got: Any, sizes: dict[str, int]) -> Verdict:
-        got = whole_bytes(got)
-        if not isinstance(got, Verdict):
-            results.append((sizes, got, kv_cache_bytes(
-                num_layers=sizes["num_layers"], num_kv_heads=sizes["num_kv_heads"], seq_len=sizes["seq_len"],
-                head_dim=sizes["chan"] // sizes["num_heads"], dtype_bytes=sizes["dtype_bytes"])))
-        return got if isinstance(got, Verdict) else correct()
+        results.append((sizes, whole_bytes(got), kv_cache_bytes(
+            num_layers=sizes["num_layers"], num_kv_heads=sizes["num_kv_heads"], seq_len=sizes["seq_len"],
+            head_dim=sizes["chan"] // sizes["num_heads"], dtype_bytes=sizes["dtype_bytes"])))
+        return correct()
 
     given = (num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)
     cases = [(sizes, ", ".join(f"{k}={v}" for k, v in sizes.items()), lambda got, sizes=sizes: judge(got, sizes))
@@ -243,8 +241,6 @@ def check_repeat_kv(answer: Any, k: Tensor, num_heads: int) -> Verdict:
 def check_cache_flops_prediction(prediction: Any, flops_no_cache: int, flops_cache: int, t: int) -> Verdict:
     """Prediction 9: how many times the FLOPs of one cached step re-running the layer on all ``t`` tokens costs."""
     got = as_number(prediction, "your prediction", hint="write one number, e.g. prediction = 10.")
-    if isinstance(got, Verdict):
-        return got
     ratio = flops_no_cache / flops_cache
     explain = (f"measured: {flops_no_cache:,} FLOPs re-running the layer on {t} tokens, {flops_cache:,} for one "
                f"cached step, {ratio:,.0f} times as many. Re-running recomputes all {t} rows (projections and "

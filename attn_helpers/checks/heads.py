@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from ..core import Attention, merge_heads, scaled_dot_product_attention, split_heads
-from ._core import Verdict, as_letter, checker, compare_tensors, correct, error_text, judge_shape, wrong
+from ._core import Unreadable, Verdict, as_letter, checker, compare_tensors, correct, error_text, judge_shape, wrong
 from ._function import judge_function
 from ._guard import MASK_BUILDERS, TORCH_ATTENTION, TORCH_MULTI_HEAD, library
 from ._predict import prediction_checker
@@ -186,8 +186,6 @@ def check_split_line(answer: Any, options: Mapping[str, str], q: Tensor, num_hea
     """Exercise 5: the option letter whose line splits ``q (B, N, chan)`` into ``(B, H, N, head_dim)``, and
     (``mixes_sequences``) the letter whose row for sequence 0, head 1 holds sequence 1's numbers (each run)."""
     letter = as_letter(answer, options)
-    if isinstance(letter, Verdict):
-        return letter
     B, N, chan = q.shape
     namespace = dict(q=q, B=B, N=N, chan=chan, num_heads=num_heads, head_dim=chan // num_heads)
     expected = split_heads(q, num_heads)
@@ -237,9 +235,10 @@ def _judge_mixer(split: str, answer: Any, options: Mapping[str, str], namespace:
         return wrong(f"{done}; now the second part: mixes_sequences is still None.",
                      "write mixes_sequences = the letter of the option whose row for sequence 0, head 1 (index "
                      "[0, 1]) holds sequence 1's numbers: read each line's axes.")
-    letter = as_letter(answer, options)
-    if isinstance(letter, Verdict):
-        return wrong(f"{done}; mixes_sequences: {letter.message}", "write e.g. mixes_sequences = 'a'.")
+    try:
+        letter = as_letter(answer, options)
+    except Unreadable as unreadable:
+        return wrong(f"{done}; mixes_sequences: {unreadable.args[0]}", "write e.g. mixes_sequences = 'a'.")
     got = run_option(options[letter], namespace)
     if isinstance(got, Tensor) and got.dim() == 4 and len(got) > 0 and got.shape[1] > 1 and _holds_only(got[0, 1], q[1]):
         return correct(f"{done}. ({letter})'s row [0, 1] holds sequence 1's numbers: its first axis is not the "

@@ -23,8 +23,6 @@ __all__ = ["check_largest_key", "check_scores_shape", "check_self_attention_weig
 def check_largest_key(prediction: Any, weights: Tensor, tokens: Sequence[str], query: str) -> Verdict:
     """Prediction 0: which key gets the largest weight in ``query``'s row of ``weights (N, N)``."""
     choice = as_choice(prediction, list(dict.fromkeys(tokens)))
-    if isinstance(choice, Verdict):
-        return choice
     row = weights[list(tokens).index(query)]  # (N,)
     winner = tokens[int(row.argmax())]
     own = row[list(tokens).index(query)].item()

@@ -125,8 +125,6 @@ def _judge_grad(got: Any, stack: AttentionStack, x: Tensor, L: int, layer: int, 
     """The verdict on one gradient norm, the typical mistakes recomputed on ``stack``."""
     value = as_number(got, "your function's result",
                       hint="return one number: the square root of the sum of every gradient entry squared.")
-    if isinstance(value, Verdict):
-        return value
     with torch.enable_grad():
         out = stack(x, depth=L)  # (B, N, chan)
         norms = [_grad_norm(out.norm(), list(stack.layers[i].parameters())) for i in range(L)]
@@ -176,8 +174,6 @@ def check_residual_line(answer: Any, options: Mapping[str, str], namespace: Mapp
     """Exercise 6: the option letter whose residual line runs in ``namespace`` and gives ``shape``, and adds the
     input: ``projected + to_chan(x)``, from the namespace's ``projected``, ``to_chan`` and ``x``."""
     letter = as_letter(answer, options)
-    if isinstance(letter, Verdict):
-        return letter
     target = [int(s) for s in shape]
     got = run_option(options[letter], namespace)
     if isinstance(got, Tensor) and list(got.shape) == target:
