@@ -69,8 +69,16 @@ def online_softmax(x: Tensor, *, block_size: int = 128) -> Tensor:
     return weights / running_sum.masked_fill(running_sum == 0, 1.0)[..., None]  # (..., n)
 
 
-def tiled_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, scale: float | None = None,
-                    block_size: int = 256, is_causal: bool = False) -> Tensor:
+def tiled_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    *,
+    scale: float | None = None,
+    block_size: int = 256,
+    is_causal: bool = False,
+) -> Tensor:
     """Lesson 09: :func:`attend`'s output ``(..., N_q, d_v)`` tile by tile, never the ``N_q x N_k`` matrix.
 
     Per query row: running max ``m``, running sum ``l`` of ``exp(score - m)``, running weighted sum ``acc`` of
@@ -169,18 +177,7 @@ def cached_attention_step(layer: MultiHeadAttention | GroupedQueryAttention, x_n
     """Lesson 09: ``layer``'s self-attention for the newest token(s) only, ``x_new (B, n_new, d_model) -> (B, n_new,
     d_model)``: their keys and values go into ``cache``, their queries attend to every cached token (causally among
     the new ones). Token by token it gives the rows of ``layer(x, mask=causal_mask(N))``."""
-    if not isinstance(layer, (MultiHeadAttention, GroupedQueryAttention)):
-        raise TypeError(f"layer must be an attn_helpers.MultiHeadAttention or GroupedQueryAttention, "
-                        f"got {type(layer).__name__}")
-    if not isinstance(cache, KVCache):
-        raise TypeError(f"cache must be an attn_helpers.KVCache, got {type(cache).__name__}")
-    if isinstance(layer, GroupedQueryAttention) and not layer.plain:
-        raise ValueError(f"cached_attention_step runs Llama-style layers; this one changes the scores ({layer.extra_repr()}): "
-                         "scale, softcap and sinks are not applied here")
-    if isinstance(layer, MultiHeadAttention) and not layer.kdim == layer.vdim == layer.d_model:
-        raise ValueError(f"layer must be a self-attention layer (kdim = vdim = d_model={layer.d_model}); "
-                         f"got kdim={layer.kdim}, vdim={layer.vdim}")
-    check_tokens("x_new", x_new, layer.d_model, "d_model")
+    _check_step(layer, x_new, cache)
     past, n_new = cache.length, x_new.shape[1]  # tokens cached before this call, tokens added by it
     positions = torch.arange(past, past + n_new, device=x_new.device)  # (n_new,): the new tokens' positions
     if isinstance(layer, GroupedQueryAttention):  # q (B, H, n_new, head_dim); k, v (B, G, n_new, head_dim)
@@ -194,6 +191,22 @@ def cached_attention_step(layer: MultiHeadAttention | GroupedQueryAttention, x_n
         mask = torch.arange(past + n_new, device=x_new.device)[None, :] <= positions[:, None]  # (n_new, past + n_new)
     heads = grouped_query_attention(q, k_all, v_all, mask)  # (B, H, n_new, head_dim)
     return layer.out_proj(merge_heads(heads))  # (B, n_new, d_model)
+
+
+def _check_step(layer: object, x_new: object, cache: object) -> None:
+    """The argument checks of :func:`cached_attention_step`, with errors that name what is wrong."""
+    if not isinstance(layer, (MultiHeadAttention, GroupedQueryAttention)):
+        raise TypeError(f"layer must be an attn_helpers.MultiHeadAttention or GroupedQueryAttention, "
+                        f"got {type(layer).__name__}")
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be an attn_helpers.KVCache, got {type(cache).__name__}")
+    if isinstance(layer, GroupedQueryAttention) and not layer.plain:
+        raise ValueError(f"cached_attention_step runs Llama-style layers; this one changes the scores ({layer.extra_repr()}): "
+                         "scale, softcap and sinks are not applied here")
+    if isinstance(layer, MultiHeadAttention) and not layer.kdim == layer.vdim == layer.d_model:
+        raise ValueError(f"layer must be a self-attention layer (kdim = vdim = d_model={layer.d_model}); "
+                         f"got kdim={layer.kdim}, vdim={layer.vdim}")
+    check_tokens("x_new", x_new, layer.d_model, "d_model")
 
 
 # --- Lesson 09: grouped-query attention (and lesson 12's steps in its layer) ---
