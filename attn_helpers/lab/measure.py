@@ -54,11 +54,8 @@ def attention_flops(batch: int, tokens: int, dim: int, chan: int, num_heads: int
     matrix products are what ``torch.utils.flop_counter.FlopCounterMode`` counts."""
     B = check_positive_int("batch", batch)
     N = check_positive_int("tokens", tokens)
-    check_positive_int("dim", dim)
-    check_positive_int("chan", chan)
+    attention_parameters(dim, chan, qkv_bias=qkv_bias)  # checks dim, chan and qkv_bias
     head_dim = check_heads(chan, num_heads)
-    if not isinstance(qkv_bias, bool):
-        raise TypeError(f"qkv_bias must be True or False, got {qkv_bias!r}")
     H = num_heads
     return {
         "qkv projection": 2 * B * N * dim * 3 * chan,

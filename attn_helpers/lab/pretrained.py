@@ -187,12 +187,10 @@ def _build(config_text: str | bytes, weights_bytes: bytes | None, weights_path: 
         raise _needs(missing.name or "tokenizers") from None
     config = check_config(json.loads(config_text))
     raw = load(weights_bytes) if weights_bytes is not None else load_file(str(weights_path))
-    weights = check_weights(config, raw)
-    weights = {k: v.to(dtype) if v.is_floating_point() else v for k, v in weights.items()}
     tokenizer = Tokenizer.from_str(tokenizer_text)
     tokenizer.no_padding()  # the file pads every text to 128 tokens; we pad a batch to its longest
     tokenizer.no_truncation()  # and refuse, rather than cut, a text that is too long
-    return PretrainedModel(config, weights, tokenizer, source)
+    return PretrainedModel(config, check_weights(config, raw), tokenizer, source).to(dtype)
 
 
 # --- The three places ---

@@ -98,22 +98,22 @@ def steps_table(runs: Mapping[str, Mapping[int, TrainingRun]], *, accuracies: Se
 
 # --- Knocking heads out (lesson 08) ---
 
-def _check_knockouts(results: object) -> None:
+def _check_knockouts(results: object, key_name: str) -> tuple[HeadKnockout, int]:
+    """The first of ``results`` and the width of their key column, after checking them."""
     if not isinstance(results, Mapping) or not results:
         raise ValueError("results must be a non-empty mapping, e.g. seed -> HeadKnockout")
     for key, result in results.items():
         if not isinstance(result, HeadKnockout):
             raise TypeError(f"results[{key!r}] must be a HeadKnockout (from head_knockout), got {type(result).__name__}")
+    return next(iter(results.values())), max([len(str(k)) for k in results] + [len(key_name)])
 
 
 def knockout_table(results: Mapping[object, HeadKnockout], *, key_name: str = "seed") -> str:
     """Lesson 08: :func:`head_knockout`'s accuracies as text: per result (e.g. per seed) one line with nothing knocked
     out and one per head knocked out; columns: all questions, then each letter."""
-    _check_knockouts(results)
-    first = next(iter(results.values()))
+    first, key = _check_knockouts(results, key_name)
     letters = [LETTERS[c].upper() for c in range(first.by_letter.shape[1])]
     label = max([len(text) for result in results.values() for text in result.labels] + [len("knocked out")])
-    key = max([len(str(k)) for k in results] + [len(key_name)])
     rows = [[key_name, "knocked out", "all", *letters]]
     for name, result in results.items():
         for i, text in enumerate(result.labels):
@@ -127,9 +127,7 @@ def knockout_summary(results: Mapping[object, HeadKnockout], *, key_name: str = 
     """Lesson 08: per result: the accuracy with each head knocked out; the letters *one head answers alone* (knocking
     that head out costs at least ``large``, knocking out any other head less than ``small``); and how many letters
     *need every head* (knocking out any one head costs at least ``small``)."""
-    _check_knockouts(results)
-    key = max([len(str(k)) for k in results] + [len(key_name)])
-    first = next(iter(results.values()))
+    first, key = _check_knockouts(results, key_name)
     heads = first.labels[1:]
     head_cols = [f"without {h}" for h in heads]
     rows = [[key_name, *head_cols, "every head needed", "one head answers alone"]]
