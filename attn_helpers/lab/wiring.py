@@ -54,9 +54,7 @@ class AttentionStack(nn.Module):
         self.dim = check_positive_int("dim", dim)
         self.chan = check_positive_int("chan", chan)
         self.wiring = check_wiring(wiring)
-        self.layers = nn.ModuleList(
-            Attention(dim if i == 0 else chan, chan, num_heads) for i in range(depth)
-        )
+        self.layers = nn.ModuleList(Attention(dim if i == 0 else chan, chan, num_heads) for i in range(depth))
 
     @property
     def depth(self) -> int:
