@@ -188,11 +188,9 @@ def model_cache_bytes(name: str, *, seq_len: int, batch: int = 1, dtype_bytes: i
 def attention_entropy(weights: Tensor) -> Tensor:
     """Lessons 02 and 05: entropy (in nats) of each attention row: ``(..., N_q, N_k) -> (..., N_q)``.
 
-    ``log(N_k)`` for uniform weights, ``0`` for one-hot weights. Zero weights contribute zero.
+    ``log(N_k)`` for uniform weights, ``0`` for one-hot weights. Zero weights contribute zero (``torch.special.entr``).
     """
-    weights = check_tensor("weights", weights, min_ndim=1)
-    logs = torch.log(weights.clamp_min(torch.finfo(weights.dtype).tiny))
-    return -(weights * logs).sum(dim=-1)
+    return torch.special.entr(check_tensor("weights", weights, min_ndim=1)).sum(dim=-1)
 
 
 def softmax_grad_norm(scores: Tensor, upstream: Tensor) -> Tensor:
