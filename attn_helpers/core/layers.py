@@ -158,8 +158,7 @@ class MultiHeadAttention(Traceable):
         if ref.in_proj_weight is not None:
             weights = [(ref.in_proj_weight, torch.cat([p.weight for p in ours]))]
         else:
-            weights = [(ref.q_proj_weight, self.q_proj.weight), (ref.k_proj_weight, self.k_proj.weight),
-                       (ref.v_proj_weight, self.v_proj.weight)]
+            weights = list(zip((ref.q_proj_weight, ref.k_proj_weight, ref.v_proj_weight), (p.weight for p in ours)))
         if has_bias:
             weights.append((ref.in_proj_bias, torch.cat([p.bias for p in ours])))
         return _copied(ref, self, [(ref.out_proj, self.out_proj.weight, self.out_proj.bias)], weights)

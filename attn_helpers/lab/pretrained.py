@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
 
 from ..core.arguments import check_heads
 from .seeded import local_random
@@ -99,14 +100,10 @@ class PretrainedModel:
         n = max(lengths)
         pad_id = int(self.config.get("pad_token_id", 0))
         pad_token = self.tokenizer.id_to_token(pad_id)
-        ids = torch.full((len(texts), n), pad_id, dtype=torch.int64)  # (B, N)
-        mask = torch.zeros(len(texts), n, dtype=torch.int64)  # (B, N)
-        tokens = []
-        for row, e in enumerate(encodings):
-            ids[row, :len(e.ids)] = torch.tensor(e.ids)
-            mask[row, :len(e.ids)] = 1
-            tokens.append(list(e.tokens) + [pad_token] * (n - len(e.ids)))
-        return Encoded(ids, mask, tokens)
+        ids = pad_sequence([torch.tensor(e.ids, dtype=torch.int64) for e in encodings], batch_first=True,
+                           padding_value=pad_id)  # (B, N)
+        mask = (torch.arange(n) < torch.tensor(lengths)[:, None]).to(torch.int64)  # (B, N): 1 = real token
+        return Encoded(ids, mask, [list(e.tokens) + [pad_token] * (n - len(e.ids)) for e in encodings])
 
     def to(self, dtype: torch.dtype) -> PretrainedModel:
         """The same model with its floating-point parameters in ``dtype`` (e.g. ``torch.float64``)."""
