@@ -476,8 +476,7 @@ class LatentAttention(Traceable):
         """``x (B, N, d_model) -> (B, N, d_model)``; ``mask`` ``(N, N)``, ``(B, N, N)`` or ``(B, H, N, N)``, True =
         may attend (a causal model passes ``causal_mask(N)``). ``absorbed=True`` attends to the latents directly
         (the same output up to rounding). With ``return_intermediates`` also a dict (see ``AXES``)."""
-        x = check_tokens("x", x, self.d_model, "d_model")
-        c, k_rope = self.compress(x, positions)  # (B, N, r), (B, N, d_R): all the cache keeps
+        c, k_rope = self.compress(x, positions)  # (B, N, r), (B, N, d_R): all the cache keeps (compress checks x)
         q_nope, q_rope = self.queries(x, positions)  # (B, H, N, d_nope), (B, H, N, d_R)
         inter: dict[str, Any] = dict(x=x, c=c, k_rope=k_rope, q_nope=q_nope, q_rope=q_rope)
         if not absorbed:

@@ -158,8 +158,7 @@ class MultiHeadAttention(Traceable):
         if ref.in_proj_weight is not None:
             weights = [(ref.in_proj_weight, torch.cat([p.weight for p in ours]))]
         else:
-            weights = [(ref.q_proj_weight, self.q_proj.weight), (ref.k_proj_weight, self.k_proj.weight),
-                       (ref.v_proj_weight, self.v_proj.weight)]
+            weights = list(zip((ref.q_proj_weight, ref.k_proj_weight, ref.v_proj_weight), (p.weight for p in ours)))
         if has_bias:
             weights.append((ref.in_proj_bias, torch.cat([p.bias for p in ours])))
         return _copied(ref, self, [(ref.out_proj, self.out_proj.weight, self.out_proj.bias)], weights)
@@ -280,17 +279,11 @@ class ConcatHeadsAttention(Traceable):
             raise TypeError(f"module must be an attn_helpers.Attention, got {type(module).__name__}")
         new = cls(module.dim, module.chan, module.num_heads, qkv_bias=module.qkv.bias is not None,
                   qk_scale=module.scale, proj_bias=module.proj.bias is not None, skip_through_v=module.skip_through_v)
-        new = new.to(module.qkv.weight.device, module.qkv.weight.dtype)
-        C, hd = module.chan, module.head_dim
-        with torch.no_grad():
-            for h, head in enumerate(new.heads):
-                for part, layer in enumerate((head.query, head.key, head.value)):
-                    rows = slice(part * C + h * hd, part * C + (h + 1) * hd)
-                    layer.weight.copy_(module.qkv.weight[rows])
-                    if module.qkv.bias is not None:
-                        layer.bias.copy_(module.qkv.bias[rows])
-            new.proj.load_state_dict(module.proj.state_dict())
-        return new
+        C, hd, weight, bias = module.chan, module.head_dim, module.qkv.weight, module.qkv.bias
+        rows = [(layer, slice(part * C + h * hd, part * C + (h + 1) * hd))
+                for h, head in enumerate(new.heads) for part, layer in enumerate((head.query, head.key, head.value))]
+        return _copied(new, module, [(layer, weight[r], None if bias is None else bias[r]) for layer, r in rows]
+                       + [(new.proj, module.proj.weight, module.proj.bias)])
 
     def forward(self, x: Tensor, mask: Tensor | None = None, *, return_intermediates: bool = False):
         """``x (B, N, dim) -> (B, N, chan)``; with ``return_intermediates`` also a dict (see ``AXES``)."""
@@ -330,16 +323,8 @@ class TransformerBlock(Traceable):
     AXES = {**dict.fromkeys(("x", "normed_1", "attended", "residual", "normed_2"), "batch tokens d_model"),
             "ffn_hidden": "batch tokens dim_feedforward", "mlp": "batch tokens d_model", "out": "batch tokens d_model"}
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        dim_feedforward: int = 2048,
-        dropout: float = 0.1,
-        activation: str = "relu",
-        layer_norm_eps: float = 1e-5,
-        bias: bool = True,
-    ) -> None:
+    def __init__(self, d_model: int, num_heads: int, dim_feedforward: int = 2048, dropout: float = 0.1,
+                 activation: str = "relu", layer_norm_eps: float = 1e-5, bias: bool = True) -> None:
         super().__init__()
         self.d_model = check_positive_int("d_model", d_model)
         self.dim_feedforward = check_positive_int("dim_feedforward", dim_feedforward)

@@ -49,13 +49,9 @@ def head_knockout(model: TinyAttentionModel, task: LookupTask, *, held_out: int 
     tokens, targets = held_out_sequences(task, held_out)  # (B, N) each
     letters = task.question_letters(tokens)  # (B, N): -1 at the pairs
     scored = targets != IGNORE  # (B, N)
-    labels, masks = ["nothing"], [torch.ones(L, H)]
-    for layer in range(L):
-        for head in range(H):
-            keep = torch.ones(L, H)  # (L, H)
-            keep[layer, head] = 0.0
-            labels.append(f"layer {layer} head {head}" if L > 1 else f"head {head}")
-            masks.append(keep)
+    labels = ["nothing", *[f"layer {layer} head {head}" if L > 1 else f"head {head}"
+                           for layer in range(L) for head in range(H)]]
+    masks = [torch.ones(L, H), *(1 - torch.eye(L * H)).reshape(L * H, L, H)]  # (L, H) each: 0 = the head knocked out
     questions = torch.stack([(letters == c).sum() for c in range(task.num_letters)])  # (num_letters,)
     accuracy, by_letter = [], []
     with torch.no_grad(), one_thread():

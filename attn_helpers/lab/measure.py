@@ -54,11 +54,8 @@ def attention_flops(batch: int, tokens: int, dim: int, chan: int, num_heads: int
     matrix products are what ``torch.utils.flop_counter.FlopCounterMode`` counts."""
     B = check_positive_int("batch", batch)
     N = check_positive_int("tokens", tokens)
-    check_positive_int("dim", dim)
-    check_positive_int("chan", chan)
+    attention_parameters(dim, chan, qkv_bias=qkv_bias)  # checks dim, chan and qkv_bias
     head_dim = check_heads(chan, num_heads)
-    if not isinstance(qkv_bias, bool):
-        raise TypeError(f"qkv_bias must be True or False, got {qkv_bias!r}")
     H = num_heads
     return {
         "qkv projection": 2 * B * N * dim * 3 * chan,
@@ -191,11 +188,9 @@ def model_cache_bytes(name: str, *, seq_len: int, batch: int = 1, dtype_bytes: i
 def attention_entropy(weights: Tensor) -> Tensor:
     """Lessons 02 and 05: entropy (in nats) of each attention row: ``(..., N_q, N_k) -> (..., N_q)``.
 
-    ``log(N_k)`` for uniform weights, ``0`` for one-hot weights. Zero weights contribute zero.
+    ``log(N_k)`` for uniform weights, ``0`` for one-hot weights. Zero weights contribute zero (``torch.special.entr``).
     """
-    weights = check_tensor("weights", weights, min_ndim=1)
-    logs = torch.log(weights.clamp_min(torch.finfo(weights.dtype).tiny))
-    return -(weights * logs).sum(dim=-1)
+    return torch.special.entr(check_tensor("weights", weights, min_ndim=1)).sum(dim=-1)
 
 
 def softmax_grad_norm(scores: Tensor, upstream: Tensor) -> Tensor:

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
 
 from ..core.arguments import check_heads
 from .seeded import local_random
@@ -99,14 +100,10 @@ class PretrainedModel:
         n = max(lengths)
         pad_id = int(self.config.get("pad_token_id", 0))
         pad_token = self.tokenizer.id_to_token(pad_id)
-        ids = torch.full((len(texts), n), pad_id, dtype=torch.int64)  # (B, N)
-        mask = torch.zeros(len(texts), n, dtype=torch.int64)  # (B, N)
-        tokens = []
-        for row, e in enumerate(encodings):
-            ids[row, :len(e.ids)] = torch.tensor(e.ids)
-            mask[row, :len(e.ids)] = 1
-            tokens.append(list(e.tokens) + [pad_token] * (n - len(e.ids)))
-        return Encoded(ids, mask, tokens)
+        ids = pad_sequence([torch.tensor(e.ids, dtype=torch.int64) for e in encodings], batch_first=True,
+                           padding_value=pad_id)  # (B, N)
+        mask = (torch.arange(n) < torch.tensor(lengths)[:, None]).to(torch.int64)  # (B, N): 1 = real token
+        return Encoded(ids, mask, [list(e.tokens) + [pad_token] * (n - len(e.ids)) for e in encodings])
 
     def to(self, dtype: torch.dtype) -> PretrainedModel:
         """The same model with its floating-point parameters in ``dtype`` (e.g. ``torch.float64``)."""
@@ -187,12 +184,10 @@ def _build(config_text: str | bytes, weights_bytes: bytes | None, weights_path: 
         raise _needs(missing.name or "tokenizers") from None
     config = check_config(json.loads(config_text))
     raw = load(weights_bytes) if weights_bytes is not None else load_file(str(weights_path))
-    weights = check_weights(config, raw)
-    weights = {k: v.to(dtype) if v.is_floating_point() else v for k, v in weights.items()}
     tokenizer = Tokenizer.from_str(tokenizer_text)
     tokenizer.no_padding()  # the file pads every text to 128 tokens; we pad a batch to its longest
     tokenizer.no_truncation()  # and refuse, rather than cut, a text that is too long
-    return PretrainedModel(config, weights, tokenizer, source)
+    return PretrainedModel(config, check_weights(config, raw), tokenizer, source).to(dtype)
 
 
 # --- The three places ---

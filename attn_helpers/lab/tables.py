@@ -22,13 +22,13 @@ COLUMN_GAP = "  "  # between two cells of a row
 
 def text_table(rows: Sequence[Sequence[object]], specs: Sequence[str]) -> str:
     """Lessons 08, 10, 11 and 14: ``rows`` of cells as lines, cell ``j`` formatted with ``specs[j]`` (``"<12"``,
-    ``">8"``, ``""``), joined by two spaces."""
-    lines = []
+    ``">8"``, ``""``; a bare ``"<"`` or ``">"``: as wide as the column's widest cell), joined by two spaces."""
     for i, row in enumerate(rows):
         if len(row) > len(specs):
             raise ValueError(f"rows[{i}] has {len(row)} cells, but specs gives only {len(specs)} columns")
-        lines.append(COLUMN_GAP.join(format(cell, spec) for cell, spec in zip(row, specs)))
-    return "\n".join(lines)
+    specs = [spec + str(max(len(str(row[j])) for row in rows if len(row) > j)) if spec in ("<", ">") else spec
+             for j, spec in enumerate(specs)]
+    return "\n".join(COLUMN_GAP.join(format(cell, spec) for cell, spec in zip(row, specs)) for row in rows)
 
 
 # --- Training runs (lesson 08) ---
@@ -41,8 +41,7 @@ def results_table(runs: Mapping[str, TrainingRun], *, accuracies: Sequence[float
     """Lesson 08: one line per run: held-out accuracy and loss at the end, the first snapshot step with at least each
     of ``accuracies`` held-out accuracy (``never`` if not within the run), and the final pattern match of every head
     (``H1``: head 1; ``L0H1``: layer 0, head 1, when there are several layers)."""
-    width = max([len(name) for name in runs] + [3])
-    specs = [f"<{width}", ">8", ">6", *[">7"] * len(accuracies), ""]
+    specs = ["<", ">8", ">6", *[">7"] * len(accuracies), ""]
     rows = [["run", "accuracy", "loss", *[f"to {a:.0%}" for a in accuracies],
              "pattern match per head (end; L0H1 = layer 0, head 1)"]]
     for name, run in runs.items():
@@ -57,12 +56,11 @@ def results_table(runs: Mapping[str, TrainingRun], *, accuracies: Sequence[float
 def timing_table(runs: Mapping[str, TrainingRun]) -> str:
     """Lessons 08, 10 and 14: wall-clock training time of each run and in total (differs from run to run: print it
     apart)."""
-    width = max([len(name) for name in runs] + [5])
     rows = [[name, f"{run.config.steps} steps", f"{run.seconds:.1f} s",
              f"({1000 * run.seconds / run.config.steps:.1f} ms per step)"] for name, run in runs.items()]
     rows.append(["total", f"{sum(r.config.steps for r in runs.values())} steps",
                  f"{sum(r.seconds for r in runs.values()):.1f} s"])
-    return text_table(rows, [f"<{width}", ">10", ">7", ""])
+    return text_table(rows, ["<", ">10", ">7", ""])
 
 
 def pattern_match_table(run: TrainingRun, *, every: int | None = None) -> str:
@@ -87,39 +85,36 @@ def steps_table(runs: Mapping[str, Mapping[int, TrainingRun]], *, accuracies: Se
     seeds = sorted({seed for by_seed in runs.values() for seed in by_seed})
     if not seeds:
         raise ValueError("runs must map at least one name to at least one seed's TrainingRun, got none")
-    width = max([len(name) for name in runs] + [3])
     cells = {name: {seed: "/".join(_steps_text(run.steps_to(a)) for a in accuracies) for seed, run in by_seed.items()}
              for name, by_seed in runs.items()}
     column = max([len(c) for row in cells.values() for c in row.values()] + [len(f"seed {seeds[-1]}")])
     rows = [["run", *[f"seed {seed}" for seed in seeds]]]
     rows += [[name, *[row.get(seed, "-") for seed in seeds]] for name, row in cells.items()]
-    return text_table(rows, [f"<{width}", *[f">{column}"] * len(seeds)])
+    return text_table(rows, ["<", *[f">{column}"] * len(seeds)])
 
 
 # --- Knocking heads out (lesson 08) ---
 
-def _check_knockouts(results: object) -> None:
+def _check_knockouts(results: object) -> HeadKnockout:
+    """The first of ``results``, after checking them."""
     if not isinstance(results, Mapping) or not results:
         raise ValueError("results must be a non-empty mapping, e.g. seed -> HeadKnockout")
     for key, result in results.items():
         if not isinstance(result, HeadKnockout):
             raise TypeError(f"results[{key!r}] must be a HeadKnockout (from head_knockout), got {type(result).__name__}")
+    return next(iter(results.values()))
 
 
 def knockout_table(results: Mapping[object, HeadKnockout], *, key_name: str = "seed") -> str:
     """Lesson 08: :func:`head_knockout`'s accuracies as text: per result (e.g. per seed) one line with nothing knocked
     out and one per head knocked out; columns: all questions, then each letter."""
-    _check_knockouts(results)
-    first = next(iter(results.values()))
-    letters = [LETTERS[c].upper() for c in range(first.by_letter.shape[1])]
-    label = max([len(text) for result in results.values() for text in result.labels] + [len("knocked out")])
-    key = max([len(str(k)) for k in results] + [len(key_name)])
+    letters = [LETTERS[c].upper() for c in range(_check_knockouts(results).by_letter.shape[1])]
     rows = [[key_name, "knocked out", "all", *letters]]
     for name, result in results.items():
         for i, text in enumerate(result.labels):
             rows.append([str(name) if i == 0 else "", text, f"{result.accuracy[i].item():.3f}",
                          *[f"{v:.2f}" for v in result.by_letter[i].tolist()]])
-    return text_table(rows, [f">{key}", f"<{label}", ">5", *[">4"] * len(letters)])
+    return text_table(rows, [">", "<", ">5", *[">4"] * len(letters)])
 
 
 def knockout_summary(results: Mapping[object, HeadKnockout], *, key_name: str = "seed", small: float = 0.1,
@@ -127,10 +122,7 @@ def knockout_summary(results: Mapping[object, HeadKnockout], *, key_name: str = 
     """Lesson 08: per result: the accuracy with each head knocked out; the letters *one head answers alone* (knocking
     that head out costs at least ``large``, knocking out any other head less than ``small``); and how many letters
     *need every head* (knocking out any one head costs at least ``small``)."""
-    _check_knockouts(results)
-    key = max([len(str(k)) for k in results] + [len(key_name)])
-    first = next(iter(results.values()))
-    heads = first.labels[1:]
+    heads = _check_knockouts(results).labels[1:]
     head_cols = [f"without {h}" for h in heads]
     rows = [[key_name, *head_cols, "every head needed", "one head answers alone"]]
     for name, result in results.items():
@@ -143,7 +135,7 @@ def knockout_summary(results: Mapping[object, HeadKnockout], *, key_name: str = 
         needed = int((cost >= small).all(dim=0).sum())
         rows.append([str(name), *[f"{result.accuracy[i + 1].item():.3f}" for i in range(len(head_cols))],
                      f"{needed} of {cost.shape[1]}", ", ".join(alone) if alone else "none"])
-    return text_table(rows, [f">{key}", *[f">{len(col)}" for col in head_cols], ">17", ""])
+    return text_table(rows, [">", *[">"] * len(head_cols), ">17", ""])
 
 
 # --- Accuracy at any length (lesson 10) and what the heads of a pretrained model look at (lesson 11) ---
@@ -199,9 +191,7 @@ def circuit_table(circuits: Mapping[object, Circuit], drop_steps: Mapping[object
                      f"{c.previous[0].max().item():.2f}", f"{c.induction[1:].max().item():.2f}",
                      _steps_text(drop.get(key)), loss(c.loss), loss(c.loss_without_previous),
                      loss(c.loss_without_induction)])
-    wide = [max(len(row[i]) for row in rows) for i in range(3)]
-    formats = [f">{max(len(key_name), max(len(r[0]) for r in rows))}", f"<{wide[1]}", f"<{wide[2]}",
-               ">9", ">8", ">7", ">5", ">8", ">7"]
+    formats = [">", "<", "<", ">9", ">8", ">7", ">5", ">8", ">7"]
     if not knockouts:
         rows, formats = [row[:-2] for row in rows], formats[:-2]
     return text_table(rows, formats)

@@ -164,8 +164,6 @@ def train(task: Task, config: TrainConfig = TrainConfig(), *,
     measurements, ``progress(step, total)`` is called at each snapshot. Returns a :class:`TrainingRun`."""
     if not isinstance(task, Task):
         raise TypeError(f"task must be an attn_helpers.lab.Task, got {type(task).__name__}")
-    if not isinstance(config, TrainConfig):
-        raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     with one_thread():  # tiny tensors: one thread is faster, and the sums always run in one order
         return _train(task, config, progress, dict(measures or {}))
 
@@ -203,9 +201,9 @@ def training_step(model: nn.Module, optimizer: Adam, task: Task, batches: torch.
 def _train(task: Task, config: TrainConfig, progress: Callable[[int, int], None] | None,
            measures: dict[str, Measure]) -> TrainingRun:
     dtype = torch.float64
+    batches = batch_generator(config)  # first: it checks config
     model = initial_model(task, config)
     optimizer = Adam(model.parameters(), lr=config.lr)
-    batches = batch_generator(config)
     held_tokens, held_targets = held_out_sequences(task, config.held_out)  # (held_out, N) each
     held_ideal = task.ideal_attention(held_tokens).to(dtype)  # (held_out, N, N)
     held_set = {tuple(row) for row in held_tokens.tolist()}

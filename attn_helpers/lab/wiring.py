@@ -54,9 +54,7 @@ class AttentionStack(nn.Module):
         self.dim = check_positive_int("dim", dim)
         self.chan = check_positive_int("chan", chan)
         self.wiring = check_wiring(wiring)
-        self.layers = nn.ModuleList(
-            Attention(dim if i == 0 else chan, chan, num_heads) for i in range(depth)
-        )
+        self.layers = nn.ModuleList(Attention(dim if i == 0 else chan, chan, num_heads) for i in range(depth))
 
     @property
     def depth(self) -> int:
@@ -107,11 +105,8 @@ def signal_through_stack(stack: AttentionStack, x: Tensor, *, depth: int | None 
         params = [list(layer.parameters()) for layer in layers]
         grads = torch.autograd.grad(out.norm(), [p for group in params for p in group])
     rms, token_std = _size_and_token_std(hidden)  # (depth + 1,) each
-    norms, start = [], 0
-    for group in params:
-        chunk = grads[start:start + len(group)]
-        start += len(group)
-        norms.append(torch.sqrt(sum(g.pow(2).sum() for g in chunk)))
+    grads = iter(grads)  # in the order of params: each layer's group in turn
+    norms = [torch.sqrt(sum(next(grads).pow(2).sum() for _ in group)) for group in params]
     return {"rms": rms, "token_std": token_std, "grad_norm": torch.stack(norms)}  # (depth + 1,) x 2, (depth,)
 
 
