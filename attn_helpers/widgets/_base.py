@@ -65,10 +65,54 @@ KEYS_CAPTION = ('<small style="display:block;line-height:1.4">Sliders: drag the 
 
 
 class InvalidCombination(ValueError):
-    """Raised by an explorer's ``update`` for slider values that make no sense together.
+    """Raised by an explorer's ``update`` for slider values that make no sense together: its message is shown in the
+    widget, in words, instead of a picture (never a traceback)."""
 
-    Its message is shown in the widget, in words, instead of a picture (never a traceback).
-    """
+
+WIDE = {"description_width": "initial"}  # a control's whole description, never cut to ipywidgets' default width
+
+
+def int_slider(description: str, value: int, low: int, high: int, step: int = 1, *, continuous_update: bool = False,
+               style: Mapping[str, str] = WIDE) -> W.IntSlider:
+    """An ``IntSlider`` as most explorers make them: redrawn when released, unless ``continuous_update``."""
+    return W.IntSlider(value=value, min=low, max=high, step=step, description=description, style=dict(style),
+                       continuous_update=continuous_update)
+
+
+def check_int(name: str, value: Any, low: int, high: int) -> None:
+    """Refuse an argument that is not an int (a bool is not) in ``[low, high]``, naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{name} must be an int in [{low}, {high}], got {value!r}")
+
+
+def check_choice(name: str, value: Any, choices: Iterable[Any], why: str = "") -> None:
+    """Refuse an argument that is not one of ``choices`` (a bool never is), naming it."""
+    choices = list(choices)
+    if isinstance(value, bool) or value not in choices:
+        raise ValueError(f"{name} must be one of {choices}{why}, got {value!r}")
+
+
+def bar_rows(ax: Any, colours: Any, n: int, *, right: float, fontsize: float) -> tuple[list, list]:
+    """``n`` horizontal bars (lengths 0 until :func:`set_bar`) on an axis fixed from 0 to ``right``, without x ticks
+    (each bar's label, made here empty, gives its number: no axis text to render on every move)."""
+    bars = list(ax.barh(range(n), [0] * n, color=colours))
+    ax.set_xticks([])
+    ax.spines[["top", "right", "bottom"]].set_visible(False)
+    ax.set_xlim(0, right)
+    return bars, [ax.text(0, r, "", va="center", fontsize=fontsize) for r in range(n)]
+
+
+def set_bar(bar: Any, label: Any, length: float, text: str) -> None:
+    """A bar of :func:`bar_rows` at ``length`` (a fraction of the largest), ``text`` just right of its end."""
+    bar.set_width(length)
+    label.set_x(length + 0.02)
+    label.set_text(text)
+
+
+def refuse_zero_temperature(temperature: float, limit: str) -> None:
+    """Temperature 0 (or less) is said in words: ``limit`` says what the picture approaches instead."""
+    if temperature <= 0:
+        raise InvalidCombination(f"temperature 0 would divide the scores by zero; {limit}")
 
 
 def png_bytes(rgba: Any, width: int, height: int) -> bytes:

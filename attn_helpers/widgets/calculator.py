@@ -7,12 +7,11 @@ projections for short sequences, the ``N x N`` scores for long ones).
 
 from __future__ import annotations
 
-import ipywidgets as W
 from matplotlib.figure import Figure
 
 from ..core import check_heads
 from ..lab import attention_flops, attention_parameters
-from ._base import Explorer, InvalidCombination
+from ._base import Explorer, InvalidCombination, bar_rows, int_slider, set_bar
 
 __all__ = ["LayerCalculator"]
 
@@ -47,14 +46,9 @@ class LayerCalculator(Explorer):
         self.qkv_bias = qkv_bias
         attention_parameters(dim, chan, qkv_bias=qkv_bias)  # reject bad sizes before building anything
         style = {"description_width": "70px"}
-        controls = {
-            "chan": W.IntSlider(value=chan, min=8, max=512, step=8, description="chan", style=style,
-                                continuous_update=False),
-            "num_heads": W.IntSlider(value=num_heads, min=1, max=16, description="num_heads", style=style,
-                                     continuous_update=False),
-            "N": W.IntSlider(value=N, min=10, max=2000, step=10, description="N (tokens)", style=style,
-                             continuous_update=False),
-        }
+        controls = {"chan": int_slider("chan", chan, 8, 512, 8, style=style),
+                    "num_heads": int_slider("num_heads", num_heads, 1, 16, style=style),
+                    "N": int_slider("N (tokens)", N, 10, 2000, 10, style=style)}
         super().__init__(controls, figsize=(9.0, 3.6))
 
     # -- counting -------------------------------------------------------------------------------
@@ -75,19 +69,13 @@ class LayerCalculator(Explorer):
     # -- drawing ----------------------------------------------------------------------------------
     def draw(self, figure: Figure) -> None:
         self.ax_params, self.ax_flops = figure.subplots(1, 2, sharey=True)
-        rows = list(range(len(self.STEPS)))
-        self.param_bars = self.ax_params.barh(rows, [0] * len(rows), color=PARAMS_COLOUR)
-        self.flop_bars = self.ax_flops.barh(rows, [0] * len(rows), color=FLOPS_COLOUR)
-        self.ax_params.set_yticks(rows, self.STEPS)
+        n = len(self.STEPS)
+        self.param_bars, self.param_labels = bar_rows(self.ax_params, PARAMS_COLOUR, n, right=1.45, fontsize=8)
+        self.flop_bars, self.flop_labels = bar_rows(self.ax_flops, FLOPS_COLOUR, n, right=1.45, fontsize=8)
+        self.ax_params.set_yticks(range(n), self.STEPS)
         self.ax_params.invert_yaxis()  # the forward pass reads top to bottom
-        self.param_labels = [self.ax_params.text(0, r, "", va="center", fontsize=8) for r in rows]
-        self.flop_labels = [self.ax_flops.text(0, r, "", va="center", fontsize=8) for r in rows]
         self.ax_params.set_title("learnable parameters", fontsize=10)
         self.ax_flops.set_title("FLOPs for one sequence", fontsize=10)
-        for ax in (self.ax_params, self.ax_flops):
-            ax.set_xticks([])  # each bar carries its number; no axis labels to re-render on every move
-            ax.spines[["top", "right", "bottom"]].set_visible(False)
-            ax.set_xlim(0, 1.45)  # bars are drawn relative to the panel's largest; labels give the numbers
         self.title = figure.suptitle("", fontsize=10)
         figure.subplots_adjust(left=0.17, right=0.97, top=0.83, bottom=0.04, wspace=0.28)
         # only these change on a slider move; the axes, tick labels and titles are drawn once
@@ -99,9 +87,7 @@ class LayerCalculator(Explorer):
         top = max(values.values()) or 1
         total = sum(values.values()) or 1
         for bar, label, value in zip(bars, labels, values.values()):
-            bar.set_width(value / top)
-            label.set_x(value / top + 0.02)
-            label.set_text(f"{_fmt(value)} ({100 * value / total:.0f}%)" if value else "0")
+            set_bar(bar, label, value / top, f"{_fmt(value)} ({100 * value / total:.0f}%)" if value else "0")
 
     def update(self, chan: int, num_heads: int, N: int) -> str:
         params, flops = self.counts(chan, num_heads, N)

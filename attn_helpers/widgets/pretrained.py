@@ -1,11 +1,5 @@
 """Lesson 11's explorer: a real pretrained model's attention on the learner's own sentence.
 
-A text box for the sentence (press Enter or leave the box to apply it), sliders for the layer and
-the head. The picture shows the chosen head's weights with the sentence's tokens on both axes and,
-beside it, all heads of that layer, the chosen one framed. Every number comes from
-:class:`attn_helpers.BertEncoder`, the model rebuilt with the series' own steps (lesson 11 shows
-that it agrees with ``transformers``). An empty or too long sentence is explained in words.
-
 The text box is not one of the explorer's ``controls`` (those are the sliders, named in the status
 line): a sentence is the explorer's input, like the data of the other explorers, and changing it
 runs the model again and redraws the figure for the new tokens. Moving a slider only changes the
@@ -26,7 +20,7 @@ from matplotlib.patches import Rectangle
 from ..lab import PATTERNS, BertEncoder, attention_shares, one_thread
 from ..views import WEIGHTS_CMAP, cells, heatmap
 from ..views.learning import readable_labels
-from ._base import Explorer, InvalidCombination
+from ._base import WIDE, Explorer, InvalidCombination, check_int, int_slider
 
 __all__ = ["PretrainedAttentionExplorer"]
 
@@ -40,8 +34,11 @@ class PretrainedAttentionExplorer(Explorer):
 
     ``PretrainedAttentionExplorer(model, text=DEFAULT_TEXT, *, layer=0, head=0, max_tokens=32)``
     with ``model`` a :class:`attn_helpers.PretrainedModel` (from :func:`attn_helpers.load_pretrained`);
-    ``encoder`` may pass an already built :class:`attn_helpers.BertEncoder` of it. The status line
-    gives the chosen head's share of attention on ``[CLS]``, ``[SEP]``, the previous and next token
+    ``encoder`` may pass an already built :class:`attn_helpers.BertEncoder` of it (the model rebuilt with the
+    series' own steps; lesson 11 shows that it agrees with ``transformers``). A text box takes the sentence (press
+    Enter or leave the box to apply it); an empty or too long sentence is explained in words. The picture shows
+    the chosen head's weights with the sentence's tokens on both axes and, beside it, all heads of that layer,
+    the chosen one framed. The status line gives the chosen head's share of attention on ``[CLS]``, ``[SEP]``, the previous and next token
     and the token itself, for this sentence (:func:`attn_helpers.attention_shares`).
     """
 
@@ -50,11 +47,9 @@ class PretrainedAttentionExplorer(Explorer):
         self.model = model
         self.encoder = BertEncoder.from_pretrained(model) if encoder is None else encoder
         num_layers, num_heads = model.num_layers, model.num_heads
-        for name, value, high in (("layer", layer, num_layers - 1), ("head", head, num_heads - 1),
-                                  ("max_tokens", max_tokens, model.config["max_position_embeddings"])):
-            low = 3 if name == "max_tokens" else 0
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ValueError(f"{name} must be an int in [{low}, {high}], got {value!r}")
+        check_int("layer", layer, 0, num_layers - 1)
+        check_int("head", head, 0, num_heads - 1)
+        check_int("max_tokens", max_tokens, 3, model.config["max_position_embeddings"])
         self.max_tokens = max_tokens
         self.tokens: list[str] = []
         self.weights: np.ndarray | None = None  # (L, H, N, N) for the current sentence
@@ -64,14 +59,9 @@ class PretrainedAttentionExplorer(Explorer):
         if self.problem:
             raise ValueError(f"text: {self.problem}")
         self.text_box = W.Text(value=text, description="sentence", continuous_update=False,
-                               layout=W.Layout(width="640px"), style={"description_width": "initial"})
-        style = {"description_width": "initial"}
-        controls = {
-            "layer": W.IntSlider(value=layer, min=0, max=num_layers - 1, description="layer", style=style,
-                                 continuous_update=True),
-            "head": W.IntSlider(value=head, min=0, max=num_heads - 1, description="head", style=style,
-                                continuous_update=True),
-        }
+                               layout=W.Layout(width="640px"), style=WIDE)
+        controls = {"layer": int_slider("layer", layer, 0, num_layers - 1, continuous_update=True),
+                    "head": int_slider("head", head, 0, num_heads - 1, continuous_update=True)}
         super().__init__(controls, figsize=(11.6, 5.6), dpi=80)  # 928 px: within OUTPUT_WIDTH_PX
         self.text_box.observe(self._on_text, names="value")
         sliders, *rest = self.widget.children

@@ -1,26 +1,16 @@
-"""10 · Positions: rotary embeddings (RoPE) as rotating arrows.
-
-One query and one key with the same content (``k = q``, ``head_dim`` features, seeded). RoPE cuts
-each into ``head_dim / 2`` pairs of features; each pair is an arrow in its own plane, and pair ``i``
-turns by ``θ_i`` per position (:func:`attn_helpers.core.rope_frequencies`). The key sits at
-position ``n = KEY_POSITION``, the query at ``m = n + offset``. The picture shows the arrows of the
-fastest pair, the chosen pair and the slowest pair, and on the right the raw score ``q_m · k_n`` against
-the offset, with each shown pair's term of it: only the angle *between* the arrows, ``offset · θ_i``,
-matters, so the curve is the same wherever the two tokens sit.
-"""
+"""10 · Positions: rotary embeddings (RoPE) as rotating arrows."""
 
 from __future__ import annotations
 
 import math
 
-import ipywidgets as W
 import numpy as np
 import torch
 from matplotlib.figure import Figure
 
 from ..core import DEFAULT_BASE, apply_rope, rope_frequencies, rope_pair_scores
 from ..views import HEAD_COLOURS
-from ._base import Explorer
+from ._base import Explorer, check_int, int_slider
 
 __all__ = ["RopeExplorer"]
 
@@ -32,17 +22,20 @@ PANEL_COLOURS = (HEAD_COLOURS[5], HEAD_COLOURS[2], HEAD_COLOURS[3])  # fastest, 
 class RopeExplorer(Explorer):
     """Lesson 10: Slide the offset between a query and a key, and pick a feature pair, to watch RoPE rotate them.
 
-    ``RopeExplorer(offset=3, pair=2, *, head_dim=16, base=10000.0, max_offset=32, seed=0)``; display it
-    as a cell's last line. Pairs follow ``apply_rope``'s default pairing (feature ``i`` with
-    ``i + head_dim/2``); pair 0 turns fastest (1 radian per position), pair ``head_dim/2 - 1`` slowest.
+    One query and one key with the same content (``k = q``, ``head_dim`` features, seeded). RoPE cuts each into
+    ``head_dim / 2`` pairs of features (feature ``i`` with ``i + head_dim/2``, as ``apply_rope``); each pair is an
+    arrow in its own plane, and pair ``i`` turns by ``θ_i`` per position: pair 0 fastest (1 radian per position),
+    pair ``head_dim/2 - 1`` slowest. The key sits at position ``n = KEY_POSITION``, the query at ``m = n + offset``.
+    The picture shows the arrows of the fastest, the chosen and the slowest pair, and the raw score ``q_m · k_n``
+    against the offset, with each shown pair's term of it: only the angle *between* the arrows, ``offset · θ_i``,
+    matters, so the curve is the same wherever the two tokens sit.
     """
 
     def __init__(self, offset: int = 3, pair: int = 2, *, head_dim: int = 16, base: float = DEFAULT_BASE,
                  max_offset: int = 32, seed: int = 0) -> None:
         self.theta = rope_frequencies(head_dim, base=base)  # (P,), checks head_dim and base
         self.pairs = head_dim // 2
-        if not (isinstance(max_offset, int) and 1 <= max_offset <= KEY_POSITION):
-            raise ValueError(f"max_offset must be an int in [1, {KEY_POSITION}], got {max_offset!r}")
+        check_int("max_offset", max_offset, 1, KEY_POSITION)
         if not -max_offset <= offset <= max_offset:
             raise ValueError(f"offset must lie in [-{max_offset}, {max_offset}], got {offset}")
         if not 0 <= pair < self.pairs:
@@ -53,13 +46,8 @@ class RopeExplorer(Explorer):
         self.offsets = torch.arange(-max_offset, max_offset + 1)  # (T,)
         self.terms = rope_pair_scores(self.q, self.k, self.offsets, base=base).numpy()  # (T, P): each pair's term of q·k
         self.raw_scores = self.terms.sum(axis=1)  # (T,): q_m · k_n at each offset
-        style = {"description_width": "initial"}
-        controls = {
-            "offset": W.IntSlider(value=offset, min=-max_offset, max=max_offset, description="offset m - n",
-                                  style=style, continuous_update=False),
-            "pair": W.IntSlider(value=pair, min=0, max=self.pairs - 1, description="feature pair i", style=style,
-                                continuous_update=False),
-        }
+        controls = {"offset": int_slider("offset m - n", offset, -max_offset, max_offset),
+                    "pair": int_slider("feature pair i", pair, 0, self.pairs - 1)}
         super().__init__(controls, figsize=(11.0, 3.6), dpi=80)
 
     # -- the numbers -----------------------------------------------------------------------------
