@@ -1,16 +1,12 @@
 """The machinery every explorer shares: controls, one figure updated in place, a status line.
 
-Why not ``ipywidgets.interact``: it rebuilds the whole figure on every slider move (about 1.5 s
-for a grid of labelled heatmaps on a 2-core CPU) and writes into an Output widget, which strict
-notebook validation sees as extra outputs. An :class:`Explorer` draws its figure once, then each
-move only changes the data of the artists it registered as dynamic and re-renders the PNG shown in
-an ``ipywidgets.Image``; its printed form is one stable line, so nbval can compare it.
-
-One redraw path for every explorer, matplotlib's blitting: a full ``print_png`` lays out and
-rasterises every tick label, title and colour bar on each move (most of the time goes into text).
-The figure is rendered once *without* the dynamic artists (they are marked ``animated``), that
-picture is kept, and each move only pastes it back, draws the dynamic artists on top and encodes the
-pixels as PNG. Only a layout change (``needs_redraw``) draws the figure anew.
+Why not ``ipywidgets.interact``: it rebuilds the whole figure on every slider move (about 1.5 s for a grid of
+labelled heatmaps on a 2-core CPU) and writes into an Output widget, which strict notebook validation sees as extra
+outputs. An :class:`Explorer` prints one stable line, and draws with matplotlib's blitting: a full ``print_png``
+lays out and rasterises every tick label, title and colour bar (most of the time goes into text), so the figure is
+rendered once *without* the dynamic artists (marked ``animated``), that picture is kept, and each move only pastes
+it back, draws the dynamic artists on top and encodes the PNG shown in an ``ipywidgets.Image``. Only a layout
+change (``needs_redraw``) draws the figure anew.
 """
 
 from __future__ import annotations
@@ -208,7 +204,7 @@ class Explorer:
         return None
 
     def dynamic(self, artists: Iterable[Artist]) -> None:
-        """Mark ``artists`` as redrawn on every update (and left out of the kept picture); call it in ``draw``."""
+        """Mark ``artists`` as redrawn on every update (and left out of the kept picture)."""
         for artist in artists:
             artist.set_animated(True)
             self._dynamic.append(artist)
@@ -217,7 +213,6 @@ class Explorer:
     # -- machinery -----------------------------------------------------------------------------
     @property
     def values(self) -> dict[str, Any]:
-        """The current value of every control, by name."""
         return {name: control.value for name, control in self.controls.items()}
 
     def set(self, **values: Any) -> None:
@@ -295,10 +290,8 @@ class Explorer:
     clear_on_rebuild = True
 
     def rebuild(self) -> None:
-        """Lay the figure out anew (``needs_redraw`` said the layout changed): forget the dynamic artists
-        and the kept picture, clear the figure, ``draw`` again. An explorer that keeps its layouts
-        (``layout_key``) keeps the one shown, and swaps in the one wanted if it was drawn before, else draws
-        it in a new figure."""
+        """Lay the figure out anew: clear it and ``draw`` again; with ``layout_key``, keep the layout shown and swap
+        in the one wanted if it was drawn before, else draw it in a new figure."""
         key = self.layout_key(**self.values)
         if self._layout_now is not None:
             names = ("figure", "canvas", "_dynamic", "_background", *self.layout_attributes)
@@ -319,9 +312,8 @@ class Explorer:
         self._check_dynamic()
 
     def prepare_layouts(self, choices: Iterable[Mapping[str, Any]]) -> None:
-        """Draw and keep now the layout (and its kept picture) of each of ``choices`` (control values), so
-        that no move to them draws a figure; the explorer goes on showing what it shows. For an explorer
-        with ``layout_key``; call it at the end of ``__init__``."""
+        """Draw and keep now the layout (and its kept picture) of each of ``choices`` (control values), so that no
+        move to them draws a figure; the explorer goes on showing what it shows."""
         shown = self.values
         with self._hold():
             for values in choices:
@@ -342,8 +334,7 @@ class Explorer:
                             "self.dynamic([...]); without them every move would show the first picture")
 
     def render_png(self) -> bytes:
-        """The figure as PNG bytes, as the browser receives them: the kept picture plus the dynamic artists
-        in their current state (the picture is rendered in full once per layout)."""
+        """The PNG bytes the browser receives: the kept picture plus the dynamic artists as they are now."""
         if self._background is None:
             self._kept_picture()
         else:
@@ -353,7 +344,6 @@ class Explorer:
         return png_bytes(self.canvas.buffer_rgba(), *self.canvas.get_width_height())
 
     def _kept_picture(self) -> None:
-        """Render the figure in full, without the dynamic artists, and keep that picture."""
         self.canvas.draw()  # animated artists are left out of a full draw
         self._background = self.canvas.copy_from_bbox(self.figure.bbox)
 
@@ -391,8 +381,7 @@ class Explorer:
     STATIC_COLOURS = 256
 
     def static_png(self) -> bytes:
-        """The picture shown now, as kept in a saved notebook for front ends without a kernel: the live PNG
-        (encoded for speed) reduced to a palette of ``STATIC_COLOURS``; empty before anything was drawn."""
+        """The picture shown now for a saved notebook: the live PNG reduced to ``STATIC_COLOURS`` (empty: none yet)."""
         shown = bytes(self.image.value)
         if not shown:
             return b""

@@ -1,18 +1,12 @@
 """09 · Efficient attention: how much memory a KV cache takes, with one key/value head per query
 head (multi-head), per group of query heads (grouped-query) or one for all (multi-query).
 
-Three bars, always in the same order, so moving a slider shows at once what sharing key/value
-heads saves; the numbers come from :func:`attn_helpers.lab.kv_cache_bytes`. A menu of real models
-(:data:`attn_helpers.lab.MODEL_ATTENTION_SIZES`) sets the sliders to a model the learner has heard of.
-
-With ``windows=True`` (lesson 12) two more controls say how many layers are sliding-window layers and how many
-tokens they keep (:func:`attn_helpers.lab.windowed_kv_cache_bytes`), and the menu adds models with local layers
-(:data:`attn_helpers.lab.WINDOWED_ATTENTION_SIZES`).
-
-13 · The cache that does not grow: the menu also holds models whose cache is something else
-(:data:`attn_helpers.lab.MODEL_CACHE_SIZES`: DeepSeek-V3's latents, Qwen3-Next's hybrid of attention and
-linear layers); while the sliders show such a model, a fourth bar gives its cache as published
-(:func:`attn_helpers.lab.model_cache_bytes`).
+Three bars, always in the same order, so moving a slider shows at once what sharing key/value heads saves
+(:func:`attn_helpers.lab.kv_cache_bytes`). With ``windows=True`` (lesson 12) two more controls say how many
+layers are sliding-window layers and how many tokens they keep (:func:`attn_helpers.lab.windowed_kv_cache_bytes`).
+13 · The cache that does not grow: while the sliders show a model whose cache is something else
+(:data:`attn_helpers.lab.MODEL_CACHE_SIZES`: DeepSeek-V3's latents, Qwen3-Next's hybrid of attention and linear
+layers), a fourth bar gives its cache as published (:func:`attn_helpers.lab.model_cache_bytes`).
 """
 
 from __future__ import annotations
@@ -57,12 +51,11 @@ class KVCacheCalculator(Explorer):
     """Lessons 09, 12 and 13:
     KV-cache memory of a decoder for chosen heads, key/value groups, layers, sequence length and dtype.
 
-    ``KVCacheCalculator(num_heads=64, num_kv_heads=8, num_layers=80, seq_len=4096, dtype_bytes=2,
-    head_dim=128, batch=1)``; display it as a cell's last line. ``num_kv_heads`` is the number of
-    key/value heads ``G``: each is shared by ``num_heads / G`` query heads, so ``num_heads`` must be
-    a multiple of ``G`` (the ``G`` slider offers only those). ``batch`` is fixed when it is
-    made. The ``model`` menu (:meth:`choose_model`) sets heads, groups, layers and ``head_dim`` to a
-    published model's; the title names the model whenever the sliders match one.
+    ``num_kv_heads`` is the number of key/value heads ``G``: each is shared by ``num_heads / G`` query heads, so
+    ``num_heads`` must be a multiple of ``G`` (the ``G`` slider offers only those). ``batch`` is fixed when it is
+    made. The ``model`` menu (:meth:`choose_model`: ``MODEL_ATTENTION_SIZES``, ``MODEL_CACHE_SIZES``, with
+    ``windows`` ``WINDOWED_ATTENTION_SIZES``) sets heads, groups, layers and ``head_dim`` to a published model's;
+    the title names the model whenever the sliders match one.
     """
 
     def __init__(self, num_heads: int = 64, num_kv_heads: int = 8, num_layers: int = 80, seq_len: int = 4096,
@@ -125,8 +118,7 @@ class KVCacheCalculator(Explorer):
 
     # -- real models ----------------------------------------------------------------------------
     def choose_model(self, name: str) -> None:
-        """Set the sliders to the published sizes of model ``name`` (a key of ``MODEL_ATTENTION_SIZES`` or
-        ``MODEL_CACHE_SIZES``, or with ``windows`` of ``WINDOWED_ATTENTION_SIZES``)."""
+        """Set the sliders to the published sizes of model ``name`` (one the menu offers)."""
         if self._syncing_menu or name == OWN_SIZES:
             return
         if name not in self.presets:

@@ -32,15 +32,13 @@ FRAME_COLOUR = "#b35806"
 class PretrainedAttentionExplorer(Explorer):
     """Lesson 11: Type a sentence, pick a layer and a head: what that head of a real model attends to.
 
-    ``PretrainedAttentionExplorer(model, text=DEFAULT_TEXT, *, layer=0, head=0, max_tokens=32)``
-    with ``model`` a :class:`attn_helpers.PretrainedModel` (from :func:`attn_helpers.load_pretrained`);
+    ``model``: a :class:`attn_helpers.PretrainedModel` (from :func:`attn_helpers.load_pretrained`);
     ``encoder`` may pass an already built :class:`attn_helpers.BertEncoder` of it (the model rebuilt with the
     series' own steps; lesson 11 shows that it agrees with ``transformers``). A text box takes the sentence (press
     Enter or leave the box to apply it); an empty or too long sentence is explained in words. The picture shows
     the chosen head's weights with the sentence's tokens on both axes and, beside it, all heads of that layer,
-    the chosen one framed. The status line gives the chosen head's share of attention on ``[CLS]``, ``[SEP]``, the previous and next token
-    and the token itself, for this sentence (:func:`attn_helpers.attention_shares`).
-    """
+    the chosen one framed. The status line gives the chosen head's share of attention on ``[CLS]``, ``[SEP]``,
+    the previous and next token and the token itself (:func:`attn_helpers.attention_shares`)."""
 
     def __init__(self, model: Any, text: str = DEFAULT_TEXT, *, layer: int = 0, head: int = 0,
                  max_tokens: int = MAX_TOKENS, encoder: BertEncoder | None = None) -> None:

@@ -1,15 +1,5 @@
-"""Lesson 08's widgets and pictures: a progress bar for training, and attention snapshots over steps.
-
-- :class:`TrainingProgress`: one ``ipywidgets.IntProgress`` over all the steps of
-  :func:`attn_helpers.lab.train_many`, with the run's name and step beside it.
-- :class:`AttentionSnapshotExplorer`: a slider over training steps (and a dropdown over runs) shows
-  every head's attention on one held-out sequence at that step, next to the ideal pattern, with
-  each head's pattern match in its title and in the status line; below, the pattern match and the
-  held-out accuracy over the whole run, a line marking the step. The snapshots come from the
-  training run itself (:class:`attn_helpers.lab.TrainingRun`); nothing is recomputed.
-
-The lesson's static pictures of the same runs are :func:`attn_helpers.views.plot_learning_curves` and
-:func:`attn_helpers.views.plot_snapshots`.
+"""Lesson 08's widgets: a progress bar for training, and attention snapshots over steps (the lesson's static
+pictures of the same runs: :func:`attn_helpers.views.plot_learning_curves` and :func:`~.views.plot_snapshots`).
 """
 
 from __future__ import annotations
@@ -37,9 +27,8 @@ LINESTYLES = ("-", "--", ":", "-.")
 class TrainingProgress:
     """Lessons 08, 10 and 14: A progress bar over every step of several training runs: ``progress(name, step, total)``.
 
-    ``TrainingProgress(jobs)`` with the ``name -> (task, config)`` mapping given to
-    :func:`attn_helpers.lab.train_many`; display it, then pass it as ``progress=``. The bar
-    turns green when the last run has finished.
+    ``jobs``: the ``name -> (task, config)`` mapping given to :func:`attn_helpers.lab.train_many`; display it, then
+    pass it as ``progress=``. The bar turns green when the last run has finished.
     """
 
     def __init__(self, jobs: Mapping[str, tuple[Task, TrainConfig]]) -> None:
@@ -74,11 +63,11 @@ class TrainingProgress:
 class AttentionSnapshotExplorer(Explorer):
     """Lessons 08 and 14: Slide over training steps: every head's attention at that step, the ideal, and the match.
 
-    ``AttentionSnapshotExplorer(runs, run=None, step=None)`` with ``runs`` a mapping
-    ``name -> TrainingRun`` (or one run); ``run`` picks the first run shown (default: the first),
-    ``step`` the first step (default: its last). The slider moves in steps of the runs' snapshot
-    interval; a step the chosen run did not record (beyond its last step, or between its
-    snapshots) is explained in words.
+    ``runs``: ``name -> TrainingRun`` (or one run); ``run`` is shown first (default: the first), at ``step``
+    (default: its last). Every head's attention on one held-out sequence beside the ideal pattern, each head's
+    pattern match in its title and the status line; below, the match and the held-out accuracy over the run, a
+    line at the step. The snapshots come from the run itself: nothing is recomputed. The slider moves in steps of
+    the runs' snapshot interval; a step the chosen run did not record is explained in words.
     """
 
     def __init__(self, runs: Mapping[str, TrainingRun] | TrainingRun, *, run: str | None = None,
