@@ -141,8 +141,7 @@ def dataflow_diagram(steps: Sequence[tuple[str, Sequence[int], str]], flow: Flow
     left, right = min(x for x, _ in xy.values()), max(x for x, _ in xy.values())
     if ax is None:
         _, ax = plt.subplots(figsize=(1.1 * (right - left + 2 * _HALF + 2.2) + 0.4, 0.85 * rows + 0.5))
-    ax.set_xlim(left - _HALF - 1.2, right + _HALF + 1.2)
-    ax.set_ylim(-rows + 0.4, 0.6)
+    ax.set(xlim=(left - _HALF - 1.2, right + _HALF + 1.2), ylim=(-rows + 0.4, 0.6))
     boxes = {}
     for name, shape, axes in steps:
         x, y = xy[name]

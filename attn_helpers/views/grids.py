@@ -108,8 +108,7 @@ class LiveHeadGrid:
         self.axes = [figure.add_axes((0.0, 0.0, 1.0, 1.0)) for _ in range(max_heads)]
         self.images = [cells(ax, np.zeros((1, 1)), cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0) for ax in self.axes]
         for ax in self.axes:
-            ax.set_xticks([])
-            ax.set_yticks([])
+            ax.set(xticks=[], yticks=[])
         self.cax = figure.add_axes((0.0, 0.0, 1.0, 1.0))
         figure.colorbar(self.images[0], cax=self.cax, label="attention weight")
         # each panel's text artists for keys and for queries, made now for the first column's (the only ones labelled)
@@ -288,9 +287,8 @@ def origin_grid(
             ax.imshow(colours, aspect="auto", interpolation="nearest")
             for (i, j), f in np.ndenumerate(features[h]):
                 ax.text(j, i, f"f{f}", ha="center", va="center", fontsize=8)
-            ax.set_xticks(range(head_dim))
-            ax.set_yticks(range(n_tokens))
-            ax.set_yticklabels([f"row {i}" for i in range(n_tokens)] if h == 0 else [])
+            ax.set(xticks=range(head_dim), yticks=range(n_tokens),
+                   yticklabels=[f"row {i}" for i in range(n_tokens)] if h == 0 else [])
             ax.set_title(f"head {h}", fontsize=9)
             if h == 0:
                 ax.text(-0.35, 1.32, name, transform=ax.transAxes, fontsize=10, fontweight="bold", ha="left")

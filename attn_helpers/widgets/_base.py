@@ -25,6 +25,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from PIL import Image
 
+from ..core import check_heads
 from ..lab import one_thread
 from ._display import PNG_MIME, widget_bundle
 
@@ -92,9 +93,8 @@ def bar_rows(ax: Any, colours: Any, n: int, *, right: float, fontsize: float) ->
     """``n`` horizontal bars (lengths 0 until :func:`set_bar`) on an axis fixed from 0 to ``right``, without x ticks
     (each bar's label, made here empty, gives its number: no axis text to render on every move)."""
     bars = list(ax.barh(range(n), [0] * n, color=colours))
-    ax.set_xticks([])
+    ax.set(xticks=[], xlim=(0, right))
     ax.spines[["top", "right", "bottom"]].set_visible(False)
-    ax.set_xlim(0, right)
     return bars, [ax.text(0, r, "", va="center", fontsize=fontsize) for r in range(n)]
 
 
@@ -103,6 +103,24 @@ def set_bar(bar: Any, label: Any, length: float, text: str) -> None:
     bar.set_width(length)
     label.set_x(length + 0.02)
     label.set_text(text)
+
+
+def heads_in_words(chan: int, num_heads: int, most: int) -> None:
+    """:func:`attn_helpers.core.check_heads` (suggesting head counts up to ``most``, what the slider reaches), its
+    refusal shown in its own words."""
+    try:
+        check_heads(chan, num_heads, most=most)
+    except ValueError as problem:
+        raise InvalidCombination(str(problem)) from None
+
+
+def in_units(n: float, units: Iterable[tuple[float, str]], bare: str) -> str:
+    """``n`` in the largest of ``units`` (``(size, suffix)``, largest first) it reaches, to 3 digits; else as
+    ``bare`` formats it."""
+    for size, unit in units:
+        if n >= size:
+            return f"{n / size:.3g}{unit}"
+    return bare.format(n)
 
 
 def refuse_zero_temperature(temperature: float, limit: str) -> None:
@@ -180,7 +198,6 @@ class Explorer:
         self._layout_now = self.layout_key(**self.values)
         self.refresh()
 
-    # -- subclass hooks ------------------------------------------------------------------------
     def draw(self, figure: Figure) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -210,7 +227,6 @@ class Explorer:
             self._dynamic.append(artist)
         self._background = None
 
-    # -- machinery -----------------------------------------------------------------------------
     @property
     def values(self) -> dict[str, Any]:
         return {name: control.value for name, control in self.controls.items()}
@@ -356,7 +372,6 @@ class Explorer:
         kind, style = ("explorer-status", STATUS_STYLE) if ok else ("explorer-status explorer-problem", PROBLEM_STYLE)
         self.status.value = f'<code class="{kind}" style="{style}">{html.escape(text)}</code>'
 
-    # -- display -------------------------------------------------------------------------------
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.last_status})"
 

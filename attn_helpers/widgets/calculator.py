@@ -1,17 +1,15 @@
 """07 · The complete layer: what a layer of given sizes costs, in parameters and in FLOPs, step by step.
 
-Both panels share one row per step of the forward pass, so the picture says at a glance which
-steps own weights (only the projections and their biases) and which steps do the work (the
-projections for short sequences, the ``N x N`` scores for long ones).
+Both panels share one row per step of the forward pass: which steps own weights (only the projections and their
+biases) and which do the work (the projections for short sequences, the ``N x N`` scores for long ones).
 """
 
 from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from ..core import check_heads
 from ..lab import attention_flops, attention_parameters
-from ._base import Explorer, InvalidCombination, bar_rows, int_slider, set_bar
+from ._base import Explorer, bar_rows, heads_in_words, in_units, int_slider, set_bar
 
 __all__ = ["LayerCalculator"]
 
@@ -20,21 +18,16 @@ FLOPS_COLOUR = "#e08214"
 
 
 def _fmt(n: float) -> str:
-    """A count in a few characters: 950, 13.6 k, 5.43 M, 1.20 G."""
-    for size, unit in ((1e9, " G"), (1e6, " M"), (1e3, " k")):
-        if n >= size:
-            return f"{n / size:.3g}{unit}"
-    return f"{n:.0f}"
+    """A count in a few characters: 950, 13.6 k, 5.43 M, 1.2 G."""
+    return in_units(n, ((1e9, " G"), (1e6, " M"), (1e3, " k")), "{:.0f}")
 
 
 class LayerCalculator(Explorer):
     """Lesson 07:
     Parameters and FLOPs of walkthrough 000's ``Attention(dim, chan, num_heads)`` on one sequence of N tokens.
 
-    Sliders: ``chan`` (the projected width), ``num_heads`` and ``N`` (tokens); ``dim`` (the input
-    width) is fixed when the calculator is made. A head count that does not divide ``chan`` is
-    explained in words. The counts come from :func:`attn_helpers.lab.attention_parameters`
-    and :func:`attn_helpers.lab.attention_flops` (batch of 1).
+    ``dim`` (the input width) is fixed when the calculator is made. A head count that does not divide ``chan`` is
+    explained in words. The counts: :func:`attn_helpers.lab.attention_parameters` and ``attention_flops``.
     """
 
     STEPS = ("qkv projection", "scores (q @ k^T)", "scale", "softmax", "weights @ v",
@@ -51,13 +44,9 @@ class LayerCalculator(Explorer):
                     "N": int_slider("N (tokens)", N, 10, 2000, 10, style=style)}
         super().__init__(controls, figsize=(9.0, 3.6))
 
-    # -- counting -------------------------------------------------------------------------------
     def counts(self, chan: int, num_heads: int, N: int) -> tuple[dict[str, int], dict[str, int]]:
         """``(parameters by step, FLOPs by step)`` for these slider values, keyed by :attr:`STEPS`."""
-        try:
-            check_heads(chan, num_heads, most=self.controls["num_heads"].max)  # suggest what the slider reaches
-        except ValueError as problem:  # the library's own words for it
-            raise InvalidCombination(str(problem)) from None
+        heads_in_words(chan, num_heads, most=self.controls["num_heads"].max)
         parts = attention_parameters(self.dim, chan, qkv_bias=self.qkv_bias)
         params = dict.fromkeys(self.STEPS, 0)
         params["qkv projection"] = parts["qkv weight"]
@@ -66,7 +55,6 @@ class LayerCalculator(Explorer):
         flops = attention_flops(1, N, self.dim, chan, num_heads, qkv_bias=self.qkv_bias)
         return params, flops
 
-    # -- drawing ----------------------------------------------------------------------------------
     def draw(self, figure: Figure) -> None:
         self.ax_params, self.ax_flops = figure.subplots(1, 2, sharey=True)
         n = len(self.STEPS)

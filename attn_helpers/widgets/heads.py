@@ -81,7 +81,6 @@ class HeadsExplorer(Explorer):
         return sentence_intermediates(SENTENCE[:tokens], SENTENCE, num_heads, chan, self.dim, seed=self.seed,
                                       std=EMBED_STD)
 
-    # -- figure ------------------------------------------------------------------------------
     def draw(self, figure: Figure) -> None:
         num_heads, tokens = self.controls["num_heads"].value, self.controls["tokens"].value
         if self.grid is None:

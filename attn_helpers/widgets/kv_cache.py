@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from ..core import check_kv_heads
 from ..lab import (MODEL_ATTENTION_SIZES, MODEL_CACHE_SIZES, WINDOWED_ATTENTION_SIZES, kv_cache_bytes, model_cache_bytes,
                    windowed_kv_cache_bytes)
-from ._base import WIDE, Explorer, bar_rows, check_choice, int_slider, set_bar
+from ._base import WIDE, Explorer, bar_rows, check_choice, in_units, int_slider, set_bar
 
 __all__ = ["KVCacheCalculator"]
 
@@ -40,11 +40,8 @@ def _divisors(n: int) -> list[int]:
 
 
 def format_bytes(n: float) -> str:
-    """A byte count in a few characters: 512 B, 3.0 KiB, 1.25 GiB (binary units, 1 GiB = 2**30 bytes)."""
-    for unit, size in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{n:.0f} B"
+    """A byte count in a few characters: 512 B, 3 KiB, 1.25 GiB (binary units, 1 GiB = 2**30 bytes)."""
+    return in_units(n, ((2 ** 30, " GiB"), (2 ** 20, " MiB"), (2 ** 10, " KiB")), "{:.0f} B")
 
 
 class KVCacheCalculator(Explorer):
@@ -94,7 +91,6 @@ class KVCacheCalculator(Explorer):
         self.model_menu.observe(lambda change: self.choose_model(change["new"]), names="value")
         self.widget.children = (self.model_menu, *self.widget.children)
 
-    # -- controls that offer only what can be drawn ------------------------------------------------
     def _on_heads(self, change: dict) -> None:
         """H moved: G offers the divisors of the new H, at the largest one up to the G last chosen."""
         groups = self.controls["num_kv_heads"]
@@ -116,7 +112,6 @@ class KVCacheCalculator(Explorer):
     def _on_layers(self, change: dict) -> None:
         self.controls["local_layers"].max = change["new"]  # a lower max lowers the value with it
 
-    # -- real models ----------------------------------------------------------------------------
     def choose_model(self, name: str) -> None:
         """Set the sliders to the published sizes of model ``name`` (one the menu offers)."""
         if self._syncing_menu or name == OWN_SIZES:
@@ -136,7 +131,6 @@ class KVCacheCalculator(Explorer):
         finally:
             self._syncing_menu = False
 
-    # -- counting -------------------------------------------------------------------------------
     def counted(self, num_heads: int, num_kv_heads: int, num_layers: int, seq_len: int, dtype_bytes: int, head_dim: int,
                 window: int = 0, local_layers: int = 0) -> tuple[str | None, dict[str, int], int | None]:
         """At these control values (G divides H, the sliders see to it; the sliding-window layers are at most the
@@ -156,7 +150,6 @@ class KVCacheCalculator(Explorer):
             if model in MODEL_CACHE_SIZES else None
         return model, sizes, published
 
-    # -- drawing ----------------------------------------------------------------------------------
     def draw(self, figure: Figure) -> None:
         self.ax = figure.subplots()
         # the last row: a model's cache as published, shown for such a model (it names itself in its label)

@@ -71,8 +71,12 @@ def row_sum_heatmap(figure: Figure, tokens: Sequence[str], *, cmap=None, bottom:
     return ax, image, sums
 
 
-def _fmt(x: float) -> str:
-    return "nan" if x != x else f"{x:.2f}"
+def set_row_sums(texts: Sequence, weights: Tensor) -> str:
+    """Write each row's sum of ``weights (N, N)`` in its text of :func:`row_sum_heatmap`; returns them in a line."""
+    sums = [f"{s:.2f}" for s in weights.sum(dim=-1).tolist()]  # a NaN sum reads "nan"
+    for text, s in zip(texts, sums):
+        text.set_text(s)
+    return " ".join(sums)
 
 
 class MaskExplorer(Explorer):
@@ -117,11 +121,8 @@ class MaskExplorer(Explorer):
         keep = keep_mask(mask, len(self.tokens), self.length)  # (N, N)
         weights = masked_weights(self.scores, keep, convention, temperature)  # (N, N)
         self.artist.set_data(to_numpy(weights))
-        sums = [float(s) for s in weights.sum(dim=-1)]
-        for text, s in zip(self.sum_texts, sums):
-            text.set_text(_fmt(s))
+        self._sums = set_row_sums(self.sum_texts, weights)
         self.ax.set_title(f"softmax(scores / τ), τ = {temperature:g}, mask: {mask}", fontsize=10)
-        self._sums = " ".join(_fmt(s) for s in sums)
         return "row sums: " + self._sums
 
     def describe(self, temperature: float, mask: str, convention: str) -> str:

@@ -65,7 +65,6 @@ class PretrainedAttentionExplorer(Explorer):
         sliders, *rest = self.widget.children
         self.widget.children = (sliders, self.text_box, *rest)  # the text box under the sliders
 
-    # -- the model -----------------------------------------------------------------------------
     def compute(self, text: str) -> None:
         """Tokenize ``text`` and run the model on it; or record in ``problem`` why that is not possible."""
         if not isinstance(text, str) or not text.strip():
@@ -90,7 +89,6 @@ class PretrainedAttentionExplorer(Explorer):
             self.problem = f"this sentence could not be read ({type(problem).__name__}: {problem})"
         self.refresh()
 
-    # -- figure --------------------------------------------------------------------------------
     def needs_redraw(self, layer: int, head: int) -> bool:
         return not self.problem and self.tokens != self._drawn_tokens
 
@@ -111,8 +109,7 @@ class PretrainedAttentionExplorer(Explorer):
         for h in range(num_heads):
             ax = figure.add_subplot(grid[h // ncols, h % ncols])
             self.panels.append(cells(ax, blank, cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0))
-            ax.set_xticks([])
-            ax.set_yticks([])
+            ax.set(xticks=[], yticks=[])
             ax.set_title(f"head {h}", fontsize=8, pad=2)
             self.panel_axes.append(ax)
         self.grid_title = figure.text(0.7725, 0.93, " ", ha="center", va="bottom", fontsize=11)

@@ -50,7 +50,6 @@ class RopeExplorer(Explorer):
                     "pair": int_slider("feature pair i", pair, 0, self.pairs - 1)}
         super().__init__(controls, figsize=(11.0, 3.6), dpi=80)
 
-    # -- the numbers -----------------------------------------------------------------------------
     def arrows(self, offset: int) -> tuple[np.ndarray, np.ndarray]:
         """The rotated pairs of the query at ``m = KEY_POSITION + offset`` and of the key at ``n = KEY_POSITION``:
         ``(P, 2)`` each, pair ``i`` as the point ``(x_i, x_(i + head_dim/2))``."""
@@ -63,7 +62,6 @@ class RopeExplorer(Explorer):
     def shown_pairs(self, pair: int) -> tuple[int, int, int]:
         return (0, pair, self.pairs - 1)
 
-    # -- figure ------------------------------------------------------------------------------------
     def draw(self, figure: Figure) -> None:
         grid = figure.add_gridspec(1, 4, width_ratios=[1, 1, 1, 2.4], wspace=0.35, left=0.03, right=0.98,
                                    bottom=0.16, top=0.8)
@@ -72,14 +70,8 @@ class RopeExplorer(Explorer):
         circle = np.linspace(0, 2 * math.pi, 100)
         self.q_lines, self.k_lines = [], []
         for ax, colour in zip(self.arrow_axes, PANEL_COLOURS):
-            ax.set_xlim(-radius, radius)
-            ax.set_ylim(-radius, radius)
-            ax.set_aspect("equal")
-            ax.set_xticks([])
-            ax.set_yticks([])
-            for spine in ax.spines.values():
-                spine.set_edgecolor(colour)
-                spine.set_linewidth(2)
+            ax.set(xlim=(-radius, radius), ylim=(-radius, radius), aspect="equal", xticks=[], yticks=[])
+            ax.spines[:].set(edgecolor=colour, linewidth=2)
             ax.plot(radius / 1.15 * np.cos(circle), radius / 1.15 * np.sin(circle), color="0.85", lw=0.8)
             self.k_lines.append(ax.plot([0, 0], [0, 0], color=K_COLOUR, lw=5, marker="o", ms=9, markevery=[1],
                                         label="key at n")[0])  # wider, so a query on top of it leaves it visible
@@ -95,11 +87,9 @@ class RopeExplorer(Explorer):
                             for p, c, label in zip(self.shown_pairs(0), PANEL_COLOURS,
                                                    ("fastest pair 0", "chosen pair", f"slowest pair {self.pairs - 1}"))]
         top = float(np.abs(self.raw_scores).max())
-        self.ax_curve.set_ylim(-1.1 * top, 1.75 * top)  # room for the legend
-        self.ax_curve.set_xlim(offsets[0], offsets[-1])
+        self.ax_curve.set(ylim=(-1.1 * top, 1.75 * top), xlim=(offsets[0], offsets[-1]))  # room for the legend
         self.ax_curve.axhline(0, color="0.8", lw=0.8)
-        self.ax_curve.set_xlabel("offset m - n (query position - key position)")
-        self.ax_curve.set_ylabel("raw score")
+        self.ax_curve.set(xlabel="offset m - n (query position - key position)", ylabel="raw score")
         self.ax_curve.legend(loc="upper right", fontsize=8, frameon=False, ncol=2)
         self.marker = self.ax_curve.axvline(0, color="0.4", ls=":", lw=1.2)
         self.dots = self.ax_curve.plot([0, 0, 0, 0], [0, 0, 0, 0], ls="none", marker="o", ms=5, color="black")[0]

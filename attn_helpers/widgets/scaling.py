@@ -62,7 +62,6 @@ class ScalingExplorer(Explorer):
         }
         super().__init__(controls, figsize=(9.5, 3.6), dpi=80)
 
-    # -- figure ------------------------------------------------------------------------------
     def draw(self, figure: Figure) -> None:
         n = len(self.tokens)
         grid = figure.add_gridspec(1, 2, width_ratios=[1.1, 1], wspace=0.3, left=0.08, right=0.93,
@@ -70,11 +69,8 @@ class ScalingExplorer(Explorer):
         self.ax_bars = figure.add_subplot(grid[0, 0])
         self.ax_map = figure.add_subplot(grid[0, 1])
         self.bars = self.ax_bars.bar(range(n), np.full(n, 1.0 / n), color="#5b7fb5")
-        self.ax_bars.set_ylim(0, 1.05)
-        self.ax_bars.set_xticks(range(n))
-        self.ax_bars.set_xticklabels(self.tokens)
-        self.ax_bars.set_xlabel("key")
-        self.ax_bars.set_ylabel("softmax weight")
+        self.ax_bars.set(ylim=(0, 1.05), xticks=range(n), xticklabels=self.tokens, xlabel="key",
+                         ylabel="softmax weight")
         self.ax_bars.axhline(1.0 / n, color="grey", ls=":", lw=1, label=f"uniform: 1/{n}")
         self.ax_bars.legend(loc="upper right", fontsize=8, frameon=False)
         self.bar_labels = [self.ax_bars.text(i, 0, "", ha="center", va="bottom", fontsize=8) for i in range(n)]

@@ -10,7 +10,7 @@ from ..lab import weights_after_steps
 from ..lab.example import LONG_SENTENCE
 from ..views import to_numpy
 from ._base import WIDE, Explorer, check_choice, check_int
-from .masking import row_sum_heatmap, seeded_scores
+from .masking import row_sum_heatmap, seeded_scores, set_row_sums
 
 __all__ = ["ScoreStepsExplorer"]
 
@@ -56,16 +56,14 @@ class ScoreStepsExplorer(Explorer):
         self.weights = weights_after_steps(scores, window=window, softcap=softcap,
                                            sink=sink if use_sink else None)  # (N, N)
         self.artist.set_data(to_numpy(self.weights))
-        sums = [float(s) for s in self.weights.sum(dim=-1)]
-        for text, s in zip(self.sum_texts, sums):
-            text.set_text(f"{s:.2f}")
+        self._sums = set_row_sums(self.sum_texts, self.weights)
         steps = [f"window {window}", f"softcap {softcap:g}" if softcap else "no cap",
                  f"sink {sink:g}" if use_sink else "no sink"]
         self.ax.set_title(f"weights: {', '.join(steps)}; scores ×{spread:g}", fontsize=10)
-        return "row sums: " + " ".join(f"{s:.2f}" for s in sums)
+        return "row sums: " + self._sums
 
     def describe(self, window: int, softcap: float, use_sink: bool, sink: float, spread: float) -> str:
-        sums = " ".join(f"{s:.2f}" for s in self.weights.sum(dim=-1).tolist())
         return (f"Heatmap of the causal attention weights among {len(self.tokens)} tokens ({' '.join(self.tokens)}) "
                 f"with a window of {window} keys, " + (f"soft-capping at {softcap:g}" if softcap else "no soft-cap")
-                + (f", a sink logit {sink:g}" if use_sink else ", no sink") + f", scores ×{spread:g}. Row sums: {sums}.")
+                + (f", a sink logit {sink:g}" if use_sink else ", no sink")
+                + f", scores ×{spread:g}. Row sums: {self._sums}.")

@@ -85,7 +85,6 @@ class SkipExplorer(Explorer):
         }
         super().__init__(controls, figsize=(8.0, 3.8), dpi=80)
 
-    # -- numbers -----------------------------------------------------------------------------
     def measure(self, wiring: str, depth: int, dim: int, seed: int = 0, v_scale: float = 1.0) -> dict[str, np.ndarray]:
         """The per-layer numbers the picture shows (cached): ``rms``, ``token_std`` ``(depth + 1,)``, ``grad_norm`` ``(depth,)``."""
         if wiring == "identity" and dim != self.chan:
@@ -116,12 +115,9 @@ class SkipExplorer(Explorer):
             self.stacks[key] = stack
         return self.stacks[key]
 
-    # -- figure ------------------------------------------------------------------------------
     def draw(self, figure: Figure) -> None:
         self.ax = figure.add_axes((0.09, 0.14, 0.56, 0.74))
-        self.ax.set_yscale("log")
-        self.ax.set_ylim(*Y_RANGE)
-        self.ax.set_ylabel("size (log scale)")
+        self.ax.set(yscale="log", ylim=Y_RANGE, ylabel="size (log scale)")
         self.ax.tick_params(axis="y", labelsize=11.5)  # its exponents are 0.7 of this: 9 px at 80 dpi
         self.ax.grid(True, which="major", alpha=0.3)
         # the x range follows the depth: the x axis (ticks, grid lines, label) is redrawn on every move

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from ..lab import Task, TrainConfig, TrainingRun
 from ..views import HEAD_COLOURS, head_name, runs_by_name, to_numpy, weights_panel
-from ._base import Explorer, InvalidCombination
+from ._base import WIDE, Explorer, InvalidCombination, check_choice, int_slider
 from ._display import widget_bundle
 
 __all__ = ["TrainingProgress", "AttentionSnapshotExplorer"]
@@ -74,19 +74,16 @@ class AttentionSnapshotExplorer(Explorer):
                  step: int | None = None) -> None:
         self.runs = runs_by_name(runs)
         run = next(iter(self.runs)) if run is None else run
-        if run not in self.runs:
-            raise ValueError(f"run must be one of {list(self.runs)}, got {run!r}")
+        check_choice("run", run, self.runs)
         every = math.gcd(*(r.config.snapshot_every for r in self.runs.values()))
         last = max(r.config.steps for r in self.runs.values())
         step = self.runs[run].steps[-1] if step is None else step
         if not (isinstance(step, int) and 0 <= step <= last and step % every == 0):
             raise ValueError(f"step must be a multiple of {every} in [0, {last}], got {step!r}")
         self._drawn: str | None = None
-        style = {"description_width": "initial"}
         controls = {
-            "run": W.Dropdown(options=list(self.runs), value=run, description="run", style=style),
-            "step": W.IntSlider(value=step, min=0, max=last, step=every, description="training step",
-                                style=style, continuous_update=True),
+            "run": W.Dropdown(options=list(self.runs), value=run, description="run", style=WIDE),
+            "step": int_slider("training step", step, 0, last, every, continuous_update=True),
         }
         super().__init__(controls, figsize=self._figsize(self.runs[run]), dpi=80)
         # Every run's figure drawn now (about a quarter of a second each): switching runs only swaps it in.
@@ -99,7 +96,6 @@ class AttentionSnapshotExplorer(Explorer):
         # column on a laptop (wider, the page shrinks the picture and its text with it)
         return (min(1.6 + 2.4 * (L * H + 1), 11.5), 5.0)
 
-    # -- figure ------------------------------------------------------------------------------
     layout_attributes = ("images", "titles", "marker", "_drawn")  # one figure per run, kept
 
     def layout_key(self, run: str, step: int) -> str:

@@ -62,11 +62,8 @@ class ValuesExplorer(Explorer):
         bar_ax, scatter_ax = figure.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.25]})
         self.bars = bar_ax.bar(range(n), np.zeros(n), color="#1f5fa8")
         self.bar_texts = [bar_ax.text(j, 0.0, "", ha="center", va="bottom", fontsize=8) for j in range(n)]
-        bar_ax.set_xticks(range(n))
-        bar_ax.set_xticklabels(self.tokens, rotation=45)
-        bar_ax.set_ylim(0.0, 1.08)
-        bar_ax.set_xlabel("key")
-        bar_ax.set_ylabel("attention weight")
+        bar_ax.set_xticks(range(n), self.tokens, rotation=45)
+        bar_ax.set(ylim=(0.0, 1.08), xlabel="key", ylabel="attention weight")
         self.bar_ax = bar_ax
         art = values_plot(self.v, torch.zeros(n, 2), self.tokens, ax=scatter_ax)
         self.outputs = art["outputs"]
