@@ -1,7 +1,5 @@
-"""Grids of heatmaps: every head of a layer (:func:`head_grid`, and :class:`LiveHeadGrid` for an
-explorer), every layer and head of a model in one image (:func:`plot_all_heads`), and where the
-entries of a split into heads came from (:func:`origin_grid`).
-"""
+"""Grids of heatmaps: every head of a layer, every layer and head of a model in one image, and where the entries
+of a split into heads came from."""
 
 from __future__ import annotations
 

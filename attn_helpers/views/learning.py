@@ -100,14 +100,13 @@ def plot_learning_curves(runs: Mapping[str, Any] | Any, *, accuracy: float | Non
         axes[1].axhline(accuracy, color="0.5", lw=0.8, ls=":")
     for ax in axes:
         ax.grid(True, alpha=0.3)
+        describe_axes(ax, lambda ax=ax: lines_sentence(ax, "Curves"))
     figure.tight_layout(h_pad=1.5)
     # the legend where a fourth panel would be, beside the pattern match it explains
     figure.legend(*axes[2].get_legend_handles_labels(), loc="center left",
                   bbox_to_anchor=(grid[1, 1].get_position(figure).x0, axes[2].get_position().y0
                                   + axes[2].get_position().height / 2),
                   fontsize=9, frameon=False, labelspacing=0.9)
-    for ax in axes:
-        describe_axes(ax, lambda ax=ax: lines_sentence(ax, "Curves"))
     return figure
 
 

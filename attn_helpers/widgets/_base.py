@@ -150,25 +150,20 @@ def png_bytes(rgba: Any, width: int, height: int) -> bytes:
 class Explorer:
     """Base class: subclasses set up their artists in ``draw(figure)`` and change them in ``update``.
 
-    Subclass contract:
-
     - ``__init__`` builds ``controls`` (name -> ipywidgets control with a ``value``) and calls
       ``super().__init__(controls, figsize=...)`` last.
     - ``draw(self, figure)`` creates axes and artists for the current layout and registers the ones
       ``update`` changes with :meth:`dynamic`; called again only when ``needs_redraw`` says so.
       Everything else must stay as ``draw`` left it (no rescaled axes, no new artists in ``update``);
       a dynamic artist may change its data, text, colour, size, visibility, or (an axis) its limits.
-    - ``update(self, **values) -> str`` changes the dynamic artists for the current control values and
-      returns the short text shown in the status line; raises :class:`InvalidCombination` for a
-      combination that cannot be drawn.
-    - ``describe(self, **values) -> str``: what the picture shows, in words, with the numbers that matter (called
-      after ``update``): shown under the live picture (folded), the static PNG's ``alt``.
-    - Optionally ``table(self, **values) -> str``: HTML shown under the picture (a shape table).
-    - Optionally ``needs_redraw(self, **values) -> bool``: ``True`` when the figure's layout must be rebuilt.
-    - Optionally ``layout_key(self, **values)`` (hashable) and ``layout_attributes`` (the names of what
-      ``draw`` sets on ``self`` for one layout): every layout drawn is then kept, each in a figure of its
-      own with its kept picture, and a layout change back to one already drawn only swaps it in.
-      :meth:`prepare_layouts` draws layouts ahead (at the end of ``__init__``), so none is drawn on a move.
+    - ``update(self, **values) -> str`` changes the dynamic artists and returns the status line's text; raises
+      :class:`InvalidCombination` for a combination that cannot be drawn.
+    - ``describe(self, **values) -> str`` (called after ``update``): what the picture shows, in words, with the
+      numbers that matter: shown under the live picture (folded), the static PNG's ``alt``.
+    - Optional: ``table`` (HTML shown under the picture) and ``needs_redraw`` (the layout must be rebuilt).
+    - Optional: ``layout_key(self, **values)`` (hashable) and ``layout_attributes`` (what ``draw`` sets on ``self``
+      for one layout): every layout drawn is then kept, in a figure of its own with its kept picture, and swapped
+      back in; :meth:`prepare_layouts` draws layouts ahead (at the end of ``__init__``), so none is drawn on a move.
     """
 
     def __init__(self, controls: Mapping[str, W.ValueWidget], *, figsize: tuple[float, float] = (6.0, 4.0),
@@ -242,13 +237,15 @@ class Explorer:
         self.refresh()
 
     @contextmanager
-    def _hold(self) -> Iterator[None]:
-        """Silence per-control refreshes while several controls change (nested holds end with the outer one)."""
-        before, self._holding = self._holding, True
+    def _hold(self, flag: str = "_holding") -> Iterator[None]:
+        """Set the attribute ``flag`` while the block runs (nested holds end with the outer one); ``_holding``
+        silences per-control refreshes while several controls change."""
+        before = getattr(self, flag)
+        setattr(self, flag, True)
         try:
             yield
         finally:
-            self._holding = before
+            setattr(self, flag, before)
 
     _holding = False
 

@@ -42,14 +42,11 @@ STEPS = (
 class HeadsExplorer(Explorer):
     """Lessons 00 and 05: Move ``num_heads``, ``chan`` and ``tokens``: every head's attention weights and every shape.
 
-    Over the first ``tokens`` words of ``HeadsExplorer.SENTENCE`` (32 words), whose token vectors are ``dim`` wide
-    (walkthrough 000's 49); under the picture, the shape of every step of :class:`attn_helpers.Attention`. Same
-    slider values, same picture: the token vectors and the layer's weights are drawn from ``seed`` every time (the
-    notebook's random state is not touched). Equal words have equal vectors, so their rows and columns look alike
-    in every head. ``num_heads`` offers 1, 2, 4 and 8 only: each divides every ``chan`` on offer (multiples of 8),
-    so every combination of the sliders is a valid layer. The picture is never wider than a laptop's output
-    column (``OUTPUT_WIDTH_PX``), and its token labels never smaller than 7.5 pt: with many tokens, only every
-    second one is labelled.
+    Over the first ``tokens`` words of ``HeadsExplorer.SENTENCE``, token vectors ``dim`` wide (walkthrough 000's
+    49); under the picture, the shape of every step of :class:`attn_helpers.Attention`. The token vectors (equal
+    words, equal vectors) and the layer's weights are drawn from ``seed`` every time (the notebook's random state is
+    not touched). ``num_heads`` offers 1, 2, 4 and 8 only: each divides every ``chan`` on offer (multiples of 8), so
+    every combination of the sliders is a valid layer.
     """
 
     SENTENCE = SENTENCE

@@ -95,13 +95,9 @@ class KVCacheCalculator(Explorer):
         """H moved: G offers the divisors of the new H, at the largest one up to the G last chosen."""
         groups = self.controls["num_kv_heads"]
         options = _divisors(change["new"])
-        with self._hold():
-            self._following = True
-            try:
-                groups.options = options
-                groups.value = max(d for d in options if d <= self.wanted_groups)
-            finally:
-                self._following = False
+        with self._hold(), self._hold("_following"):
+            groups.options = options
+            groups.value = max(d for d in options if d <= self.wanted_groups)
 
     _following = False
 
@@ -125,11 +121,8 @@ class KVCacheCalculator(Explorer):
                  head_dim=sizes["head_dim"], **window)
 
     def _sync_menu(self, name: str | None) -> None:
-        self._syncing_menu = True
-        try:
+        with self._hold("_syncing_menu"):
             self.model_menu.value = name or OWN_SIZES
-        finally:
-            self._syncing_menu = False
 
     def counted(self, num_heads: int, num_kv_heads: int, num_layers: int, seq_len: int, dtype_bytes: int, head_dim: int,
                 window: int = 0, local_layers: int = 0) -> tuple[str | None, dict[str, int], int | None]:

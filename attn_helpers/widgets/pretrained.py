@@ -128,9 +128,7 @@ class PretrainedAttentionExplorer(Explorer):
             image.set_data(w)
         self.main_title.set_text(f"layer {layer}, head {head}")
         self.grid_title.set_text(f"all {len(self.panels)} heads of layer {layer}")
-        box = self.panel_axes[head].get_position()  # figure coordinates
-        pad = 0.004
-        self.frame.set_bounds(box.x0 - pad, box.y0 - pad, box.width + 2 * pad, box.height + 2 * pad)
+        self.frame.set_bounds(self.panel_axes[head].get_position().padded(0.004).bounds)  # figure coordinates
         shares = attention_shares(torch.from_numpy(weights[head][None]))  # (5,)
         parts = ", ".join(f"{p} {s:.2f}" for p, s in zip(PATTERNS, shares.tolist()))
         self._shares = f"This head's share on {parts}"

@@ -55,9 +55,7 @@ class RopeExplorer(Explorer):
         ``(P, 2)`` each, pair ``i`` as the point ``(x_i, x_(i + head_dim/2))``."""
         q_rot = apply_rope(self.q[None], [KEY_POSITION + offset], base=self.base)[0]  # (head_dim,)
         k_rot = apply_rope(self.k[None], [KEY_POSITION], base=self.base)[0]  # (head_dim,)
-        half = self.pairs
-        return (torch.stack([q_rot[:half], q_rot[half:]], dim=-1).numpy(),  # (P, 2)
-                torch.stack([k_rot[:half], k_rot[half:]], dim=-1).numpy())  # (P, 2)
+        return q_rot.reshape(2, -1).T.numpy(), k_rot.reshape(2, -1).T.numpy()  # (P, 2) each: the halves side by side
 
     def shown_pairs(self, pair: int) -> tuple[int, int, int]:
         return (0, pair, self.pairs - 1)

@@ -28,6 +28,8 @@ WIRING_OPTIONS = (("x + attention(x)", "identity"), ("v + attention (walkthrough
 MAX_DEPTH = 32
 MAX_SEED = 7
 V_SCALES = (("default", 1.0), ("× √3", math.sqrt(3.0)))  # PyTorch's Linear init, and that times sqrt(3)
+# each wiring in words: its button's without "(walkthrough 000)", so the title fits the figure
+WIRING_WORDS = {wiring: label.split(" (")[0] for label, wiring in WIRING_OPTIONS}
 Y_RANGE = (1e-18, 1e6)  # fixed, so switching the wiring shows the change in size instead of a rescaled axis
 
 
@@ -140,16 +142,15 @@ class SkipExplorer(Explorer):
         self.token_std_line.set_data(layers, np.maximum(m["token_std"], floor))
         self.grad_line.set_data(layers[1:], np.maximum(m["grad_norm"], floor))
         self.ax.set_xlim(-0.5, depth + 0.5)
-        label = dict((v, k) for k, v in WIRING_OPTIONS)[wiring]
         scale = dict((v, k) for k, v in V_SCALES)[v_scale]
-        wiring_words = label.split(" (")[0]  # the button's words without "(walkthrough 000)": the title fits the figure
-        self.title.set_text(f"{depth} layer{'s' if depth > 1 else ''} joined by {wiring_words}; random seed {seed}, W_v {scale}")
+        self.title.set_text(f"{depth} layer{'s' if depth > 1 else ''} joined by {WIRING_WORDS[wiring]}; "
+                            f"random seed {seed}, W_v {scale}")
         return (f"output RMS {m['rms'][-1]:.2g}, token std {m['token_std'][-1]:.2g}, "
                 f"gradient at layer 1 {m['grad_norm'][0]:.2g}")
 
     def describe(self, wiring: str, depth: int, dim: int, seed: int, v_scale: float) -> str:
         m = self.measure(wiring, depth, dim, seed, v_scale)
         return (f"Three curves over layers 0 to {depth} on a log scale, for {depth} layers joined by "
-                f"{dict((v, k) for k, v in WIRING_OPTIONS)[wiring].split(' (')[0]}: the hidden state's RMS goes from "
+                f"{WIRING_WORDS[wiring]}: the hidden state's RMS goes from "
                 f"{m['rms'][0]:.2g} to {m['rms'][-1]:.2g}, the token std from {m['token_std'][0]:.2g} to "
                 f"{m['token_std'][-1]:.2g}; the gradient at layer 1 is {m['grad_norm'][0]:.2g}.")

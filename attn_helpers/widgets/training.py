@@ -5,6 +5,7 @@ pictures of the same runs: :func:`attn_helpers.views.plot_learning_curves` and :
 from __future__ import annotations
 
 import html
+import itertools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -32,15 +33,11 @@ class TrainingProgress:
     """
 
     def __init__(self, jobs: Mapping[str, tuple[Task, TrainConfig]]) -> None:
-        self.offsets: dict[str, int] = {}
-        total = 0
-        for name, (_, config) in jobs.items():
-            self.offsets[name] = total
-            total += config.steps
-        self.total = total
-        self.bar = W.IntProgress(value=0, min=0, max=max(total, 1), description="training",
-                                 style={"description_width": "initial"})
-        self.label = W.Label(value=f"0 of {total} steps")
+        steps = [config.steps for _, config in jobs.values()]
+        self.offsets = dict(zip(jobs, itertools.accumulate([0, *steps])))  # the steps done before each run
+        self.total = sum(steps)
+        self.bar = W.IntProgress(value=0, min=0, max=max(self.total, 1), description="training", style=WIDE)
+        self.label = W.Label(value=f"0 of {self.total} steps")
         self.widget = W.HBox([self.bar, self.label])
 
     def __call__(self, name: str, step: int, total: int) -> None:
@@ -110,8 +107,7 @@ class AttentionSnapshotExplorer(Explorer):
         L, H = run.pattern_match.shape[1:]
         figure.set_size_inches(*self._figsize(run))
         n_panels = L * H + 1
-        width = figure.get_figwidth()
-        height = figure.get_figheight()  # margins in inches: room for the titles above, the axis label below
+        width, height = figure.get_size_inches()  # margins in inches: room for the titles above, the axis label below
         # "layer 1 head 0: match 0.74" is wider than a panel of five: two layers' titles take two lines
         top = 0.62 + (0.2 if L > 1 else 0.0)
         grid = figure.add_gridspec(2, n_panels, height_ratios=(1.6, 1.0), left=0.55 / width,
