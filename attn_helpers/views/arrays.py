@@ -1,7 +1,4 @@
-"""Tensors and arrays in, float numpy arrays out: what every picture of this room draws from.
-
-Imports torch only to read tensors.
-"""
+"""Tensors and arrays in, float numpy arrays out: what every picture of this room draws from (torch only read)."""
 
 from __future__ import annotations
 

@@ -25,10 +25,9 @@ GROWTH_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7")  # Okabe-Ito, colo
 def cmap_with_nan(name: str = WEIGHTS_CMAP, nan_colour: str = NAN_COLOUR) -> Colormap:
     """Lessons 03 and 03a: The colormap ``name`` with NaN and infinite cells painted ``nan_colour`` instead of left blank.
 
-    Pass it as ``heatmap(..., cmap=cmap_with_nan(), vmin=0, vmax=1)`` to show a matrix that may
-    hold NaN (a fully masked softmax row) or ``-inf`` (an additive mask): the cell is grey and its
-    annotation, dark on grey, reads ``nan`` or ``-inf``. Values below ``vmin`` or above ``vmax``
-    are grey too, so give a range that covers the finite values.
+    For a matrix that may hold NaN (a fully masked softmax row) or ``-inf`` (an additive mask): the cell is grey,
+    its annotation reads ``nan`` or ``-inf``. Values outside ``vmin``-``vmax`` are grey too: give a range that
+    covers the finite values.
     """
     import matplotlib
 

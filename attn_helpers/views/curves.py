@@ -26,11 +26,9 @@ def growth_plot(
     xlabel: str = "sequence length N",
     title: str | None = None,
 ) -> dict[str, Any]:
-    """Lesson 09: One line per entry of ``series`` (name -> one value per size, ``len(sizes)`` each) on log-log
-    axes, each labelled with the slope of its least-squares line in log-log space: a cost that grows
-    like ``N ** p`` is a straight line of slope ``p`` (2 quadruples per doubling, 1 doubles).
-
-    Returns the artists by name: ``"lines"`` (name -> Line2D) and ``"slopes"`` (name -> fitted slope).
+    """Lesson 09: One line per entry of ``series`` (name -> one value per size) on log-log axes, each labelled
+    with the slope of its least-squares line there: a cost that grows like ``N ** p`` is a straight line of slope
+    ``p``. Returns ``{"lines": {name: Line2D}, "slopes": {name: fitted slope}}``.
     """
     x = np.asarray(sizes, dtype=np.float64)
     if x.ndim != 1 or len(x) < 2 or (x <= 0).any():
@@ -50,8 +48,7 @@ def growth_plot(
                                  label=f"{name} (slope {slopes[name]:.2f})")
     ax.set_xticks(x, [f"{v:g}" for v in x])
     ax.minorticks_off()
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    ax.set(xlabel=xlabel, ylabel=ylabel)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, frameon=False)
     if title:

@@ -1,11 +1,6 @@
-"""The data flow of one forward pass: which intermediate is computed from which, and its picture (lesson 07).
-
-A module's ``AXES`` (and :func:`attn_helpers.shape_trace`) give the intermediates in the order the forward
-pass makes them, with their shapes; a *flow* adds the edges: ``{name: (the names it is computed from)}``.
-:func:`traced_flow` reads the edges of one forward pass from the graph autograd records while it runs.
-:func:`flow_layout` places each intermediate one row below the last of its inputs, so steps that run side
-by side (``q``, ``k`` and ``v`` out of one projection) sit side by side. :func:`dataflow_diagram` draws it;
-matplotlib is imported inside it, so importing this module stays cheap.
+"""The data flow of one forward pass (lesson 07): a *flow* ``{name: (the intermediates it is computed from)}``
+adds the edges to a module's intermediates (in the order the forward pass makes them, ``AXES``); matplotlib is
+imported inside :func:`dataflow_diagram`, so importing this module stays cheap.
 """
 
 from __future__ import annotations
@@ -35,13 +30,12 @@ def _node(t: Any) -> tuple[Any, int] | None:
 
 def traced_flow(module: Any, *inputs: Any) -> dict[str, tuple[str, ...]]:
     """Lesson 07:
-    ``{name: the intermediates it is computed from}`` for one forward pass of ``module(*inputs)``, read from
-    the graph autograd records: from each intermediate, walk back through unnamed steps to the named ones.
+    The flow of one forward pass of ``module(*inputs)``, read from the graph autograd records: from each
+    intermediate, walk back through unnamed steps to the named ones (parents in the order they are made).
 
-    ``module`` is one of the package's traced modules (``return_intermediates=True``); ``inputs`` are
-    floating-point tensors, e.g. ``x (B, N, dim)`` (copied, so the caller's tensors stay untouched). Give
-    ``MultiHeadAttention`` three different tensors: with one tensor for query, key and value the three are
-    the same node. Parents are listed in the order the forward pass makes them.
+    ``module``: one of the package's traced modules (``return_intermediates=True``); ``inputs``: floating-point
+    tensors (copied). Give ``MultiHeadAttention`` three different tensors: with one tensor for query, key and
+    value the three are the same node.
     """
     import torch
 
@@ -100,11 +94,9 @@ def _check_flow(names: Sequence[str], flow: Flow) -> None:
 
 
 def flow_layout(names: Sequence[str], flow: Flow, *, late: Sequence[str] = ()) -> dict[str, tuple[float, int]]:
-    """``{name: (column, row)}``: row 0 for inputs, otherwise one below the lowest input (``late`` names: one above
-    their first user); in a row, each box sits under the mean column of its inputs, boxes at least 1 apart.
-
-    ``names`` lists the intermediates in the order the forward pass makes them (inputs before their users).
-    """
+    """``{name: (column, row)}`` of ``names`` (inputs before their users): row 0 for inputs, otherwise one below the
+    lowest input (``late`` names: one above their first user), so steps that run side by side (``q``, ``k``, ``v``)
+    sit side by side; in a row, each box under the mean column of its inputs, boxes at least 1 apart."""
     _check_flow(names, flow)
     row: dict[str, int] = {}
     for name in names:
@@ -135,12 +127,10 @@ def dataflow_diagram(steps: Sequence[tuple[str, Sequence[int], str]], flow: Flow
                      ax: Any = None, title: str | None = None, labels: Mapping[str, str] | None = None) -> Any:
     """Lesson 07: Draw a forward pass as boxes (name, shape, named axes) with an arrow from each input to what it feeds.
 
-    ``steps``: ``(name, shape, axes)`` triples in the order of the forward pass, e.g. built from
-    ``layer(x, return_intermediates=True)`` and ``layer.AXES``; ``flow``: ``{name: input names}`` (e.g.
-    :func:`traced_flow`'s). An arrow that skips rows runs beside the boxes in between and enters its box from the side.
-    ``labels``: ``{name: the name a box shows}`` for names the reader knows otherwise (e.g. ``{"q": "q_heads"}``,
-    as :func:`~attn_helpers.views.shape_trace` takes it); the steps and the flow keep the trace's names.
-    Returns the matplotlib axes (drawn without ticks).
+    ``steps``: ``(name, shape, axes)`` triples in the order of the forward pass (from ``layer.AXES`` and the
+    intermediates); ``flow``: e.g. :func:`traced_flow`'s. An arrow that skips rows runs beside the boxes in
+    between and enters its box from the side. ``labels``: ``{name: the name a box shows}`` (e.g.
+    ``{"q": "q_heads"}``, as :func:`~attn_helpers.views.shape_trace` takes it). Returns the axes.
     """
     import matplotlib.pyplot as plt
 
@@ -151,8 +141,7 @@ def dataflow_diagram(steps: Sequence[tuple[str, Sequence[int], str]], flow: Flow
     left, right = min(x for x, _ in xy.values()), max(x for x, _ in xy.values())
     if ax is None:
         _, ax = plt.subplots(figsize=(1.1 * (right - left + 2 * _HALF + 2.2) + 0.4, 0.85 * rows + 0.5))
-    ax.set_xlim(left - _HALF - 1.2, right + _HALF + 1.2)
-    ax.set_ylim(-rows + 0.4, 0.6)
+    ax.set(xlim=(left - _HALF - 1.2, right + _HALF + 1.2), ylim=(-rows + 0.4, 0.6))
     boxes = {}
     for name, shape, axes in steps:
         x, y = xy[name]

@@ -21,9 +21,8 @@ def pipeline_diagram(
 ) -> Axes:
     """Lesson 00: Draw a pipeline as a column of boxes, one per step, each with its shape and named axes.
 
-    ``steps``: ``(name, shape, axes)`` triples in order, e.g. ``("q", [13, 4, 100, 16],
-    "batch H tokens head_dim")`` — typically built from a module's intermediates and ``AXES``.
-    Returns the axes (drawn without ticks).
+    ``steps``: ``(name, shape, axes)`` triples in order, e.g. ``("q", [13, 4, 100, 16], "batch H tokens head_dim")``.
+    Returns the axes.
     """
     _check_steps(steps)
     if ax is None:
@@ -40,8 +39,7 @@ def pipeline_diagram(
         if i < n - 1:
             ax.annotate("", xy=(0.03, y - 0.72), xytext=(0.03, y - 0.28),
                         arrowprops=dict(arrowstyle="->", color="#5b7fb5"))
-    ax.set_xlim(-0.3, 1.3)
-    ax.set_ylim(-0.6, n - 0.4)
+    ax.set(xlim=(-0.3, 1.3), ylim=(-0.6, n - 0.4))
     ax.axis("off")
     if title:
         ax.set_title(title)

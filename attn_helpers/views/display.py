@@ -1,15 +1,8 @@
 """How a figure is shown in a notebook: sharp on high-density screens, with a description for screen readers.
 
-In an IPython kernel, importing ``attn_helpers.views`` calls :func:`show_figures_sharp`: every matplotlib figure a
-cell shows becomes one ``text/html`` output, ``<img src="data:image/png;base64,..." width=W height=H alt="...">``,
-whose PNG has twice the pixels of its shown size ``W x H`` (the figure's own size at its dpi), so a screen with
-two device pixels per CSS pixel draws every pixel; and ``alt`` is the figure's description. The inline backend's
-own ``image/png`` output is switched off (it would hold the same picture again, and front ends show the HTML).
-
 The description is written where the picture is drawn: each ``views`` function describes its panel from the
 numbers it draws (:func:`describe_axes`), and a lesson cell that draws its own figure says what it shows with
-:func:`describe_figure` (placed first, before the panels' descriptions). A figure with neither gets
-:data:`UNDESCRIBED` and its titles; the series' tests refuse it.
+:func:`describe_figure`. A figure with neither gets :data:`UNDESCRIBED` and its titles; the series' tests refuse it.
 """
 
 from __future__ import annotations
@@ -43,7 +36,6 @@ def describe_figure(fig: Figure | Axes, text: str) -> None:
     """Lessons 01, 02, 06, 09 and 12:
     Say what the figure ``fig`` shows (its ``alt`` text), with the numbers that matter, not its title again.
 
-    Written by the cell that draws the figure, e.g. ``views.describe_figure(fig, f"Bars: ... {n} of {total} ...")``.
     It comes first in the description; the panels drawn by ``views`` functions add theirs after it."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"text must be a non-empty sentence saying what the figure shows, got {text!r}")
@@ -92,12 +84,11 @@ def figure_html(fig: Figure) -> str | None:
 
 
 def show_figures_sharp(shell: Any = None) -> bool:
-    """Show every figure of the IPython ``shell`` (default: the running one) as :func:`figure_html`.
-
-    Uses IPython's display formatters (public API): ``text/html`` gets :func:`figure_html` for ``Figure``, and the
-    inline backend's ``image/png`` for figures is removed. Returns False outside IPython. Running the inline backend's
-    set-up again (``%matplotlib inline`` after another backend, or ``%config InlineBackend.figure_formats``) brings
-    its own PNG back; calling this again restores the sharp one."""
+    """Show every figure of the IPython ``shell`` (default: the running one) as one ``text/html`` output,
+    :func:`figure_html` (a screen with two device pixels per CSS pixel draws every pixel), instead of the inline
+    backend's ``image/png`` (removed: the same picture again). Returns False outside IPython. Running the inline
+    backend's set-up again (``%matplotlib inline`` after another backend, ``%config InlineBackend.figure_formats``)
+    brings its own PNG back; calling this again restores the sharp one."""
     if shell is None:
         shell = getattr(builtins, "get_ipython", lambda: None)()  # IPython puts get_ipython into builtins
     formatters = getattr(getattr(shell, "display_formatter", None), "formatters", None)
@@ -113,8 +104,6 @@ def show_figures_sharp(shell: Any = None) -> bool:
     formatters["text/html"].for_type(Figure, figure_html)
     return True
 
-
-# -- sentences the views functions describe their panels with ------------------------------------------------------
 
 def number(value: float) -> str:
     """A value as a description prints it: two decimals (few digits: the same at any thread count), whole above 1000."""

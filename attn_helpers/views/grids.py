@@ -1,7 +1,5 @@
-"""Grids of heatmaps: every head of a layer (:func:`head_grid`, and :class:`LiveHeadGrid` for an
-explorer), every layer and head of a model in one image (:func:`plot_all_heads`), and where the
-entries of a split into heads came from (:func:`origin_grid`).
-"""
+"""Grids of heatmaps: every head of a layer, every layer and head of a model in one image, and where the entries
+of a split into heads came from."""
 
 from __future__ import annotations
 
@@ -81,24 +79,16 @@ def _grid_geometry(nrows: int, ncols: int, *, n_q: int, n_k: int, x_labels: Sequ
 
 
 class LiveHeadGrid:
-    """:func:`head_grid`'s picture for an explorer: made once, then laid out again in place.
+    """:func:`head_grid`'s picture for an explorer: ``max_heads`` panels and the colour bar made once, then laid
+    out again in place by :meth:`layout` (as :func:`head_grid` with ``text_labels=True`` places them; the figure
+    takes the grid's size): making matplotlib axes is most of the cost of a new grid.
 
-    ``LiveHeadGrid(figure, max_heads)`` makes ``max_heads`` panels and the colour bar once;
-    :meth:`layout` then moves, resizes and relabels the panels it needs (as :func:`head_grid` with
-    ``text_labels=True`` would place them; the figure takes the grid's size) and hides the others,
-    instead of making new axes: making matplotlib axes is most of the cost of a new grid, and an
-    explorer lays its grid out again whenever the number of heads or tokens moves. The token labels
-    are plain text artists where tick labels would stand (``key_labels`` / ``query_labels``: each panel's
-    list of those it shows), made once and rewritten by each :meth:`layout`. Only the first column's panels
-    carry them (queries left of each, keys under the lowest), at most ``MAX_LABELS`` a side: matplotlib lays
-    out and draws every text anew on each full draw (about 0.5 ms a word on a 2-core CPU), and a grid labelled
-    on every panel carried 192 words.
-
-    ``max_width`` (inches, ``None``: no limit) narrows the panels of a wider grid until the figure fits, so a
-    page never has to shrink the picture (and its text); ``min_fontsize`` (points) is the smallest label size:
-    where every token's label would be smaller (or more than ``MAX_LABELS`` would stand on a side), only every
-    second (third, ...) token is labelled, at a size that fits its slot (``every`` says which, after each
-    :meth:`layout`).
+    The token labels are text artists made once and rewritten (``key_labels`` / ``query_labels``: each panel's
+    shown ones), on the first column's panels only, at most ``MAX_LABELS`` a side: every text is laid out anew on
+    each full draw (about 0.5 ms a word on a 2-core CPU), and a grid labelled on every panel carried 192 words.
+    ``max_width`` (inches, ``None``: no limit) narrows the panels until the figure fits, so a page never shrinks
+    the picture (and its text); where the labels would be smaller than ``min_fontsize`` (points), or more than
+    ``MAX_LABELS``, only every second (third, ...: ``every``) token is labelled, at a size that fits its slot.
     """
 
     MAX_LABELS = 16
@@ -116,8 +106,7 @@ class LiveHeadGrid:
         self.axes = [figure.add_axes((0.0, 0.0, 1.0, 1.0)) for _ in range(max_heads)]
         self.images = [cells(ax, np.zeros((1, 1)), cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0) for ax in self.axes]
         for ax in self.axes:
-            ax.set_xticks([])
-            ax.set_yticks([])
+            ax.set(xticks=[], yticks=[])
         self.cax = figure.add_axes((0.0, 0.0, 1.0, 1.0))
         figure.colorbar(self.images[0], cax=self.cax, label="attention weight")
         # each panel's text artists for keys and for queries, made now for the first column's (the only ones labelled)
@@ -130,8 +119,7 @@ class LiveHeadGrid:
         self.query_labels: list[list] = [[] for _ in self.axes]
 
     def layout(self, num_heads: int, labels: Sequence[str]) -> list[Cells]:
-        """Show ``num_heads`` panels over ``labels`` (zeros until the caller sets the data); returns
-        their cells, head by head (new ones where the number of tokens changed)."""
+        """Show ``num_heads`` panels over ``labels`` (zeros until set); returns their cells (new for a new size)."""
         if not 1 <= num_heads <= self.max_heads:
             raise ValueError(f"num_heads must be in [1, {self.max_heads}], got {num_heads}")
         n = len(labels)
@@ -160,9 +148,7 @@ class LiveHeadGrid:
         return self.images[:num_heads]
 
     def _geometry(self, nrows: int, ncols: int, texts: list[str]) -> tuple[_GridGeometry, list[str]]:
-        """The grid's geometry and the token labels it shows: panels as :func:`head_grid` sizes them, narrowed
-        until the figure is at most ``max_width`` inches wide; labels as large as their slots allow, and where
-        that is below ``min_fontsize``, only every second (third, ...) token labelled, at a readable size."""
+        """The grid's geometry (panels narrowed to ``max_width``) and the token labels it shows (see the class)."""
         n = len(texts)
         panel = _panel_inches(n)
         for _ in range(3):  # the margins follow the labels' size, which follows the panel: settles in two rounds
@@ -196,14 +182,11 @@ def head_grid(
     """Lessons 03, 05 and 11:
     One heatmap per head from weights ``(H, N_q, N_k)``, sharing one colour scale and colour bar.
 
-    ``labels`` name the tokens on the outer panels (keys along the bottom row, queries down the
-    first column; for ``N_q != N_k`` they name the keys only). Panels are ``panel_size`` inches
-    square (``None``: 2.4, larger for more than 16 tokens) and tick labels shrink to fit
-    (``fontsize=None``). Draws into ``figure`` when given (cleared first; its size is kept unless
-    ``resize_figure=True``), else a new figure. Returns one :class:`Cells` per head, so a caller
-    can update the data in place with ``set_data``. ``text_labels=True`` writes the token
-    labels as plain text instead of tick labels (same places, no tick marks, much faster to lay out
-    and draw: for explorers that redraw the grid when a slider moves).
+    ``labels`` name the tokens on the outer panels (keys along the bottom row, queries down the first column;
+    for ``N_q != N_k`` the keys only). Panels are ``panel_size`` inches square (``None``: 2.4, larger for more
+    than 16 tokens); tick labels shrink to fit (``fontsize=None``). Draws into ``figure`` when given (cleared;
+    its size kept unless ``resize_figure=True``), else a new figure. Returns one :class:`Cells` per head.
+    ``text_labels``: as :func:`heatmap`'s.
     """
     array = to_numpy(weights)
     if array.ndim != 3:
@@ -264,11 +247,10 @@ def origin_grid(
 ) -> Figure:
     """Lesson 05: Where every entry of a split into heads came from: one row of panels per split, one panel per head.
 
-    ``splits``: name -> tensor ``(H, N, head_dim)`` whose entries are *flat indices*
-    ``token * chan + feature`` into the ``(N, chan)`` matrix that was split (build that matrix with
-    ``torch.arange(N * chan).reshape(N, chan)`` and split it the way you want to inspect). Each cell
-    is coloured by its source token and labelled with its source feature (``f3``), so a head that
-    received features of several tokens in one row shows several colours. Returns the figure.
+    ``splits``: name -> tensor ``(H, N, head_dim)`` whose entries are *flat indices* ``token * chan + feature``
+    into the ``(N, chan)`` matrix that was split (``torch.arange(N * chan).reshape(N, chan)``, split the way you
+    want to inspect). Each cell is coloured by its source token and labelled with its source feature (``f3``), so
+    a head that received features of several tokens in one row shows several colours. Returns the figure.
     """
     if not splits:
         raise ValueError("splits must contain at least one name -> (H, N, head_dim) tensor, got none")
@@ -303,9 +285,8 @@ def origin_grid(
             ax.imshow(colours, aspect="auto", interpolation="nearest")
             for (i, j), f in np.ndenumerate(features[h]):
                 ax.text(j, i, f"f{f}", ha="center", va="center", fontsize=8)
-            ax.set_xticks(range(head_dim))
-            ax.set_yticks(range(n_tokens))
-            ax.set_yticklabels([f"row {i}" for i in range(n_tokens)] if h == 0 else [])
+            ax.set(xticks=range(head_dim), yticks=range(n_tokens),
+                   yticklabels=[f"row {i}" for i in range(n_tokens)] if h == 0 else [])
             ax.set_title(f"head {h}", fontsize=9)
             if h == 0:
                 ax.text(-0.35, 1.32, name, transform=ax.transAxes, fontsize=10, fontweight="bold", ha="left")
@@ -324,10 +305,8 @@ def origin_sentence(arrays: Mapping[str, np.ndarray], chan: int, labels: Sequenc
     for name, a in arrays.items():
         tokens, features = np.divmod(a.astype(np.int64), chan)
         for h in range(a.shape[0]):
-            rows = []
-            for r in range(a.shape[1]):
-                came = sorted(set(tokens[h, r].tolist()))
-                rows.append(f"row {r} from {' and '.join(repr(labels[t]) for t in came)}")
+            rows = [f"row {r} from {' and '.join(repr(labels[t]) for t in np.unique(line))}"
+                    for r, line in enumerate(tokens[h])]
             parts.append(f"{name}, head {h} (features f{features[h].min()} to f{features[h].max()}): "
                          + ", ".join(rows))
     return "Where each entry of a split into heads came from, one panel per head, cells coloured by source token: " \
@@ -341,8 +320,7 @@ def head_patterns(array: np.ndarray, first_layer: int = 0) -> str:
     rows = np.arange(2, n)
     kinds = {"the first token": np.zeros_like(rows), "the token itself": rows, "the previous token": rows - 1,
              "the next token": np.minimum(rows + 1, n - 1)}
-    found: dict[str, list[str]] = {k: [] for k in kinds}
-    found["no one place"] = []
+    found: dict[str, list[str]] = {k: [] for k in [*kinds, "no one place"]}
     for layer in range(L):
         for head in range(H):
             best = array[layer, head, rows].argmax(axis=-1)
@@ -356,21 +334,18 @@ def head_patterns(array: np.ndarray, first_layer: int = 0) -> str:
 def plot_all_heads(weights: Any, *, gap: int = 2, figsize: tuple[float, float] = (14.0, 7.6),
                    title: str | None = None, first_layer: int = 0, fontsize: float = 10.0) -> Figure:
     """Lesson 11: Every head of every layer, ``weights (L, H, N, N)``, as one picture: a row of panels per layer,
-    a column per head, each panel queries down and keys across (tokens in order, ``[CLS]`` first).
-    ``first_layer`` numbers the rows (for a slice of a model's layers); ``fontsize`` of the labels.
+    a column per head, queries down and keys across; ``first_layer`` numbers the rows. Returns the figure.
 
     One image with white gaps between the panels instead of ``L x H`` axes: 72 labelled axes take
-    seconds to draw, one image a fraction of that. Returns the figure (pyplot's, for ``plt.show()``).
+    seconds to draw, one image a fraction of that.
     """
     array = to_numpy(weights)
     if array.ndim != 4 or array.shape[-1] != array.shape[-2]:
         raise ValueError(f"weights must have shape (layers, heads, N, N), got {list(array.shape)}")
     L, H, n, _ = array.shape
     step = n + gap
-    canvas = np.full((L * step - gap, H * step - gap), np.nan)  # NaN = the gaps, drawn white
-    for layer in range(L):
-        for head in range(H):
-            canvas[layer * step:layer * step + n, head * step:head * step + n] = array[layer, head]
+    padded = np.pad(array, ((0, 0), (0, 0), (0, gap), (0, gap)), constant_values=np.nan)  # NaN = the gaps, drawn white
+    canvas = padded.transpose(0, 2, 1, 3).reshape(L * step, H * step)[:L * step - gap, :H * step - gap]
     figure, ax = plt.subplots(figsize=figsize)
     image = cells(ax, canvas, cmap=cmap_with_nan(WEIGHTS_CMAP, "white"), vmin=0.0, vmax=1.0, aspect="equal")
     ax.set_xticks([h * step + (n - 1) / 2 for h in range(H)], [f"head {h}" for h in range(H)], fontsize=fontsize)

@@ -1,8 +1,5 @@
-"""Heatmaps of attention: one matrix with token labels, its values written in, and weight matrices
-with named blocks of rows or columns (which features belong to which head).
-
-Every function accepts tensors on any device and with grad, draws into a given ``ax`` when asked,
-and returns the artists instead of printing anything, so a plotting cell's only output is its picture.
+"""Heatmaps of attention: one matrix with token labels, its values written in, and weight matrices with named
+blocks of rows or columns. Each returns its artists instead of printing: a plotting cell's only output is its picture.
 """
 
 from __future__ import annotations
@@ -70,9 +67,7 @@ def cells(ax: Axes, array: np.ndarray, *, cmap: Colormap | str, vmin: float, vma
     mesh = Cells(np.asarray(array), cmap=cmap, vmin=vmin, vmax=vmax)
     ax.add_collection(mesh, autolim=False)
     rows, cols = mesh.shape
-    ax.set_xlim(-0.5, cols - 0.5)
-    ax.set_ylim(rows - 0.5, -0.5)
-    ax.set_aspect(aspect)
+    ax.set(xlim=(-0.5, cols - 0.5), ylim=(rows - 0.5, -0.5), aspect=aspect)
     return mesh
 
 
@@ -100,16 +95,13 @@ def heatmap(
     """Lessons 00-04, 07-12 and 14:
     Draw one matrix (e.g. attention weights ``(N_q, N_k)``) with token labels and a colour bar.
 
-    ``x_labels`` label the columns (keys), ``y_labels`` the rows (queries; default: ``x_labels``
-    when the matrix is square). Values are written in each cell when the matrix is small
-    (``annotate=None`` decides by size: at most ``ANNOTATE_MAX`` rows and columns). Weights in
-    [0, 1] use ``viridis`` from 0 to 1; signed values use the diverging ``RdBu_r`` centred on zero.
-    ``fontsize`` of the tick labels: ``None`` shrinks them (down to ``MIN_FONTSIZE``) when many
-    tokens share the axes; column labels turn vertical only when they do not fit side by side.
-    Returns the cells (:class:`Cells`). A grid's inner panels pass ``x_ticks=False`` / ``y_ticks=False`` (no
-    ticks at all: each tick costs a few milliseconds to make and draw, and 32 tokens x 8 panels add up);
-    ``text_labels=True`` writes the labels as plain text instead of ticks (same places, much faster to lay
-    out and draw: for explorers).
+    ``x_labels`` label the columns (keys), ``y_labels`` the rows (queries; default: ``x_labels`` when square).
+    ``annotate=None`` writes the values in when there are at most ``ANNOTATE_MAX`` rows and columns. Weights in
+    [0, 1] use ``viridis`` from 0 to 1; signed values the diverging ``RdBu_r`` centred on zero. ``fontsize=None``
+    shrinks the tick labels (down to ``MIN_FONTSIZE``) to fit. Returns the cells. A grid's inner panels pass
+    ``x_ticks=False`` / ``y_ticks=False`` (each tick costs a few milliseconds to make and draw, and 32 tokens x 8
+    panels add up); ``text_labels=True`` writes the labels as plain text instead of ticks (same places, much faster
+    to lay out and draw: for explorers).
     """
     array = _matrix(values, "values")
     n_rows, n_cols = array.shape
@@ -160,10 +152,8 @@ def describe_image(image: Cells, x_labels: Sequence[str] | None, y_labels: Seque
 
 def annotate_cells(ax: Axes, array: np.ndarray, image: Cells, *, fmt: str = "{:.2f}",
                    fontsize: float | None = None) -> list:
-    """Write each value of ``array (N_q, N_k)`` in its cell, dark on light colours and light on dark.
-
-    ``fontsize=None`` fits the text to the cell size (at most 8 points). Returns the text artists.
-    """
+    """Write each value of ``array (N_q, N_k)`` in its cell, dark on light colours and light on dark
+    (``fontsize=None``: fitted to the cells, at most 8 points). Returns the text artists."""
     n_rows, n_cols = array.shape
     if fontsize is None:
         width_pt, height_pt = _axes_points(ax)
@@ -195,10 +185,9 @@ def block_heatmap(
     """Lessons 05 and 06:
     A matrix ``(rows, cols)`` (e.g. a weight) as a signed heatmap with named groups of rows or columns.
 
-    ``col_blocks`` (or ``row_blocks``): ``(label, size)`` pairs in order, whose sizes add up to the
-    number of columns (rows); e.g. ``[("head 0", 16), ("head 1", 16), ...]``. Black lines separate
-    the blocks, and each is named on a strip of its colour (``block_colours``, default
-    :data:`HEAD_COLOURS` in turn) above the matrix (columns) or to its right (rows). Returns the cells.
+    ``col_blocks`` (or ``row_blocks``): ``(label, size)`` pairs in order, sizes adding up to the number of columns
+    (rows), e.g. ``[("head 0", 16), ("head 1", 16), ...]``. Black lines separate the blocks, each named on a strip
+    of its colour (``block_colours``, default :data:`HEAD_COLOURS`) above the matrix (columns) or right of it (rows).
     """
     array = _matrix(values, "values")
     n_rows, n_cols = array.shape
@@ -206,8 +195,7 @@ def block_heatmap(
         _, ax = plt.subplots(figsize=(min(12.0, 0.06 * n_cols + 3.0), min(8.0, 0.06 * n_rows + 2.0)))
     bound = float(np.abs(array).max()) or 1.0
     image = cells(ax, array, cmap=SIGNED_CMAP, vmin=-bound, vmax=bound)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    ax.set(xlabel=xlabel, ylabel=ylabel)
     colours = list(block_colours) if block_colours is not None else None
     for blocks, along_cols in ((col_blocks, True), (row_blocks, False)):
         if not blocks:

@@ -1,7 +1,5 @@
-"""Token labels that stay readable (never overlapping) however many tokens share an axis.
-
+"""Token labels that stay readable (never overlapping) however many tokens share an axis, private to this room.
 Sizes are measured in points with matplotlib's Agg renderer, so no layout engine runs at draw time.
-Private to this room (:mod:`.heatmaps` and :mod:`.grids` label their panels with it).
 """
 
 from __future__ import annotations
@@ -85,13 +83,9 @@ def _axes_points(ax: Axes) -> tuple[float, float]:
 def _label_axes(ax: Axes, x_labels, y_labels, n_cols: int, n_rows: int, xlabel: str, ylabel: str,
                 fontsize: float | None = None, *, x_ticks: bool = True, y_ticks: bool = True,
                 text_labels: bool = False) -> float:
-    """Ticks at every cell with the tokens' labels, sized to fit; returns the tick-label size.
-    ``x_ticks=False`` / ``y_ticks=False`` leave that axis without ticks or labels.
-
-    ``text_labels=True`` writes the same labels in the same places as plain text, without tick
-    marks: matplotlib makes five artists per tick, so for a grid of 8 panels x 32 tokens this lays
-    out and draws in well under half the time (for explorers that lay their grid out anew when a
-    slider moves). Labels given as ``None`` are numbered, as the ticks would be."""
+    """Ticks at every cell with the tokens' labels (``None``: numbered), sized to fit; returns their size.
+    ``text_labels=True`` writes them in the same places as plain text, without tick marks: matplotlib makes five
+    artists per tick, so a grid of 8 panels x 32 tokens lays out and draws in well under half the time."""
     width_pt, height_pt = _axes_points(ax)
     if fontsize is None:
         fontsize = min(_fit_fontsize(n_cols if n_cols <= 40 or x_labels is not None else 8, width_pt),
@@ -115,8 +109,7 @@ def _label_axes(ax: Axes, x_labels, y_labels, n_cols: int, n_rows: int, xlabel: 
     many = max(n_rows, n_cols) > 16
     ax.tick_params(labelsize=fontsize, length=2.0 if many else 3.5)
     ax.tick_params(axis="x", labelrotation=90 if vertical else 0)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    ax.set(xlabel=xlabel, ylabel=ylabel)
     if n_cols > 40 and x_labels is None and x_ticks:
         ax.xaxis.set_major_locator(plt.MaxNLocator(8, integer=True))
     if n_rows > 40 and y_labels is None and y_ticks:
@@ -126,20 +119,17 @@ def _label_axes(ax: Axes, x_labels, y_labels, n_cols: int, n_rows: int, xlabel: 
 
 def _name_axes(ax: Axes, x_texts: Sequence[str], y_texts: Sequence[str], fontsize: float, vertical: bool,
                xlabel: str, ylabel: str) -> None:
-    """No ticks; the axis labels just beyond where the token labels ``x_texts`` / ``y_texts`` stand
-    (:func:`_relabel`)."""
-    ax.set_xticks([])
-    ax.set_yticks([])
+    """No ticks; the axis labels just beyond where the token labels ``x_texts`` / ``y_texts`` stand."""
+    ax.set(xticks=[], yticks=[])
     x_height = (_text_width(x_texts, fontsize) if vertical else 1.2 * fontsize) if x_texts else 0.0
     ax.set_xlabel(xlabel, labelpad=_TICK_PAD + x_height)
     ax.set_ylabel(ylabel, labelpad=_TICK_PAD + _text_width(y_texts, fontsize) + 4.0)  # 4: matplotlib's gap
 
 
 def _relabel(ax: Axes, kept: list, side: str, texts: Sequence[str], fontsize: float, vertical: bool = False) -> list:
-    """Show the non-blank of ``texts`` (one per cell) as text artists where tick labels would stand, under ``ax``
-    (``side="x"``, upright when ``vertical``) or left of it (``"y"``), rewriting the artists in ``kept`` (made on
-    first need and kept: making a text artist costs more than changing one) and blanking those left over; returns
-    the artists showing them."""
+    """Show the non-blank of ``texts`` (one per cell) where tick labels would stand, under ``ax`` (``side="x"``,
+    upright when ``vertical``) or left of it (``"y"``), in the artists of ``kept`` (made on first need: making a text
+    artist costs more than changing one; those left over blanked); returns the artists showing them."""
     pad = -_TICK_PAD / 72.0  # inches: just beyond the tick marks' length
     if side == "x":
         rotation, ha, va = (90.0 if vertical else 0.0), "center", "top"

@@ -1,9 +1,5 @@
-"""Lesson 08's static pictures of training runs: learning curves, and every head over training (and lesson 14's
-loss and scores while its circuit forms).
-
-They draw a finished run's records (a :class:`attn_helpers.lab.TrainingRun`: ``train_loss (steps,)``,
-``held_out_accuracy (S,)``, ``pattern_match (S, L, H)``, ``probe_weights (S, L, H, N, N)``, ...) and
-compute nothing; the explorer over the same records is :class:`attn_helpers.widgets.AttentionSnapshotExplorer`.
+"""Lesson 08's static pictures of training runs (and lesson 14's loss and scores while its circuit forms): they
+draw a finished run's records (:class:`attn_helpers.lab.TrainingRun`) and compute nothing.
 """
 
 from __future__ import annotations
@@ -38,8 +34,8 @@ def head_name(layer: int, head: int, num_layers: int) -> str:
 
 def readable_labels(labels: Sequence[str], ax: Axes, css_dpi: float | None = None) -> tuple[list[str], float]:
     """Token labels for a square heatmap on ``ax`` and their font size (points): at least :data:`READABLE_PX` pixels
-    as the page shows them (``css_dpi``, default the figure's dpi); where that many do not fit beside the axes,
-    every second (third, ...) label is kept and the others are ``""``."""
+    as the page shows them (``css_dpi``: the page's pixels per inch, default the figure's dpi); where that many do
+    not fit beside the axes, every second (third, ...) label is kept and the others are ``""``."""
     n = len(labels)
     side = min(_axes_points(ax))  # points
     readable = READABLE_PX * 72.0 / (css_dpi or ax.figure.dpi)  # points
@@ -53,24 +49,17 @@ def readable_labels(labels: Sequence[str], ax: Axes, css_dpi: float | None = Non
 
 def weights_panel(values: Any, labels: Sequence[str], ax: Axes, *, title: str, xlabel: str, ylabel: str,
                   x_ticks: bool = True, y_ticks: bool = True, css_dpi: float | None = None) -> Cells:
-    """One attention heatmap ``(N, N)`` in [0, 1] with token labels on the axes that carry ticks; returns its cells.
-
-    Inner panels carry no labels, and labels are text rather than ticks: ticks cost most of the drawing time.
-    Labels are drawn at least :data:`READABLE_PX` pixels tall; where that many do not fit beside the panel,
-    every second (third, ...) token is labelled instead. ``css_dpi``: the picture's pixels per inch as the page shows
-    them (default the figure's dpi; an explorer drawn at twice its dpi for sharp screens passes half of it).
-    """
+    """One attention heatmap ``(N, N)`` in [0, 1], token labels (:func:`readable_labels`) on the axes that carry
+    ticks, as text: ticks cost most of the drawing time. Returns its cells."""
     shown, fontsize = readable_labels(labels, ax, css_dpi)
     return heatmap(values, shown, shown, ax=ax, title=title, xlabel=xlabel, ylabel=ylabel, cmap=WEIGHTS_CMAP,
-                   vmin=0.0, vmax=1.0, annotate=False, colorbar=False, fmt="{:.2f}", fontsize=fontsize,
-                   colorbar_label=None, x_ticks=x_ticks, y_ticks=y_ticks, text_labels=True)
+                   vmin=0.0, vmax=1.0, annotate=False, colorbar=False, fontsize=fontsize, x_ticks=x_ticks,
+                   y_ticks=y_ticks, text_labels=True)
 
 
 def runs_by_name(runs: Mapping[str, Any] | Any) -> dict[str, Any]:
-    """``{name: run}`` from one training run (named after its task) or a non-empty mapping of them.
-
-    A run is anything with the records of :class:`attn_helpers.lab.TrainingRun` (:data:`RUN_RECORDS`).
-    """
+    """``{name: run}`` from one training run (named after its task) or a non-empty mapping of them (a run: anything
+    with the records :data:`RUN_RECORDS`)."""
     if not isinstance(runs, Mapping):
         if not all(hasattr(runs, record) for record in RUN_RECORDS):
             raise TypeError(f"runs must be a TrainingRun or a non-empty mapping name -> TrainingRun, "
@@ -86,10 +75,9 @@ def runs_by_name(runs: Mapping[str, Any] | Any) -> dict[str, Any]:
 
 def plot_learning_curves(runs: Mapping[str, Any] | Any, *, accuracy: float | None = 0.99,
                          figsize: tuple[float, float] = (9.2, 5.8)) -> Figure:
-    """Lesson 08: Three panels over training steps, one colour per run: the training loss (log scale), the
-    held-out accuracy (a dotted line at ``accuracy``), and the pattern match of each run's best head
-    (the head closest to the ideal at the end, named in the legend). ``runs``: one training run or
-    ``{name: run}``. Returns the figure.
+    """Lesson 08: Three panels over training steps, one colour per run (``runs``: one or ``{name: run}``): the
+    training loss (log scale), the held-out accuracy (a dotted line at ``accuracy``), and the pattern match of
+    each run's best head (the closest to the ideal at the end, named in the legend). Returns the figure.
 
     Two panels a row, the legend in the fourth place: at its natural size the figure is about 920 px
     wide, which a notebook on a 1366-px laptop screen shows unshrunk (three in a row were 1,330 px, shown
@@ -112,14 +100,13 @@ def plot_learning_curves(runs: Mapping[str, Any] | Any, *, accuracy: float | Non
         axes[1].axhline(accuracy, color="0.5", lw=0.8, ls=":")
     for ax in axes:
         ax.grid(True, alpha=0.3)
+        describe_axes(ax, lambda ax=ax: lines_sentence(ax, "Curves"))
     figure.tight_layout(h_pad=1.5)
     # the legend where a fourth panel would be, beside the pattern match it explains
     figure.legend(*axes[2].get_legend_handles_labels(), loc="center left",
                   bbox_to_anchor=(grid[1, 1].get_position(figure).x0, axes[2].get_position().y0
                                   + axes[2].get_position().height / 2),
                   fontsize=9, frameon=False, labelspacing=0.9)
-    for ax in axes:
-        describe_axes(ax, lambda ax=ax: lines_sentence(ax, "Curves"))
     return figure
 
 
@@ -127,9 +114,8 @@ def plot_snapshots(run: Any, steps: Sequence[int], *, title: str | None = None, 
     """Lesson 08: Every head's attention on the run's probe sequence at each of ``steps`` (each head's panels in order,
     ``per_row`` panels a row), and the ideal pattern after the first head's last step.
 
-    ``run``: a training run (its ``probe_weights (S, L, H, N, N)``, ``pattern_match (S, L, H)``,
-    ``probe_ideal (N, N)``); ``steps``: steps it recorded. Each panel's title gives the step and that
-    head's pattern match there. Returns the figure.
+    ``steps``: steps the run recorded. Each panel's title gives the step and that head's pattern match there.
+    Returns the figure.
 
     Three panels a row keep the figure about 870 px wide, which a notebook on a 1366-px laptop screen shows
     unshrunk (six in one row were 1,530 px, shown at 61 %)."""

@@ -42,19 +42,14 @@ def show(tensor: Tensor | torch.Size | tuple[int, ...], axes: str | list[str] | 
 
 
 def shape_rows(tensors: Mapping[str, Tensor], axes: Mapping[str, str]) -> list[tuple[str, list[int], str]]:
-    """``(name, shape, "axis=size, ...")`` for each tensor, in the mapping's order (``""`` when unnamed).
-
-    ``axes`` maps each name to its axis names; names missing from ``axes`` get no axis names.
-    """
+    """``(name, shape, "axis=size, ...")`` for each tensor, in order (``""`` for a name missing from ``axes``)."""
     return [(name, list(t.shape), _pairs(axes[name], list(t.shape), f"axes[{name!r}]", name) if name in axes else "")
             for name, t in tensors.items()]
 
 
 def shape_table(tensors: Mapping[str, Tensor], axes: Mapping[str, str]) -> str:
-    """Lessons 01, 04-06, 09, 10 and 13: Aligned named shapes of several tensors, one per line, in the mapping's order.
-
-    ``axes`` maps each name to its axis names; names missing from ``axes`` are printed unnamed.
-    """
+    """Lessons 01, 04-06, 09, 10 and 13: Aligned named shapes of several tensors, one per line, in the mapping's order
+    (a name missing from ``axes`` printed unnamed)."""
     width = max((len(n) for n in tensors), default=0)
     return "\n".join(f"{name:>{width}}: {str(shape):<20} ({pairs})" if pairs else f"{name:>{width}}: {shape}"
                      for name, shape, pairs in shape_rows(tensors, axes))
@@ -64,12 +59,8 @@ def shape_table(tensors: Mapping[str, Tensor], axes: Mapping[str, str]) -> str:
 def shape_trace(module: nn.Module, *, printer=print, labels: Mapping[str, str] | None = None) -> Iterator[list[str]]:
     """Lessons 00, 07 and 11: Print the named shape of every intermediate of each forward pass of ``module``, in order.
 
-    Works with any module that reports its intermediates (``AXES`` and ``add_observer``, the modules of
-    :mod:`attn_helpers.core`). ``labels`` maps an intermediate's name to the name printed for it (e.g. ``{"q": "q_heads"}``).
-    Yields the list of printed lines, so a test or exercise can inspect them::
-
-        with shape_trace(layer):
-            layer(x)
+    ``module``: one that reports its intermediates (``AXES`` and ``add_observer``, those of :mod:`attn_helpers.core`);
+    ``labels``: the name printed for an intermediate (e.g. ``{"q": "q_heads"}``). Yields the printed lines.
     """
     if not hasattr(module, "add_observer") or not hasattr(module, "AXES"):
         raise TypeError(

@@ -17,11 +17,9 @@ __all__ = ["convex_hull", "values_plot"]
 
 
 def convex_hull(points: Any) -> np.ndarray:
-    """Lesson 04: Corners of the convex hull of 2-D points: ``(n, 2) -> (h, 2)``, counter-clockwise.
-
-    Andrew's monotone chain; points on an edge are not corners; the first corner is not repeated.
-    With fewer than three distinct points the distinct points themselves are returned.
-    """
+    """Lesson 04: Corners of the convex hull of 2-D points: ``(n, 2) -> (h, 2)``, counter-clockwise (Andrew's
+    monotone chain: points on an edge are not corners, the first is not repeated; fewer than three distinct
+    points: those points)."""
     array = to_numpy(points)
     if array.ndim != 2 or array.shape[-1] != 2:
         raise ValueError(f"points must have shape (n, 2), got {list(array.shape)}")
@@ -51,11 +49,8 @@ def values_plot(
     title: str | None = None,
 ) -> dict[str, Any]:
     """Lesson 04: Value vectors ``(N_k, 2)`` as labelled dots inside their shaded convex hull, and attention
-    outputs ``(N_q, 2)`` (optional) as crosses.
-
-    Returns the artists by name: ``"values"`` and ``"outputs"`` (scatter collections, update with
-    ``set_offsets``; ``"outputs"`` is None without outputs), ``"hull"`` (the polygon), ``"labels"`` (texts).
-    """
+    outputs ``(N_q, 2)`` (optional) as crosses. Returns the artists by name: ``"values"``, ``"outputs"`` (None
+    without outputs), ``"hull"``, ``"labels"``."""
     v = to_numpy(values)
     if v.ndim != 2 or v.shape[-1] != 2:
         raise ValueError(f"values must have shape (N_k, 2) (two-dimensional value vectors), got {list(v.shape)}")
@@ -77,11 +72,9 @@ def values_plot(
         artists["outputs"] = ax.scatter(o[:, 0], o[:, 1], s=60, marker="X", color="#e08214", edgecolor="black",
                                         linewidth=0.5, zorder=4, label="outputs weights @ v")
     pad = 0.15 * max(float(np.ptp(v[:, 0])), float(np.ptp(v[:, 1])), 1e-6)
-    ax.set_xlim(v[:, 0].min() - pad, v[:, 0].max() + 2 * pad)
-    ax.set_ylim(v[:, 1].min() - pad, v[:, 1].max() + pad)
+    ax.set(xlim=(v[:, 0].min() - pad, v[:, 0].max() + 2 * pad), ylim=(v[:, 1].min() - pad, v[:, 1].max() + pad),
+           xlabel="value feature 0", ylabel="value feature 1")
     ax.set_aspect("equal", adjustable="box")
-    ax.set_xlabel("value feature 0")
-    ax.set_ylabel("value feature 1")
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)  # outside: never hides a point
     if title:
         ax.set_title(title)

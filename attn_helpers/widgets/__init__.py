@@ -1,11 +1,6 @@
-"""Interactive explorers built with ipywidgets on the helpers' math and plotting.
-
-Every explorer keeps one figure and updates it in place, shows one status line with its current
-values, and explains an impossible slider combination in words instead of a traceback.
+"""Interactive explorers built with ipywidgets on the helpers' math and plotting: each keeps one figure and updates
+it in place, shows one status line with its current values, and explains an impossible slider combination in words.
 Display one by making it the last line of a cell, e.g. ``widgets.HeadsExplorer()``.
-
-Each explorer lives in a module of this package named after its topic; this face star-imports them and exports
-the names of their ``__all__`` (and the base class, :class:`Explorer`, with :class:`InvalidCombination`).
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 """The machinery every explorer shares: controls, one figure updated in place, a status line.
 
-Why not ``ipywidgets.interact``: it rebuilds the whole figure on every slider move (about 1.5 s
-for a grid of labelled heatmaps on a 2-core CPU) and writes into an Output widget, which strict
-notebook validation sees as extra outputs. An :class:`Explorer` draws its figure once, then each
-move only changes the data of the artists it registered as dynamic and re-renders the PNG shown in
-an ``ipywidgets.Image``; its printed form is one stable line, so nbval can compare it.
-
-One redraw path for every explorer, matplotlib's blitting: a full ``print_png`` lays out and
-rasterises every tick label, title and colour bar on each move (most of the time goes into text).
-The figure is rendered once *without* the dynamic artists (they are marked ``animated``), that
-picture is kept, and each move only pastes it back, draws the dynamic artists on top and encodes the
-pixels as PNG. Only a layout change (``needs_redraw``) draws the figure anew.
+Why not ``ipywidgets.interact``: it rebuilds the whole figure on every slider move (about 1.5 s for a grid of
+labelled heatmaps on a 2-core CPU) and writes into an Output widget, which strict notebook validation sees as extra
+outputs. An :class:`Explorer` prints one stable line, and draws with matplotlib's blitting: a full ``print_png``
+lays out and rasterises every tick label, title and colour bar (most of the time goes into text), so the figure is
+rendered once *without* the dynamic artists (marked ``animated``), that picture is kept, and each move only pastes
+it back, draws the dynamic artists on top and encodes the PNG shown in an ``ipywidgets.Image``. Only a layout
+change (``needs_redraw``) draws the figure anew.
 """
 
 from __future__ import annotations
@@ -29,6 +25,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from PIL import Image
 
+from ..core import check_heads
 from ..lab import one_thread
 from ._display import PNG_MIME, widget_bundle
 
@@ -65,10 +62,71 @@ KEYS_CAPTION = ('<small style="display:block;line-height:1.4">Sliders: drag the 
 
 
 class InvalidCombination(ValueError):
-    """Raised by an explorer's ``update`` for slider values that make no sense together.
+    """Raised by an explorer's ``update`` for slider values that make no sense together: its message is shown in the
+    widget, in words, instead of a picture (never a traceback)."""
 
-    Its message is shown in the widget, in words, instead of a picture (never a traceback).
-    """
+
+WIDE = {"description_width": "initial"}  # a control's whole description, never cut to ipywidgets' default width
+
+
+def int_slider(description: str, value: int, low: int, high: int, step: int = 1, *, continuous_update: bool = False,
+               style: Mapping[str, str] = WIDE) -> W.IntSlider:
+    """An ``IntSlider`` as most explorers make them: redrawn when released, unless ``continuous_update``."""
+    return W.IntSlider(value=value, min=low, max=high, step=step, description=description, style=dict(style),
+                       continuous_update=continuous_update)
+
+
+def check_int(name: str, value: Any, low: int, high: int) -> None:
+    """Refuse an argument that is not an int (a bool is not) in ``[low, high]``, naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{name} must be an int in [{low}, {high}], got {value!r}")
+
+
+def check_choice(name: str, value: Any, choices: Iterable[Any], why: str = "") -> None:
+    """Refuse an argument that is not one of ``choices`` (a bool never is), naming it."""
+    choices = list(choices)
+    if isinstance(value, bool) or value not in choices:
+        raise ValueError(f"{name} must be one of {choices}{why}, got {value!r}")
+
+
+def bar_rows(ax: Any, colours: Any, n: int, *, right: float, fontsize: float) -> tuple[list, list]:
+    """``n`` horizontal bars (lengths 0 until :func:`set_bar`) on an axis fixed from 0 to ``right``, without x ticks
+    (each bar's label, made here empty, gives its number: no axis text to render on every move)."""
+    bars = list(ax.barh(range(n), [0] * n, color=colours))
+    ax.set(xticks=[], xlim=(0, right))
+    ax.spines[["top", "right", "bottom"]].set_visible(False)
+    return bars, [ax.text(0, r, "", va="center", fontsize=fontsize) for r in range(n)]
+
+
+def set_bar(bar: Any, label: Any, length: float, text: str) -> None:
+    """A bar of :func:`bar_rows` at ``length`` (a fraction of the largest), ``text`` just right of its end."""
+    bar.set_width(length)
+    label.set_x(length + 0.02)
+    label.set_text(text)
+
+
+def heads_in_words(chan: int, num_heads: int, most: int) -> None:
+    """:func:`attn_helpers.core.check_heads` (suggesting head counts up to ``most``, what the slider reaches), its
+    refusal shown in its own words."""
+    try:
+        check_heads(chan, num_heads, most=most)
+    except ValueError as problem:
+        raise InvalidCombination(str(problem)) from None
+
+
+def in_units(n: float, units: Iterable[tuple[float, str]], bare: str) -> str:
+    """``n`` in the largest of ``units`` (``(size, suffix)``, largest first) it reaches, to 3 digits; else as
+    ``bare`` formats it."""
+    for size, unit in units:
+        if n >= size:
+            return f"{n / size:.3g}{unit}"
+    return bare.format(n)
+
+
+def refuse_zero_temperature(temperature: float, limit: str) -> None:
+    """Temperature 0 (or less) is said in words: ``limit`` says what the picture approaches instead."""
+    if temperature <= 0:
+        raise InvalidCombination(f"temperature 0 would divide the scores by zero; {limit}")
 
 
 def png_bytes(rgba: Any, width: int, height: int) -> bytes:
@@ -92,25 +150,20 @@ def png_bytes(rgba: Any, width: int, height: int) -> bytes:
 class Explorer:
     """Base class: subclasses set up their artists in ``draw(figure)`` and change them in ``update``.
 
-    Subclass contract:
-
     - ``__init__`` builds ``controls`` (name -> ipywidgets control with a ``value``) and calls
       ``super().__init__(controls, figsize=...)`` last.
     - ``draw(self, figure)`` creates axes and artists for the current layout and registers the ones
       ``update`` changes with :meth:`dynamic`; called again only when ``needs_redraw`` says so.
       Everything else must stay as ``draw`` left it (no rescaled axes, no new artists in ``update``);
       a dynamic artist may change its data, text, colour, size, visibility, or (an axis) its limits.
-    - ``update(self, **values) -> str`` changes the dynamic artists for the current control values and
-      returns the short text shown in the status line; raises :class:`InvalidCombination` for a
-      combination that cannot be drawn.
-    - ``describe(self, **values) -> str``: what the picture shows, in words, with the numbers that matter (called
-      after ``update``): shown under the live picture (folded), the static PNG's ``alt``.
-    - Optionally ``table(self, **values) -> str``: HTML shown under the picture (a shape table).
-    - Optionally ``needs_redraw(self, **values) -> bool``: ``True`` when the figure's layout must be rebuilt.
-    - Optionally ``layout_key(self, **values)`` (hashable) and ``layout_attributes`` (the names of what
-      ``draw`` sets on ``self`` for one layout): every layout drawn is then kept, each in a figure of its
-      own with its kept picture, and a layout change back to one already drawn only swaps it in.
-      :meth:`prepare_layouts` draws layouts ahead (at the end of ``__init__``), so none is drawn on a move.
+    - ``update(self, **values) -> str`` changes the dynamic artists and returns the status line's text; raises
+      :class:`InvalidCombination` for a combination that cannot be drawn.
+    - ``describe(self, **values) -> str`` (called after ``update``): what the picture shows, in words, with the
+      numbers that matter: shown under the live picture (folded), the static PNG's ``alt``.
+    - Optional: ``table`` (HTML shown under the picture) and ``needs_redraw`` (the layout must be rebuilt).
+    - Optional: ``layout_key(self, **values)`` (hashable) and ``layout_attributes`` (what ``draw`` sets on ``self``
+      for one layout): every layout drawn is then kept, in a figure of its own with its kept picture, and swapped
+      back in; :meth:`prepare_layouts` draws layouts ahead (at the end of ``__init__``), so none is drawn on a move.
     """
 
     def __init__(self, controls: Mapping[str, W.ValueWidget], *, figsize: tuple[float, float] = (6.0, 4.0),
@@ -140,7 +193,6 @@ class Explorer:
         self._layout_now = self.layout_key(**self.values)
         self.refresh()
 
-    # -- subclass hooks ------------------------------------------------------------------------
     def draw(self, figure: Figure) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -164,16 +216,14 @@ class Explorer:
         return None
 
     def dynamic(self, artists: Iterable[Artist]) -> None:
-        """Mark ``artists`` as redrawn on every update (and left out of the kept picture); call it in ``draw``."""
+        """Mark ``artists`` as redrawn on every update (and left out of the kept picture)."""
         for artist in artists:
             artist.set_animated(True)
             self._dynamic.append(artist)
         self._background = None
 
-    # -- machinery -----------------------------------------------------------------------------
     @property
     def values(self) -> dict[str, Any]:
-        """The current value of every control, by name."""
         return {name: control.value for name, control in self.controls.items()}
 
     def set(self, **values: Any) -> None:
@@ -187,13 +237,15 @@ class Explorer:
         self.refresh()
 
     @contextmanager
-    def _hold(self) -> Iterator[None]:
-        """Silence per-control refreshes while several controls change (nested holds end with the outer one)."""
-        before, self._holding = self._holding, True
+    def _hold(self, flag: str = "_holding") -> Iterator[None]:
+        """Set the attribute ``flag`` while the block runs (nested holds end with the outer one); ``_holding``
+        silences per-control refreshes while several controls change."""
+        before = getattr(self, flag)
+        setattr(self, flag, True)
         try:
             yield
         finally:
-            self._holding = before
+            setattr(self, flag, before)
 
     _holding = False
 
@@ -251,10 +303,8 @@ class Explorer:
     clear_on_rebuild = True
 
     def rebuild(self) -> None:
-        """Lay the figure out anew (``needs_redraw`` said the layout changed): forget the dynamic artists
-        and the kept picture, clear the figure, ``draw`` again. An explorer that keeps its layouts
-        (``layout_key``) keeps the one shown, and swaps in the one wanted if it was drawn before, else draws
-        it in a new figure."""
+        """Lay the figure out anew: clear it and ``draw`` again; with ``layout_key``, keep the layout shown and swap
+        in the one wanted if it was drawn before, else draw it in a new figure."""
         key = self.layout_key(**self.values)
         if self._layout_now is not None:
             names = ("figure", "canvas", "_dynamic", "_background", *self.layout_attributes)
@@ -275,9 +325,8 @@ class Explorer:
         self._check_dynamic()
 
     def prepare_layouts(self, choices: Iterable[Mapping[str, Any]]) -> None:
-        """Draw and keep now the layout (and its kept picture) of each of ``choices`` (control values), so
-        that no move to them draws a figure; the explorer goes on showing what it shows. For an explorer
-        with ``layout_key``; call it at the end of ``__init__``."""
+        """Draw and keep now the layout (and its kept picture) of each of ``choices`` (control values), so that no
+        move to them draws a figure; the explorer goes on showing what it shows."""
         shown = self.values
         with self._hold():
             for values in choices:
@@ -298,8 +347,7 @@ class Explorer:
                             "self.dynamic([...]); without them every move would show the first picture")
 
     def render_png(self) -> bytes:
-        """The figure as PNG bytes, as the browser receives them: the kept picture plus the dynamic artists
-        in their current state (the picture is rendered in full once per layout)."""
+        """The PNG bytes the browser receives: the kept picture plus the dynamic artists as they are now."""
         if self._background is None:
             self._kept_picture()
         else:
@@ -309,7 +357,6 @@ class Explorer:
         return png_bytes(self.canvas.buffer_rgba(), *self.canvas.get_width_height())
 
     def _kept_picture(self) -> None:
-        """Render the figure in full, without the dynamic artists, and keep that picture."""
         self.canvas.draw()  # animated artists are left out of a full draw
         self._background = self.canvas.copy_from_bbox(self.figure.bbox)
 
@@ -322,7 +369,6 @@ class Explorer:
         kind, style = ("explorer-status", STATUS_STYLE) if ok else ("explorer-status explorer-problem", PROBLEM_STYLE)
         self.status.value = f'<code class="{kind}" style="{style}">{html.escape(text)}</code>'
 
-    # -- display -------------------------------------------------------------------------------
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.last_status})"
 
@@ -347,8 +393,7 @@ class Explorer:
     STATIC_COLOURS = 256
 
     def static_png(self) -> bytes:
-        """The picture shown now, as kept in a saved notebook for front ends without a kernel: the live PNG
-        (encoded for speed) reduced to a palette of ``STATIC_COLOURS``; empty before anything was drawn."""
+        """The picture shown now for a saved notebook: the live PNG reduced to ``STATIC_COLOURS`` (empty: none yet)."""
         shown = bytes(self.image.value)
         if not shown:
             return b""

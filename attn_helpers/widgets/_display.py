@@ -1,9 +1,5 @@
-"""How an object that wraps a widget shows itself, with ipywidgets 7 (Colab) and 8 alike.
-
-An explorer is a plain Python object holding an ipywidgets box; as a cell's last line it must show the box and
-print one stable text line (what strict nbval compares). ipywidgets 8 widgets have ``_repr_mimebundle_``;
-ipywidgets 7 widgets (Colab's front end cannot draw 8) have only ``_ipython_display_``, which calls ``display``
-itself. :func:`widget_bundle` builds the same bundle for both.
+"""How an object that wraps a widget shows itself (the box, and one stable text line for strict nbval), with
+ipywidgets 8 (``_repr_mimebundle_``) and 7 (Colab's front end cannot draw 8; only ``_ipython_display_``) alike.
 
 **A picture without a kernel.** The bundle may carry a static ``image/png`` of what the widget shows at display
 time; every front end shows *one* MIME type of a bundle:
@@ -37,13 +33,8 @@ PNG_MIME = "image/png"
 
 
 def widget_bundle(widget: W.Widget, text: str, *, picture: bytes | None = None, **kwargs: Any) -> dict[str, Any]:
-    """The display bundle of ``widget`` with ``text`` as its ``text/plain`` form.
-
-    ``picture``: PNG bytes of what the widget shows now; added (base64, as in a saved notebook) as
-    ``image/png``, which front ends without a widget manager show instead of the widget (see the
-    module's docstring). ``None`` or empty: no picture.
-    ``kwargs`` are what IPython passes to ``_repr_mimebundle_`` (``include``, ``exclude``).
-    """
+    """The display bundle of ``widget`` with ``text`` as its ``text/plain`` form and ``picture`` (PNG bytes;
+    ``None`` or empty: none) as its ``image/png``; ``kwargs``: IPython's ``include`` and ``exclude``."""
     if hasattr(widget, "_repr_mimebundle_"):  # ipywidgets 8
         bundle = widget._repr_mimebundle_(**kwargs) or {}
     else:  # ipywidgets 7: the bundle its _ipython_display_ would send (every widget shown here is a box with a view)

@@ -1,18 +1,15 @@
 """07 · The complete layer: what a layer of given sizes costs, in parameters and in FLOPs, step by step.
 
-Both panels share one row per step of the forward pass, so the picture says at a glance which
-steps own weights (only the projections and their biases) and which steps do the work (the
-projections for short sequences, the ``N x N`` scores for long ones).
+Both panels share one row per step of the forward pass: which steps own weights (only the projections and their
+biases) and which do the work (the projections for short sequences, the ``N x N`` scores for long ones).
 """
 
 from __future__ import annotations
 
-import ipywidgets as W
 from matplotlib.figure import Figure
 
-from ..core import check_heads
 from ..lab import attention_flops, attention_parameters
-from ._base import Explorer, InvalidCombination
+from ._base import Explorer, bar_rows, heads_in_words, in_units, int_slider, set_bar
 
 __all__ = ["LayerCalculator"]
 
@@ -21,21 +18,16 @@ FLOPS_COLOUR = "#e08214"
 
 
 def _fmt(n: float) -> str:
-    """A count in a few characters: 950, 13.6 k, 5.43 M, 1.20 G."""
-    for size, unit in ((1e9, " G"), (1e6, " M"), (1e3, " k")):
-        if n >= size:
-            return f"{n / size:.3g}{unit}"
-    return f"{n:.0f}"
+    """A count in a few characters: 950, 13.6 k, 5.43 M, 1.2 G."""
+    return in_units(n, ((1e9, " G"), (1e6, " M"), (1e3, " k")), "{:.0f}")
 
 
 class LayerCalculator(Explorer):
     """Lesson 07:
     Parameters and FLOPs of walkthrough 000's ``Attention(dim, chan, num_heads)`` on one sequence of N tokens.
 
-    Sliders: ``chan`` (the projected width), ``num_heads`` and ``N`` (tokens); ``dim`` (the input
-    width) is fixed when the calculator is made. A head count that does not divide ``chan`` is
-    explained in words. The counts come from :func:`attn_helpers.lab.attention_parameters`
-    and :func:`attn_helpers.lab.attention_flops` (batch of 1).
+    ``dim`` (the input width) is fixed when the calculator is made. A head count that does not divide ``chan`` is
+    explained in words. The counts: :func:`attn_helpers.lab.attention_parameters` and ``attention_flops``.
     """
 
     STEPS = ("qkv projection", "scores (q @ k^T)", "scale", "softmax", "weights @ v",
@@ -47,23 +39,14 @@ class LayerCalculator(Explorer):
         self.qkv_bias = qkv_bias
         attention_parameters(dim, chan, qkv_bias=qkv_bias)  # reject bad sizes before building anything
         style = {"description_width": "70px"}
-        controls = {
-            "chan": W.IntSlider(value=chan, min=8, max=512, step=8, description="chan", style=style,
-                                continuous_update=False),
-            "num_heads": W.IntSlider(value=num_heads, min=1, max=16, description="num_heads", style=style,
-                                     continuous_update=False),
-            "N": W.IntSlider(value=N, min=10, max=2000, step=10, description="N (tokens)", style=style,
-                             continuous_update=False),
-        }
+        controls = {"chan": int_slider("chan", chan, 8, 512, 8, style=style),
+                    "num_heads": int_slider("num_heads", num_heads, 1, 16, style=style),
+                    "N": int_slider("N (tokens)", N, 10, 2000, 10, style=style)}
         super().__init__(controls, figsize=(9.0, 3.6))
 
-    # -- counting -------------------------------------------------------------------------------
     def counts(self, chan: int, num_heads: int, N: int) -> tuple[dict[str, int], dict[str, int]]:
         """``(parameters by step, FLOPs by step)`` for these slider values, keyed by :attr:`STEPS`."""
-        try:
-            check_heads(chan, num_heads, most=self.controls["num_heads"].max)  # suggest what the slider reaches
-        except ValueError as problem:  # the library's own words for it
-            raise InvalidCombination(str(problem)) from None
+        heads_in_words(chan, num_heads, most=self.controls["num_heads"].max)
         parts = attention_parameters(self.dim, chan, qkv_bias=self.qkv_bias)
         params = dict.fromkeys(self.STEPS, 0)
         params["qkv projection"] = parts["qkv weight"]
@@ -72,22 +55,15 @@ class LayerCalculator(Explorer):
         flops = attention_flops(1, N, self.dim, chan, num_heads, qkv_bias=self.qkv_bias)
         return params, flops
 
-    # -- drawing ----------------------------------------------------------------------------------
     def draw(self, figure: Figure) -> None:
         self.ax_params, self.ax_flops = figure.subplots(1, 2, sharey=True)
-        rows = list(range(len(self.STEPS)))
-        self.param_bars = self.ax_params.barh(rows, [0] * len(rows), color=PARAMS_COLOUR)
-        self.flop_bars = self.ax_flops.barh(rows, [0] * len(rows), color=FLOPS_COLOUR)
-        self.ax_params.set_yticks(rows, self.STEPS)
+        n = len(self.STEPS)
+        self.param_bars, self.param_labels = bar_rows(self.ax_params, PARAMS_COLOUR, n, right=1.45, fontsize=8)
+        self.flop_bars, self.flop_labels = bar_rows(self.ax_flops, FLOPS_COLOUR, n, right=1.45, fontsize=8)
+        self.ax_params.set_yticks(range(n), self.STEPS)
         self.ax_params.invert_yaxis()  # the forward pass reads top to bottom
-        self.param_labels = [self.ax_params.text(0, r, "", va="center", fontsize=8) for r in rows]
-        self.flop_labels = [self.ax_flops.text(0, r, "", va="center", fontsize=8) for r in rows]
         self.ax_params.set_title("learnable parameters", fontsize=10)
         self.ax_flops.set_title("FLOPs for one sequence", fontsize=10)
-        for ax in (self.ax_params, self.ax_flops):
-            ax.set_xticks([])  # each bar carries its number; no axis labels to re-render on every move
-            ax.spines[["top", "right", "bottom"]].set_visible(False)
-            ax.set_xlim(0, 1.45)  # bars are drawn relative to the panel's largest; labels give the numbers
         self.title = figure.suptitle("", fontsize=10)
         figure.subplots_adjust(left=0.17, right=0.97, top=0.83, bottom=0.04, wspace=0.28)
         # only these change on a slider move; the axes, tick labels and titles are drawn once
@@ -99,9 +75,7 @@ class LayerCalculator(Explorer):
         top = max(values.values()) or 1
         total = sum(values.values()) or 1
         for bar, label, value in zip(bars, labels, values.values()):
-            bar.set_width(value / top)
-            label.set_x(value / top + 0.02)
-            label.set_text(f"{_fmt(value)} ({100 * value / total:.0f}%)" if value else "0")
+            set_bar(bar, label, value / top, f"{_fmt(value)} ({100 * value / total:.0f}%)" if value else "0")
 
     def update(self, chan: int, num_heads: int, N: int) -> str:
         params, flops = self.counts(chan, num_heads, N)

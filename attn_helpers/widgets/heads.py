@@ -1,9 +1,5 @@
 """The multi-head lesson's explorer: how many heads, how wide, how many tokens, and what each head looks at.
 
-Sliders for ``num_heads`` (1, 2, 4 or 8), ``chan`` (8 to 128 in steps of 8, so every head count cuts it into
-equal heads) and ``tokens`` (4 to 32) over one running sentence: every head's attention weights for the first
-``tokens`` words, and under them the shape of every step of :class:`attn_helpers.Attention`.
-
 Speed: a layout change (heads, tokens) lays out again the panels made the first time
 (:class:`~attn_helpers.views.LiveHeadGrid`); a ``chan`` move only redraws the heatmaps onto the kept picture.
 """
@@ -21,7 +17,7 @@ from ..core import Attention
 from ..lab import sentence_intermediates
 from ..lab.example import LONG_SENTENCE as SENTENCE  # 32 words; the explorer shows the first `tokens` of them
 from ..views import LiveHeadGrid, shape_rows, to_numpy
-from ._base import OUTPUT_WIDTH_PX, Explorer
+from ._base import OUTPUT_WIDTH_PX, WIDE, Explorer, check_choice, check_int, int_slider
 
 __all__ = ["HeadsExplorer", "EMBED_STD"]
 
@@ -46,28 +42,21 @@ STEPS = (
 class HeadsExplorer(Explorer):
     """Lessons 00 and 05: Move ``num_heads``, ``chan`` and ``tokens``: every head's attention weights and every shape.
 
-    ``HeadsExplorer(num_heads=4, chan=64, tokens=8)``; display it as a cell's last line. The
-    sentence is ``HeadsExplorer.SENTENCE`` (32 words; the first ``tokens`` are used), ``dim`` is the
-    width of its token vectors (walkthrough 000's 49). Same slider values, same picture: the token vectors
-    and the layer's weights are drawn from ``seed`` every time (the notebook's random state is not
-    touched). Equal words have equal vectors, so their rows and columns look alike in every head.
-    ``num_heads`` offers 1, 2, 4 and 8 only: each divides every ``chan`` on offer (multiples of 8),
-    so every combination of the sliders is a valid layer. The picture is never wider than a laptop's output
-    column (``OUTPUT_WIDTH_PX``), and its token labels never smaller than 7.5 pt: with many tokens, only every
-    second one is labelled.
+    Over the first ``tokens`` words of ``HeadsExplorer.SENTENCE``, token vectors ``dim`` wide (walkthrough 000's
+    49); under the picture, the shape of every step of :class:`attn_helpers.Attention`. The token vectors (equal
+    words, equal vectors) and the layer's weights are drawn from ``seed`` every time (the notebook's random state is
+    not touched). ``num_heads`` offers 1, 2, 4 and 8 only: each divides every ``chan`` on offer (multiples of 8), so
+    every combination of the sliders is a valid layer.
     """
 
     SENTENCE = SENTENCE
     clear_on_rebuild = False  # self.grid lays its panels out again
 
     def __init__(self, num_heads: int = 4, chan: int = 64, tokens: int = 8, *, dim: int = 49, seed: int = 0) -> None:
-        if num_heads not in HEAD_COUNTS or isinstance(num_heads, bool):
-            raise ValueError(f"num_heads must be one of {list(HEAD_COUNTS)} (each divides every chan on offer), "
-                             f"got {num_heads!r}")
-        for name, value, low, high in (("chan", chan, CHAN_MIN, CHAN_MAX),
-                                       ("tokens", tokens, TOKENS_MIN, TOKENS_MAX), ("dim", dim, 1, 4096)):
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ValueError(f"{name} must be an int in [{low}, {high}], got {value!r}")
+        check_choice("num_heads", num_heads, HEAD_COUNTS, " (each divides every chan on offer)")
+        check_int("chan", chan, CHAN_MIN, CHAN_MAX)
+        check_int("tokens", tokens, TOKENS_MIN, TOKENS_MAX)
+        check_int("dim", dim, 1, 4096)
         if chan % CHAN_STEP:
             raise ValueError(f"chan must be a multiple of {CHAN_STEP} (the slider's step), got {chan}")
         self.dim, self.seed = dim, int(seed)
@@ -75,14 +64,11 @@ class HeadsExplorer(Explorer):
         self.grid: LiveHeadGrid | None = None  # the panels, made once and laid out again on each layout change
         self.layout: tuple[int, int] | None = None  # (num_heads, tokens) the figure is drawn for
         self._inter: dict[str, Tensor] = {}
-        style = {"description_width": "initial"}
         controls = {
             "num_heads": W.SelectionSlider(options=list(HEAD_COUNTS), value=num_heads, description="num_heads",
-                                           style=style, continuous_update=False),
-            "chan": W.IntSlider(value=chan, min=CHAN_MIN, max=CHAN_MAX, step=CHAN_STEP, description="chan",
-                                style=style, continuous_update=True),
-            "tokens": W.IntSlider(value=tokens, min=TOKENS_MIN, max=TOKENS_MAX, description="tokens", style=style,
-                                  continuous_update=False),
+                                           style=WIDE, continuous_update=False),
+            "chan": int_slider("chan", chan, CHAN_MIN, CHAN_MAX, CHAN_STEP, continuous_update=True),
+            "tokens": int_slider("tokens", tokens, TOKENS_MIN, TOKENS_MAX),
         }
         super().__init__(controls, figsize=(8.0, 3.5), dpi=80)
 
@@ -92,13 +78,11 @@ class HeadsExplorer(Explorer):
         return sentence_intermediates(SENTENCE[:tokens], SENTENCE, num_heads, chan, self.dim, seed=self.seed,
                                       std=EMBED_STD)
 
-    # -- figure ------------------------------------------------------------------------------
     def draw(self, figure: Figure) -> None:
         num_heads, tokens = self.controls["num_heads"].value, self.controls["tokens"].value
         if self.grid is None:
             # never wider than a laptop's output column, labels never smaller than 7.5 pt (8.3 px at 80 dpi)
-            self.grid = LiveHeadGrid(figure, max(HEAD_COUNTS),
-                                     max_width=OUTPUT_WIDTH_PX / self.css_dpi,
+            self.grid = LiveHeadGrid(figure, max(HEAD_COUNTS), max_width=OUTPUT_WIDTH_PX / self.css_dpi,
                                      min_fontsize=7.5)
         self.images = self.grid.layout(num_heads, SENTENCE[:tokens])
         self.dynamic(self.images)

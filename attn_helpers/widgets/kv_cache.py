@@ -1,18 +1,12 @@
 """09 · Efficient attention: how much memory a KV cache takes, with one key/value head per query
 head (multi-head), per group of query heads (grouped-query) or one for all (multi-query).
 
-Three bars, always in the same order, so moving a slider shows at once what sharing key/value
-heads saves; the numbers come from :func:`attn_helpers.lab.kv_cache_bytes`. A menu of real models
-(:data:`attn_helpers.lab.MODEL_ATTENTION_SIZES`) sets the sliders to a model the learner has heard of.
-
-With ``windows=True`` (lesson 12) two more controls say how many layers are sliding-window layers and how many
-tokens they keep (:func:`attn_helpers.lab.windowed_kv_cache_bytes`), and the menu adds models with local layers
-(:data:`attn_helpers.lab.WINDOWED_ATTENTION_SIZES`).
-
-13 · The cache that does not grow: the menu also holds models whose cache is something else
-(:data:`attn_helpers.lab.MODEL_CACHE_SIZES`: DeepSeek-V3's latents, Qwen3-Next's hybrid of attention and
-linear layers); while the sliders show such a model, a fourth bar gives its cache as published
-(:func:`attn_helpers.lab.model_cache_bytes`).
+Three bars, always in the same order, so moving a slider shows at once what sharing key/value heads saves
+(:func:`attn_helpers.lab.kv_cache_bytes`). With ``windows=True`` (lesson 12) two more controls say how many
+layers are sliding-window layers and how many tokens they keep (:func:`attn_helpers.lab.windowed_kv_cache_bytes`).
+13 · The cache that does not grow: while the sliders show a model whose cache is something else
+(:data:`attn_helpers.lab.MODEL_CACHE_SIZES`: DeepSeek-V3's latents, Qwen3-Next's hybrid of attention and linear
+layers), a fourth bar gives its cache as published (:func:`attn_helpers.lab.model_cache_bytes`).
 """
 
 from __future__ import annotations
@@ -25,7 +19,7 @@ from matplotlib.figure import Figure
 from ..core import check_kv_heads
 from ..lab import (MODEL_ATTENTION_SIZES, MODEL_CACHE_SIZES, WINDOWED_ATTENTION_SIZES, kv_cache_bytes, model_cache_bytes,
                    windowed_kv_cache_bytes)
-from ._base import Explorer
+from ._base import WIDE, Explorer, bar_rows, check_choice, in_units, int_slider, set_bar
 
 __all__ = ["KVCacheCalculator"]
 
@@ -46,23 +40,19 @@ def _divisors(n: int) -> list[int]:
 
 
 def format_bytes(n: float) -> str:
-    """A byte count in a few characters: 512 B, 3.0 KiB, 1.25 GiB (binary units, 1 GiB = 2**30 bytes)."""
-    for unit, size in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{n:.0f} B"
+    """A byte count in a few characters: 512 B, 3 KiB, 1.25 GiB (binary units, 1 GiB = 2**30 bytes)."""
+    return in_units(n, ((2 ** 30, " GiB"), (2 ** 20, " MiB"), (2 ** 10, " KiB")), "{:.0f} B")
 
 
 class KVCacheCalculator(Explorer):
     """Lessons 09, 12 and 13:
     KV-cache memory of a decoder for chosen heads, key/value groups, layers, sequence length and dtype.
 
-    ``KVCacheCalculator(num_heads=64, num_kv_heads=8, num_layers=80, seq_len=4096, dtype_bytes=2,
-    head_dim=128, batch=1)``; display it as a cell's last line. ``num_kv_heads`` is the number of
-    key/value heads ``G``: each is shared by ``num_heads / G`` query heads, so ``num_heads`` must be
-    a multiple of ``G`` (the ``G`` slider offers only those). ``batch`` is fixed when it is
-    made. The ``model`` menu (:meth:`choose_model`) sets heads, groups, layers and ``head_dim`` to a
-    published model's; the title names the model whenever the sliders match one.
+    ``num_kv_heads`` is the number of key/value heads ``G``: each is shared by ``num_heads / G`` query heads, so
+    ``num_heads`` must be a multiple of ``G`` (the ``G`` slider offers only those). ``batch`` is fixed when it is
+    made. The ``model`` menu (:meth:`choose_model`: ``MODEL_ATTENTION_SIZES``, ``MODEL_CACHE_SIZES``, with
+    ``windows`` ``WINDOWED_ATTENTION_SIZES``) sets heads, groups, layers and ``head_dim`` to a published model's;
+    the title names the model whenever the sliders match one.
     """
 
     def __init__(self, num_heads: int = 64, num_kv_heads: int = 8, num_layers: int = 80, seq_len: int = 4096,
@@ -70,35 +60,28 @@ class KVCacheCalculator(Explorer):
         kv_cache_bytes(num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=head_dim, seq_len=seq_len,
                        batch=batch, dtype_bytes=dtype_bytes)  # reject bad sizes before building anything
         check_kv_heads(num_heads, num_kv_heads)
-        if seq_len not in SEQ_LENS:
-            raise ValueError(f"seq_len must be one of {list(SEQ_LENS)}, got {seq_len}")
-        if dtype_bytes not in dict((b, n) for n, b in DTYPES):
-            raise ValueError(f"dtype_bytes must be one of {[b for _, b in DTYPES]}, got {dtype_bytes}")
-        if head_dim not in HEAD_DIMS:
-            raise ValueError(f"head_dim must be one of {list(HEAD_DIMS)}, got {head_dim}")
+        check_choice("seq_len", seq_len, SEQ_LENS)
+        check_choice("dtype_bytes", dtype_bytes, dict(DTYPES).values())
+        check_choice("head_dim", head_dim, HEAD_DIMS)
         self.batch = batch
         self.presets = {**MODEL_ATTENTION_SIZES, **MODEL_CACHE_SIZES, **(WINDOWED_ATTENTION_SIZES if windows else {})}
-        style = {"description_width": "initial"}
         controls = {
-            "num_heads": W.IntSlider(value=num_heads, min=1, max=128, description="query heads H", style=style,
-                                     continuous_update=False),
+            "num_heads": int_slider("query heads H", num_heads, 1, 128),
             # only the group counts that divide H: every position of the sliders can be drawn
             "num_kv_heads": W.SelectionSlider(options=_divisors(num_heads), value=num_kv_heads,
-                                           description="KV heads (groups) G", style=style, continuous_update=False),
-            "num_layers": W.IntSlider(value=num_layers, min=1, max=128, description="layers", style=style,
-                                      continuous_update=False),
+                                              description="KV heads (groups) G", style=WIDE, continuous_update=False),
+            "num_layers": int_slider("layers", num_layers, 1, 128),
             "seq_len": W.SelectionSlider(options=[(f"{n:,}", n) for n in SEQ_LENS], value=seq_len,
-                                         description="tokens cached", style=style, continuous_update=False),
-            "dtype_bytes": W.Dropdown(options=DTYPES, value=dtype_bytes, description="dtype", style=style),
-            "head_dim": W.Dropdown(options=HEAD_DIMS, value=head_dim, description="head_dim", style=style),
+                                         description="tokens cached", style=WIDE, continuous_update=False),
+            "dtype_bytes": W.Dropdown(options=DTYPES, value=dtype_bytes, description="dtype", style=WIDE),
+            "head_dim": W.Dropdown(options=HEAD_DIMS, value=head_dim, description="head_dim", style=WIDE),
         }
         if windows:  # lesson 12: how many layers keep only a window of tokens
-            controls["window"] = W.Dropdown(options=WINDOWS, value=0, description="window", style=style)
-            controls["local_layers"] = W.IntSlider(value=0, min=0, max=num_layers, description="sliding-window layers",
-                                                   style=style, continuous_update=False)
+            controls["window"] = W.Dropdown(options=WINDOWS, value=0, description="window", style=WIDE)
+            controls["local_layers"] = int_slider("sliding-window layers", 0, 0, num_layers)
             controls["num_layers"].observe(self._on_layers, names="value")  # at most every layer is a local one
-        self.model_menu = W.Dropdown(options=[OWN_SIZES, *self.presets], value=OWN_SIZES,
-                                     description="model", style=style)
+        self.model_menu = W.Dropdown(options=[OWN_SIZES, *self.presets], value=OWN_SIZES, description="model",
+                                     style=WIDE)
         self._syncing_menu = False
         self.wanted_groups = num_kv_heads  # the G last chosen: H moved away and back gives it again
         # observed before the explorer's own refresh (registered first): G follows H before the picture is drawn
@@ -108,18 +91,13 @@ class KVCacheCalculator(Explorer):
         self.model_menu.observe(lambda change: self.choose_model(change["new"]), names="value")
         self.widget.children = (self.model_menu, *self.widget.children)
 
-    # -- controls that offer only what can be drawn ------------------------------------------------
     def _on_heads(self, change: dict) -> None:
         """H moved: G offers the divisors of the new H, at the largest one up to the G last chosen."""
         groups = self.controls["num_kv_heads"]
         options = _divisors(change["new"])
-        with self._hold():
-            self._following = True
-            try:
-                groups.options = options
-                groups.value = max(d for d in options if d <= self.wanted_groups)
-            finally:
-                self._following = False
+        with self._hold(), self._hold("_following"):
+            groups.options = options
+            groups.value = max(d for d in options if d <= self.wanted_groups)
 
     _following = False
 
@@ -130,10 +108,8 @@ class KVCacheCalculator(Explorer):
     def _on_layers(self, change: dict) -> None:
         self.controls["local_layers"].max = change["new"]  # a lower max lowers the value with it
 
-    # -- real models ----------------------------------------------------------------------------
     def choose_model(self, name: str) -> None:
-        """Set the sliders to the published sizes of model ``name`` (a key of ``MODEL_ATTENTION_SIZES`` or
-        ``MODEL_CACHE_SIZES``, or with ``windows`` of ``WINDOWED_ATTENTION_SIZES``)."""
+        """Set the sliders to the published sizes of model ``name`` (one the menu offers)."""
         if self._syncing_menu or name == OWN_SIZES:
             return
         if name not in self.presets:
@@ -145,13 +121,9 @@ class KVCacheCalculator(Explorer):
                  head_dim=sizes["head_dim"], **window)
 
     def _sync_menu(self, name: str | None) -> None:
-        self._syncing_menu = True
-        try:
+        with self._hold("_syncing_menu"):
             self.model_menu.value = name or OWN_SIZES
-        finally:
-            self._syncing_menu = False
 
-    # -- counting -------------------------------------------------------------------------------
     def counted(self, num_heads: int, num_kv_heads: int, num_layers: int, seq_len: int, dtype_bytes: int, head_dim: int,
                 window: int = 0, local_layers: int = 0) -> tuple[str | None, dict[str, int], int | None]:
         """At these control values (G divides H, the sliders see to it; the sliding-window layers are at most the
@@ -171,17 +143,13 @@ class KVCacheCalculator(Explorer):
             if model in MODEL_CACHE_SIZES else None
         return model, sizes, published
 
-    # -- drawing ----------------------------------------------------------------------------------
     def draw(self, figure: Figure) -> None:
         self.ax = figure.subplots()
-        rows = list(range(len(KINDS) + 1))  # the last row: a model's cache as published, shown for such a model
-        *self.bars, self.published_bar = self.ax.barh(rows, [1] * len(rows), color=[*BAR_COLOURS, PUBLISHED_COLOUR])
-        self.ax.set_yticks(rows, [*KINDS, ""])  # the fourth bar names itself in its label
+        # the last row: a model's cache as published, shown for such a model (it names itself in its label)
+        (*self.bars, self.published_bar), (*self.labels, self.published_label) = bar_rows(
+            self.ax, [*BAR_COLOURS, PUBLISHED_COLOUR], len(KINDS) + 1, right=1.6, fontsize=9)
+        self.ax.set_yticks(range(len(KINDS) + 1), [*KINDS, ""])
         self.ax.invert_yaxis()  # multi-head on top
-        *self.labels, self.published_label = [self.ax.text(0, r, "", va="center", fontsize=9) for r in rows]
-        self.ax.set_xticks([])  # each bar carries its number
-        self.ax.spines[["top", "right", "bottom"]].set_visible(False)
-        self.ax.set_xlim(0, 1.6)  # bar lengths relative to multi-head's; the labels give the numbers
         self.title = self.ax.set_title("", fontsize=9)  # two lines, each within the figure for every model and setting
         figure.subplots_adjust(left=0.17, right=0.98, top=0.78, bottom=0.06)
         # the axes and their labels are drawn once
@@ -194,16 +162,14 @@ class KVCacheCalculator(Explorer):
         self._sync_menu(model)  # the menu names the model whenever the sliders match one
         top = sizes["multi-head"]
         for bar, label, kind, g in zip(self.bars, self.labels, KINDS, (num_heads, num_kv_heads, 1)):
-            bar.set_width(sizes[kind] / top)
-            label.set_x(sizes[kind] / top + 0.02)
-            label.set_text(f"{format_bytes(sizes[kind])}  (G = {g}, {100 * sizes[kind] / top:.3g}%)")
+            set_bar(bar, label, sizes[kind] / top,
+                    f"{format_bytes(sizes[kind])}  (G = {g}, {100 * sizes[kind] / top:.3g}%)")
         self.published_bar.set_visible(published is not None)
         self.published_label.set_visible(published is not None)
         if published is not None:
-            self.published_bar.set_width(published / top)
-            self.published_label.set_x(published / top + 0.02)
             kind = PUBLISHED_KINDS[str(MODEL_CACHE_SIZES[model]["kind"])]
-            self.published_label.set_text(f"as published: {format_bytes(published)}  ({kind}, {100 * published / top:.3g}%)")
+            set_bar(self.published_bar, self.published_label, published / top,
+                    f"as published: {format_bytes(published)}  ({kind}, {100 * published / top:.3g}%)")
         kept = (f"({num_layers - local_layers} layers × {seq_len:,} + {local_layers} layers × "
                 f"{min(window, seq_len):,}) tokens" if window else f"{num_layers} layers × {seq_len:,} tokens")
         self.title.set_text((f"{model}: " if model else "") + f"KV cache = 2 × {kept}\n× G × head_dim {head_dim} × "

@@ -1,12 +1,4 @@
-"""Lesson 03's explorer: softmax temperature, mask types and mask conventions over one sentence.
-
-``MaskExplorer()`` shows the attention weights ``softmax(scores / temperature)`` of a short labelled sentence
-(two padding tokens at the end) under a mask type (none, causal, padding, causal + padding, or
-padding that also blocks the padded *queries*) and a mask convention. The conventions give the same
-weights everywhere except on a fully masked row: zeros (attn_helpers), NaN (``masked_fill`` with
-``-inf`` then ``torch.softmax``) or uniform (walkthrough 004's ``masked_fill(mask == 0, -1e9)``).
-The status line prints each row's sum, so a learner sees ``1.00`` turn into ``0.00`` or ``nan``.
-"""
+"""Lesson 03's explorer: softmax temperature, mask types and mask conventions over one sentence."""
 
 from __future__ import annotations
 
@@ -20,7 +12,7 @@ from torch import Tensor
 from ..core import attend, attention_scores, causal_mask, padding_mask
 from ..lab.example import PADDED_SENTENCE as DEFAULT_TOKENS
 from ..views import cmap_with_nan, heatmap, to_numpy
-from ._base import Explorer, InvalidCombination
+from ._base import Explorer, refuse_zero_temperature
 
 __all__ = ["MaskExplorer"]
 
@@ -59,10 +51,10 @@ def masked_weights(scores: Tensor, keep: Tensor, convention: str, temperature: f
     return torch.softmax((scores / temperature).masked_fill(~keep, fill), dim=-1)
 
 
-def _default_scores(n: int) -> Tensor:
-    generator = torch.Generator().manual_seed(3)
-    q = torch.randn(n, 16, generator=generator)  # (N, d_k)
-    k = torch.randn(n, 16, generator=generator)  # (N, d_k)
+def seeded_scores(n: int, seed: int, dtype: torch.dtype = torch.float32) -> Tensor:
+    """``(N, N)`` scaled scores of a ``q`` and a ``k`` of 16 features each, drawn from ``seed``."""
+    generator = torch.Generator().manual_seed(seed)
+    q, k = (torch.randn(n, 16, generator=generator, dtype=dtype) for _ in range(2))  # (N, d_k) each, q first
     return attention_scores(q, k)  # (N, N)
 
 
@@ -79,22 +71,30 @@ def row_sum_heatmap(figure: Figure, tokens: Sequence[str], *, cmap=None, bottom:
     return ax, image, sums
 
 
-def _fmt(x: float) -> str:
-    return "nan" if x != x else f"{x:.2f}"
+def set_row_sums(texts: Sequence, weights: Tensor) -> str:
+    """Write each row's sum of ``weights (N, N)`` in its text of :func:`row_sum_heatmap`; returns them in a line."""
+    sums = [f"{s:.2f}" for s in weights.sum(dim=-1).tolist()]  # a NaN sum reads "nan"
+    for text, s in zip(texts, sums):
+        text.set_text(s)
+    return " ".join(sums)
 
 
 class MaskExplorer(Explorer):
     """Lessons 03 and 03a: Temperature slider, mask-type and convention dropdowns over one sentence's attention weights.
 
     ``scores``: ``(N, N)`` scaled scores (default: a seeded example); ``tokens``: ``N`` labels;
-    ``length``: how many tokens are real (the rest are padding). Temperature 0 is refused in words.
+    ``length``: how many tokens are real (the rest are padding). The mask types: none, causal, padding,
+    causal + padding, or padding that also blocks the padded *queries*. The conventions give the same weights
+    everywhere except on a fully masked row: zeros (attn_helpers), NaN (``masked_fill`` with ``-inf`` then
+    ``torch.softmax``) or uniform (walkthrough 004's ``masked_fill(mask == 0, -1e9)``); the status line prints each
+    row's sum, so a learner sees ``1.00`` turn into ``0.00`` or ``nan``. Temperature 0 is refused in words.
     """
 
     def __init__(self, scores: Tensor | None = None, tokens: Sequence[str] | None = None,
                  length: int | None = None) -> None:
         self.tokens = list(tokens) if tokens is not None else list(DEFAULT_TOKENS)
         n = len(self.tokens)
-        self.scores = (_default_scores(n) if scores is None else scores.detach().to(torch.float32)).squeeze()
+        self.scores = (seeded_scores(n, 3) if scores is None else scores.detach().to(torch.float32)).squeeze()
         if self.scores.shape != (n, n):
             raise ValueError(f"scores must have shape (N, N) = ({n}, {n}) for {n} tokens, got {list(self.scores.shape)}")
         self.length = DEFAULT_LENGTH if length is None else int(length)
@@ -116,19 +116,13 @@ class MaskExplorer(Explorer):
         self.dynamic([self.artist, self.ax.title, *self.sum_texts])  # what update changes; the rest is kept
 
     def update(self, temperature: float, mask: str, convention: str) -> str:
-        if temperature <= 0:
-            raise InvalidCombination(
-                "temperature 0 would divide the scores by zero; as the temperature shrinks the softmax approaches a "
-                "one-hot argmax, so try temperature 0.05 to see the limit")
+        refuse_zero_temperature(temperature, "as the temperature shrinks the softmax approaches a one-hot argmax, "
+                                              "so try temperature 0.05 to see the limit")
         keep = keep_mask(mask, len(self.tokens), self.length)  # (N, N)
         weights = masked_weights(self.scores, keep, convention, temperature)  # (N, N)
-        array = to_numpy(weights)
-        self.artist.set_data(array)
-        sums = [float(s) for s in weights.sum(dim=-1)]
-        for text, s in zip(self.sum_texts, sums):
-            text.set_text(_fmt(s))
+        self.artist.set_data(to_numpy(weights))
+        self._sums = set_row_sums(self.sum_texts, weights)
         self.ax.set_title(f"softmax(scores / τ), τ = {temperature:g}, mask: {mask}", fontsize=10)
-        self._sums = " ".join(_fmt(s) for s in sums)
         return "row sums: " + self._sums
 
     def describe(self, temperature: float, mask: str, convention: str) -> str:

@@ -1,11 +1,5 @@
 """Lesson 11's explorer: a real pretrained model's attention on the learner's own sentence.
 
-A text box for the sentence (press Enter or leave the box to apply it), sliders for the layer and
-the head. The picture shows the chosen head's weights with the sentence's tokens on both axes and,
-beside it, all heads of that layer, the chosen one framed. Every number comes from
-:class:`attn_helpers.BertEncoder`, the model rebuilt with the series' own steps (lesson 11 shows
-that it agrees with ``transformers``). An empty or too long sentence is explained in words.
-
 The text box is not one of the explorer's ``controls`` (those are the sliders, named in the status
 line): a sentence is the explorer's input, like the data of the other explorers, and changing it
 runs the model again and redraws the figure for the new tokens. Moving a slider only changes the
@@ -26,7 +20,7 @@ from matplotlib.patches import Rectangle
 from ..lab import PATTERNS, BertEncoder, attention_shares, one_thread
 from ..views import WEIGHTS_CMAP, cells, heatmap
 from ..views.learning import readable_labels
-from ._base import Explorer, InvalidCombination
+from ._base import WIDE, Explorer, InvalidCombination, check_int, int_slider
 
 __all__ = ["PretrainedAttentionExplorer"]
 
@@ -38,23 +32,22 @@ FRAME_COLOUR = "#b35806"
 class PretrainedAttentionExplorer(Explorer):
     """Lesson 11: Type a sentence, pick a layer and a head: what that head of a real model attends to.
 
-    ``PretrainedAttentionExplorer(model, text=DEFAULT_TEXT, *, layer=0, head=0, max_tokens=32)``
-    with ``model`` a :class:`attn_helpers.PretrainedModel` (from :func:`attn_helpers.load_pretrained`);
-    ``encoder`` may pass an already built :class:`attn_helpers.BertEncoder` of it. The status line
-    gives the chosen head's share of attention on ``[CLS]``, ``[SEP]``, the previous and next token
-    and the token itself, for this sentence (:func:`attn_helpers.attention_shares`).
-    """
+    ``model``: a :class:`attn_helpers.PretrainedModel` (from :func:`attn_helpers.load_pretrained`);
+    ``encoder`` may pass an already built :class:`attn_helpers.BertEncoder` of it (the model rebuilt with the
+    series' own steps; lesson 11 shows that it agrees with ``transformers``). A text box takes the sentence (press
+    Enter or leave the box to apply it); an empty or too long sentence is explained in words. The picture shows
+    the chosen head's weights with the sentence's tokens on both axes and, beside it, all heads of that layer,
+    the chosen one framed. The status line gives the chosen head's share of attention on ``[CLS]``, ``[SEP]``,
+    the previous and next token and the token itself (:func:`attn_helpers.attention_shares`)."""
 
     def __init__(self, model: Any, text: str = DEFAULT_TEXT, *, layer: int = 0, head: int = 0,
                  max_tokens: int = MAX_TOKENS, encoder: BertEncoder | None = None) -> None:
         self.model = model
         self.encoder = BertEncoder.from_pretrained(model) if encoder is None else encoder
         num_layers, num_heads = model.num_layers, model.num_heads
-        for name, value, high in (("layer", layer, num_layers - 1), ("head", head, num_heads - 1),
-                                  ("max_tokens", max_tokens, model.config["max_position_embeddings"])):
-            low = 3 if name == "max_tokens" else 0
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ValueError(f"{name} must be an int in [{low}, {high}], got {value!r}")
+        check_int("layer", layer, 0, num_layers - 1)
+        check_int("head", head, 0, num_heads - 1)
+        check_int("max_tokens", max_tokens, 3, model.config["max_position_embeddings"])
         self.max_tokens = max_tokens
         self.tokens: list[str] = []
         self.weights: np.ndarray | None = None  # (L, H, N, N) for the current sentence
@@ -64,20 +57,14 @@ class PretrainedAttentionExplorer(Explorer):
         if self.problem:
             raise ValueError(f"text: {self.problem}")
         self.text_box = W.Text(value=text, description="sentence", continuous_update=False,
-                               layout=W.Layout(width="640px"), style={"description_width": "initial"})
-        style = {"description_width": "initial"}
-        controls = {
-            "layer": W.IntSlider(value=layer, min=0, max=num_layers - 1, description="layer", style=style,
-                                 continuous_update=True),
-            "head": W.IntSlider(value=head, min=0, max=num_heads - 1, description="head", style=style,
-                                continuous_update=True),
-        }
+                               layout=W.Layout(width="640px"), style=WIDE)
+        controls = {"layer": int_slider("layer", layer, 0, num_layers - 1, continuous_update=True),
+                    "head": int_slider("head", head, 0, num_heads - 1, continuous_update=True)}
         super().__init__(controls, figsize=(11.6, 5.6), dpi=80)  # 928 px: within OUTPUT_WIDTH_PX
         self.text_box.observe(self._on_text, names="value")
         sliders, *rest = self.widget.children
         self.widget.children = (sliders, self.text_box, *rest)  # the text box under the sliders
 
-    # -- the model -----------------------------------------------------------------------------
     def compute(self, text: str) -> None:
         """Tokenize ``text`` and run the model on it; or record in ``problem`` why that is not possible."""
         if not isinstance(text, str) or not text.strip():
@@ -102,7 +89,6 @@ class PretrainedAttentionExplorer(Explorer):
             self.problem = f"this sentence could not be read ({type(problem).__name__}: {problem})"
         self.refresh()
 
-    # -- figure --------------------------------------------------------------------------------
     def needs_redraw(self, layer: int, head: int) -> bool:
         return not self.problem and self.tokens != self._drawn_tokens
 
@@ -123,8 +109,7 @@ class PretrainedAttentionExplorer(Explorer):
         for h in range(num_heads):
             ax = figure.add_subplot(grid[h // ncols, h % ncols])
             self.panels.append(cells(ax, blank, cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0))
-            ax.set_xticks([])
-            ax.set_yticks([])
+            ax.set(xticks=[], yticks=[])
             ax.set_title(f"head {h}", fontsize=8, pad=2)
             self.panel_axes.append(ax)
         self.grid_title = figure.text(0.7725, 0.93, " ", ha="center", va="bottom", fontsize=11)
@@ -143,9 +128,7 @@ class PretrainedAttentionExplorer(Explorer):
             image.set_data(w)
         self.main_title.set_text(f"layer {layer}, head {head}")
         self.grid_title.set_text(f"all {len(self.panels)} heads of layer {layer}")
-        box = self.panel_axes[head].get_position()  # figure coordinates
-        pad = 0.004
-        self.frame.set_bounds(box.x0 - pad, box.y0 - pad, box.width + 2 * pad, box.height + 2 * pad)
+        self.frame.set_bounds(self.panel_axes[head].get_position().padded(0.004).bounds)  # figure coordinates
         shares = attention_shares(torch.from_numpy(weights[head][None]))  # (5,)
         parts = ", ".join(f"{p} {s:.2f}" for p, s in zip(PATTERNS, shares.tolist()))
         self._shares = f"This head's share on {parts}"

@@ -1,11 +1,4 @@
-"""Lesson 01's explorer: what one fused ``Linear(dim, 3 * chan)`` does to a sentence's token vectors.
-
-Sliders for ``dim`` (the width of a token going in) and ``chan`` (the width of q, k and v coming
-out), plus ``num_heads`` and ``qkv_bias`` as a preview. The picture shows the token vectors ``x``
-and the projected ``q``, ``k``, ``v`` of a short labelled sentence as heatmaps (one row per token);
-dashed lines mark where each head's share of the features would start. Under the picture a table
-lists every shape, for the sentence and for walkthrough 000's batch (B=13, N=100).
-"""
+"""Lesson 01's explorer: what one fused ``Linear(dim, 3 * chan)`` does to a sentence's token vectors."""
 
 from __future__ import annotations
 
@@ -17,11 +10,11 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from ..core import Attention, check_heads
+from ..core import Attention
 from ..lab import VOCAB, embed, local_random
 from ..lab.example import SENTENCE
 from ..views import SIGNED_CMAP, heatmap, to_numpy
-from ._base import Explorer, InvalidCombination
+from ._base import Explorer, InvalidCombination, heads_in_words, int_slider
 
 __all__ = ["ProjectionExplorer"]
 
@@ -61,7 +54,10 @@ def projected_qkv(tokens: Sequence[str], dim: int, chan: int, num_heads: int = 1
 class ProjectionExplorer(Explorer):
     """Lesson 01: Move ``dim`` and ``chan`` and watch the shapes and the projected q, k, v of a sentence.
 
-    ``ProjectionExplorer(tokens=lab.SENTENCE, dim=49, chan=64)``; display it as a cell's last line.
+    ``dim``: the width of a token going in; ``chan``: the width of q, k and v coming out; ``num_heads`` and
+    ``qkv_bias`` as a preview. The token vectors ``x`` and the projected ``q``, ``k``, ``v`` as heatmaps (one row
+    per token), dashed lines where each head's share of the features would start; under them every shape, for the
+    sentence and for walkthrough 000's batch (B=13, N=100).
     ``num_heads`` must divide ``chan`` (otherwise the widget says so in words).
     """
 
@@ -70,21 +66,16 @@ class ProjectionExplorer(Explorer):
         self.tokens = [str(t) for t in tokens]
         if not self.tokens:
             raise ValueError("tokens must name at least one token, got none")
-        style = {"description_width": "initial"}
         controls = {
-            "dim": W.IntSlider(value=dim, min=2, max=MAX_DIM, description="dim (token in)", style=style,
-                               continuous_update=False),
-            "chan": W.IntSlider(value=chan, min=2, max=MAX_CHAN, description="chan (q/k/v out)", style=style,
-                                continuous_update=False),
-            "num_heads": W.IntSlider(value=num_heads, min=1, max=MAX_HEADS, description="num_heads", style=style,
-                                     continuous_update=False),
+            "dim": int_slider("dim (token in)", dim, 2, MAX_DIM),
+            "chan": int_slider("chan (q/k/v out)", chan, 2, MAX_CHAN),
+            "num_heads": int_slider("num_heads", num_heads, 1, MAX_HEADS),
             "qkv_bias": W.Checkbox(value=qkv_bias, description="qkv_bias", indent=False),
         }
         self.ranges = (X_RANGE, QKV_RANGE)  # the colour scales of x and of q, k, v (see X_RANGE)
         self._last: tuple[tuple, dict[str, torch.Tensor]] | None = None  # the last setting computed, and its tensors
         super().__init__(controls, figsize=(10.0, 2.9), dpi=80)
 
-    # -- figure ------------------------------------------------------------------------------
     def draw(self, figure: Figure) -> None:
         grid = figure.add_gridspec(1, 6, width_ratios=[1, 0.06, 1, 1, 1, 0.06], wspace=0.3,
                                    left=0.07, right=0.95, bottom=0.2, top=0.86)
@@ -105,34 +96,27 @@ class ProjectionExplorer(Explorer):
             self.images.append(image)
             lines = [ax.axvline(0, color="black", lw=0.8, ls="--", visible=False) for _ in range(MAX_HEADS - 1)]
             self.head_lines.append(lines)
-        colorbars = [figure.colorbar(self.images[0], cax=figure.add_subplot(grid[0, 1])),
-                     figure.colorbar(self.images[1], cax=figure.add_subplot(grid[0, 5]), label="q, k, v value")]
+        self.colorbars = [figure.colorbar(self.images[0], cax=figure.add_subplot(grid[0, 1])),
+                          figure.colorbar(self.images[1], cax=figure.add_subplot(grid[0, 5]), label="q, k, v value")]
         # A move changes the data, the titles (with the widths) and the head lines; the frames, the axis and token
         # labels and the colour bars (one fixed scale, see X_RANGE) are kept.
-        self.colorbars = colorbars
         self.dynamic([*self.images, *(ax.title for ax in axes),
                       *(line for lines in self.head_lines for line in lines)])
 
     def _compute(self, dim: int, chan: int, num_heads: int, qkv_bias: bool) -> dict[str, torch.Tensor]:
-        try:
-            check_heads(chan, num_heads, most=self.controls["num_heads"].max)  # suggest what the slider reaches
-        except ValueError as problem:  # the library's own words for it
-            raise InvalidCombination(str(problem)) from None
+        heads_in_words(chan, num_heads, most=self.controls["num_heads"].max)
         key = (dim, chan, num_heads, qkv_bias)
         if self._last is None or self._last[0] != key:
             self._last = (key, projected_qkv(self.tokens, dim, chan, num_heads, qkv_bias, seed=1))
         return self._last[1]
-
-    def _needed_ranges(self, t: dict[str, torch.Tensor]) -> tuple[float, float]:
-        """The colour scales (x, q/k/v) that hold ``t``: the fixed ones, or wider where ``t`` goes beyond."""
-        return (max(self.ranges[0], float(t["x"].abs().max())), max(self.ranges[1], float(t["qkv"].abs().max())))
 
     def needs_redraw(self, dim: int, chan: int, num_heads: int, qkv_bias: bool) -> bool:
         try:
             t = self._compute(dim, chan, num_heads, qkv_bias)
         except InvalidCombination:
             return False  # update says why
-        needed = self._needed_ranges(t)
+        # the colour scales (x, q/k/v) that hold t: the fixed ones, or wider where t goes beyond
+        needed = (max(self.ranges[0], float(t["x"].abs().max())), max(self.ranges[1], float(t["qkv"].abs().max())))
         if needed == self.ranges:
             return False
         self.ranges = needed  # wider colour bars: lay the figure out again

@@ -1,26 +1,16 @@
-"""10 · Positions: rotary embeddings (RoPE) as rotating arrows.
-
-One query and one key with the same content (``k = q``, ``head_dim`` features, seeded). RoPE cuts
-each into ``head_dim / 2`` pairs of features; each pair is an arrow in its own plane, and pair ``i``
-turns by ``θ_i`` per position (:func:`attn_helpers.core.rope_frequencies`). The key sits at
-position ``n = KEY_POSITION``, the query at ``m = n + offset``. The picture shows the arrows of the
-fastest pair, the chosen pair and the slowest pair, and on the right the raw score ``q_m · k_n`` against
-the offset, with each shown pair's term of it: only the angle *between* the arrows, ``offset · θ_i``,
-matters, so the curve is the same wherever the two tokens sit.
-"""
+"""10 · Positions: rotary embeddings (RoPE) as rotating arrows."""
 
 from __future__ import annotations
 
 import math
 
-import ipywidgets as W
 import numpy as np
 import torch
 from matplotlib.figure import Figure
 
 from ..core import DEFAULT_BASE, apply_rope, rope_frequencies, rope_pair_scores
 from ..views import HEAD_COLOURS
-from ._base import Explorer
+from ._base import Explorer, check_int, int_slider
 
 __all__ = ["RopeExplorer"]
 
@@ -32,17 +22,20 @@ PANEL_COLOURS = (HEAD_COLOURS[5], HEAD_COLOURS[2], HEAD_COLOURS[3])  # fastest, 
 class RopeExplorer(Explorer):
     """Lesson 10: Slide the offset between a query and a key, and pick a feature pair, to watch RoPE rotate them.
 
-    ``RopeExplorer(offset=3, pair=2, *, head_dim=16, base=10000.0, max_offset=32, seed=0)``; display it
-    as a cell's last line. Pairs follow ``apply_rope``'s default pairing (feature ``i`` with
-    ``i + head_dim/2``); pair 0 turns fastest (1 radian per position), pair ``head_dim/2 - 1`` slowest.
+    One query and one key with the same content (``k = q``, ``head_dim`` features, seeded). RoPE cuts each into
+    ``head_dim / 2`` pairs of features (feature ``i`` with ``i + head_dim/2``, as ``apply_rope``); each pair is an
+    arrow in its own plane, and pair ``i`` turns by ``θ_i`` per position: pair 0 fastest (1 radian per position),
+    pair ``head_dim/2 - 1`` slowest. The key sits at position ``n = KEY_POSITION``, the query at ``m = n + offset``.
+    The picture shows the arrows of the fastest, the chosen and the slowest pair, and the raw score ``q_m · k_n``
+    against the offset, with each shown pair's term of it: only the angle *between* the arrows, ``offset · θ_i``,
+    matters, so the curve is the same wherever the two tokens sit.
     """
 
     def __init__(self, offset: int = 3, pair: int = 2, *, head_dim: int = 16, base: float = DEFAULT_BASE,
                  max_offset: int = 32, seed: int = 0) -> None:
         self.theta = rope_frequencies(head_dim, base=base)  # (P,), checks head_dim and base
         self.pairs = head_dim // 2
-        if not (isinstance(max_offset, int) and 1 <= max_offset <= KEY_POSITION):
-            raise ValueError(f"max_offset must be an int in [1, {KEY_POSITION}], got {max_offset!r}")
+        check_int("max_offset", max_offset, 1, KEY_POSITION)
         if not -max_offset <= offset <= max_offset:
             raise ValueError(f"offset must lie in [-{max_offset}, {max_offset}], got {offset}")
         if not 0 <= pair < self.pairs:
@@ -53,29 +46,20 @@ class RopeExplorer(Explorer):
         self.offsets = torch.arange(-max_offset, max_offset + 1)  # (T,)
         self.terms = rope_pair_scores(self.q, self.k, self.offsets, base=base).numpy()  # (T, P): each pair's term of q·k
         self.raw_scores = self.terms.sum(axis=1)  # (T,): q_m · k_n at each offset
-        style = {"description_width": "initial"}
-        controls = {
-            "offset": W.IntSlider(value=offset, min=-max_offset, max=max_offset, description="offset m - n",
-                                  style=style, continuous_update=False),
-            "pair": W.IntSlider(value=pair, min=0, max=self.pairs - 1, description="feature pair i", style=style,
-                                continuous_update=False),
-        }
+        controls = {"offset": int_slider("offset m - n", offset, -max_offset, max_offset),
+                    "pair": int_slider("feature pair i", pair, 0, self.pairs - 1)}
         super().__init__(controls, figsize=(11.0, 3.6), dpi=80)
 
-    # -- the numbers -----------------------------------------------------------------------------
     def arrows(self, offset: int) -> tuple[np.ndarray, np.ndarray]:
         """The rotated pairs of the query at ``m = KEY_POSITION + offset`` and of the key at ``n = KEY_POSITION``:
         ``(P, 2)`` each, pair ``i`` as the point ``(x_i, x_(i + head_dim/2))``."""
         q_rot = apply_rope(self.q[None], [KEY_POSITION + offset], base=self.base)[0]  # (head_dim,)
         k_rot = apply_rope(self.k[None], [KEY_POSITION], base=self.base)[0]  # (head_dim,)
-        half = self.pairs
-        return (torch.stack([q_rot[:half], q_rot[half:]], dim=-1).numpy(),  # (P, 2)
-                torch.stack([k_rot[:half], k_rot[half:]], dim=-1).numpy())  # (P, 2)
+        return q_rot.reshape(2, -1).T.numpy(), k_rot.reshape(2, -1).T.numpy()  # (P, 2) each: the halves side by side
 
     def shown_pairs(self, pair: int) -> tuple[int, int, int]:
         return (0, pair, self.pairs - 1)
 
-    # -- figure ------------------------------------------------------------------------------------
     def draw(self, figure: Figure) -> None:
         grid = figure.add_gridspec(1, 4, width_ratios=[1, 1, 1, 2.4], wspace=0.35, left=0.03, right=0.98,
                                    bottom=0.16, top=0.8)
@@ -84,14 +68,8 @@ class RopeExplorer(Explorer):
         circle = np.linspace(0, 2 * math.pi, 100)
         self.q_lines, self.k_lines = [], []
         for ax, colour in zip(self.arrow_axes, PANEL_COLOURS):
-            ax.set_xlim(-radius, radius)
-            ax.set_ylim(-radius, radius)
-            ax.set_aspect("equal")
-            ax.set_xticks([])
-            ax.set_yticks([])
-            for spine in ax.spines.values():
-                spine.set_edgecolor(colour)
-                spine.set_linewidth(2)
+            ax.set(xlim=(-radius, radius), ylim=(-radius, radius), aspect="equal", xticks=[], yticks=[])
+            ax.spines[:].set(edgecolor=colour, linewidth=2)
             ax.plot(radius / 1.15 * np.cos(circle), radius / 1.15 * np.sin(circle), color="0.85", lw=0.8)
             self.k_lines.append(ax.plot([0, 0], [0, 0], color=K_COLOUR, lw=5, marker="o", ms=9, markevery=[1],
                                         label="key at n")[0])  # wider, so a query on top of it leaves it visible
@@ -107,11 +85,9 @@ class RopeExplorer(Explorer):
                             for p, c, label in zip(self.shown_pairs(0), PANEL_COLOURS,
                                                    ("fastest pair 0", "chosen pair", f"slowest pair {self.pairs - 1}"))]
         top = float(np.abs(self.raw_scores).max())
-        self.ax_curve.set_ylim(-1.1 * top, 1.75 * top)  # room for the legend
-        self.ax_curve.set_xlim(offsets[0], offsets[-1])
+        self.ax_curve.set(ylim=(-1.1 * top, 1.75 * top), xlim=(offsets[0], offsets[-1]))  # room for the legend
         self.ax_curve.axhline(0, color="0.8", lw=0.8)
-        self.ax_curve.set_xlabel("offset m - n (query position - key position)")
-        self.ax_curve.set_ylabel("raw score")
+        self.ax_curve.set(xlabel="offset m - n (query position - key position)", ylabel="raw score")
         self.ax_curve.legend(loc="upper right", fontsize=8, frameon=False, ncol=2)
         self.marker = self.ax_curve.axvline(0, color="0.4", ls=":", lw=1.2)
         self.dots = self.ax_curve.plot([0, 0, 0, 0], [0, 0, 0, 0], ls="none", marker="o", ms=5, color="black")[0]

@@ -1,10 +1,4 @@
-"""Lesson 02's explorer, also the series' scaling / temperature explorer.
-
-A ``d_k`` slider, a "divide by √d_k" switch and a temperature slider act on the scores of a short
-labelled sentence, ``q @ k^T * scale / temperature``. The picture shows one query's softmax weights
-as bars, each with its number, and the whole weights matrix as a heatmap (colours only: numbers in its 36 cells
-would be laid out and drawn anew on every move); the status line prints the variance of the
-scores, the largest weight and the entropy, averaged over the rows.
+"""Lesson 02's explorer, also the series' scaling / temperature explorer: ``q @ k^T * scale / temperature``.
 
 The sentence's q and k have ``MAX_D_K`` independent standard-normal features per word (equal
 words get equal vectors); a smaller ``d_k`` keeps the first ``d_k`` of them, so moving the slider
@@ -25,7 +19,7 @@ from matplotlib.patches import Rectangle
 from ..core import attention_scores
 from ..lab import softmax_statistics
 from ..views import WEIGHTS_CMAP, heatmap, to_numpy
-from ._base import Explorer, InvalidCombination
+from ._base import WIDE, Explorer, check_choice, refuse_zero_temperature
 from .projection import SENTENCE
 
 __all__ = ["ScalingExplorer"]
@@ -37,9 +31,10 @@ MAX_D_K = D_K_OPTIONS[-1]
 class ScalingExplorer(Explorer):
     """Lesson 02: Slide ``d_k``, switch the ``1/sqrt(d_k)`` scaling on and off, change the temperature.
 
-    ``ScalingExplorer(tokens=SENTENCE, d_k=64, scaled=True, temperature=1.0, query=2)``; display it
-    as a cell's last line. ``query`` is the row (token index) whose weights the bar chart shows.
-    A temperature of 0 is refused in words: dividing the scores by zero has no answer.
+    The picture shows the softmax weights of query ``query`` (a token index) as bars, each with its number, and the
+    whole weights matrix as a heatmap (colours only: numbers in its 36 cells would be laid out and drawn anew on
+    every move); the status line prints the variance of the scores, the largest weight and the entropy, averaged
+    over the rows. A temperature of 0 is refused in words: dividing the scores by zero has no answer.
     """
 
     def __init__(self, tokens: Sequence[str] = SENTENCE, *, d_k: int = 64, scaled: bool = True,
@@ -48,8 +43,7 @@ class ScalingExplorer(Explorer):
         n = len(self.tokens)
         if n < 2:
             raise ValueError(f"tokens must name at least 2 tokens, got {n}")
-        if d_k not in D_K_OPTIONS:
-            raise ValueError(f"d_k must be one of {list(D_K_OPTIONS)}, got {d_k}")
+        check_choice("d_k", d_k, D_K_OPTIONS)
         if not 0 <= query < n:
             raise ValueError(f"query must be a token index in [0, {n - 1}], got {query}")
         g = torch.Generator().manual_seed(seed)
@@ -57,19 +51,17 @@ class ScalingExplorer(Explorer):
         ids = torch.tensor([vocab.index(t) for t in self.tokens])  # (N,): equal words, equal vectors
         self.q_all = torch.randn(len(vocab), MAX_D_K, generator=g)[ids]  # (N, MAX_D_K)
         self.k_all = torch.randn(len(vocab), MAX_D_K, generator=g)[ids]  # (N, MAX_D_K)
-        style = {"description_width": "initial"}
         controls = {
-            "d_k": W.SelectionSlider(options=D_K_OPTIONS, value=d_k, description="d_k", style=style,
+            "d_k": W.SelectionSlider(options=D_K_OPTIONS, value=d_k, description="d_k", style=WIDE,
                                      continuous_update=False),
             "scaled": W.Checkbox(value=scaled, description="divide by √d_k", indent=False),
             "temperature": W.FloatSlider(value=temperature, min=0.0, max=4.0, step=0.05, description="temperature",
-                                         style=style, continuous_update=False, readout_format=".2f"),
+                                         style=WIDE, continuous_update=False, readout_format=".2f"),
             "query": W.Dropdown(options=[(f"{i}: {t}", i) for i, t in enumerate(self.tokens)], value=query,
-                                description="query row", style=style),
+                                description="query row", style=WIDE),
         }
         super().__init__(controls, figsize=(9.5, 3.6), dpi=80)
 
-    # -- figure ------------------------------------------------------------------------------
     def draw(self, figure: Figure) -> None:
         n = len(self.tokens)
         grid = figure.add_gridspec(1, 2, width_ratios=[1.1, 1], wspace=0.3, left=0.08, right=0.93,
@@ -77,11 +69,8 @@ class ScalingExplorer(Explorer):
         self.ax_bars = figure.add_subplot(grid[0, 0])
         self.ax_map = figure.add_subplot(grid[0, 1])
         self.bars = self.ax_bars.bar(range(n), np.full(n, 1.0 / n), color="#5b7fb5")
-        self.ax_bars.set_ylim(0, 1.05)
-        self.ax_bars.set_xticks(range(n))
-        self.ax_bars.set_xticklabels(self.tokens)
-        self.ax_bars.set_xlabel("key")
-        self.ax_bars.set_ylabel("softmax weight")
+        self.ax_bars.set(ylim=(0, 1.05), xticks=range(n), xticklabels=self.tokens, xlabel="key",
+                         ylabel="softmax weight")
         self.ax_bars.axhline(1.0 / n, color="grey", ls=":", lw=1, label=f"uniform: 1/{n}")
         self.ax_bars.legend(loc="upper right", fontsize=8, frameon=False)
         self.bar_labels = [self.ax_bars.text(i, 0, "", ha="center", va="bottom", fontsize=8) for i in range(n)]
@@ -96,11 +85,8 @@ class ScalingExplorer(Explorer):
         self.dynamic([*self.bars, *self.bar_labels, self.bars_title, self.map_image, self.row_box])
 
     def _logits(self, d_k: int, scaled: bool, temperature: float) -> torch.Tensor:
-        if temperature <= 0:
-            raise InvalidCombination(
-                "temperature 0 would divide the scores by zero; as the temperature falls towards 0 the "
-                "softmax becomes a one-hot pick of the largest score (try 0.05)"
-            )
+        refuse_zero_temperature(temperature, "as the temperature falls towards 0 the softmax becomes a one-hot pick "
+                                              "of the largest score (try 0.05)")
         scale = d_k ** -0.5 if scaled else 1.0
         return attention_scores(self.q_all[:, :d_k], self.k_all[:, :d_k], scale=scale / temperature)  # (N, N)
 
@@ -113,8 +99,7 @@ class ScalingExplorer(Explorer):
             label.set_y(w + 0.01)
             label.set_text(f"{w:.2f}")
         self.bars_title.set_text(f"weights of query {query} '{self.tokens[query]}'")
-        array = to_numpy(weights)
-        self.map_image.set_data(array)
+        self.map_image.set_data(to_numpy(weights))
         self.row_box.set_y(query - 0.5)
         stats = softmax_statistics(logits)
         scale = (d_k ** -0.5 if scaled else 1.0) / temperature

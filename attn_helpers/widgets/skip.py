@@ -1,12 +1,5 @@
 """Lesson 06's explorer: a stack of attention layers joined by one of three wirings.
 
-A toggle picks how the layers are joined (``x + attention(x)``, walkthrough 000's ``v + attention``, or
-nothing added), a slider picks the depth, a second toggle the input width ``dim``, a slider the random seed
-of the parameters and the input, and a last toggle the scale of every ``W_v`` (PyTorch's default, or
-``sqrt(3)`` times it). The picture shows, at every layer, how big the hidden state is (its root
-mean square), how different the tokens still are (their token std: the standard deviation across
-the tokens), and how big the gradient reaching that layer's parameters is, on a log scale.
-
 The layers are built once per (seed, input width, ``W_v`` scale) (on first use, without touching the
 notebook's random state) and reused: changing the wiring re-wires the *same* parameters, a smaller depth
 uses the first layers of the same stack, and both widths share every layer after the first, so every
@@ -27,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from ..lab import AttentionStack, local_random, one_thread, signal_through_stack
-from ._base import Explorer, InvalidCombination
+from ._base import WIDE, Explorer, InvalidCombination, check_choice, check_int, int_slider
 
 __all__ = ["SkipExplorer"]
 
@@ -35,6 +28,8 @@ WIRING_OPTIONS = (("x + attention(x)", "identity"), ("v + attention (walkthrough
 MAX_DEPTH = 32
 MAX_SEED = 7
 V_SCALES = (("default", 1.0), ("× √3", math.sqrt(3.0)))  # PyTorch's Linear init, and that times sqrt(3)
+# each wiring in words: its button's without "(walkthrough 000)", so the title fits the figure
+WIRING_WORDS = {wiring: label.split(" (")[0] for label, wiring in WIRING_OPTIONS}
 Y_RANGE = (1e-18, 1e6)  # fixed, so switching the wiring shows the change in size instead of a rescaled axis
 
 
@@ -59,11 +54,12 @@ def seeded_stack(depth: int, dim: int, chan: int, num_heads: int, *, seed: int, 
 class SkipExplorer(Explorer):
     """Lesson 06: Switch the wiring and slide the depth of a stack of walkthrough 000's attention layers.
 
-    ``SkipExplorer(wiring="identity", depth=8, dim=64, seed=0, v_scale=1.0)``; display it as a cell's
-    last line. The stack has ``chan=64`` and 4 heads; the input is ``B=2`` sequences of ``N=8`` tokens.
-    ``seed`` (0 to 7) draws the parameters and the input; ``v_scale`` multiplies every layer's ``W_v``
-    (1 or sqrt(3)). ``dim=49`` with ``x + attention(x)`` is refused in words: x and the output would
-    have different widths.
+    ``wiring``: ``x + attention(x)``, walkthrough 000's ``v + attention``, or nothing added. The stack has
+    ``chan=64`` and 4 heads; the input is ``B=2`` sequences of ``N=8`` tokens. ``seed`` (0 to 7) draws the
+    parameters and the input; ``v_scale`` multiplies every layer's ``W_v`` (1 or sqrt(3)). ``dim=49`` with
+    ``x + attention(x)`` is refused in words: x and the output would have different widths. The picture shows,
+    at every layer, on a log scale, the hidden state's root mean square, the token std (the standard deviation
+    across the tokens: how different they still are), and the size of the gradient at that layer's parameters.
     """
 
     chan = 64
@@ -72,33 +68,25 @@ class SkipExplorer(Explorer):
 
     def __init__(self, *, wiring: str = "identity", depth: int = 8, dim: int = 64, seed: int = 0,
                  v_scale: float = 1.0) -> None:
-        if wiring not in dict((v, k) for k, v in WIRING_OPTIONS):
-            raise ValueError(f"wiring must be one of {[v for _, v in WIRING_OPTIONS]}, got {wiring!r}")
-        if not 1 <= depth <= MAX_DEPTH:
-            raise ValueError(f"depth must lie in [1, {MAX_DEPTH}], got {depth}")
+        check_choice("wiring", wiring, dict(WIRING_OPTIONS).values())
+        check_int("depth", depth, 1, MAX_DEPTH)
         if dim not in (self.chan, 49):
             raise ValueError(f"dim must be {self.chan} or 49, got {dim}")
-        if not (isinstance(seed, int) and 0 <= seed <= MAX_SEED):
-            raise ValueError(f"seed must be a whole number in [0, {MAX_SEED}], got {seed!r}")
-        if v_scale not in dict(V_SCALES).values():
-            raise ValueError(f"v_scale must be one of {[v for _, v in V_SCALES]}, got {v_scale!r}")
+        check_int("seed", seed, 0, MAX_SEED)
+        check_choice("v_scale", v_scale, dict(V_SCALES).values())
         self.stacks: dict[tuple[int, int, float], AttentionStack] = {}
         self.inputs: dict[tuple[int, int], torch.Tensor] = {}
         self._cache: dict[tuple[str, int, int, int, float], dict[str, np.ndarray]] = {}
-        style = {"description_width": "initial"}
         controls = {
-            "wiring": W.ToggleButtons(options=WIRING_OPTIONS, value=wiring, description="wiring", style=style),
-            "depth": W.IntSlider(value=depth, min=1, max=MAX_DEPTH, description="depth (layers)", style=style,
-                                 continuous_update=False),
+            "wiring": W.ToggleButtons(options=WIRING_OPTIONS, value=wiring, description="wiring", style=WIDE),
+            "depth": int_slider("depth (layers)", depth, 1, MAX_DEPTH),
             "dim": W.ToggleButtons(options=[(f"dim = {self.chan}", self.chan), ("dim = 49", 49)], value=dim,
-                                   description="input width", style=style),
-            "seed": W.IntSlider(value=seed, min=0, max=MAX_SEED, description="random seed", style=style,
-                                continuous_update=False),
-            "v_scale": W.ToggleButtons(options=V_SCALES, value=v_scale, description="W_v scale", style=style),
+                                   description="input width", style=WIDE),
+            "seed": int_slider("random seed", seed, 0, MAX_SEED),
+            "v_scale": W.ToggleButtons(options=V_SCALES, value=v_scale, description="W_v scale", style=WIDE),
         }
         super().__init__(controls, figsize=(8.0, 3.8), dpi=80)
 
-    # -- numbers -----------------------------------------------------------------------------
     def measure(self, wiring: str, depth: int, dim: int, seed: int = 0, v_scale: float = 1.0) -> dict[str, np.ndarray]:
         """The per-layer numbers the picture shows (cached): ``rms``, ``token_std`` ``(depth + 1,)``, ``grad_norm`` ``(depth,)``."""
         if wiring == "identity" and dim != self.chan:
@@ -129,12 +117,9 @@ class SkipExplorer(Explorer):
             self.stacks[key] = stack
         return self.stacks[key]
 
-    # -- figure ------------------------------------------------------------------------------
     def draw(self, figure: Figure) -> None:
         self.ax = figure.add_axes((0.09, 0.14, 0.56, 0.74))
-        self.ax.set_yscale("log")
-        self.ax.set_ylim(*Y_RANGE)
-        self.ax.set_ylabel("size (log scale)")
+        self.ax.set(yscale="log", ylim=Y_RANGE, ylabel="size (log scale)")
         self.ax.tick_params(axis="y", labelsize=11.5)  # its exponents are 0.7 of this: 9 px at 80 dpi
         self.ax.grid(True, which="major", alpha=0.3)
         # the x range follows the depth: the x axis (ticks, grid lines, label) is redrawn on every move
@@ -157,16 +142,15 @@ class SkipExplorer(Explorer):
         self.token_std_line.set_data(layers, np.maximum(m["token_std"], floor))
         self.grad_line.set_data(layers[1:], np.maximum(m["grad_norm"], floor))
         self.ax.set_xlim(-0.5, depth + 0.5)
-        label = dict((v, k) for k, v in WIRING_OPTIONS)[wiring]
         scale = dict((v, k) for k, v in V_SCALES)[v_scale]
-        wiring_words = label.split(" (")[0]  # the button's words without "(walkthrough 000)": the title fits the figure
-        self.title.set_text(f"{depth} layer{'s' if depth > 1 else ''} joined by {wiring_words}; random seed {seed}, W_v {scale}")
+        self.title.set_text(f"{depth} layer{'s' if depth > 1 else ''} joined by {WIRING_WORDS[wiring]}; "
+                            f"random seed {seed}, W_v {scale}")
         return (f"output RMS {m['rms'][-1]:.2g}, token std {m['token_std'][-1]:.2g}, "
                 f"gradient at layer 1 {m['grad_norm'][0]:.2g}")
 
     def describe(self, wiring: str, depth: int, dim: int, seed: int, v_scale: float) -> str:
         m = self.measure(wiring, depth, dim, seed, v_scale)
         return (f"Three curves over layers 0 to {depth} on a log scale, for {depth} layers joined by "
-                f"{dict((v, k) for k, v in WIRING_OPTIONS)[wiring].split(' (')[0]}: the hidden state's RMS goes from "
+                f"{WIRING_WORDS[wiring]}: the hidden state's RMS goes from "
                 f"{m['rms'][0]:.2g} to {m['rms'][-1]:.2g}, the token std from {m['token_std'][0]:.2g} to "
                 f"{m['token_std'][-1]:.2g}; the gradient at layer 1 is {m['grad_norm'][0]:.2g}.")

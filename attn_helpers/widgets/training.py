@@ -1,20 +1,11 @@
-"""Lesson 08's widgets and pictures: a progress bar for training, and attention snapshots over steps.
-
-- :class:`TrainingProgress`: one ``ipywidgets.IntProgress`` over all the steps of
-  :func:`attn_helpers.lab.train_many`, with the run's name and step beside it.
-- :class:`AttentionSnapshotExplorer`: a slider over training steps (and a dropdown over runs) shows
-  every head's attention on one held-out sequence at that step, next to the ideal pattern, with
-  each head's pattern match in its title and in the status line; below, the pattern match and the
-  held-out accuracy over the whole run, a line marking the step. The snapshots come from the
-  training run itself (:class:`attn_helpers.lab.TrainingRun`); nothing is recomputed.
-
-The lesson's static pictures of the same runs are :func:`attn_helpers.views.plot_learning_curves` and
-:func:`attn_helpers.views.plot_snapshots`.
+"""Lesson 08's widgets: a progress bar for training, and attention snapshots over steps (the lesson's static
+pictures of the same runs: :func:`attn_helpers.views.plot_learning_curves` and :func:`~.views.plot_snapshots`).
 """
 
 from __future__ import annotations
 
 import html
+import itertools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -25,7 +16,7 @@ from matplotlib.figure import Figure
 
 from ..lab import Task, TrainConfig, TrainingRun
 from ..views import HEAD_COLOURS, head_name, runs_by_name, to_numpy, weights_panel
-from ._base import Explorer, InvalidCombination
+from ._base import WIDE, Explorer, InvalidCombination, check_choice, int_slider
 from ._display import widget_bundle
 
 __all__ = ["TrainingProgress", "AttentionSnapshotExplorer"]
@@ -37,21 +28,16 @@ LINESTYLES = ("-", "--", ":", "-.")
 class TrainingProgress:
     """Lessons 08, 10 and 14: A progress bar over every step of several training runs: ``progress(name, step, total)``.
 
-    ``TrainingProgress(jobs)`` with the ``name -> (task, config)`` mapping given to
-    :func:`attn_helpers.lab.train_many`; display it, then pass it as ``progress=``. The bar
-    turns green when the last run has finished.
+    ``jobs``: the ``name -> (task, config)`` mapping given to :func:`attn_helpers.lab.train_many`; display it, then
+    pass it as ``progress=``. The bar turns green when the last run has finished.
     """
 
     def __init__(self, jobs: Mapping[str, tuple[Task, TrainConfig]]) -> None:
-        self.offsets: dict[str, int] = {}
-        total = 0
-        for name, (_, config) in jobs.items():
-            self.offsets[name] = total
-            total += config.steps
-        self.total = total
-        self.bar = W.IntProgress(value=0, min=0, max=max(total, 1), description="training",
-                                 style={"description_width": "initial"})
-        self.label = W.Label(value=f"0 of {total} steps")
+        steps = [config.steps for _, config in jobs.values()]
+        self.offsets = dict(zip(jobs, itertools.accumulate([0, *steps])))  # the steps done before each run
+        self.total = sum(steps)
+        self.bar = W.IntProgress(value=0, min=0, max=max(self.total, 1), description="training", style=WIDE)
+        self.label = W.Label(value=f"0 of {self.total} steps")
         self.widget = W.HBox([self.bar, self.label])
 
     def __call__(self, name: str, step: int, total: int) -> None:
@@ -74,30 +60,27 @@ class TrainingProgress:
 class AttentionSnapshotExplorer(Explorer):
     """Lessons 08 and 14: Slide over training steps: every head's attention at that step, the ideal, and the match.
 
-    ``AttentionSnapshotExplorer(runs, run=None, step=None)`` with ``runs`` a mapping
-    ``name -> TrainingRun`` (or one run); ``run`` picks the first run shown (default: the first),
-    ``step`` the first step (default: its last). The slider moves in steps of the runs' snapshot
-    interval; a step the chosen run did not record (beyond its last step, or between its
-    snapshots) is explained in words.
+    ``runs``: ``name -> TrainingRun`` (or one run); ``run`` is shown first (default: the first), at ``step``
+    (default: its last). Every head's attention on one held-out sequence beside the ideal pattern, each head's
+    pattern match in its title and the status line; below, the match and the held-out accuracy over the run, a
+    line at the step. The snapshots come from the run itself: nothing is recomputed. The slider moves in steps of
+    the runs' snapshot interval; a step the chosen run did not record is explained in words.
     """
 
     def __init__(self, runs: Mapping[str, TrainingRun] | TrainingRun, *, run: str | None = None,
                  step: int | None = None) -> None:
         self.runs = runs_by_name(runs)
         run = next(iter(self.runs)) if run is None else run
-        if run not in self.runs:
-            raise ValueError(f"run must be one of {list(self.runs)}, got {run!r}")
+        check_choice("run", run, self.runs)
         every = math.gcd(*(r.config.snapshot_every for r in self.runs.values()))
         last = max(r.config.steps for r in self.runs.values())
         step = self.runs[run].steps[-1] if step is None else step
         if not (isinstance(step, int) and 0 <= step <= last and step % every == 0):
             raise ValueError(f"step must be a multiple of {every} in [0, {last}], got {step!r}")
         self._drawn: str | None = None
-        style = {"description_width": "initial"}
         controls = {
-            "run": W.Dropdown(options=list(self.runs), value=run, description="run", style=style),
-            "step": W.IntSlider(value=step, min=0, max=last, step=every, description="training step",
-                                style=style, continuous_update=True),
+            "run": W.Dropdown(options=list(self.runs), value=run, description="run", style=WIDE),
+            "step": int_slider("training step", step, 0, last, every, continuous_update=True),
         }
         super().__init__(controls, figsize=self._figsize(self.runs[run]), dpi=80)
         # Every run's figure drawn now (about a quarter of a second each): switching runs only swaps it in.
@@ -110,7 +93,6 @@ class AttentionSnapshotExplorer(Explorer):
         # column on a laptop (wider, the page shrinks the picture and its text with it)
         return (min(1.6 + 2.4 * (L * H + 1), 11.5), 5.0)
 
-    # -- figure ------------------------------------------------------------------------------
     layout_attributes = ("images", "titles", "marker", "_drawn")  # one figure per run, kept
 
     def layout_key(self, run: str, step: int) -> str:
@@ -125,8 +107,7 @@ class AttentionSnapshotExplorer(Explorer):
         L, H = run.pattern_match.shape[1:]
         figure.set_size_inches(*self._figsize(run))
         n_panels = L * H + 1
-        width = figure.get_figwidth()
-        height = figure.get_figheight()  # margins in inches: room for the titles above, the axis label below
+        width, height = figure.get_size_inches()  # margins in inches: room for the titles above, the axis label below
         # "layer 1 head 0: match 0.74" is wider than a panel of five: two layers' titles take two lines
         top = 0.62 + (0.2 if L > 1 else 0.0)
         grid = figure.add_gridspec(2, n_panels, height_ratios=(1.6, 1.0), left=0.55 / width,

@@ -1,11 +1,4 @@
-"""Lesson 04's explorer: one query's weights and the output they make from 2-D values.
-
-``ValuesExplorer()`` shows a short labelled sentence whose value vectors are two-dimensional, so
-they can be drawn as points. Pick a query token: the bar chart shows its attention weights over
-the keys, and the scatter shows its output ``attn[i] @ v`` (a star) inside the convex hull of the
-values, with a line to each value as thick as that value's weight. A temperature slider and a
-causal mask show the output sliding toward one value (sharp weights) or toward the mean (flat).
-"""
+"""Lesson 04's explorer: one query's weights and the output they make from 2-D values."""
 
 from __future__ import annotations
 
@@ -21,7 +14,7 @@ from torch import Tensor
 from ..core import attend, attention_scores, causal_mask
 from ..lab.example import SENTENCE as DEFAULT_TOKENS
 from ..views import to_numpy, values_plot
-from ._base import Explorer, InvalidCombination
+from ._base import Explorer, refuse_zero_temperature
 
 __all__ = ["ValuesExplorer"]
 
@@ -38,7 +31,10 @@ class ValuesExplorer(Explorer):
     """Lesson 04: Pick a query: its weights (bars) and its output among the 2-D values (scatter), in place.
 
     ``v``: ``(N, 2)`` values; ``scores``: ``(N, N)`` scaled scores; ``tokens``: ``N`` labels
-    (defaults: a seeded six-token example). Temperature 0 is refused in words.
+    (defaults: a seeded six-token example). The scatter shows the query's output ``attn[i] @ v`` (a star) inside
+    the convex hull of the values, with a line to each value as thick as that value's weight. The temperature and
+    a causal mask slide the output toward one value (sharp weights) or toward the mean (flat). Temperature 0 is
+    refused in words.
     """
 
     def __init__(self, v: Tensor | None = None, scores: Tensor | None = None,
@@ -66,11 +62,8 @@ class ValuesExplorer(Explorer):
         bar_ax, scatter_ax = figure.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.25]})
         self.bars = bar_ax.bar(range(n), np.zeros(n), color="#1f5fa8")
         self.bar_texts = [bar_ax.text(j, 0.0, "", ha="center", va="bottom", fontsize=8) for j in range(n)]
-        bar_ax.set_xticks(range(n))
-        bar_ax.set_xticklabels(self.tokens, rotation=45)
-        bar_ax.set_ylim(0.0, 1.08)
-        bar_ax.set_xlabel("key")
-        bar_ax.set_ylabel("attention weight")
+        bar_ax.set_xticks(range(n), self.tokens, rotation=45)
+        bar_ax.set(ylim=(0.0, 1.08), xlabel="key", ylabel="attention weight")
         self.bar_ax = bar_ax
         art = values_plot(self.v, torch.zeros(n, 2), self.tokens, ax=scatter_ax)
         self.outputs = art["outputs"]
@@ -86,10 +79,8 @@ class ValuesExplorer(Explorer):
                       scatter_ax.title])  # what update changes; the rest of the picture is kept
 
     def update(self, query: int, temperature: float, mask: str) -> str:
-        if temperature <= 0:
-            raise InvalidCombination(
-                "temperature 0 would divide the scores by zero; as the temperature shrinks each output moves onto "
-                "the value of its highest-scoring key, so try temperature 0.05 to see the limit")
+        refuse_zero_temperature(temperature, "as the temperature shrinks each output moves onto the value of its "
+                                              "highest-scoring key, so try temperature 0.05 to see the limit")
         if getattr(self, "_computed_for", None) != (temperature, mask):  # a new query needs no new math
             n = len(self.tokens)
             # attend's q @ kᵀ is the given scores for q = scores and k the identity; scale 1/τ divides them
