@@ -139,9 +139,12 @@ class LiveHeadGrid:
             if image.shape != (n, n):  # (n, n) cells: a new mesh, limits and all
                 image.remove()
                 self.images[h] = cells(ax, np.zeros((n, n)), cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0)
-            ax.set_title(f"head {h}")
+            # y given: matplotlib then skips its search for tick labels above the panel (there are none), ~2 ms a title
+            ax.set_title(f"head {h}", y=1.0)
             keys, queries = (texts if lowest else []), (texts if col == 0 else [])
             _name_axes(ax, keys, queries, g.fontsize, g.vertical, "key" if lowest else "", "query" if col == 0 else "")
+            ax.xaxis.set_visible(lowest)  # an axis with no ticks and no label draws nothing, but costs its layout
+            ax.yaxis.set_visible(col == 0)
             self.key_labels[h] = _relabel(ax, self._kept[h][0], "x", keys, g.fontsize, g.vertical)
             self.query_labels[h] = _relabel(ax, self._kept[h][1], "y", queries, g.fontsize)
         self.cax.set_position(g.colorbar_rect())
