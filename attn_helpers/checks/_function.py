@@ -63,6 +63,6 @@ def random_cases(seed: int, shapes: Sequence[tuple[int, ...]]) -> list[Tensor]:
     return [torch.randn(*shape, generator=generator) for shape in shapes]
 
 
-#: A function's result as a whole number of bytes, or the verdict on a result that is not one.
+#: A function's result as a whole number of bytes (raises Unreadable, with these words, for a result that is not one).
 whole_bytes = functools.partial(as_whole, said="your function returned {!r:.40}; expected a whole number of bytes.",
                                 hint="return the product of the sizes: an int.")

@@ -10,6 +10,7 @@ import numpy as np
 import matplotlib
 import pytest
 import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from attn_helpers import views
@@ -268,6 +269,24 @@ def test_live_head_grid_lays_out_the_same_grid_as_head_grid_without_new_axes():
         assert len(shown) == 1 + -(-heads // 4)  # keys under the first column, queries left of each row
         assert all(labels == SENTENCE[:n] for labels in shown)
         assert not any(labels for side in (grid.key_labels, grid.query_labels) for labels in side[heads:])
+
+
+@pytest.mark.parametrize("heads, n", [(8, 8), (4, 32), (1, 4), (5, 13)])
+def test_live_head_grid_draws_what_auto_placed_titles_and_visible_axes_would(heads, n):
+    """layout fixes each title at y=1.0 and hides the axes of unlabelled panels, only to skip work: the picture
+    must be the one matplotlib draws with its own title placement and every axis shown."""
+    long = (SENTENCE * 4)[:32]
+    grid = views.LiveHeadGrid(Figure(dpi=80), 8, max_width=11.0, min_fontsize=7.5)
+    grid.layout(heads, long[:n])
+    canvas = FigureCanvasAgg(grid.figure)
+    canvas.draw()
+    fast = np.asarray(canvas.buffer_rgba()).copy()
+    for ax in grid.axes[:heads]:
+        ax.set_title(ax.get_title())  # no y: matplotlib places it
+        ax.xaxis.set_visible(True)
+        ax.yaxis.set_visible(True)
+    canvas.draw()
+    np.testing.assert_array_equal(fast, np.asarray(canvas.buffer_rgba()))
 
 
 @pytest.mark.parametrize("heads", [1, 4, 8])
