@@ -23,8 +23,9 @@ rendered to the PNG the browser receives.
   then a new pyplot figure with a 2 x 4 grid of labelled heatmaps and a colour bar, rendered to
   PNG (``bbox_inches="tight"``, as the inline backend does) and closed.
 
-The target is a median under 100 ms for ours. A move of ``num_heads`` or ``tokens`` changes the
-layout and redraws the whole figure once; that cost is printed on its own line.
+The target is a median under 100 ms for ours. A move of ``num_heads`` or ``tokens`` lays out no figure
+(each head count's figure is drawn when the explorer is made, with room for every token count); its cost is
+printed on its own line.
 """
 
 from __future__ import annotations
@@ -163,12 +164,17 @@ def time_ours(moves: list[int]) -> tuple[list[float], int]:
     return times, len(explorer.image.value)
 
 
-def time_layout_changes(count: int) -> list[float]:
+def time_layout_moves(count: int) -> list[float]:
+    """``count`` moves of ``tokens`` (31, 32, 31, ...) and as many of ``num_heads`` (4, 8, 4, ...)."""
     explorer = HeadsExplorer(num_heads=NUM_HEADS, chan=64, tokens=TOKENS)
     times = []
-    for i in range(count):
+    for i in range(2 * count):
+        if i < count:
+            change = {"tokens": TOKENS - 1 + i % 2}
+        else:
+            change = {"num_heads": NUM_HEADS // 2 if i % 2 == 0 else NUM_HEADS}
         start = time.perf_counter()
-        explorer.set(tokens=TOKENS - 1 if i % 2 == 0 else TOKENS)  # 31, 32, 31, ...
+        explorer.set(**change)
         times.append(time.perf_counter() - start)
     return times
 
@@ -261,7 +267,7 @@ def main() -> None:
         print()
     ours, ours_bytes = time_ours(chan_moves(args.moves))
     naive, naive_bytes = time_naive(chan_moves(args.naive_moves))
-    layout = time_layout_changes(4)
+    layout = time_layout_moves(4)
     ours_median, naive_median = statistics.median(ours), statistics.median(naive)
 
     print(f"HeadsExplorer, {NUM_HEADS} heads x {TOKENS} labelled tokens, one slider move rendered to PNG (wall time)")
@@ -272,7 +278,7 @@ def main() -> None:
           f"{naive_bytes / 1024:>6.0f} kB")
     print(f"{'ratio naive / ours':<48} {'':>5} {naive_median / ours_median:>10.1f}x "
           f"{max(naive) / max(ours):>10.1f}x")
-    print(f"{'ours, layout change (num_heads or tokens moved)':<48} {len(layout):>5} "
+    print(f"{'ours, a num_heads or tokens move':<48} {len(layout):>5} "
           f"{ms(statistics.median(layout))} {ms(max(layout))}")
     print()
     verdict = "met" if 1000 * ours_median < TARGET_MS else "NOT met"

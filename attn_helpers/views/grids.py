@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.transforms import ScaledTranslation
 
 from .arrays import _check_labels, to_numpy
 from .colours import WEIGHTS_CMAP, cmap_with_nan
@@ -53,19 +54,22 @@ class _GridGeometry:
 
 def _grid_geometry(nrows: int, ncols: int, *, n_q: int, n_k: int, x_labels: Sequence[str] | None,
                    y_labels: Sequence[str] | None, panel_size: float | None, fontsize: float | None = None,
-                   suptitle: bool = False, titles: Sequence[str] = ()) -> _GridGeometry:
+                   suptitle: bool = False, titles: Sequence[str] = (),
+                   label_room: tuple[float, float] | None = None) -> _GridGeometry:
     """The margins of a grid of ``nrows x ncols`` panels (titled, each row) plus one colour bar, measured in
-    points from the labels they must hold (tick labels only on the outer panels), so nothing overlaps."""
+    points from the labels they must hold (tick labels only on the outer panels), so nothing overlaps.
+    ``label_room``: ``(height under the panels, width left of them)`` in points to keep for token labels, instead
+    of the room ``x_labels`` and ``y_labels`` take."""
     panel = panel_size or _panel_inches(max(n_q, n_k))
     if fontsize is None:
         fontsize = min(_fit_fontsize(n_k, panel * 72.0), _fit_fontsize(n_q, panel * 72.0))
     x_texts, y_texts = _tick_texts(x_labels, n_k), _tick_texts(y_labels, n_q)
     x_width = _text_width(x_texts, fontsize)
     vertical = _vertical(x_width, panel * 72.0, n_k)
-    x_height = x_width if vertical else 1.2 * fontsize
+    x_height, y_width = label_room or (x_width if vertical else 1.2 * fontsize, _text_width(y_texts, fontsize))
     label_pt = 1.2 * _points(plt.rcParams["axes.labelsize"])
     title_pt = 1.2 * _points(plt.rcParams["axes.titlesize"]) + 6.0  # the top row always has titles
-    left = 6.0 + label_pt + 4.0 + _text_width(y_texts, fontsize) + _TICK_PAD
+    left = 6.0 + label_pt + 4.0 + y_width + _TICK_PAD
     bottom = 6.0 + label_pt + 4.0 + x_height + _TICK_PAD
     top = 6.0 + title_pt + (1.2 * _points(plt.rcParams["figure.titlesize"]) + 8.0 if suptitle else 0.0)
     hspace = title_pt + 8.0
@@ -79,93 +83,124 @@ def _grid_geometry(nrows: int, ncols: int, *, n_q: int, n_k: int, x_labels: Sequ
 
 
 class LiveHeadGrid:
-    """:func:`head_grid`'s picture for an explorer: ``max_heads`` panels and the colour bar made once, then laid
-    out again in place by :meth:`layout` (as :func:`head_grid` with ``text_labels=True`` places them; the figure
-    takes the grid's size): making matplotlib axes is most of the cost of a new grid.
+    """:func:`head_grid`'s picture for an explorer over the first ``n`` of ``words``: ``num_heads`` panels and the
+    colour bar laid out once, with room for the token labels of every ``n``, so the frame stands still on the page
+    when ``n`` changes. :meth:`show` changes only ``images`` (each panel's cells, and its axis limits) and, when ``n``
+    changes, ``labels`` (the token labels and the axis names beside them: ``axis_names``, each panel's
+    ``(key, query)`` texts or ``None``): an explorer redraws the one on every move and the other when it changes
+    (``Explorer.dynamic``).
 
-    The token labels are text artists made once and rewritten (``key_labels`` / ``query_labels``: each panel's
-    shown ones), on the first column's panels only, at most ``MAX_LABELS`` a side: every text is laid out anew on
-    each full draw (about 0.5 ms a word on a 2-core CPU), and a grid labelled on every panel carried 192 words.
-    ``max_width`` (inches, ``None``: no limit) narrows the panels until the figure fits, so a page never shrinks
-    the picture (and its text); where the labels would be smaller than ``min_fontsize`` (points), or more than
+    Each panel holds ``len(words)`` x ``len(words)`` cells, of which :meth:`show` fills the first ``n`` and the axis
+    limits show those. Token labels stand on the first column's panels only (``key_labels`` / ``query_labels``: each
+    panel's shown ones), at most ``MAX_LABELS`` a side: every text is laid out anew each time it is drawn (about
+    0.5 ms a word on a 2-core CPU). "key" and "query" stand just beyond them, where matplotlib puts an axis label.
+    ``max_width`` (inches, ``None``: no limit) narrows the panels until the figure fits, so a page never shrinks the
+    picture (and its text); where the labels would be smaller than ``min_fontsize`` (points), or more than
     ``MAX_LABELS``, only every second (third, ...: ``every``) token is labelled, at a size that fits its slot.
     """
 
     MAX_LABELS = 16
 
-    def __init__(self, figure: Figure, max_heads: int, *, ncols: int = 4, max_width: float | None = None,
-                 min_fontsize: float = MIN_FONTSIZE) -> None:
-        if max_heads < 1:
-            raise ValueError(f"max_heads must be at least 1, got {max_heads}")
+    def __init__(self, figure: Figure, num_heads: int, words: Sequence[str], *, ncols: int = 4,
+                 max_width: float | None = None, min_fontsize: float = MIN_FONTSIZE) -> None:
+        if num_heads < 1:
+            raise ValueError(f"num_heads must be at least 1, got {num_heads}")
+        if not words:
+            raise ValueError("words must hold at least one word, got none")
         if max_width is not None and max_width <= 0:
             raise ValueError(f"max_width must be positive (inches), got {max_width}")
-        self.figure, self.max_heads, self.ncols = figure, max_heads, ncols
-        self.max_width, self.min_fontsize = max_width, float(min_fontsize)
-        self.every = 1  # every how many tokens a label stands (set by layout)
+        self.figure, self.num_heads, self.words = figure, num_heads, [str(w) for w in words]
+        self.min_fontsize, self.every = float(min_fontsize), 1
+        ncols = min(num_heads, ncols)
+        nrows = -(-num_heads // ncols)
+        g = self._geometry(nrows, ncols, _panel_inches(len(words)), max_width)
         figure.clear()
-        self.axes = [figure.add_axes((0.0, 0.0, 1.0, 1.0)) for _ in range(max_heads)]
-        self.images = [cells(ax, np.zeros((1, 1)), cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0) for ax in self.axes]
-        for ax in self.axes:
+        figure.set_size_inches(g.width, g.height)
+        self.axes, self.images, self.labels = [], [], []
+        self.n: int | None = None  # how many words show() showed last
+        self._pools: list[tuple[list, list]] = []  # each panel's text artists for keys and for queries
+        self.axis_names: list[tuple[Any, Any]] = []  # each panel's "key" and "query" (None where it has none)
+        names = {"fontsize": plt.rcParams["axes.labelsize"], "color": plt.rcParams["axes.labelcolor"],
+                 "fontweight": plt.rcParams["axes.labelweight"]}
+        for h in range(num_heads):
+            row, col = divmod(h, ncols)
+            lowest = col == 0 and h + ncols >= num_heads  # the first column's lowest panel carries the key labels
+            ax = figure.add_axes(g.panel_rect(row, col))
+            self.images.append(cells(ax, np.zeros((len(words), len(words))), cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0))
+            # y given: matplotlib then skips its search for tick labels above the panel (there are none), ~2 ms a title
+            ax.set_title(f"head {h}", y=1.0)
             ax.set(xticks=[], yticks=[])
-        self.cax = figure.add_axes((0.0, 0.0, 1.0, 1.0))
+            ax.xaxis.set_visible(False)  # no ticks, no label: it would draw nothing, but cost its layout
+            ax.yaxis.set_visible(False)
+            pools = tuple(_relabel(ax, [], side, ["."] * self.MAX_LABELS if carries else [], self.min_fontsize)
+                          for side, carries in (("x", lowest), ("y", col == 0)))
+            # as matplotlib sets an axis label: centred on the panel, its top (upright: its bottom) labelpad away
+            key = ax.text(0.5, 0.0, "key", ha="center", va="top", **names) if lowest else None
+            query = ax.text(0.0, 0.5, "query", ha="center", va="bottom", rotation=90.0, rotation_mode="anchor",
+                            **names) if col == 0 else None
+            self._pools.append(pools)
+            self.axis_names.append((key, query))
+            self.axes.append(ax)
+            self.labels += [*pools[0], *pools[1], *(t for t in (key, query) if t is not None)]
+        self.cax = figure.add_axes(g.colorbar_rect())
         figure.colorbar(self.images[0], cax=self.cax, label="attention weight")
-        # each panel's text artists for keys and for queries, made now for the first column's (the only ones labelled)
-        self._kept = [([], []) for _ in self.axes]
-        for h in range(0, max_heads, ncols):
-            for side, kept in zip("xy", self._kept[h]):
-                _relabel(self.axes[h], kept, side, ["."] * self.MAX_LABELS, MIN_FONTSIZE)
-        # each panel's token labels, keys under it and queries left of it (none where another panel holds them)
         self.key_labels: list[list] = [[] for _ in self.axes]
         self.query_labels: list[list] = [[] for _ in self.axes]
 
-    def layout(self, num_heads: int, labels: Sequence[str]) -> list[Cells]:
-        """Show ``num_heads`` panels over ``labels`` (zeros until set); returns their cells (new for a new size)."""
-        if not 1 <= num_heads <= self.max_heads:
-            raise ValueError(f"num_heads must be in [1, {self.max_heads}], got {num_heads}")
-        n = len(labels)
-        ncols = min(num_heads, self.ncols)
-        nrows = -(-num_heads // ncols)
-        g, texts = self._geometry(nrows, ncols, _tick_texts(labels, n))
-        self.figure.set_size_inches(g.width, g.height)
-        for h, (ax, image) in enumerate(zip(self.axes, self.images)):
-            ax.set_visible(h < num_heads)
-            if h >= num_heads:
-                self.key_labels[h] = _relabel(ax, self._kept[h][0], "x", [], g.fontsize)
-                self.query_labels[h] = _relabel(ax, self._kept[h][1], "y", [], g.fontsize)
-                continue
-            row, col = divmod(h, ncols)
-            lowest = col == 0 and h + ncols >= num_heads  # the first column's lowest panel carries the key labels
-            ax.set_position(g.panel_rect(row, col))
-            if image.shape != (n, n):  # (n, n) cells: a new mesh, limits and all
-                image.remove()
-                self.images[h] = cells(ax, np.zeros((n, n)), cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0)
-            # y given: matplotlib then skips its search for tick labels above the panel (there are none), ~2 ms a title
-            ax.set_title(f"head {h}", y=1.0)
-            keys, queries = (texts if lowest else []), (texts if col == 0 else [])
-            _name_axes(ax, keys, queries, g.fontsize, g.vertical, "key" if lowest else "", "query" if col == 0 else "")
-            ax.xaxis.set_visible(lowest)  # an axis with no ticks and no label draws nothing, but costs its layout
-            ax.yaxis.set_visible(col == 0)
-            self.key_labels[h] = _relabel(ax, self._kept[h][0], "x", keys, g.fontsize, g.vertical)
-            self.query_labels[h] = _relabel(ax, self._kept[h][1], "y", queries, g.fontsize)
-        self.cax.set_position(g.colorbar_rect())
-        return self.images[:num_heads]
+    def show(self, weights: Any) -> bool:
+        """Draw ``weights (num_heads, n, n)``, the attention among the first ``n`` words; returns whether ``labels``
+        changed (``n`` is not the last one shown)."""
+        array = to_numpy(weights)
+        if array.ndim != 3 or array.shape[0] != self.num_heads or not 1 <= array.shape[1] == array.shape[2] <= len(
+                self.words):
+            raise ValueError(f"weights must have shape ({self.num_heads}, n, n) with n in [1, {len(self.words)}], "
+                             f"got {list(array.shape)}")
+        n = array.shape[1]
+        for image, head in zip(self.images, array):
+            image.set_data(head)  # (n, n) in the top-left cells
+        if n == self.n:
+            return False
+        self.n = n
+        self.every, fontsize, vertical, shown = self._labelling[n - 1]
+        x_room, y_room = self._rooms[n - 1]
+        inches = self.figure.dpi_scale_trans
+        for h, (ax, (keys, queries), (key, query)) in enumerate(zip(self.axes, self._pools, self.axis_names)):
+            ax.set(xlim=(-0.5, n - 0.5), ylim=(n - 0.5, -0.5))
+            self.key_labels[h] = _relabel(ax, keys, "x", shown, fontsize, vertical) if keys else []
+            self.query_labels[h] = _relabel(ax, queries, "y", shown, fontsize) if queries else []
+            # the labelpads _name_axes gives matplotlib's axis labels (points)
+            if key is not None:
+                key.set_transform(ax.transAxes + ScaledTranslation(0.0, -(_TICK_PAD + x_room) / 72.0, inches))
+            if query is not None:
+                query.set_transform(ax.transAxes + ScaledTranslation(-(_TICK_PAD + y_room + 4.0) / 72.0, 0.0, inches))
+        return True
 
-    def _geometry(self, nrows: int, ncols: int, texts: list[str]) -> tuple[_GridGeometry, list[str]]:
-        """The grid's geometry (panels narrowed to ``max_width``) and the token labels it shows (see the class)."""
-        n = len(texts)
-        panel = _panel_inches(n)
+    def _geometry(self, nrows: int, ncols: int, panel: float, max_width: float | None) -> _GridGeometry:
+        """The grid's geometry, its panels narrowed to ``max_width``; sets how each ``n`` is labelled."""
         for _ in range(3):  # the margins follow the labels' size, which follows the panel: settles in two rounds
-            self.every = 1
-            while self.every < n and (_fit_fontsize(-(-n // self.every), panel * 72.0) < self.min_fontsize
-                                      or -(-n // self.every) > self.MAX_LABELS):
-                self.every += 1
-            slots = -(-n // self.every)
-            shown = [t if i % self.every == 0 else "" for i, t in enumerate(texts)]
-            g = _grid_geometry(nrows, ncols, n_q=slots, n_k=slots, x_labels=shown, y_labels=shown, panel_size=panel)
-            if self.max_width is None or g.width <= self.max_width + 1e-9:
+            self._labelling = [self._labels(n, panel) for n in range(1, len(self.words) + 1)]
+            # (height under a panel, width left of it) the labels of each n take; the grid keeps the largest
+            self._rooms = [(_text_width(shown, size) if vertical else 1.2 * size, _text_width(shown, size))
+                           for _, size, vertical, shown in self._labelling]
+            room = (max(x for x, _ in self._rooms), max(y for _, y in self._rooms))
+            g = _grid_geometry(nrows, ncols, n_q=1, n_k=1, x_labels=[], y_labels=[], panel_size=panel,
+                               label_room=room)
+            if max_width is None or g.width <= max_width + 1e-9:
                 break
-            panel -= (g.width - self.max_width) / ncols
-        return g, shown
+            panel -= (g.width - max_width) / ncols
+        return g
+
+    def _labels(self, n: int, panel: float) -> tuple[int, float, bool, list[str]]:
+        """How the first ``n`` words are labelled on a ``panel``-inch side: ``(every, fontsize, vertical, shown)``,
+        ``shown`` one text per cell, blank where no label stands."""
+        every = 1
+        while every < n and (_fit_fontsize(-(-n // every), panel * 72.0) < self.min_fontsize
+                             or -(-n // every) > self.MAX_LABELS):
+            every += 1
+        slots = -(-n // every)
+        fontsize = _fit_fontsize(slots, panel * 72.0)
+        shown = [t if i % every == 0 else "" for i, t in enumerate(self.words[:n])]
+        return every, fontsize, _vertical(_text_width(shown, fontsize), panel * 72.0, slots), shown
 
 
 def head_grid(

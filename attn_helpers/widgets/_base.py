@@ -161,6 +161,8 @@ class Explorer:
     - ``describe(self, **values) -> str`` (called after ``update``): what the picture shows, in words, with the
       numbers that matter: shown under the live picture (folded), the static PNG's ``alt``.
     - Optional: ``table`` (HTML shown under the picture) and ``needs_redraw`` (the layout must be rebuilt).
+    - Optional: artists that change only now and then, registered with ``dynamic(..., kept=True)``: drawn into the
+      kept picture, and again when ``update`` calls :meth:`kept_changed` (the heads explorer's token labels).
     - Optional: ``layout_key(self, **values)`` (hashable) and ``layout_attributes`` (what ``draw`` sets on ``self``
       for one layout): every layout drawn is then kept, in a figure of its own with its kept picture, and swapped
       back in; :meth:`prepare_layouts` draws layouts ahead (at the end of ``__init__``), so none is drawn on a move.
@@ -168,8 +170,10 @@ class Explorer:
 
     def __init__(self, controls: Mapping[str, W.ValueWidget], *, figsize: tuple[float, float] = (6.0, 4.0),
                  dpi: int = 80) -> None:
-        self._dynamic: list[Artist] = []
-        self._background: Any = None  # the kept picture: everything but the dynamic artists
+        self._dynamic: list[Artist] = []  # drawn on every move
+        self._kept: list[Artist] = []  # dynamic, but drawn into the kept picture (see dynamic)
+        self._frame: Any = None  # the figure drawn without any dynamic artist
+        self._background: Any = None  # the kept picture: the frame and the kept artists
         self.controls = dict(controls)
         self.figure = Figure(figsize=figsize, dpi=dpi * self.pixel_density)
         self.canvas = FigureCanvasAgg(self.figure)
@@ -215,11 +219,17 @@ class Explorer:
         """Which layout ``values`` need, for an explorer that keeps its layouts; ``None``: none is kept."""
         return None
 
-    def dynamic(self, artists: Iterable[Artist]) -> None:
-        """Mark ``artists`` as redrawn on every update (and left out of the kept picture)."""
+    def dynamic(self, artists: Iterable[Artist], *, kept: bool = False) -> None:
+        """Mark ``artists`` as redrawn on every update (and left out of the kept picture); ``kept=True``: artists
+        that change now and then (token labels), drawn into the kept picture, under the others, and again only after
+        :meth:`kept_changed`."""
         for artist in artists:
             artist.set_animated(True)
-            self._dynamic.append(artist)
+            (self._kept if kept else self._dynamic).append(artist)
+        self._frame = self._background = None
+
+    def kept_changed(self) -> None:
+        """Say that ``update`` changed artists marked ``dynamic(..., kept=True)``: the kept picture is redrawn."""
         self._background = None
 
     @property
@@ -298,28 +308,24 @@ class Explorer:
         pixels, such as the output column's width or the smallest readable label, convert with this."""
         return self.figure.dpi / self.pixel_density
 
-    #: False for an explorer whose ``draw`` lays out again the artists it made the first time
-    #: (faster than making new ones); the figure is then not cleared before ``draw``.
-    clear_on_rebuild = True
-
     def rebuild(self) -> None:
         """Lay the figure out anew: clear it and ``draw`` again; with ``layout_key``, keep the layout shown and swap
         in the one wanted if it was drawn before, else draw it in a new figure."""
         key = self.layout_key(**self.values)
         if self._layout_now is not None:
-            names = ("figure", "canvas", "_dynamic", "_background", *self.layout_attributes)
+            names = ("figure", "canvas", "_dynamic", "_kept", "_frame", "_background", *self.layout_attributes)
             self._layouts[self._layout_now] = {name: getattr(self, name) for name in names}
         self._layout_now = key
         if key is not None and key in self._layouts:
             for name, value in self._layouts[key].items():
                 setattr(self, name, value)
             return
-        self._dynamic = []
-        self._background = None
+        self._dynamic, self._kept = [], []
+        self._frame = self._background = None
         if key is not None:  # the kept layouts keep their figures
             self.figure = Figure(figsize=tuple(self.figure.get_size_inches()), dpi=self.figure.dpi)
             self.canvas = FigureCanvasAgg(self.figure)
-        elif self.clear_on_rebuild:
+        else:
             self.figure.clear()
         self.draw(self.figure)
         self._check_dynamic()
@@ -357,8 +363,15 @@ class Explorer:
         return png_bytes(self.canvas.buffer_rgba(), *self.canvas.get_width_height())
 
     def _kept_picture(self) -> None:
-        self.canvas.draw()  # animated artists are left out of a full draw
-        self._background = self.canvas.copy_from_bbox(self.figure.bbox)
+        """The kept picture on the canvas: the frame (a full draw the first time), then the kept artists."""
+        if self._frame is None:
+            self.canvas.draw()  # animated artists are left out of a full draw
+            self._frame = self.canvas.copy_from_bbox(self.figure.bbox)
+        else:
+            self.canvas.restore_region(self._frame)
+        for artist in sorted(self._kept, key=Artist.get_zorder):
+            self.figure.draw_artist(artist)
+        self._background = self.canvas.copy_from_bbox(self.figure.bbox) if self._kept else self._frame
 
     @staticmethod
     def _values_text(values: Mapping[str, Any]) -> str:

@@ -1,7 +1,8 @@
 """The multi-head lesson's explorer: how many heads, how wide, how many tokens, and what each head looks at.
 
-Speed: a layout change (heads, tokens) lays out again the panels made the first time
-(:class:`~attn_helpers.views.LiveHeadGrid`); a ``chan`` move only redraws the heatmaps onto the kept picture.
+Speed: each head count's figure (:class:`~attn_helpers.views.LiveHeadGrid`, with room for the labels of every
+token count) is drawn when the explorer is made, so no move lays a figure out: a move redraws the heatmaps onto the
+kept picture of the head count shown, and a ``tokens`` move the token labels into it first.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from torch import Tensor
 from ..core import Attention
 from ..lab import sentence_intermediates
 from ..lab.example import LONG_SENTENCE as SENTENCE  # 32 words; the explorer shows the first `tokens` of them
-from ..views import LiveHeadGrid, shape_rows, to_numpy
+from ..views import LiveHeadGrid, shape_rows
 from ._base import OUTPUT_WIDTH_PX, WIDE, Explorer, check_choice, check_int, int_slider
 
 __all__ = ["HeadsExplorer", "EMBED_STD"]
@@ -50,7 +51,7 @@ class HeadsExplorer(Explorer):
     """
 
     SENTENCE = SENTENCE
-    clear_on_rebuild = False  # self.grid lays its panels out again
+    layout_attributes = ("grid", "images")  # one figure per head count, kept
 
     def __init__(self, num_heads: int = 4, chan: int = 64, tokens: int = 8, *, dim: int = 49, seed: int = 0) -> None:
         check_choice("num_heads", num_heads, HEAD_COUNTS, " (each divides every chan on offer)")
@@ -60,9 +61,8 @@ class HeadsExplorer(Explorer):
         if chan % CHAN_STEP:
             raise ValueError(f"chan must be a multiple of {CHAN_STEP} (the slider's step), got {chan}")
         self.dim, self.seed = dim, int(seed)
-        self.images: list = []
-        self.grid: LiveHeadGrid | None = None  # the panels, made once and laid out again on each layout change
-        self.layout: tuple[int, int] | None = None  # (num_heads, tokens) the figure is drawn for
+        self.images: list = []  # each head's cells
+        self.grid: LiveHeadGrid | None = None  # the panels of the head count shown
         self._inter: dict[str, Tensor] = {}
         controls = {
             "num_heads": W.SelectionSlider(options=list(HEAD_COUNTS), value=num_heads, description="num_heads",
@@ -71,6 +71,8 @@ class HeadsExplorer(Explorer):
             "tokens": int_slider("tokens", tokens, TOKENS_MIN, TOKENS_MAX),
         }
         super().__init__(controls, figsize=(8.0, 3.5), dpi=80)
+        # The four head counts' figures drawn now (about 60 ms each on a 2-core CPU): a move of num_heads swaps one in
+        self.prepare_layouts({"num_heads": h} for h in HEAD_COUNTS)
 
     def intermediates(self, num_heads: int, chan: int, tokens: int) -> dict[str, Tensor]:
         """The forward pass behind the picture for these values: ``Attention``'s intermediates by name
@@ -78,24 +80,24 @@ class HeadsExplorer(Explorer):
         return sentence_intermediates(SENTENCE[:tokens], SENTENCE, num_heads, chan, self.dim, seed=self.seed,
                                       std=EMBED_STD)
 
-    def draw(self, figure: Figure) -> None:
-        num_heads, tokens = self.controls["num_heads"].value, self.controls["tokens"].value
-        if self.grid is None:
-            # never wider than a laptop's output column, labels never smaller than 7.5 pt (8.3 px at 80 dpi)
-            self.grid = LiveHeadGrid(figure, max(HEAD_COUNTS), max_width=OUTPUT_WIDTH_PX / self.css_dpi,
-                                     min_fontsize=7.5)
-        self.images = self.grid.layout(num_heads, SENTENCE[:tokens])
-        self.dynamic(self.images)
-        self.layout = (num_heads, tokens)
+    def layout_key(self, num_heads: int, chan: int, tokens: int) -> int:
+        return num_heads
 
     def needs_redraw(self, num_heads: int, chan: int, tokens: int) -> bool:
-        return (num_heads, tokens) != self.layout
+        return num_heads != self.grid.num_heads
+
+    def draw(self, figure: Figure) -> None:
+        # never wider than a laptop's output column, labels never smaller than 7.5 pt (8.3 px at 80 dpi)
+        self.grid = LiveHeadGrid(figure, self.controls["num_heads"].value, SENTENCE,
+                                 max_width=OUTPUT_WIDTH_PX / self.css_dpi, min_fontsize=7.5)
+        self.images = self.grid.images
+        self.dynamic(self.images)
+        self.dynamic(self.grid.labels, kept=True)  # drawn into the kept picture, again when the tokens change
 
     def update(self, num_heads: int, chan: int, tokens: int) -> str:
         self._inter = self.intermediates(num_heads, chan, tokens)
-        weights = to_numpy(self._inter["weights"][0])  # (H, N, N)
-        for image, head in zip(self.images, weights):
-            image.set_data(head)
+        if self.grid.show(self._inter["weights"][0]):  # (H, N, N); True: other tokens, other labels
+            self.kept_changed()
         head_dim = chan // num_heads
         return f"head_dim = {chan} // {num_heads} = {head_dim}; weights {list(self._inter['weights'].shape)}"
 

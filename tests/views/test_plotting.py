@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from attn_helpers import views
 from attn_helpers.views.heatmaps import ANNOTATE_MAX
 from tools.browser_support import luminance
-from attn_helpers.views.labels import MIN_FONTSIZE
+from attn_helpers.views.labels import MIN_FONTSIZE, _name_axes
 from attn_helpers.views.heatmaps import Cells
 
 
@@ -251,74 +251,101 @@ def texts(labels: list) -> list[str]:
     return [t.get_text() for t in labels]
 
 
-def test_live_head_grid_lays_out_the_same_grid_as_head_grid_without_new_axes():
-    figure = Figure()
-    grid = views.LiveHeadGrid(figure, 8)
-    axes_before = list(figure.axes)
-    for heads, n in ((8, 16), (2, 6), (5, 9), (1, 4)):  # up to MAX_LABELS tokens: every one labelled, as head_grid does
-        images = grid.layout(heads, SENTENCE[:n])
-        assert figure.axes == axes_before  # moved and relabelled, never made anew
-        assert len(images) == heads and all(image.get_array().shape == (n, n) for image in images)
-        assert [ax.get_visible() for ax in figure.axes[:8]] == [h < heads for h in range(8)]
-        reference = views.head_grid(weights(heads, n, n), SENTENCE[:n], figure=Figure(), resize_figure=True)
-        assert tuple(figure.get_size_inches()) == pytest.approx(tuple(reference[0].axes.figure.get_size_inches()))
-        for image, ref in zip(images, reference):
-            np.testing.assert_allclose(image.axes.get_position().bounds, ref.axes.get_position().bounds, atol=1e-9)
-            assert image.axes.get_title() == ref.axes.get_title()
-        shown = [texts(labels) for side in (grid.key_labels, grid.query_labels) for labels in side[:heads] if labels]
+LONG = (SENTENCE * 4)[:32]
+
+
+@pytest.mark.parametrize("heads", [8, 5, 2, 1])
+def test_live_head_grid_keeps_its_frame_for_every_token_count_with_room_for_the_labels(heads):
+    figure = Figure(dpi=80)
+    grid = views.LiveHeadGrid(figure, heads, LONG, max_width=11.0, min_fontsize=7.5)
+    canvas = FigureCanvasAgg(figure)
+    frame = [ax.get_position().bounds for ax in figure.axes], tuple(figure.get_size_inches())
+    assert [ax.get_title() for ax in grid.axes] == [f"head {h}" for h in range(heads)]
+    assert figure.axes == [*grid.axes, grid.cax]
+    for n in range(1, 33):
+        grid.show(weights(heads, n, n))
+        assert ([ax.get_position().bounds for ax in figure.axes], tuple(figure.get_size_inches())) == frame
+        for ax, image in zip(grid.axes, grid.images):
+            assert ax.get_xlim() == (-0.5, n - 0.5) and ax.get_ylim() == (n - 0.5, -0.5)  # the first n cells
+        shown = [texts(labels) for side in (grid.key_labels, grid.query_labels) for labels in side if labels]
         assert len(shown) == 1 + -(-heads // 4)  # keys under the first column, queries left of each row
-        assert all(labels == SENTENCE[:n] for labels in shown)
-        assert not any(labels for side in (grid.key_labels, grid.query_labels) for labels in side[heads:])
+        assert all(labels == LONG[:n:grid.every] for labels in shown)
+        assert grid.every == -(-n // grid.MAX_LABELS)  # every token labelled up to 16, then every second
+        if n not in (1, 4, 9, 16, 17, 32):
+            continue
+        canvas.draw()  # the labels of every n fit the room kept for them: inside the figure, clear of the axis labels
+        for h, ax in enumerate(grid.axes):
+            boxes = {"x": [t.get_window_extent() for t in grid.key_labels[h]],
+                     "y": [t.get_window_extent() for t in grid.query_labels[h]]}
+            key, query = grid.axis_names[h]
+            assert (key is not None, query is not None) == (bool(boxes["x"]), bool(boxes["y"]))
+            if boxes["x"]:
+                # within a pixel: an upright label's box also holds its glyphs' overhang, which its width does not
+                assert 0 < key.get_window_extent().y1 < min(b.y0 for b in boxes["x"]) + 1.0
+            if boxes["y"]:
+                assert 0 < query.get_window_extent().x1 < min(b.x0 for b in boxes["y"])
 
 
 @pytest.mark.parametrize("heads, n", [(8, 8), (4, 32), (1, 4), (5, 13)])
 def test_live_head_grid_draws_what_auto_placed_titles_and_visible_axes_would(heads, n):
-    """layout fixes each title at y=1.0 and hides the axes of unlabelled panels, only to skip work: the picture
-    must be the one matplotlib draws with its own title placement and every axis shown."""
-    long = (SENTENCE * 4)[:32]
-    grid = views.LiveHeadGrid(Figure(dpi=80), 8, max_width=11.0, min_fontsize=7.5)
-    grid.layout(heads, long[:n])
+    """The grid fixes each title at y=1.0, writes "key" and "query" as texts of its own and hides the axes, only to
+    skip work and to move them with the labels: the picture must be the one matplotlib draws with its own title
+    placement, every axis shown, and axis labels padded beyond the token labels (as head_grid pads them)."""
+    grid = views.LiveHeadGrid(Figure(dpi=80), heads, LONG, max_width=11.0, min_fontsize=7.5)
+    grid.show(weights(heads, n, n))
     canvas = FigureCanvasAgg(grid.figure)
     canvas.draw()
     fast = np.asarray(canvas.buffer_rgba()).copy()
-    for ax in grid.axes[:heads]:
+    for h, ax in enumerate(grid.axes):
         ax.set_title(ax.get_title())  # no y: matplotlib places it
         ax.xaxis.set_visible(True)
         ax.yaxis.set_visible(True)
+        key, query = grid.axis_names[h]
+        keys, queries = grid.key_labels[h], grid.query_labels[h]
+        for text in (key, query):
+            if text is not None:
+                text.set_visible(False)
+        labels = (keys or queries)[:1]
+        _name_axes(ax, texts(keys), texts(queries), labels[0].get_fontsize() if labels else 10.0,
+                   bool(keys) and keys[0].get_rotation() == 90.0, "key" if key else "", "query" if query else "")
     canvas.draw()
     np.testing.assert_array_equal(fast, np.asarray(canvas.buffer_rgba()))
 
 
 @pytest.mark.parametrize("heads", [1, 4, 8])
 def test_live_head_grid_keeps_within_its_width_and_labels_every_other_token_rather_than_shrink(heads):
-    long = (SENTENCE * 4)[:32]
-    grid = views.LiveHeadGrid(Figure(dpi=80), 8, max_width=11.0, min_fontsize=7.5)
+    grid = views.LiveHeadGrid(Figure(dpi=80), heads, LONG, max_width=11.0, min_fontsize=7.5)
+    width = grid.figure.get_size_inches()[0]
+    assert width <= 11.0 + 1e-9
+    unlimited = views.LiveHeadGrid(Figure(dpi=80), heads, LONG)
+    natural = unlimited.figure.get_size_inches()[0]
+    if natural <= 11.0:  # fits as it is: the same grid
+        assert width == pytest.approx(natural)
+    else:  # narrowed to the width (within the margins its smaller labels give back)
+        assert width > 11.0 - 0.25
     for n in (4, 8, 16, 24, 32):
-        grid.layout(heads, long[:n])
-        width = grid.figure.get_size_inches()[0]
-        assert width <= 11.0 + 1e-9
-        shown = [labels for side in (grid.key_labels, grid.query_labels) for labels in side[:heads] if labels]
+        grid.show(weights(heads, n, n))
+        shown = [labels for side in (grid.key_labels, grid.query_labels) for labels in side if labels]
         for labels in shown:
             assert all(t.get_fontsize() >= 7.5 for t in labels)
-            assert texts(labels) == long[:n:grid.every]
-        unlimited = views.LiveHeadGrid(Figure(dpi=80), 8)
-        unlimited.layout(heads, long[:n])
-        natural = unlimited.figure.get_size_inches()[0]
-        if natural <= 11.0 and unlimited.query_labels[0][0].get_fontsize() >= 7.5:  # fits as it is: the same grid
-            assert grid.every == -(-n // grid.MAX_LABELS) and width == pytest.approx(natural)  # at most 16 a side
-        elif natural > 11.0:  # narrowed to the width (within the margins its new labels take or give back)
-            assert width > 11.0 - 0.25
-    assert grid.every == 2  # 32 tokens in 11 inches
+            assert texts(labels) == LONG[:n:grid.every]
+    assert grid.every == 2  # 32 tokens: at most 16 labels a side
 
 
-def test_live_head_grid_rejects_a_head_count_it_has_no_panels_for():
-    grid = views.LiveHeadGrid(Figure(), 4)
-    with pytest.raises(ValueError, match=r"num_heads must be in \[1, 4\], got 8"):
-        grid.layout(8, TOKENS)
-    with pytest.raises(ValueError, match="max_heads must be at least 1, got 0"):
-        views.LiveHeadGrid(Figure(), 0)
+def test_live_head_grid_refuses_what_it_cannot_draw_naming_the_argument():
+    grid = views.LiveHeadGrid(Figure(), 4, TOKENS)
+    with pytest.raises(ValueError, match=r"weights must have shape \(4, n, n\) with n in \[1, 6\], got \[8, 6, 6\]"):
+        grid.show(weights(8, 6, 6))
+    with pytest.raises(ValueError, match=r"got \[4, 7, 7\]"):
+        grid.show(weights(4, 7, 7))
+    with pytest.raises(ValueError, match=r"got \[4, 3, 5\]"):
+        grid.show(weights(4, 3, 5))
+    with pytest.raises(ValueError, match="num_heads must be at least 1, got 0"):
+        views.LiveHeadGrid(Figure(), 0, TOKENS)
+    with pytest.raises(ValueError, match="words must hold at least one word, got none"):
+        views.LiveHeadGrid(Figure(), 4, [])
     with pytest.raises(ValueError, match=r"max_width must be positive \(inches\), got -2"):
-        views.LiveHeadGrid(Figure(), 4, max_width=-2)
+        views.LiveHeadGrid(Figure(), 4, TOKENS, max_width=-2)
 
 
 def test_head_grid_cross_attention_labels_the_keys_only():

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from attn_helpers.widgets import Explorer, InvalidCombination
 from attn_helpers.widgets._base import png_bytes
 from tools.browser_support import contrast_ratio
-from widget_support import PNG_SIGNATURE, png_pixels
+from widget_support import PNG_SIGNATURE, full_render_differs, png_pixels
 
 
 class Tiny(Explorer):
@@ -290,6 +290,41 @@ def test_a_move_redraws_only_the_dynamic_artists_onto_the_kept_picture():
     assert tiny._background is kept and tiny.line.get_animated()  # same kept picture, the line drawn on top
     tiny.set(b=9)  # a layout change draws the figure anew
     assert tiny._background is not kept and tiny._dynamic == [tiny.line]
+
+
+class Labelled(Tiny):
+    """Tiny with a label that says ``b``: drawn into the kept picture, again only when ``b`` changes."""
+
+    def draw(self, figure: Figure) -> None:
+        super().draw(figure)
+        self.label = figure.axes[0].text(0.5, 15, "")
+        self.dynamic([self.label], kept=True)
+        self.labelled = None
+
+    def update(self, a: int, b: int, t: float) -> str:
+        status = super().update(a, b, t)
+        if b != self.labelled:
+            self.label.set_text(f"b = {b}")
+            self.labelled = b
+            self.kept_changed()
+        return status
+
+
+def test_kept_dynamic_artists_are_drawn_into_the_kept_picture_only_when_they_change(monkeypatch):
+    labelled = Labelled()
+    frame, kept = labelled._frame, labelled._background
+    assert kept is not frame and labelled.label.get_animated()  # the label is in the kept picture, not the frame
+    drawn = []
+    original = type(labelled.label).draw
+    monkeypatch.setattr(type(labelled.label), "draw", lambda self, renderer: (drawn.append(self.get_text()),
+                                                                              original(self, renderer))[1])
+    labelled.set(a=5)
+    assert drawn == [] and labelled._background is kept  # the line moved; the label stayed in the kept picture
+    labelled.set(b=4)
+    assert drawn == ["b = 4"] and labelled._frame is frame and labelled._background is not kept  # the frame reused
+    assert not full_render_differs(labelled)  # the picture a full draw gives, label and all
+    labelled.set(b=9)  # a layout change draws the frame anew
+    assert labelled._frame is not frame and labelled._kept == [labelled.label]
 
 
 # -- a picture without a kernel: the display bundle's image/png ------------------------------------

@@ -14,7 +14,7 @@ from attn_helpers import widgets
 from attn_helpers.widgets import HeadsExplorer
 from attn_helpers.widgets._base import OUTPUT_WIDTH_PX
 from attn_helpers.widgets.heads import HEAD_COUNTS, TOKENS_MAX, TOKENS_MIN
-from widget_support import PNG_SIGNATURE
+from widget_support import PNG_SIGNATURE, full_render_differs
 from attn_helpers.views.heatmaps import Cells
 
 
@@ -132,8 +132,11 @@ def test_the_picture_shows_the_layers_weights_head_by_head(explorer):
     explorer.set(num_heads=2, chan=48, tokens=6)
     weights = explorer.intermediates(2, 48, 6)["weights"]  # (1, H, N, N)
     assert weights.shape == (1, 2, 6, 6)
-    for h, image in enumerate(explorer.images):
-        np.testing.assert_allclose(image.get_array(), weights[0, h].numpy(), rtol=0, atol=1e-7)
+    for h, image in enumerate(explorer.images):  # each panel's cells hold 32 x 32; the axes show the first 6 x 6
+        cells = np.ma.filled(image.get_array(), np.nan)
+        np.testing.assert_allclose(cells[:6, :6], weights[0, h].numpy(), rtol=0, atol=1e-7)
+        assert np.isnan(cells[6:]).all() and np.isnan(cells[:, 6:]).all()
+        assert image.axes.get_xlim() == (-0.5, 5.5) and image.axes.get_ylim() == (5.5, -0.5)
 
 
 def test_moving_num_heads_recuts_the_same_projection(explorer):
@@ -179,19 +182,22 @@ def test_every_layout_fits_a_laptops_output_column_with_text_of_8_px_or_more(exp
     assert explorer.grid.every == 2  # 8 heads over 32 tokens: every second token labelled
 
 
-def test_layout_is_redrawn_only_when_num_heads_or_tokens_change(explorer, monkeypatch):
+def test_no_move_lays_out_a_figure_each_head_count_has_its_own_drawn_ahead(monkeypatch):
     draws = []
     original = HeadsExplorer.draw
-    monkeypatch.setattr(HeadsExplorer, "draw", lambda self, figure: (draws.append(1), original(self, figure))[1])
-    images = list(explorer.images)
-    explorer.set(chan=32)
-    assert draws == [] and explorer.images == images  # the same artists, new data
-    explorer.set(num_heads=2)
-    assert len(draws) == 1
-    explorer.set(tokens=9)
-    assert len(draws) == 2
-    explorer.set(chan=16)
-    assert len(draws) == 2
+    monkeypatch.setattr(HeadsExplorer, "draw", lambda self, figure: (draws.append(self), original(self, figure))[1])
+    explorer = HeadsExplorer()
+    assert len(draws) == len(HEAD_COUNTS)  # one figure per head count, drawn when the explorer is made
+    figures = {}
+    for values in ({"num_heads": 8}, {"tokens": 9}, {"chan": 16}, {"num_heads": 1, "tokens": 32}, {"num_heads": 8}):
+        explorer.set(**values)
+        figures.setdefault(explorer.controls["num_heads"].value, explorer.figure)
+        assert explorer.figure is figures[explorer.controls["num_heads"].value]  # swapped back in, not drawn again
+        assert len(explorer.images) == explorer.grid.num_heads == explorer.controls["num_heads"].value
+        assert full_render_differs(explorer) < 0.01  # as the explorer contract: the panels' edges, under the cells
+        # the kept figure shows what a new explorer at these values shows, token labels and all
+        assert explorer.image.value == HeadsExplorer(**explorer.values).image.value
+    assert draws.count(explorer) == len(HEAD_COUNTS)
 
 
 def test_shape_table_lists_every_step_with_named_shapes(explorer):

@@ -21,13 +21,13 @@ def full_render_differs(explorer) -> float:
     """The fraction of pixels where a blitting explorer's fast PNG (kept picture + redrawn artists, see
     ``attn_helpers.widgets.Explorer``) differs visibly from matplotlib's own full render of the figure."""
     fast = png_pixels(explorer.image.value).astype(int)
-    for artist in explorer._dynamic:
+    for artist in explorer._dynamic + explorer._kept:
         artist.set_animated(False)  # a full render skips animated artists
     try:
         buffer = io.BytesIO()
         explorer.canvas.print_png(buffer)
     finally:
-        for artist in explorer._dynamic:
+        for artist in explorer._dynamic + explorer._kept:
             artist.set_animated(True)
     full = png_pixels(buffer.getvalue()).astype(int)
     assert fast.shape == full.shape
