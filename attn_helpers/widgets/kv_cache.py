@@ -95,7 +95,8 @@ class KVCacheCalculator(Explorer):
         """H moved: G offers the divisors of the new H, at the largest one up to the G last chosen."""
         groups = self.controls["num_kv_heads"]
         options = _divisors(change["new"])
-        with self._hold(), self._hold("_following"):
+        # one message to the page, not three (options, then index 0, then the value): the page redraws G's slider once
+        with self._hold(), self._hold("_following"), groups.hold_sync():
             groups.options = options
             groups.value = max(d for d in options if d <= self.wanted_groups)
 
