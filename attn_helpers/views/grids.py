@@ -215,7 +215,6 @@ def head_grid(
     suptitle: str | None = None,
     fontsize: float | None = None,
     resize_figure: bool = False,
-    text_labels: bool = False,
 ) -> list[Cells]:
     """Lessons 03, 05 and 11:
     One heatmap per head from weights ``(H, N_q, N_k)``, sharing one colour scale and colour bar.
@@ -224,7 +223,6 @@ def head_grid(
     for ``N_q != N_k`` the keys only). Panels are ``panel_size`` inches square (``None``: 2.4, larger for more
     than 16 tokens); tick labels shrink to fit (``fontsize=None``). Draws into ``figure`` when given (cleared;
     its size kept unless ``resize_figure=True``), else a new figure. Returns one :class:`Cells` per head.
-    ``text_labels``: as :func:`heatmap`'s.
     """
     array = to_numpy(weights)
     if array.ndim != 3:
@@ -267,7 +265,7 @@ def head_grid(
         images.append(heatmap(array[h], labels, y_labels, ax=ax, title=title, colorbar=False, annotate=annotate,
                               vmin=0.0, vmax=1.0, cmap=WEIGHTS_CMAP, fontsize=g.fontsize,
                               xlabel="key" if lowest else "", ylabel="query" if col == 0 else "",
-                              x_ticks=lowest, y_ticks=col == 0, text_labels=text_labels))
+                              x_ticks=lowest, y_ticks=col == 0))
         describe_image(images[-1], labels, y_labels, title=title, xlabel="key", ylabel="query", what="Panel")
     figure.colorbar(images[0], cax=cax, label="attention weight")
     if suptitle:
