@@ -43,7 +43,19 @@ def _judge_scores(q: Tensor, k_t: Tensor) -> Callable[[Any], Verdict]:
             torch.softmax(raw, dim=-1), "leave out the softmax, and divide the product by sqrt(d_k)."),
     }
     expected = attention_scores(q, k_t.mT)  # (..., N_q, N_k): q @ k_t / sqrt(d_k)
-    return lambda got: compare_tensors(got, expected, name="your scores", likely_mistakes=mistakes)
+
+    def judge(got: Any) -> Verdict:
+        # a scale fixed in the code (a d_k left over from the lesson, a layer's scale): the product times one number
+        fixed = {}
+        if isinstance(got, Tensor) and got.shape == raw.shape and got.is_floating_point():
+            c = float((got.double() * raw.double()).sum() / (raw.double() ** 2).sum())  # least squares: got ~ c raw
+            if c > 0:
+                fixed[f"you scaled by a fixed {c:.4g} = 1 / sqrt({c ** -2:.4g}), where these inputs have d_k = {d_k}"] = (
+                    raw * c, "take d_k from the inputs on every call, q.shape[-1]: a number written into the function "
+                             "(the lesson's d_k, a layer's scale) fits inputs of that width only.")
+        return compare_tensors(got, expected, name="your scores", likely_mistakes={**mistakes, **fixed})
+
+    return judge
 
 
 @checker

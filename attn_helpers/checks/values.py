@@ -108,6 +108,9 @@ def _attention_raised(problem: BaseException) -> str:
     return "run your function on these shapes yourself and follow the shapes step by step."
 
 
+LESSON_D_K = 8  # lesson 04's d_k: its section 4.2 lines, pasted with the notebook's d_k, divide by sqrt(8)
+
+
 def _judge_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Any:
     d_k = q.shape[-1]
     raw = q @ k.mT  # (..., N_q, N_k)
@@ -132,6 +135,11 @@ def _judge_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None
         mistakes[f"the scores are divided by the square root of {name}, not of d_k"] = (
             torch.softmax(fill(raw / math.sqrt(n)), dim=-1) @ v,
             f"d_k is the width of a query and of a key, the LAST axis: q.shape[-1] ({d_k} here), not axis -2.")
+    if d_k != LESSON_D_K:
+        mistakes[f"the scores are divided by sqrt({LESSON_D_K}), the lesson's d_k, where these inputs have d_k = {d_k}"] = (
+            torch.softmax(fill(raw / math.sqrt(LESSON_D_K)), dim=-1) @ v,
+            f"take d_k from the inputs on every call, q.shape[-1]: the lesson's d_k = {LESSON_D_K} fits inputs of that "
+            "width only.")
     if v.shape[-1] != d_k:
         mistakes[f"the scores are divided by sqrt(d_v) = sqrt({v.shape[-1]}), not sqrt(d_k)"] = (
             torch.softmax(fill(raw / math.sqrt(v.shape[-1])), dim=-1) @ v,

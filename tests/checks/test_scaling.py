@@ -42,6 +42,9 @@ def test_scaled_scores_accepts_every_way_of_writing_it():
     (lambda q, k_t: q @ k_t.mT / math.sqrt(q.shape[-1]), "already transposed"),
     (lambda q, k_t: attention_scores(q, k_t.mT), "attention_scores"),  # grader round 2: the library renamed
     (torch.zeros(2, 5, 5), "should be a function"),
+    # reader v00: the lesson's lines pasted with its leftover d_k (1024) or its layer's scale got the generic hint
+    (lambda q, k_t: q @ k_t / math.sqrt(1024), "fixed 0.03125 = 1 / sqrt(1024), where these inputs have d_k = 6"),
+    (lambda q, k_t: q @ k_t * 0.125, "fixed 0.125 = 1 / sqrt(64)"),
 ])
 def test_scaled_scores_names_each_mistake(fn, words):
     verdict = checks.check_scaled_scores.judge(fn)

@@ -32,6 +32,20 @@ def test_attention_function_names_each_mistake(kwargs, words):
     assert not verdict.ok and words in verdict.message
 
 
+def test_attention_function_names_the_lessons_d_k_written_into_the_function():
+    import math
+
+    def pasted(q, k, v, mask=None):  # reader v00: lesson 04's lines with the notebook's d_k = 8 got the generic hint
+        scores = q @ k.mT / math.sqrt(8)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return torch.softmax(scores, dim=-1) @ v
+
+    verdict = checks.check_attention_function.judge(pasted)
+    assert not verdict.ok and "divided by sqrt(8), the lesson's d_k, where these inputs have d_k = 16" in verdict.message
+    assert "q.shape[-1]" in verdict.hint, verdict
+
+
 @pytest.mark.parametrize("axis, words", [(-2, "q.shape[-2] = k.shape[-2] = 5"), (-2, "axis -2")])
 def test_attention_function_does_not_blame_the_keys_for_a_division_by_the_queries(axis, words):
     import math
