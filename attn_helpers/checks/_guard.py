@@ -146,7 +146,7 @@ TORCH_MULTI_HEAD = _torch_entry_points(_TORCH_LAYERS, (F.multi_head_attention_fo
 TRANSFORMERS = Watch(packages={"transformers": "transformers'"})
 
 #: The library's exports that compute attention (scores, weights or outputs), and PyTorch's.
-LIBRARY_ATTENTION = library(("attention_scores", "scaled_dot_product_attention", "Attention", "AttentionHead",
+LIBRARY_ATTENTION = library(("attention_scores", "attend", "scaled_dot_product_attention", "Attention", "AttentionHead",
                              "ConcatHeadsAttention", "MultiHeadAttention", "online_softmax", "online_softmax_update",
                              "tiled_attention", "cached_attention_step", "grouped_query_attention",
                              "rope_pair_scores", "RotaryAttention", "TransformerBlock", "attention_entropy",

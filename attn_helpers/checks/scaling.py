@@ -50,7 +50,8 @@ def _judge_scores(q: Tensor, k_t: Tensor) -> Callable[[Any], Verdict]:
         if isinstance(got, Tensor) and got.shape == raw.shape and got.is_floating_point():
             c = float((got.double() * raw.double()).sum() / (raw.double() ** 2).sum())  # least squares: got ~ c raw
             if c > 0:
-                fixed[f"you scaled by a fixed {c:.4g} = 1 / sqrt({c ** -2:.4g}), where these inputs have d_k = {d_k}"] = (
+                cause = f"you scaled by a fixed {c:.4g} = 1 / sqrt({c ** -2:.4g}), where these inputs have d_k = {d_k}"
+                fixed[cause] = (
                     raw * c, "take d_k from the inputs on every call, q.shape[-1]: a number written into the function "
                              "(the lesson's d_k, a layer's scale) fits inputs of that width only.")
         return compare_tensors(got, expected, name="your scores", likely_mistakes={**mistakes, **fixed})

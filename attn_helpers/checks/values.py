@@ -12,7 +12,7 @@ from torch import Tensor
 from ..core import causal_mask, scaled_dot_product_attention
 from ._core import Verdict, as_shape, checker, compare_tensors, correct, wrong
 from ._function import judge_function
-from ._guard import LIBRARY_ATTENTION, library
+from ._guard import LIBRARY_ATTENTION
 from ._predict import prediction_checker
 
 __all__ = ["check_attention_function", "check_midpoint_weights", "check_output_shape_prediction"]
@@ -136,7 +136,8 @@ def _judge_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None
             torch.softmax(fill(raw / math.sqrt(n)), dim=-1) @ v,
             f"d_k is the width of a query and of a key, the LAST axis: q.shape[-1] ({d_k} here), not axis -2.")
     if d_k != LESSON_D_K:
-        mistakes[f"the scores are divided by sqrt({LESSON_D_K}), the lesson's d_k, where these inputs have d_k = {d_k}"] = (
+        cause = f"the scores are divided by sqrt({LESSON_D_K}), the lesson's d_k, where these inputs have d_k = {d_k}"
+        mistakes[cause] = (
             torch.softmax(fill(raw / math.sqrt(LESSON_D_K)), dim=-1) @ v,
             f"take d_k from the inputs on every call, q.shape[-1]: the lesson's d_k = {LESSON_D_K} fits inputs of that "
             "width only.")
@@ -180,7 +181,7 @@ def check_attention_function(answer: Any) -> Verdict:
              ("with a heads axis, q, k, v of shape (2, 3, 5, 16)", (r(2, 3, 5, 16), r(2, 3, 5, 16), r(2, 3, 5, 16))),
              ("with a causal keep mask (True = may attend)", (r(2, 5, 8), r(2, 5, 8), r(2, 5, 8), causal_mask(5)))]
     return judge_function(answer, [(args, what, _judge_attention(*args)) for what, args in cases],
-                          watched=LIBRARY_ATTENTION | library(("attend",)),  # attend: the mask and the softmax
+                          watched=LIBRARY_ATTENTION,
                           example="my_attention(q, k, v, mask=None)",
                           lines="scores = q @ k.mT / sqrt(d_k), the mask, a softmax over the keys, then weights @ v "
                                 "(section 4.2, for every query at once).",

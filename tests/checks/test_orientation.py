@@ -10,7 +10,7 @@ from attn_helpers.core import tiled_attention
 import torch
 import torch.nn.functional as F
 
-from attn_helpers import attention_scores, checks, scaled_dot_product_attention
+from attn_helpers import attend, attention_scores, checks, scaled_dot_product_attention
 
 
 X = torch.tensor([[0.1, 0.0], [1.0, 0.2], [0.9, 1.0], [0.0, 0.8]])
@@ -81,6 +81,7 @@ def test_self_attention_weights_checker_names_the_mistake(answer, words):
 @pytest.mark.parametrize("answer, words", [
     (lambda x: scaled_dot_product_attention(x, x, x, return_weights=True)[1], "scaled_dot_product_attention"),
     (lambda x: F.scaled_dot_product_attention(x, x, torch.eye(x.shape[0])), "F.scaled_dot_product_attention"),
+    (lambda x: attend(x, x, x)[2], "attend"),  # reader w00: attend's weights were accepted
     (lambda x: _weights(attention_scores(x, x)), "attention_scores"),
     (lambda x: tiled_attention(x, x, torch.eye(x.shape[0])), "tiled_attention"),  # grader round 2
     (torch.eye(3), "should be a function"),

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from attn_helpers import attention_entropy, attention_scores, checks
+from attn_helpers import attend, attention_entropy, attention_scores, checks
 
 
 def _rows(t):
@@ -41,6 +41,7 @@ def test_scaled_scores_accepts_every_way_of_writing_it():
     (lambda q, k_t: torch.softmax(q @ k_t, dim=-1), "softmax of the unscaled scores"),
     (lambda q, k_t: q @ k_t.mT / math.sqrt(q.shape[-1]), "already transposed"),
     (lambda q, k_t: attention_scores(q, k_t.mT), "attention_scores"),  # grader round 2: the library renamed
+    (lambda q, k_t: attend(q, k_t.mT, k_t.mT)[1], "attend"),  # reader w00: attend's scores were accepted
     (torch.zeros(2, 5, 5), "should be a function"),
     # reader v00: the lesson's lines pasted with its leftover d_k (1024) or its layer's scale got the generic hint
     (lambda q, k_t: q @ k_t / math.sqrt(1024), "fixed 0.03125 = 1 / sqrt(1024), where these inputs have d_k = 6"),
