@@ -157,6 +157,11 @@ def _judge_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None
             (torch.softmax(raw / math.sqrt(d_k), dim=-1) * mask) @ v,
             "block the keys before the softmax, scores.masked_fill(~mask, float('-inf')): the softmax then shares "
             "each row's weight among the keys left.")
+        # reader z00: zeroing the blocked scores (masked_fill with 0, or scores * mask) got the generic hint
+        mistakes["the blocked scores are set to 0 (masked_fill with 0, or scores * mask), not to -inf"] = (
+            torch.softmax((raw / math.sqrt(d_k)).masked_fill(~mask, 0.0), dim=-1) @ v,
+            "a score of 0 still gets exp(0) = 1 in the softmax, so a blocked key keeps its share: fill with "
+            "float('-inf'), whose exp is 0: scores.masked_fill(~mask, float('-inf')).")
         mistakes["the boolean mask is added to the scores"] = (
             torch.softmax(raw / math.sqrt(d_k) + mask, dim=-1) @ v,
             "adding True/False adds 1/0 and blocks nothing (section 3a.5): "

@@ -70,6 +70,15 @@ def test_attention_function_names_a_mask_applied_after_the_softmax():  # reader 
     assert not verdict.ok and "after the softmax" in verdict.message and "masked_fill(~mask" in verdict.hint
 
 
+@pytest.mark.parametrize("zeroed", [lambda s, mask: s.masked_fill(~mask, 0.0), lambda s, mask: s * mask])
+def test_attention_function_names_blocked_scores_set_to_zero(zeroed):  # reader z00: got the generic hint
+    def zeroing(q, k, v, mask=None):
+        s = q @ k.mT / q.shape[-1] ** 0.5
+        return torch.softmax(zeroed(s, mask) if mask is not None else s, dim=-1) @ v
+    verdict = checks.check_attention_function.judge(zeroing)
+    assert not verdict.ok and "set to 0" in verdict.message and "exp(0) = 1" in verdict.hint, verdict
+
+
 def test_attention_function_names_a_keep_mask_added_to_the_scores():  # 03a section 3a.5's bug (round 3)
     def added(q, k, v, mask=None):
         s = q @ k.mT / q.shape[-1] ** 0.5
