@@ -18,6 +18,12 @@ from ._guard import Watch, run_watching
 Case = tuple[tuple[Any, ...] | Mapping[str, Any], str, Callable[[Any], Verdict]]
 
 
+#: The hint for a function that raised NameError, or AttributeError for a module's name (reader q00: a typo such as
+#: torch.lg was told to read the sizes from the input).
+NAME_NOT_FOUND = ("Python could not find a name your function uses: check its spelling against the message, and that "
+                  "every function it calls is defined in a cell that has run.")
+
+
 def judge_function(answer: Any, cases: Sequence[Case], *, watched: Watch, example: str, lines: str,
                    success: str | Callable[[], str], raised: str | Callable[[BaseException], str] = "",
                    refusal: str = "which does the exercise for you", calls: str = "", is_: str = "",
@@ -42,6 +48,10 @@ def judge_function(answer: Any, cases: Sequence[Case], *, watched: Watch, exampl
             got, called = run_watching(call, () if isinstance(args, Mapping) else tuple(
                 a.clone() if isinstance(a, Tensor) else a for a in args), watched, only_if=only_if)
         except Exception as problem:
+            # a name Python could not find, in the notebook or in a module (torch.lg): most often a typo
+            misnamed = isinstance(problem, AttributeError) and str(problem).startswith("module ")
+            if isinstance(problem, NameError) or misnamed:
+                return wrong(f"{where}your function raised {error_text(problem)}", NAME_NOT_FOUND)
             hint = raised(problem) if callable(raised) else raised
             return wrong(f"{where}your function raised {error_text(problem)}", hint or (
                 "read the sizes from the input (e.g. x.shape[-1]) instead of writing the numbers of one "

@@ -215,3 +215,15 @@ def test_a_likely_mistake_in_another_dtype_is_compared_not_a_crash():
     verdict = checks.compare_tensors(torch.tensor([0.0, 1.0], dtype=torch.float16), expected,
                                      likely_mistakes={"the mask is added as 1/0": (mistake, "block with -inf.")})
     assert not verdict.ok and "the mask is added as 1/0" in verdict.message
+
+
+@pytest.mark.parametrize("typo", [lambda x: torch.lg(x), lambda x: undefined_helper(x)])  # noqa: F821
+def test_a_function_that_misnames_something_is_told_to_check_the_spelling(typo):  # reader q00
+    verdict = checks.check_self_attention_weights.judge(typo)
+    assert not verdict.ok and ("AttributeError" in verdict.message or "NameError" in verdict.message), verdict
+    assert "check its spelling" in verdict.hint and "read the sizes" not in verdict.hint, verdict
+
+
+def test_a_function_that_misuses_its_input_keeps_the_exercises_own_hint():
+    verdict = checks.check_online_softmax_step.judge(lambda blocks: blocks.shape, torch.randn(10), torch.randn(10, 3), 4)
+    assert not verdict.ok and "AttributeError" in verdict.message and "read once" in verdict.hint, verdict
