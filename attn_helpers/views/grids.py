@@ -17,8 +17,8 @@ from .arrays import _check_labels, to_numpy
 from .colours import WEIGHTS_CMAP, cmap_with_nan
 from .display import describe_axes
 from .heatmaps import Cells, cells, describe_image, heatmap
-from .labels import (MIN_FONTSIZE, _fit_fontsize, _name_axes, _panel_inches, _points, _relabel, _TICK_PAD, _text_width,
-                     _tick_texts, _vertical)
+from .labels import (MIN_FONTSIZE, _fit_fontsize, _panel_inches, _points, _relabel, _TICK_PAD, _text_width, _tick_texts,
+                     _vertical)
 
 __all__ = ["head_grid", "LiveHeadGrid", "origin_grid", "plot_all_heads"]
 
@@ -168,7 +168,7 @@ class LiveHeadGrid:
             ax.set(xlim=(-0.5, n - 0.5), ylim=(n - 0.5, -0.5))
             self.key_labels[h] = _relabel(ax, keys, "x", shown, fontsize, vertical) if keys else []
             self.query_labels[h] = _relabel(ax, queries, "y", shown, fontsize) if queries else []
-            # the labelpads _name_axes gives matplotlib's axis labels (points)
+            # the labelpads views.labels._name_axes gives matplotlib's axis labels (points)
             if key is not None:
                 key.set_transform(ax.transAxes + ScaledTranslation(0.0, -(_TICK_PAD + x_room) / 72.0, inches))
             if query is not None:

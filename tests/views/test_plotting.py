@@ -290,7 +290,7 @@ def test_live_head_grid_keeps_its_frame_for_every_token_count_with_room_for_the_
 def test_live_head_grid_draws_what_auto_placed_titles_and_visible_axes_would(heads, n):
     """The grid fixes each title at y=1.0, writes "key" and "query" as texts of its own and hides the axes, only to
     skip work and to move them with the labels: the picture must be the one matplotlib draws with its own title
-    placement, every axis shown, and axis labels padded beyond the token labels (as head_grid pads them)."""
+    placement, every axis shown, and axis labels padded beyond the token labels (as _name_axes pads them)."""
     grid = views.LiveHeadGrid(Figure(dpi=80), heads, LONG, max_width=11.0, min_fontsize=7.5)
     grid.show(weights(heads, n, n))
     canvas = FigureCanvasAgg(grid.figure)
