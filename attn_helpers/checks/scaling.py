@@ -164,6 +164,7 @@ ENTROPY_WATCH = LIBRARY_ATTENTION | Watch({
     torch.distributions.OneHotCategorical.entropy: "torch.distributions' OneHotCategorical.entropy",
     torch.special.entr: "torch.special.entr", torch.xlogy: "torch.xlogy", torch.special.xlogy: "torch.special.xlogy",
     torch.Tensor.xlogy: "PyTorch's Tensor.xlogy", torch.Tensor.xlogy_: "PyTorch's Tensor.xlogy_",
+    torch.special.xlog1py: "torch.special.xlog1py",  # xlog1py(w, w - 1) is w * log(w), 0 at w = 0
     # a divergence from zero: kl_div(0, w) is w * log(w), with 0 * log(0) counted as 0
     F.kl_div: "torch.nn.functional.kl_div", torch.kl_div: "torch.kl_div",
     # a cross-entropy of w with itself is -sum(w * log(w)), log(w) clamped so that 0 * log(0) counts as 0

@@ -147,6 +147,7 @@ def test_row_entropy_names_each_mistake(fn, words):
     (lambda w: -torch.xlogy(w, w).sum(dim=-1), "xlogy"),
     (lambda w: -torch.special.xlogy(w, w).sum(dim=-1), "xlogy"),
     (lambda w: -w.xlogy(w).sum(dim=-1), "Tensor.xlogy"),
+    (lambda w: -torch.special.xlog1py(w, w - 1).sum(dim=-1), "xlog1py"),
     # reader i2: a divergence from zero is w * log(w) with 0 * log(0) counted as 0
     (lambda w: -torch.nn.functional.kl_div(torch.zeros_like(w), w, reduction="none").sum(dim=-1), "kl_div"),
     # a fresh reader: the cross-entropy of w with itself is its entropy, log(0) clamped
