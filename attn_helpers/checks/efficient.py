@@ -5,7 +5,7 @@ cache; the library's answer refused."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from copy import deepcopy
 from typing import Any
 
@@ -26,27 +26,21 @@ __all__ = ["check_online_softmax_step", "check_kv_cache_size", "check_repeat_kv"
 _CALLS = "your function calls {}, the library's answer to this exercise."  # the refusal of every exercise of 09
 
 
-def _by_blocks(scores: Tensor, values: Tensor, block_size: int, *, rescale_sum: bool = True,
-               rescale_acc: bool = True, inverted: bool = False, divide: bool = True,
-               start: float = float("-inf")) -> Tensor:
-    """One query's output ``softmax(scores) @ values`` in one pass over the blocks, right or with one of the typical
-    mistakes (each flag); computed in the inputs' dtype, as a learner's loop would be."""
-    m = torch.tensor(start, dtype=scores.dtype)
-    l = torch.tensor(0.0, dtype=scores.dtype)
-    acc = torch.zeros(values.shape[-1], dtype=values.dtype)
-    for i in range(0, scores.shape[0], block_size):
-        s, v = scores[i:i + block_size], values[i:i + block_size]
-        m_new = torch.maximum(m, s.max())
-        factor = torch.exp(m_new - m) if inverted else torch.exp(m - m_new)
-        p = torch.exp(s - m_new)
-        l = (l * factor if rescale_sum else l) + p.sum()
-        acc = (acc * factor if rescale_acc else acc) + p @ v
-        m = m_new
-    return acc / l if divide else acc
+def _fold(state: tuple[Tensor, Tensor, Tensor], block: tuple[Tensor, Tensor], *, rescale_sum: bool = True,
+          rescale_acc: bool = True, inverted: bool = False, running_max: bool = True,
+          shifted: bool = True) -> tuple[Tensor, Tensor, Tensor]:
+    """One block ``(s (b,), v (b, head_dim))`` folded into ``(m (), l (), acc (head_dim,))``, right or with one of
+    the typical mistakes (each flag)."""
+    m, l, acc = state
+    s, v = block
+    m_new = torch.maximum(m, s.max()) if running_max else s.max()
+    factor = torch.exp(m_new - m) if inverted else torch.exp(m - m_new)
+    p = torch.exp(s - m_new) if shifted else torch.exp(s) / torch.exp(m_new)
+    return m_new, (l * factor if rescale_sum else l) + p.sum(), (acc * factor if rescale_acc else acc) + p @ v
 
 
-_BLOCK_MISTAKES = (  # cause, the flags that make it, hint
-    ("you added each block without rescaling the old sum and the old weighted sum",
+_FOLD_MISTAKES = (  # cause, the flags that make it, hint
+    ("you added the block without rescaling the old sum and the old weighted sum",
      {"rescale_sum": False, "rescale_acc": False},
      "both running totals were computed relative to the old max: when the max rises, multiply both by "
      "exp(m - m_new) before adding the block's terms."),
@@ -55,15 +49,15 @@ _BLOCK_MISTAKES = (  # cause, the flags that make it, hint
      "exp(m - m_new) as the sum."),
     ("you rescaled the running weighted sum but not the running sum", {"rescale_sum": False},
      "the running sum holds terms exp(s_j - m) relative to the old max: rescale it by exp(m - m_new) as well."),
-    # before the inverted factor: both give nan on scores far below 0, where only a start at 0 goes wrong
-    ("you started the running max at 0 instead of -inf", {"start": 0.0},
-     "start at m = -inf (and l = 0): from m = 0 a row whose scores are all far below 0 gives exp(s - 0) = 0 for "
-     "every score in float32, and 0 / 0."),
+    # before the inverted factor: both give nan on scores far below 0, where only exp(s) underflows
+    ("you took exp(s) before subtracting the max", {"shifted": False},
+     "in float32 exp(s) underflows to 0 when every score is far below 0 (here near -150), and 0 / 0 is nan: "
+     "subtract the max inside the exp, exp(s - m_new)."),
     ("you rescaled by exp(m_new - m), upside down", {"inverted": True},
      "the new max is at least the old one, so the factor exp(m - m_new) is at most 1; upside down it is infinite "
      "at the first block, where m = -inf."),
-    ("you returned the running weighted sum without dividing by the running sum", {"divide": False},
-     "after the last block, divide the weighted sum by the sum: output = acc / l."),
+    ("you took the block's max as the new m", {"running_max": False},
+     "m is the largest score of ALL the blocks so far: m_new = torch.maximum(m, s.max())."),
 )
 
 _BLOCK_CASES = (  # more queries: (seed, number of keys, head_dim, block_size, offset added to the scores)
@@ -71,50 +65,64 @@ _BLOCK_CASES = (  # more queries: (seed, number of keys, head_dim, block_size, o
     (2, 5, 4, 8, 0.0),  # one block holds the whole row
     (3, 9, 3, 2, -150.0),  # every score far below 0: exp(s) underflows in float32
 )
+_STATE_NAMES = ("m", "l", "acc")
 
 
-#: The library's online softmax and attention, PyTorch's, and any softmax: the exercise is to write the pass.
+#: The library's online softmax and attention, PyTorch's, and any softmax: the exercise is to write the update.
 _SOFTMAX = Watch({torch.softmax: "torch.softmax", torch.Tensor.softmax: "Tensor.softmax", F.softmax: "F.softmax",
                   torch.special.softmax: "torch.special.softmax",
                   torch.logsumexp: "torch.logsumexp", torch.Tensor.logsumexp: "Tensor.logsumexp"})
 
 
-def _block_stream(scores: Tensor, values: Tensor, block_size: int) -> Iterator[tuple[Tensor, Tensor]]:
-    """``(scores (b,), values (b, head_dim))`` blocks written into two buffers, as a kernel reuses its tile."""
-    s_buffer = torch.empty(block_size, dtype=scores.dtype)  # (block_size,)
-    v_buffer = torch.empty(block_size, values.shape[-1], dtype=values.dtype)  # (block_size, head_dim)
-    for start in range(0, scores.shape[0], block_size):
-        n = min(block_size, scores.shape[0] - start)
-        s_buffer[:n], v_buffer[:n] = scores[start:start + n], values[start:start + n]
-        yield s_buffer[:n], v_buffer[:n]
+def _judge_fold(state: tuple[Tensor, Tensor, Tensor], block: tuple[Tensor, Tensor]) -> Callable[[Any], Verdict]:
+    """The judge of the state ``fold(state, block)`` returned: three tensors, each right, or a mistake named."""
+    expected = _fold(state, block)
+    mistakes = [(cause, _fold(state, block, **flags), hint) for cause, flags, hint in _FOLD_MISTAKES]
+    hint = ("m_new = max(m, s.max()); multiply l and acc by exp(m - m_new); add exp(s - m_new).sum() to l and "
+            "exp(s - m_new) @ v to acc; return m_new, l, acc.")
+
+    def judge(got: Any) -> Verdict:
+        if not isinstance(got, (tuple, list)) or len(got) != 3:
+            what = f"{len(got)} values" if isinstance(got, (tuple, list)) else type(got).__name__
+            return wrong(f"fold returned {what}; expected the new state, three tensors (m, l, acc).",
+                         "end the function with return m_new, l, acc.")
+        verdicts = [compare_tensors(theirs, right, name=f"the new {name}", atol=1e-5, rtol=1e-4, hint=hint)
+                    for name, theirs, right in zip(_STATE_NAMES, got, expected)]
+        if all(verdict.ok for verdict in verdicts):
+            return correct("")
+        for cause, state_then, its_hint in mistakes:
+            if all(compare_tensors(theirs, wrong_one, atol=1e-5, rtol=1e-4).ok
+                   for theirs, wrong_one in zip(got, state_then)):
+                return wrong(f"the new state (m, l, acc) matches what you get when {cause}.", its_hint)
+        return next(verdict for verdict in verdicts if not verdict.ok)
+    return judge
 
 
 @checker
 def check_online_softmax_step(answer: Any, scores: Tensor, values: Tensor, block_size: int) -> Verdict:
-    """Exercise 9.2: ``attend_by_blocks(blocks) -> (head_dim,)``, one query's output in one pass over the blocks."""
-    cases = [(scores, values, block_size)] + [(3 * s + offset, v, b) for seed, n, d, b, offset in _BLOCK_CASES
-                                               for s, v in [random_cases(seed, [(n,), (n, d)])]]
-
-    def judge(s: Tensor, v: Tensor, b: int) -> Callable[[Any], Verdict]:
-        expected = torch.softmax(s.double(), dim=-1).to(s.dtype) @ v
-        mistakes = {cause: (_by_blocks(s, v, b, **flags), hint) for cause, flags, hint in _BLOCK_MISTAKES}
-        return lambda got: compare_tensors(got, expected, name="your output", likely_mistakes=mistakes,
-                                           atol=1e-5, rtol=1e-4,
-                                           hint="each block's tensors are overwritten by the next block: keep "
-                                                "only m, l and acc; for each block: m_new = max(m, block max), "
-                                                "rescale l and acc by exp(m - m_new), add the block's exp(s - m_new) "
-                                                "and exp(s - m_new) @ v; at the end acc / l.")
-
+    """Exercise 9.2: ``fold(state, block) -> state``, one block of keys folded into a query's ``(m, l, acc)``,
+    checked after every block of four queries, each started at ``(-inf, 0, 0)``."""
+    queries = [(scores, values, block_size, "")] + [
+        (3 * s + offset, v, b, f"For {n} keys in blocks of {b}" + (f", every score near {offset:.0f}" if offset else "")
+         + ", ") for seed, n, d, b, offset in _BLOCK_CASES for s, v in [random_cases(seed, [(n,), (n, d)])]]
+    cases = []
+    for s, v, b, query in queries:
+        state = (torch.tensor(float("-inf")), torch.tensor(0.0), torch.zeros(v.shape[-1]))
+        for start in range(0, s.shape[0], b):
+            block = (s[start:start + b], v[start:start + b])
+            end = start + block[0].shape[0] - 1
+            where = f"{query}block {start // b} (key{f's {start}-{end}' if end > start else f' {start}'})"
+            cases.append(((state, block), where[0].upper() + where[1:], _judge_fold(state, block)))
+            state = _fold(state, block)
     return judge_function(
-        answer, [((_block_stream(s, v, b),), "" if i == 0 else f"For {s.shape[0]} keys in blocks of {b}"
-                  + (f", every score near {s.mean().item():.0f}" if s.max().item() < -50 else ""), judge(s, v, b))
-                 for i, (s, v, b) in enumerate(cases)],
-        watched=LIBRARY_ATTENTION | _SOFTMAX, example="attend_by_blocks(blocks)", calls=_CALLS,
-        lines="write the loop yourself: start at m = -inf, l = 0, acc = 0; fold in each block; return acc / l.",
-        raised="work on what it receives: blocks, read once with for s, v in blocks: s (b,), v (b, head_dim).",
-        success=f"the output matches softmax(scores) @ values to within 1e-5 for {scores.shape[0]} keys in blocks of "
-                f"{block_size}, and for three more queries: a short last block, one block for the whole row, and "
-                f"scores all far below 0, where a start at m = 0 would give 0 / 0.")
+        answer, cases, watched=LIBRARY_ATTENTION | _SOFTMAX, example="fold(state, block)", calls=_CALLS,
+        lines="write the update yourself: m_new = max(m, block max); rescale l and acc; add the block's terms.",
+        raised="unpack the two inputs: m, l, acc = state (shapes (), (), (head_dim,)) and s, v = block "
+               "(shapes (b,) and (b, head_dim)).",
+        success=f"after every block the state holds the running max, the running sum and the running weighted sum, "
+                f"for {scores.shape[0]} keys in blocks of {block_size} and for three more queries (a short last "
+                f"block, one block for the whole row, scores all far below 0), so acc / l after the last block is "
+                f"softmax(scores) @ values.")
 
 
 _CACHE_SIZES = (  # more models: (num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes)

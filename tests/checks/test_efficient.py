@@ -82,36 +82,32 @@ def test_repeat_kv_checker_runs_the_learners_function_on_several_shapes(answer, 
     assert says in verdict.message + verdict.hint
 
 
-def _blocks(rescale_sum: bool = True, rescale_acc: bool = True, inverted: bool = False, divide: bool = True,
-            start: float = float("-inf")):
-    """A learner's attend_by_blocks, right or with one typical mistake."""
+def _fold(rescale_sum: bool = True, rescale_acc: bool = True, inverted: bool = False, running_max: bool = True):
+    """A learner's fold, right or with one typical mistake."""
 
-    def attend_by_blocks(blocks):
-        m, l, acc = torch.tensor(start), torch.tensor(0.0), 0.0
-        for s, v in blocks:  # s (b,), v (b, head_dim)
-            m_new = torch.maximum(m, s.max())
-            factor = torch.exp(m_new - m) if inverted else torch.exp(m - m_new)
-            p = torch.exp(s - m_new)
-            l = (l * factor if rescale_sum else l) + p.sum()
-            acc = (acc * factor if rescale_acc else acc) + p @ v
-            m = m_new
-        return acc / l if divide else acc
+    def fold(state, block):
+        m, l, acc = state  # m (), l (), acc (head_dim,)
+        s, v = block  # s (b,), v (b, head_dim)
+        m_new = torch.maximum(m, s.max()) if running_max else s.max()
+        factor = torch.exp(m_new - m) if inverted else torch.exp(m - m_new)
+        p = torch.exp(s - m_new)
+        return m_new, (l * factor if rescale_sum else l) + p.sum(), (acc * factor if rescale_acc else acc) + p @ v
 
-    return attend_by_blocks
+    return fold
 
 
-def _kept(blocks, attend, clone=False):
-    """Every block kept for later (cloned or not), then ``attend(scores, values)`` on the whole row: two passes."""
-    kept = [(s.clone(), v.clone()) if clone else (s, v) for s, v in blocks]
-    return attend(torch.cat([s for s, _ in kept]), torch.cat([v for _, v in kept]))
+def _recomputed(softmax):
+    """A fold that ignores the state and weighs the block alone with ``softmax``."""
+    return lambda state, block: (block[0].max(), torch.tensor(1.0), softmax(block[0]) @ block[1])
 
 
-def _softmax_over_kept(blocks, softmax):
-    return _kept(blocks, lambda s, v: softmax(s, dim=-1) @ v, clone=True)
-
-
-def _two_pass(s, v):
-    return torch.exp(s - s.max()) @ v / torch.exp(s - s.max()).sum()
+def _unshifted(state, block):
+    """Right in exact arithmetic, but exp(s) underflows to 0 when every score is far below 0."""
+    m, l, acc = state
+    s, v = block
+    m_new = torch.maximum(m, s.max())
+    p = torch.exp(s) / torch.exp(m_new)
+    return m_new, l * torch.exp(m - m_new) + p.sum(), acc * torch.exp(m - m_new) + p @ v
 
 
 _ROW = torch.tensor([-1.0, 0.5, 2.0, 1.0, 3.0, -0.5, 4.0, 0.0, 5.0, 1.5])  # the max rises in every block of 4
@@ -119,27 +115,29 @@ _VALUES = torch.arange(30.0).reshape(10, 3) / 10
 
 
 @pytest.mark.parametrize(("answer", "ok", "says"), [
-    (_blocks(), True, "three more queries"),
-    (_blocks(rescale_sum=False, rescale_acc=False), False, "without rescaling the old sum and the old weighted sum"),
-    (_blocks(rescale_acc=False), False, "rescale it by the same"),
-    (_blocks(rescale_sum=False), False, "rescaled the running weighted sum but not the running sum"),
-    (_blocks(inverted=True), False, "upside down"),
-    (_blocks(divide=False), False, "output = acc / l"),
-    (_blocks(start=0.0), False, "started the running max at 0"),  # right until the scores are all far below 0
-    (lambda blocks: _softmax_over_kept(blocks, torch.softmax), False, "calls torch.softmax"),
-    (lambda blocks: _softmax_over_kept(blocks, lambda s, dim: s.softmax(dim)), False, "calls Tensor.softmax"),
-    (lambda blocks: _softmax_over_kept(blocks, lambda s, dim: torch.exp(s - s.logsumexp(dim))), False,
-     "calls Tensor.logsumexp"),
-    (lambda blocks: _kept(blocks, lambda s, v: online_softmax(s[None], block_size=4)[0] @ v), False,
-     "calls attn_helpers' online_softmax"),
-    # reader r05c: a two-pass softmax over blocks kept for later passed; the kept blocks now hold the next one's numbers
-    (lambda blocks: _kept(blocks, _two_pass), False, "overwritten by the next block"),
-    (lambda blocks: _kept(blocks, lambda s, v: _two_pass(s, v) if len(s) == 10 else v[0], clone=True), False,
-     "For 7 keys in blocks of 3"),  # right for the exercise's query only
-    (lambda blocks: torch.cat([s.clone() for s, _ in blocks]), False, "shape [10], expected [3]"),
+    (_fold(), True, "three more queries"),
+    (_fold(rescale_sum=False, rescale_acc=False), False, "Block 1 (keys 4-7): the new state (m, l, acc) matches "
+                                                         "what you get when you added the block without rescaling"),
+    (_fold(rescale_acc=False), False, "rescale it by the same"),
+    (_fold(rescale_sum=False), False, "rescaled the running weighted sum but not the running sum"),
+    (_fold(inverted=True), False, "Block 0 (keys 0-3): the new state (m, l, acc) matches what you get when you "
+                                  "rescaled by exp(m_new - m), upside down"),
+    (_fold(running_max=False), False, "For 7 keys in blocks of 3, block 1 (keys 3-5): the new state (m, l, acc) "
+                                      "matches what you get when you took the block's max as the new m"),
+    (_unshifted, False, "For 9 keys in blocks of 2, every score near -150, block 0 (keys 0-1): the new state (m, l, acc) "
+                   "matches what you get when you took exp(s) before subtracting the max"),
+    (_recomputed(lambda s: torch.softmax(s, dim=-1)), False, "calls torch.softmax"),
+    (_recomputed(lambda s: s.softmax(-1)), False, "calls Tensor.softmax"),
+    (_recomputed(lambda s: torch.exp(s - s.logsumexp(-1))), False, "calls Tensor.logsumexp"),
+    (_recomputed(lambda s: online_softmax(s[None], block_size=4)[0]), False, "calls attn_helpers' online_softmax"),
+    # reader r05c: a two-pass softmax over blocks kept for later passed a pass-over-blocks exercise; a fold sees
+    # one block and must return the state, which the checker compares after every block
+    (lambda state, block: (block[0].max(), *state[1:]), False, "Block 0 (keys 0-3): the new l"),
+    (lambda state, block: state[:2], False, "fold returned 2 values; expected the new state"),
+    (lambda state, block: block.shape, False, "unpack the two inputs"),
     (torch.zeros(3), False, "should be a function"),
 ])
-def test_online_softmax_step_checker_runs_the_learners_pass_on_several_queries(answer, ok, says):
+def test_online_softmax_step_checker_checks_the_state_after_every_block(answer, ok, says):
     verdict = check_online_softmax_step.judge(answer, _ROW, _VALUES, 4)
     assert verdict.ok is ok, verdict
     assert says in verdict.message + verdict.hint, verdict

@@ -225,5 +225,6 @@ def test_a_function_that_misnames_something_is_told_to_check_the_spelling(typo):
 
 
 def test_a_function_that_misuses_its_input_keeps_the_exercises_own_hint():
-    verdict = checks.check_online_softmax_step.judge(lambda blocks: blocks.shape, torch.randn(10), torch.randn(10, 3), 4)
-    assert not verdict.ok and "AttributeError" in verdict.message and "read once" in verdict.hint, verdict
+    verdict = checks.check_online_softmax_step.judge(lambda state, block: block.shape, torch.randn(10),
+                                                     torch.randn(10, 3), 4)
+    assert not verdict.ok and "AttributeError" in verdict.message and "unpack the two inputs" in verdict.hint, verdict

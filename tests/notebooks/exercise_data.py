@@ -277,25 +277,15 @@ WRONG_ANSWERS: dict[str, dict[str, tuple[str, str] | list[tuple[str, str]]]] = {
     "09": {
         # t squared: as if the cached step were free instead of one query meeting all t keys
         "9.1": ("prediction = 1024 ** 2", "the ratio of the two is t, not t²"),
-        # the pass started at m = 0: right until every score is far below 0, then exp(s - 0) underflows to 0 / 0
-        "9.2": [("def attend_by_blocks(blocks):\n"
-                "    m, l, acc = torch.tensor(0.0), torch.tensor(0.0), 0.0\n"
-                "    for s, v in blocks:\n"
-                "        m_new = torch.maximum(m, s.max())\n"
-                "        p = torch.exp(s - m_new)\n"
-                "        l = l * torch.exp(m - m_new) + p.sum()\n"
-                "        acc = acc * torch.exp(m - m_new) + p @ v\n"
-                "        m = m_new\n"
-                "    return acc / l\n"
-                "answer = attend_by_blocks", "start at m = -inf"),
-                # reader r05c: a two-pass softmax over the blocks kept in a list passed; kept blocks are overwritten
-                ("def attend_by_blocks(blocks):\n"
-                 "    kept = list(blocks)\n"
-                 "    s = torch.cat([a for a, _ in kept])\n"
-                 "    v = torch.cat([b for _, b in kept])\n"
-                 "    e = torch.exp(s - s.max())\n"
-                 "    return e @ v / e.sum()\n"
-                 "answer = attend_by_blocks", "overwritten by the next block")],
+        # the old weighted sum not rescaled when the max rises (the old sum is); reader r05c's two-pass softmax
+        # over blocks kept in a list cannot be written as a fold, which sees one block and returns the state
+        "9.2": ("def fold(state, block):\n"
+                "    m, l, acc = state\n"
+                "    s, v = block\n"
+                "    m_new = torch.maximum(m, s.max())\n"
+                "    p = torch.exp(s - m_new)\n"
+                "    return m_new, l * torch.exp(m - m_new) + p.sum(), acc + p @ v\n"
+                "answer = fold", "rescale it by the same"),
         # the query heads counted instead of the key/value heads
         "9.3": ("def cache_bytes(num_layers, chan, num_heads, num_kv_heads, seq_len, dtype_bytes):\n"
                 "    return 2 * num_layers * num_heads * seq_len * (chan // num_heads) * dtype_bytes\n"
