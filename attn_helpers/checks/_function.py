@@ -19,7 +19,7 @@ Case = tuple[tuple[Any, ...] | Mapping[str, Any], str, Callable[[Any], Verdict]]
 
 
 #: The hint for a function that raised NameError, or AttributeError for a module's name (reader q00: a typo such as
-#: torch.lg was told to read the sizes from the input).
+#: torch.lg was told to follow the shapes of its inputs).
 NAME_NOT_FOUND = ("Python could not find a name your function uses: check its spelling against the message, and that "
                   "every function it calls is defined in a cell that has run.")
 
@@ -54,8 +54,8 @@ def judge_function(answer: Any, cases: Sequence[Case], *, watched: Watch, exampl
                 return wrong(f"{where}your function raised {error_text(problem)}", NAME_NOT_FOUND)
             hint = raised(problem) if callable(raised) else raised
             return wrong(f"{where}your function raised {error_text(problem)}", hint or (
-                "read the sizes from the input (e.g. x.shape[-1]) instead of writing the numbers of one "
-                f"example; {lines}"))
+                "the checker's inputs have other sizes, and some other numbers of axes, than the lesson's example: "
+                f"print their shapes inside your function and follow each operation's shape; {lines}"))
         if called:
             return wrong(calls.format(called[0], refusal), lines)
         try:

@@ -28,14 +28,14 @@ _CALLS = "your function calls {}, the library's answer to this exercise."  # the
 
 def _fold(state: tuple[Tensor, Tensor, Tensor], block: tuple[Tensor, Tensor], *, rescale_sum: bool = True,
           rescale_acc: bool = True, inverted: bool = False, running_max: bool = True,
-          shifted: bool = True) -> tuple[Tensor, Tensor, Tensor]:
+          shift: str = "before") -> tuple[Tensor, Tensor, Tensor]:
     """One block ``(s (b,), v (b, head_dim))`` folded into ``(m (), l (), acc (head_dim,))``, right or with one of
     the typical mistakes (each flag)."""
     m, l, acc = state
     s, v = block
     m_new = torch.maximum(m, s.max()) if running_max else s.max()
     factor = torch.exp(m_new - m) if inverted else torch.exp(m - m_new)
-    p = torch.exp(s - m_new) if shifted else torch.exp(s) / torch.exp(m_new)
+    p = {"before": torch.exp(s - m_new), "after": torch.exp(s) / torch.exp(m_new), "none": torch.exp(s)}[shift]
     return m_new, (l * factor if rescale_sum else l) + p.sum(), (acc * factor if rescale_acc else acc) + p @ v
 
 
@@ -49,8 +49,10 @@ _FOLD_MISTAKES = (  # cause, the flags that make it, hint
      "exp(m - m_new) as the sum."),
     ("you rescaled the running weighted sum but not the running sum", {"rescale_sum": False},
      "the running sum holds terms exp(s_j - m) relative to the old max: rescale it by exp(m - m_new) as well."),
+    ("you added exp(s), not exp(s - m_new)", {"shift": "none"},
+     "l and acc hold terms relative to the running max, exp(s_j - m): the block's terms are exp(s - m_new)."),
     # before the inverted factor: both give nan on scores far below 0, where only exp(s) underflows
-    ("you took exp(s) before subtracting the max", {"shifted": False},
+    ("you took exp(s) before subtracting the max", {"shift": "after"},
      "in float32 exp(s) underflows to 0 when every score is far below 0 (here near -150), and 0 / 0 is nan: "
      "subtract the max inside the exp, exp(s - m_new)."),
     ("you rescaled by exp(m_new - m), upside down", {"inverted": True},

@@ -84,6 +84,14 @@ def _judge_split(qkv: Tensor) -> Callable[[Any], Verdict]:
     return judge
 
 
+def _split_raised(problem: BaseException) -> str:
+    """Exercise 1.3's hint for an index past the input's axes (the (30,) input has none in front); else the default."""
+    if isinstance(problem, IndexError):
+        return ("slice the last axis whatever comes in front of it: qkv[..., a:b] (the ... stands for every axis "
+                "before the last), or qkv.split(chan, dim=-1).")
+    return ""
+
+
 @checker
 def check_split_qkv(answer: Any) -> Verdict:
     """Exercise 1: ``my_split(qkv (..., 3 * chan)) -> (q, k, v)`` for any ``chan``, on three inputs."""
@@ -92,6 +100,7 @@ def check_split_qkv(answer: Any) -> Verdict:
              for qkv in random_cases(13, ((8, 4, 18), (30,), (2, 3, 2, 15)))]
     return judge_function(answer, cases, watched=Watch(), example="my_split(qkv)",
                           lines="chan is a third of qkv's last axis; cut that axis into three blocks of chan.",
+                          raised=_split_raised,
                           success="for three widths (chan 6, 10 and 5) and zero to two axes in front, q, k and v "
                                   "are the three consecutive blocks of chan columns.")
 

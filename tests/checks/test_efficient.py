@@ -124,6 +124,9 @@ _VALUES = torch.arange(30.0).reshape(10, 3) / 10
                                   "rescaled by exp(m_new - m), upside down"),
     (_fold(running_max=False), False, "For 7 keys in blocks of 3, block 1 (keys 3-5): the new state (m, l, acc) "
                                       "matches what you get when you took the block's max as the new m"),
+    # reader g05: the block's terms not taken relative to the max at all
+    (lambda state, block: (torch.maximum(state[0], block[0].max()), state[1] + block[0].exp().sum(),
+                           state[2] + block[0].exp() @ block[1]), False, "you added exp(s), not exp(s - m_new)"),
     (_unshifted, False, "For 9 keys in blocks of 2, every score near -150, block 0 (keys 0-1): the new state (m, l, acc) "
                    "matches what you get when you took exp(s) before subtracting the max"),
     (_recomputed(lambda s: torch.softmax(s, dim=-1)), False, "calls torch.softmax"),

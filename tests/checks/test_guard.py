@@ -228,3 +228,21 @@ def test_a_function_that_misuses_its_input_keeps_the_exercises_own_hint():
     verdict = checks.check_online_softmax_step.judge(lambda state, block: block.shape, torch.randn(10),
                                                      torch.randn(10, 3), 4)
     assert not verdict.ok and "AttributeError" in verdict.message and "unpack the two inputs" in verdict.hint, verdict
+
+
+@pytest.mark.parametrize("check, answer, args, words", [  # reader g00: a raised function's hint names its mistake
+    # an axis counted from the front, on an input with no batch axis
+    (checks.check_scaled_scores, lambda q, k_t: q @ k_t / q.shape[2] ** 0.5, (), "count the axes from the end"),
+    (checks.check_split_qkv, lambda t: tuple(t[:, :, i * t.shape[-1] // 3:(i + 1) * t.shape[-1] // 3] for i in range(3)),
+     (), "qkv[..., a:b]"),
+    # positions and lengths compared without the axes that let them broadcast (section 3.4.2)
+    (checks.check_padding_keep_mask, lambda lengths, n: (torch.arange(n) >= n - lengths)[:, None, :],
+     (torch.tensor([3, 5]), 6, "left"), "positions[None, :] and lengths[:, None]"),
+    # no exercise hint of its own for this error: the default says to follow the shapes, not to read the sizes
+    (checks.check_padding_keep_mask, lambda lengths, n: lengths.reshape(n), (torch.tensor([3, 5]), 6, "left"),
+     "print their shapes inside your function"),
+])
+def test_a_function_that_raised_is_hinted_at_its_own_mistake(check, answer, args, words):
+    verdict = check.judge(answer, *args)
+    assert not verdict.ok and "raised" in verdict.message and words in verdict.hint, verdict
+    assert "read the sizes" not in verdict.hint and ".mT" not in verdict.hint, verdict
