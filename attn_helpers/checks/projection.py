@@ -87,8 +87,8 @@ def _judge_split(qkv: Tensor) -> Callable[[Any], Verdict]:
 def _split_raised(problem: BaseException) -> str:
     """Exercise 1.3's hint for an index past the input's axes (the (30,) input has none in front); else the default."""
     if isinstance(problem, IndexError):
-        return ("slice the last axis whatever comes in front of it: qkv[..., a:b] (the ... stands for every axis "
-                "before the last), or qkv.split(chan, dim=-1).")
+        return ("count the axes from the end, whatever comes in front of the last: chan = qkv.shape[-1] // 3, and "
+                "qkv[..., a:b] slices the last axis (the ... stands for every axis before it).")
     return ""
 
 

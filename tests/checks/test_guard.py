@@ -235,6 +235,7 @@ def test_a_function_that_misuses_its_input_keeps_the_exercises_own_hint():
     (checks.check_scaled_scores, lambda q, k_t: q @ k_t / q.shape[2] ** 0.5, (), "count the axes from the end"),
     (checks.check_split_qkv, lambda t: tuple(t[:, :, i * t.shape[-1] // 3:(i + 1) * t.shape[-1] // 3] for i in range(3)),
      (), "qkv[..., a:b]"),
+    (checks.check_split_qkv, lambda t: t.split(t.shape[2] // 3, dim=-1), (), "chan = qkv.shape[-1] // 3"),  # h00
     # positions and lengths compared without the axes that let them broadcast (section 3.4.2)
     (checks.check_padding_keep_mask, lambda lengths, n: (torch.arange(n) >= n - lengths)[:, None, :],
      (torch.tensor([3, 5]), 6, "left"), "positions[None, :] and lengths[:, None]"),
