@@ -358,10 +358,7 @@ def weights_after_steps(scores: Tensor, *, window: int, softcap: float | None = 
 def window_reach(n: int, window: int, num_layers: int) -> Tensor:
     """Lesson 12: which inputs each position can draw on after ``num_layers`` sliding-window layers with a residual:
     ``(n, n)`` boolean, ``[i, j]`` True when token ``j``'s input can reach position ``i``'s output. One layer lets
-    ``i`` read ``j`` when ``sliding_window_mask`` allows it; a stack composes those paths (a boolean matrix power)."""
+    ``i`` read ``j`` when ``sliding_window_mask`` allows it; a stack composes those paths (a matrix power)."""
     check_positive_int("num_layers", num_layers)
-    step = sliding_window_mask(n, window=window).to(torch.int64)  # (n, n): one layer's paths
-    reach = torch.eye(n, dtype=torch.int64)  # (n, n): before any layer, each position has its own input
-    for _ in range(num_layers):
-        reach = ((step @ reach) > 0).to(torch.int64)  # (n, n): one more layer's hop
-    return reach.bool()
+    step = sliding_window_mask(n, window=window).to(torch.float64)  # (n, n): one layer's paths
+    return torch.linalg.matrix_power(step, num_layers) > 0  # (n, n): [i, j] True when some path leads from j to i

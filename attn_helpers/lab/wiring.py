@@ -56,10 +56,6 @@ class AttentionStack(nn.Module):
         self.wiring = check_wiring(wiring)
         self.layers = nn.ModuleList(Attention(dim if i == 0 else chan, chan, num_heads) for i in range(depth))
 
-    @property
-    def depth(self) -> int:
-        return len(self.layers)
-
     def forward(self, x: Tensor, *, depth: int | None = None, return_hidden: bool = False):
         """``x (B, N, dim) -> (B, N, chan)`` through the first ``depth`` layers (default: all).
 
@@ -67,9 +63,9 @@ class AttentionStack(nn.Module):
         """
         x = check_tokens("x", x, self.dim, "dim")
         wiring = check_wiring(self.wiring)
-        depth = self.depth if depth is None else check_positive_int("depth", depth)
-        if depth > self.depth:
-            raise ValueError(f"depth={depth} is more than the stack's {self.depth} layers")
+        depth = len(self.layers) if depth is None else check_positive_int("depth", depth)
+        if depth > len(self.layers):
+            raise ValueError(f"depth={depth} is more than the stack's {len(self.layers)} layers")
         if wiring == "identity" and self.dim != self.chan:
             raise ValueError(
                 f"wiring='identity' adds x to the attention output, so x must be as wide as the output: "
@@ -118,8 +114,8 @@ def depth_sweep(stack: AttentionStack, x: Tensor, depths: Sequence[int]) -> dict
     depths = [check_positive_int("depths[i]", int(L)) for L in depths]
     if not depths:
         raise ValueError("depths must name at least one depth, got none")
-    if max(depths) > stack.depth:
-        raise ValueError(f"depths {depths} go beyond the stack's {stack.depth} layers")
+    if max(depths) > len(stack.layers):
+        raise ValueError(f"depths {depths} go beyond the stack's {len(stack.layers)} layers")
     first = list(stack.layers[0].parameters())
     with torch.enable_grad(), one_thread():
         _, hidden = stack(x, depth=max(depths), return_hidden=True)  # hidden[L]: (B, N, chan)
