@@ -186,10 +186,8 @@ def model_cache_bytes(name: str, *, seq_len: int, batch: int = 1, dtype_bytes: i
 # --- Measuring softmax saturation (lesson 02: why scores are divided by sqrt(d_k)) ---
 
 def attention_entropy(weights: Tensor) -> Tensor:
-    """Lessons 02 and 05: entropy (in nats) of each attention row: ``(..., N_q, N_k) -> (..., N_q)``.
-
-    ``log(N_k)`` for uniform weights, ``0`` for one-hot weights. Zero weights contribute zero (``torch.special.entr``).
-    """
+    """Lessons 02 and 05: entropy (in nats) of each attention row, ``(..., N_q, N_k) -> (..., N_q)``: ``log(N_k)`` for
+    uniform weights, ``0`` for one-hot weights; zero weights contribute zero (``torch.special.entr``)."""
     return torch.special.entr(check_tensor("weights", weights, min_ndim=1)).sum(dim=-1)
 
 

@@ -25,12 +25,10 @@ POSITION_SCHEMES = ("learned", "none", "sinusoidal", "rope", "alibi")
 class TinyAttentionModel(nn.Module):
     """Lesson 08: ``tokens (B, N) -> logits (B, N, n_classes)`` through ``num_layers`` :class:`Attention` layers.
 
-    ``scaled=False`` leaves the scores undivided (lesson 02). ``wiring`` (lesson 06): ``"identity"`` ``h = h +
-    projected``, ``"values"`` ``h = projected + v`` (walkthrough 000), ``"none"`` ``h = projected``.
+    ``scaled=False`` leaves the scores undivided (lesson 02); ``wiring``: one of lesson 06's :data:`SKIP_KINDS`;
     ``position_scheme`` (lesson 10): ``"learned"`` (at most ``seq_len`` tokens), ``"none"``, ``"sinusoidal"``,
-    ``"rope"``, or ``"alibi"`` (lesson 12: a bias on the scores under a causal mask, :meth:`attention_bias`).
-    ``causal=True``: each query sees only keys at or before it (lesson 14). The position table is drawn for every
-    scheme, so models differing only in ``position_scheme`` start from the same weights."""
+    ``"rope"``, or ``"alibi"`` (lesson 12: a bias on the scores under a causal mask, :meth:`attention_bias`);
+    ``causal=True``: each query sees only keys at or before it (lesson 14)."""
 
     def __init__(self, vocab_size: int, n_classes: int, seq_len: int, *, dim: int = 32, num_heads: int = 2,
                  num_layers: int = 1, wiring: str = "identity", scaled: bool = True,

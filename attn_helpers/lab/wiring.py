@@ -28,11 +28,8 @@ def check_wiring(wiring: object, name: str = "wiring") -> str:
 
 
 def next_hidden(wiring: str, x: Tensor, out: Tensor, projected: Tensor) -> Tensor:
-    """Lesson 06: the hidden state after one layer: ``x``, ``out`` and ``projected`` each ``(B, N, chan)`` -> ``(B, N,
-    chan)``.
-
-    ``out`` is the layer's output (``projected`` plus the merged values), ``projected`` its output projection.
-    """
+    """Lesson 06: the hidden state ``(B, N, chan)`` after one layer, from ``x``, the layer's output ``out``
+    (``projected`` plus the merged values) and its output projection ``projected``, each ``(B, N, chan)``."""
     check_wiring(wiring)
     if wiring == "identity":
         return x + projected  # (B, N, chan): the usual residual
@@ -57,10 +54,8 @@ class AttentionStack(nn.Module):
         self.layers = nn.ModuleList(Attention(dim if i == 0 else chan, chan, num_heads) for i in range(depth))
 
     def forward(self, x: Tensor, *, depth: int | None = None, return_hidden: bool = False):
-        """``x (B, N, dim) -> (B, N, chan)`` through the first ``depth`` layers (default: all).
-
-        With ``return_hidden`` also the list ``[x_0, x_1, ..., x_depth]`` of hidden states.
-        """
+        """``x (B, N, dim) -> (B, N, chan)`` through the first ``depth`` layers (default: all); with
+        ``return_hidden`` also the list ``[x_0, x_1, ..., x_depth]`` of hidden states."""
         x = check_tokens("x", x, self.dim, "dim")
         wiring = check_wiring(self.wiring)
         depth = len(self.layers) if depth is None else check_positive_int("depth", depth)
