@@ -123,7 +123,6 @@ def windowed_kv_cache_bytes(*, num_layers: int, local_layers: int, window: int |
     one_token = kv_cache_bytes(num_layers=1, num_kv_heads=num_kv_heads, head_dim=head_dim, seq_len=1, batch=batch,
                                dtype_bytes=dtype_bytes)  # one token's keys and values in one layer
     return one_token * (local_layers * kept + (num_layers - local_layers) * seq_len)
-# Lesson 13: caches that are not H/G key/value heads in every layer.
 
 
 def latent_cache_bytes(*, num_layers: int, kv_lora_rank: int, qk_rope_head_dim: int, seq_len: int,
