@@ -18,8 +18,7 @@ import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
-from ..core import padding_mask
-from ..core.arguments import check_heads
+from ..core import check_heads, padding_mask
 from .seeded import local_random
 
 __all__ = ["MODEL_ID", "PACKAGE", "MODEL_FILES", "PretrainedModel", "Encoded", "packaged_model_available",

@@ -10,8 +10,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from ..core import Attention
-from ..core.arguments import check_positive_int, check_tokens, shape_of
+from ..core import Attention, check_positive_int, check_tokens, shape_of
 from .seeded import one_thread
 
 __all__ = ["SKIP_KINDS", "check_wiring", "next_hidden", "AttentionStack", "signal_through_stack", "depth_sweep"]
