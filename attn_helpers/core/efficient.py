@@ -223,10 +223,10 @@ def repeat_kv_heads(x: Tensor, num_heads: int) -> Tensor:
 def grouped_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *,
                             scale: float | None = None, softcap: float | None = None,
                             sinks: Tensor | None = None) -> Tensor:
-    """Lesson 09: ``q (..., H, N_q, d_k)``, ``k (..., G, N_k, d_k)``, ``v (..., G, N_k, d_v)`` -> ``(..., H, N_q, d_v)``:
-    a group's ``H/G`` query heads stacked as rows ``(..., G, H/G * N_q, d_k)`` meet its one key/value head in one
-    product (K and V never copied), equal to ``attend`` on ``repeat_kv_heads(k, H)``; ``mask``, ``softcap``, ``sinks``
-    as there."""
+    """Lesson 09: ``q (..., H, N_q, d_k)``, ``k (..., G, N_k, d_k)``, ``v (..., G, N_k, d_v)`` -> ``(..., H, N_q, d_v)``.
+    A group's ``H/G`` query heads, stacked as rows ``(..., G, H/G * N_q, d_k)``, meet its one key/value head in one
+    product, K and V never copied (equal to ``attend`` on ``repeat_kv_heads(k, H)``); ``mask``, ``softcap`` and
+    ``sinks (H,)`` as in :func:`attend`."""
     q, k, v = (check_tensor(name, t, min_ndim=3) for name, t in (("q", q), ("k", k), ("v", v)))
     if k.shape[-3] != v.shape[-3]:
         raise ValueError(f"k and v must have the same number of key/value heads (axis -3): k has shape "
