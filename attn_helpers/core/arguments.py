@@ -43,12 +43,9 @@ def check_positive_int(name: str, value: object) -> int:
 
 
 def check_heads(chan: int, num_heads: int, chan_name: str = "chan", where: str = "", most: int | None = None) -> int:
-    """``head_dim = chan // num_heads``, or the one "is not divisible by num_heads" error of the package.
-
-    ``chan_name`` is how the caller calls the width (``"d_model"``, ``"x.shape[-1]"``); ``where`` is
-    printed after it (e.g. ``" (x has shape [2, 5, 10])"``); ``most``: the largest head count to suggest (an
-    explorer's slider end; ``None``: up to ``chan``).
-    """
+    """``head_dim = chan // num_heads``, or the package's one "is not divisible by num_heads" error, naming the width
+    ``chan_name`` (``"d_model"``) followed by ``where`` (``" (x has shape [2, 5, 10])"``) and suggesting head counts
+    up to ``most`` (an explorer's slider end; ``None``: ``chan``)."""
     check_positive_int("num_heads", num_heads)
     if chan % num_heads != 0:
         raise ValueError(f"{chan_name}={chan}{where} is not divisible by num_heads={num_heads}: each head gets "
@@ -58,11 +55,8 @@ def check_heads(chan: int, num_heads: int, chan_name: str = "chan", where: str =
 
 
 def broadcast_shape(*shapes: tuple[int, ...] | torch.Size) -> tuple[int, ...] | None:
-    """The shape that ``shapes`` broadcast to under PyTorch's rules, or ``None`` if they do not.
-
-    Plain Python on purpose: ``torch.broadcast_shapes`` imports sympy on its first call, which
-    costs seconds at the start of every notebook.
-    """
+    """The shape ``shapes`` broadcast to under PyTorch's rules, or ``None``. Plain Python on purpose:
+    ``torch.broadcast_shapes`` imports sympy on its first call, which costs seconds at the start of every notebook."""
     ndim = max((len(s) for s in shapes), default=0)
     result = []
     for axis in range(-ndim, 0):

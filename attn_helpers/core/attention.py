@@ -92,21 +92,15 @@ def softcap_scores(scores: Tensor, cap: float) -> Tensor:
     return cap * torch.tanh(scores / cap)  # (..., N_q, N_k)
 
 
-def _check_sinks(sinks: object, scores: Tensor) -> Tensor:
-    """``sinks`` as a tensor that broadcasts to ``scores.shape[:-1]``: ``(H,)`` becomes ``(H, 1)``."""
-    if not isinstance(sinks, Tensor) or not sinks.is_floating_point() or sinks.ndim not in (1, 2):
-        raise TypeError(f"sinks must be a floating tensor of one logit per head, shape (H,), got "
-                        f"{getattr(sinks, 'dtype', type(sinks).__name__)} {list(getattr(sinks, 'shape', []))}")
-    given = shape_of(sinks)
-    sinks = sinks[:, None] if sinks.ndim == 1 else sinks  # (H, 1), or (H, N_q): one per head and query row
-    if scores.ndim < 3 or broadcast_shape(sinks.shape, scores.shape[:-1]) != tuple(scores.shape[:-1]):
-        raise ValueError(f"sinks of shape {given} must give one logit per head of the scores (..., H, N_q, N_k), "
-                         f"got scores of shape {shape_of(scores)}")
-    return sinks
-
-
 def softmax_with_sinks(scores: Tensor, sinks: Tensor) -> Tensor:
     """Lesson 12: gpt-oss's softmax with one more logit per head, a *sink*, whose weight is dropped:
     ``scores (..., H, N_q, N_k)``, ``sinks (H,)`` -> ``exp(scores) / (exp(sinks[h]) + Σ_j exp(scores))``, same shape."""
-    sink = _check_sinks(sinks, scores).to(scores.dtype)[..., None].expand(*scores.shape[:-1], 1)  # (..., H, N_q, 1)
+    if not isinstance(sinks, Tensor) or not sinks.is_floating_point() or sinks.ndim not in (1, 2):
+        raise TypeError(f"sinks must be a floating tensor of one logit per head, shape (H,), got "
+                        f"{getattr(sinks, 'dtype', type(sinks).__name__)} {list(getattr(sinks, 'shape', []))}")
+    rows = sinks[:, None] if sinks.ndim == 1 else sinks  # (H, 1), or (H, N_q): one per head and query row
+    if scores.ndim < 3 or broadcast_shape(rows.shape, scores.shape[:-1]) != tuple(scores.shape[:-1]):
+        raise ValueError(f"sinks of shape {shape_of(sinks)} must give one logit per head of the scores (..., H, N_q, "
+                         f"N_k), got scores of shape {shape_of(scores)}")
+    sink = rows.to(scores.dtype)[..., None].expand(*scores.shape[:-1], 1)  # (..., H, N_q, 1)
     return torch.softmax(torch.cat([scores, sink], dim=-1), dim=-1)[..., :-1]  # (..., H, N_q, N_k): sink dropped

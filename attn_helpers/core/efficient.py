@@ -224,11 +224,9 @@ def grouped_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None
                             scale: float | None = None, softcap: float | None = None,
                             sinks: Tensor | None = None) -> Tensor:
     """Lesson 09: ``q (..., H, N_q, d_k)``, ``k (..., G, N_k, d_k)``, ``v (..., G, N_k, d_v)`` -> ``(..., H, N_q, d_v)``.
-
-    A group's ``H/G`` query heads are stacked as rows, ``(..., G, H/G * N_q, d_k)``, and meet its one key/value
-    head in one product, K and V never copied; equal to ``attend`` on ``repeat_kv_heads(k, H)``. ``mask``,
-    ``softcap`` and ``sinks (H,)`` as in :func:`attend`.
-    """
+    A group's ``H/G`` query heads, stacked as rows ``(..., G, H/G * N_q, d_k)``, meet its one key/value head in one
+    product, K and V never copied (equal to ``attend`` on ``repeat_kv_heads(k, H)``); ``mask``, ``softcap`` and
+    ``sinks (H,)`` as in :func:`attend`."""
     q, k, v = (check_tensor(name, t, min_ndim=3) for name, t in (("q", q), ("k", k), ("v", v)))
     if k.shape[-3] != v.shape[-3]:
         raise ValueError(f"k and v must have the same number of key/value heads (axis -3): k has shape "
@@ -596,25 +594,20 @@ def linear_attention_step(state: Tensor, normalizer: Tensor, phi_q: Tensor, phi_
     return numerator / denominator, state, normalizer
 
 
-def _check_gates(log_decay: object, beta: object, k: Tensor) -> tuple[Tensor, Tensor]:
-    for name, t in (("log_decay", log_decay), ("beta", beta)):
-        t = check_tensor(name, t, ndim=3)
-        if t.shape != k.shape[:3]:
-            raise ValueError(f"{name} must have shape (B, H, N) = {shape_of(k)[:3]}, one number per head and token "
-                             f"(k has shape {shape_of(k)}), got {shape_of(t)}")
-    if bool((log_decay > 0).any()):
-        raise ValueError(f"log_decay must be <= 0 (the state is multiplied by exp(log_decay) <= 1 each step); its "
-                         f"largest entry is {float(log_decay.max()):.3g} (shape {shape_of(log_decay)})")
-    return log_decay.to(k.dtype), beta.to(k.dtype)
-
-
 def gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, log_decay: Tensor, beta: Tensor, *,
                      scale: float | None = None, chunk_size: int | None = None) -> Tensor:
     """Lesson 13: Gated DeltaNet (Yang et al., 2025), ``q, k (B, H, N, d_k)``, ``v (B, H, N, d_v)``, ``log_decay, beta
     (B, H, N)`` -> ``(B, H, N, d_v)``: ``S_t = exp(log_decay_t) (I - β_t k_t k_tᵀ) S_{t-1} + β_t k_t v_tᵀ``,
     ``o_t = S_tᵀ (scale · q_t)`` (``scale=None``: ``d_k ** -0.5``). ``chunk_size``: chunk by chunk, the same outputs."""
     q, k, v = _check_qkv(q, k, v)
-    log_decay, beta = _check_gates(log_decay, beta, k)
+    for name, t in (("log_decay", log_decay), ("beta", beta)):
+        if check_tensor(name, t, ndim=3).shape != k.shape[:3]:
+            raise ValueError(f"{name} must have shape (B, H, N) = {shape_of(k)[:3]}, one number per head and token "
+                             f"(k has shape {shape_of(k)}), got {shape_of(t)}")
+    if bool((log_decay > 0).any()):
+        raise ValueError(f"log_decay must be <= 0 (the state is multiplied by exp(log_decay) <= 1 each step); its "
+                         f"largest entry is {float(log_decay.max()):.3g} (shape {shape_of(log_decay)})")
+    log_decay, beta = log_decay.to(k.dtype), beta.to(k.dtype)
     q = q * (q.shape[-1] ** -0.5 if scale is None else float(scale))  # (B, H, N, d_k)
     size = 1 if chunk_size is None else check_positive_int("chunk_size", chunk_size)
     state = q.new_zeros(*q.shape[:2], q.shape[-1], v.shape[-1])  # (B, H, d_k, d_v): S_0 = 0

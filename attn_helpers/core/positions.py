@@ -178,11 +178,8 @@ def rope_pair_scores(q: Tensor, k: Tensor, offsets: Tensor | Sequence[int], *, b
     q_rot = apply_rope(q.expand(len(offsets), -1), offsets - shift, base=base, pairing=pairing)  # (T, head_dim)
     k_rot = apply_rope(k.expand(len(offsets), -1), torch.full_like(offsets, -shift), base=base,
                        pairing=pairing)  # (T, head_dim)
-    products = q_rot * k_rot  # (T, head_dim)
-    if pairing == "half":
-        half = q.shape[0] // 2
-        return products[:, :half] + products[:, half:]  # (T, head_dim/2)
-    return products[:, 0::2] + products[:, 1::2]  # (T, head_dim/2)
+    pairs = (q_rot * k_rot).unflatten(-1, (2, -1) if pairing == "half" else (-1, 2))  # (T, 2, d/2) or (T, d/2, 2)
+    return pairs.sum(dim=-2 if pairing == "half" else -1)  # (T, head_dim/2)
 
 
 # --- The layer with rotary positions ---

@@ -50,12 +50,11 @@ def embed(tokens: Sequence[str], dim: int, *, seed: int = 0) -> Tensor:
 
 def sentence_intermediates(tokens: Sequence[str], vocab: Sequence[str], num_heads: int, chan: int, dim: int, *,
                            seed: int, std: float = 1.0) -> dict[str, Tensor]:
-    """Lessons 00 and 05 (the heads explorer): one forward pass of ``Attention(dim, chan, num_heads)`` as built after ``torch.manual_seed(seed)`` over
-    ``tokens``: its intermediates by name (shapes in ``Attention.AXES``; ``"weights"`` is ``(1, num_heads, N, N)``).
+    """Lessons 00 and 05 (the heads explorer): the intermediates by name (``Attention.AXES``) of one forward pass over
+    ``tokens`` of ``Attention(dim, chan, num_heads)`` built after ``torch.manual_seed(seed)``, on one CPU thread.
 
-    Token vectors: one seeded row of spread ``std`` per word of ``vocab`` (first-seen order), so equal words get
-    equal vectors. Same arguments, same numbers; the Linear layers do not depend on ``num_heads``, so moving it
-    only cuts the same q, k and v into other heads. Runs on one CPU thread (tensors this small).
+    Token vectors: one seeded row of spread ``std`` per word of ``vocab`` (first-seen order): equal words, equal
+    vectors. The Linear layers do not depend on ``num_heads``: moving it only cuts the same q, k, v into other heads.
     """
     words = list(dict.fromkeys(vocab))
     with one_thread():

@@ -95,11 +95,8 @@ def order_blind_accuracy(tokens: Tensor, targets: Tensor) -> float:
 
 def accuracy_by_length(runs: Mapping[str, TrainingRun], lengths: Sequence[int], *,
                        held_out: int = 256) -> dict[str, dict[int, float | None]]:
-    """Lessons 10 and 12: held-out accuracy of each run's model on its task remade at each of ``lengths``.
-
-    ``{name: {length: accuracy}}``; ``None`` where the model has no position vector for the longer
-    sequences (a learned table of ``seq_len`` rows).
-    """
+    """Lessons 10 and 12: ``{name: {length: accuracy}}``, each run's held-out accuracy on its task remade at each of
+    ``lengths``; ``None`` where the model has no position vector (a learned table of ``seq_len`` rows)."""
     table: dict[str, dict[int, float | None]] = {}
     for name, run in runs.items():
         model, task = run.model, run.task

@@ -124,9 +124,7 @@ def induction_pattern(tokens: Tensor) -> Tensor:
     tokens = check_token_ids("tokens", tokens)
     N = tokens.shape[1]
     same = (tokens[:, :, None] == tokens[:, None, :]) & torch.ones(N, N, dtype=torch.bool).tril(-1)  # (B, N, N): j < i
-    after = torch.zeros_like(same)
-    after[:, :, 1:] = same[:, :, :-1]  # (B, N, N): key j+1 for every earlier copy j
-    return after.float()
+    return same.roll(1, dims=-1).float()  # (B, N, N): key j+1 for every earlier copy j (key N-1 is never j < i)
 
 
 def attention_weights(model: TinyAttentionModel, tokens: Tensor, **options) -> Tensor:

@@ -123,7 +123,6 @@ def windowed_kv_cache_bytes(*, num_layers: int, local_layers: int, window: int |
     one_token = kv_cache_bytes(num_layers=1, num_kv_heads=num_kv_heads, head_dim=head_dim, seq_len=1, batch=batch,
                                dtype_bytes=dtype_bytes)  # one token's keys and values in one layer
     return one_token * (local_layers * kept + (num_layers - local_layers) * seq_len)
-# Lesson 13: caches that are not H/G key/value heads in every layer.
 
 
 def latent_cache_bytes(*, num_layers: int, kv_lora_rank: int, qk_rope_head_dim: int, seq_len: int,
@@ -186,10 +185,8 @@ def model_cache_bytes(name: str, *, seq_len: int, batch: int = 1, dtype_bytes: i
 # --- Measuring softmax saturation (lesson 02: why scores are divided by sqrt(d_k)) ---
 
 def attention_entropy(weights: Tensor) -> Tensor:
-    """Lessons 02 and 05: entropy (in nats) of each attention row: ``(..., N_q, N_k) -> (..., N_q)``.
-
-    ``log(N_k)`` for uniform weights, ``0`` for one-hot weights. Zero weights contribute zero (``torch.special.entr``).
-    """
+    """Lessons 02 and 05: entropy (in nats) of each attention row, ``(..., N_q, N_k) -> (..., N_q)``: ``log(N_k)`` for
+    uniform weights, ``0`` for one-hot weights; zero weights contribute zero (``torch.special.entr``)."""
     return torch.special.entr(check_tensor("weights", weights, min_ndim=1)).sum(dim=-1)
 
 
@@ -358,10 +355,7 @@ def weights_after_steps(scores: Tensor, *, window: int, softcap: float | None = 
 def window_reach(n: int, window: int, num_layers: int) -> Tensor:
     """Lesson 12: which inputs each position can draw on after ``num_layers`` sliding-window layers with a residual:
     ``(n, n)`` boolean, ``[i, j]`` True when token ``j``'s input can reach position ``i``'s output. One layer lets
-    ``i`` read ``j`` when ``sliding_window_mask`` allows it; a stack composes those paths (a boolean matrix power)."""
+    ``i`` read ``j`` when ``sliding_window_mask`` allows it; a stack composes those paths (a matrix power)."""
     check_positive_int("num_layers", num_layers)
-    step = sliding_window_mask(n, window=window).to(torch.int64)  # (n, n): one layer's paths
-    reach = torch.eye(n, dtype=torch.int64)  # (n, n): before any layer, each position has its own input
-    for _ in range(num_layers):
-        reach = ((step @ reach) > 0).to(torch.int64)  # (n, n): one more layer's hop
-    return reach.bool()
+    step = sliding_window_mask(n, window=window).to(torch.float64)  # (n, n): one layer's paths
+    return torch.linalg.matrix_power(step, num_layers) > 0  # (n, n): [i, j] True when some path leads from j to i

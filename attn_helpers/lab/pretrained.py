@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
-from ..core.arguments import check_heads
+from ..core import check_heads, padding_mask
 from .seeded import local_random
 
 __all__ = ["MODEL_ID", "PACKAGE", "MODEL_FILES", "PretrainedModel", "Encoded", "packaged_model_available",
@@ -102,7 +102,7 @@ class PretrainedModel:
         pad_token = self.tokenizer.id_to_token(pad_id)
         ids = pad_sequence([torch.tensor(e.ids, dtype=torch.int64) for e in encodings], batch_first=True,
                            padding_value=pad_id)  # (B, N)
-        mask = (torch.arange(n) < torch.tensor(lengths)[:, None]).to(torch.int64)  # (B, N): 1 = real token
+        mask = padding_mask(lengths, n)[:, 0].to(torch.int64)  # (B, N): 1 = real token
         return Encoded(ids, mask, [list(e.tokens) + [pad_token] * (n - len(e.ids)) for e in encodings])
 
     def to(self, dtype: torch.dtype) -> PretrainedModel:

@@ -17,8 +17,6 @@ from .training import TrainingRun
 __all__ = ["text_table", "results_table", "timing_table", "pattern_match_table", "steps_table", "knockout_table",
            "knockout_summary", "accuracy_table", "shares_by_layer_table", "circuit_table"]
 
-COLUMN_GAP = "  "  # between two cells of a row
-
 
 def text_table(rows: Sequence[Sequence[object]], specs: Sequence[str]) -> str:
     """Lessons 08, 10, 11 and 14: ``rows`` of cells as lines, cell ``j`` formatted with ``specs[j]`` (``"<12"``,
@@ -28,7 +26,7 @@ def text_table(rows: Sequence[Sequence[object]], specs: Sequence[str]) -> str:
             raise ValueError(f"rows[{i}] has {len(row)} cells, but specs gives only {len(specs)} columns")
     specs = [spec + str(max(len(str(row[j])) for row in rows if len(row) > j)) if spec in ("<", ">") else spec
              for j, spec in enumerate(specs)]
-    return "\n".join(COLUMN_GAP.join(format(cell, spec) for cell, spec in zip(row, specs)) for row in rows)
+    return "\n".join("  ".join(format(cell, spec) for cell, spec in zip(row, specs)) for row in rows)
 
 
 # --- Training runs (lesson 08) ---
@@ -78,10 +76,8 @@ def pattern_match_table(run: TrainingRun, *, every: int | None = None) -> str:
 
 
 def steps_table(runs: Mapping[str, Mapping[int, TrainingRun]], *, accuracies: Sequence[float] = (0.9, 0.99)) -> str:
-    """Lesson 08: steps to each of ``accuracies`` held-out accuracy, per run and seed: ``runs[name][seed]``.
-
-    One line per name, one column per seed, cells like ``60/90`` (``never``: not within the run's steps).
-    """
+    """Lesson 08: steps to each of ``accuracies`` held-out accuracy of ``runs[name][seed]``: one line per name, one
+    column per seed, cells like ``60/90`` (``never``: not within the run's steps)."""
     seeds = sorted({seed for by_seed in runs.values() for seed in by_seed})
     if not seeds:
         raise ValueError("runs must map at least one name to at least one seed's TrainingRun, got none")

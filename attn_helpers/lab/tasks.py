@@ -50,8 +50,11 @@ class Task:
         return f"{type(self).__name__}({fields})"
 
 
-class _LetterSequenceTask(Task):
-    """Sequences of ``seq_len`` letters drawn uniformly from ``vocab_size`` letters."""
+class PreviousTokenTask(Task):
+    """Lesson 08: ``seq_len`` letters drawn uniformly from ``vocab_size``; target ``i`` is token ``i - 1`` (position 0
+    wraps around to ``N - 1``); the right pattern is the line just below the diagonal."""
+
+    name = "previous token"
 
     def __init__(self, seq_len: int = 8, vocab_size: int = 16) -> None:
         self.seq_len = check_positive_int("seq_len", seq_len)
@@ -64,7 +67,7 @@ class _LetterSequenceTask(Task):
 
     def _source(self) -> Tensor:
         """``(N,)``: the position each query must copy from."""
-        raise NotImplementedError
+        return (torch.arange(self.seq_len) - 1) % self.seq_len  # (N,)
 
     def sample(self, batch: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         check_positive_int("batch", batch)
@@ -80,16 +83,6 @@ class _LetterSequenceTask(Task):
     def token_labels(self, tokens: Tensor) -> list[str]:
         tokens = _check_tokens(tokens.reshape(1, -1), self)[0]  # (1, N) checked, then (N,)
         return [LETTERS[t] for t in tokens.tolist()]
-
-
-class PreviousTokenTask(_LetterSequenceTask):
-    """Lesson 08: target ``i`` is token ``i - 1`` (position 0 wraps around to ``N - 1``); the right pattern is the
-    line just below the diagonal."""
-
-    name = "previous token"
-
-    def _source(self) -> Tensor:
-        return (torch.arange(self.seq_len) - 1) % self.seq_len  # (N,)
 
 
 class NoWrapPreviousTokenTask(PreviousTokenTask):

@@ -25,12 +25,10 @@ POSITION_SCHEMES = ("learned", "none", "sinusoidal", "rope", "alibi")
 class TinyAttentionModel(nn.Module):
     """Lesson 08: ``tokens (B, N) -> logits (B, N, n_classes)`` through ``num_layers`` :class:`Attention` layers.
 
-    ``scaled=False`` leaves the scores undivided (lesson 02). ``wiring`` (lesson 06): ``"identity"`` ``h = h +
-    projected``, ``"values"`` ``h = projected + v`` (walkthrough 000), ``"none"`` ``h = projected``.
+    ``scaled=False`` leaves the scores undivided (lesson 02); ``wiring``: one of lesson 06's :data:`SKIP_KINDS`;
     ``position_scheme`` (lesson 10): ``"learned"`` (at most ``seq_len`` tokens), ``"none"``, ``"sinusoidal"``,
-    ``"rope"``, or ``"alibi"`` (lesson 12: a bias on the scores under a causal mask, :meth:`attention_bias`).
-    ``causal=True``: each query sees only keys at or before it (lesson 14). The position table is drawn for every
-    scheme, so models differing only in ``position_scheme`` start from the same weights."""
+    ``"rope"``, or ``"alibi"`` (lesson 12: a bias on the scores under a causal mask, :meth:`attention_bias`);
+    ``causal=True``: each query sees only keys at or before it (lesson 14)."""
 
     def __init__(self, vocab_size: int, n_classes: int, seq_len: int, *, dim: int = 32, num_heads: int = 2,
                  num_layers: int = 1, wiring: str = "identity", scaled: bool = True,
@@ -80,16 +78,19 @@ class TinyAttentionModel(nn.Module):
         if self.position_scheme == "learned" and tokens.shape[1] > self.seq_len:
             raise ValueError(f"tokens has N={tokens.shape[1]} positions but the model has {self.seq_len} "
                              f"position embeddings (shape {list(tokens.shape)})")
+        shape = (len(self.layers), self.layers[0].num_heads)
+        if keep_heads is not None and (not isinstance(keep_heads, Tensor) or tuple(keep_heads.shape) != shape):
+            raise ValueError(f"keep_heads must be a tensor of shape (L, H) = {list(shape)}, got "
+                             f"{list(keep_heads.shape) if isinstance(keep_heads, Tensor) else type(keep_heads).__name__}")
         h = self.embed_with_positions(tokens)  # (B, N, dim)
-        keep = self._check_keep_heads(keep_heads, h.dtype)
         bias = self.attention_bias(tokens.shape[1], h.dtype)  # (1, H, N, N): ALiBi's bias, causal; or None
         if bias is None and self.causal:
             bias = causal_mask(tokens.shape[1], device=tokens.device)  # (N, N): key j <= query i
         layers = []
         for index, layer in enumerate(self.layers):
             out, inter = layer(h, bias, return_intermediates=True)  # (B, N, dim)
-            if keep is not None:  # knock heads out: zero their outputs before the output projection
-                heads = inter["heads"] * keep[index][None, :, None, None]  # (B, H, N, head_dim)
+            if keep_heads is not None:  # knock heads out: zero their outputs before the output projection
+                heads = inter["heads"] * keep_heads[index].to(h.dtype)[None, :, None, None]  # (B, H, N, head_dim)
                 merged = merge_heads(heads)  # (B, N, dim)
                 projected = layer.proj(merged)  # (B, N, dim)
                 out = projected + inter["skip"]  # (B, N, dim): walkthrough 000's skip through v
@@ -110,13 +111,3 @@ class TinyAttentionModel(nn.Module):
             return None
         causal = mask_to_additive(causal_mask(n), dtype=torch.float64)  # (n, n): 0 or -inf
         return (alibi_bias(self.layers[0].num_heads, n) + causal)[None].to(dtype)  # (1, H, n, n)
-
-    def _check_keep_heads(self, keep_heads: object, dtype: torch.dtype) -> Tensor | None:
-        if keep_heads is None:
-            return None
-        shape = (len(self.layers), self.layers[0].num_heads)
-        if not isinstance(keep_heads, Tensor) or tuple(keep_heads.shape) != shape:
-            raise ValueError(f"keep_heads must be a tensor of shape (L, H) = {list(shape)}, got "
-                             f"{list(keep_heads.shape) if isinstance(keep_heads, Tensor) else type(keep_heads).__name__}")
-        return keep_heads.to(dtype)
-

@@ -164,8 +164,56 @@ def train(task: Task, config: TrainConfig = TrainConfig(), *,
     measurements, ``progress(step, total)`` is called at each snapshot. Returns a :class:`TrainingRun`."""
     if not isinstance(task, Task):
         raise TypeError(f"task must be an attn_helpers.lab.Task, got {type(task).__name__}")
+    measures = dict(measures or {})
+    dtype = torch.float64
+    batches = batch_generator(config)  # first: it checks config
+    model = initial_model(task, config)
+    optimizer = Adam(model.parameters(), lr=config.lr)
+    held_tokens, held_targets = held_out_sequences(task, config.held_out)  # (held_out, N) each
+    held_ideal = task.ideal_attention(held_tokens).to(dtype)  # (held_out, N, N)
+    held_set = {tuple(row) for row in held_tokens.tolist()}
+    seen: set[tuple[int, ...]] = set()
+    marks = list(range(0, config.steps + 1, config.snapshot_every))  # the snapshot steps, the last one included
+    marks += [] if marks[-1] == config.steps else [config.steps]
+    train_loss, held_loss, held_acc, matches, probe = [], [], [], [], []
+    measured: dict[str, list[Tensor]] = {name: [] for name in measures}
+    start = time.perf_counter()
     with one_thread():  # tiny tensors: one thread is faster, and the sums always run in one order
-        return _train(task, config, progress, dict(measures or {}))
+        for step in range(config.steps + 1):
+            if step in marks:
+                model.eval()
+                with torch.no_grad():
+                    logits, weights = model(held_tokens, return_weights=True)  # (B, N, C), (B, L, H, N, N)
+                    held_loss.append(F.cross_entropy(logits.reshape(-1, task.n_classes),  # (B*N, C)
+                                                     held_targets.reshape(-1), ignore_index=IGNORE).item())  # (B*N,)
+                    scored = held_targets != IGNORE  # (B, N)
+                    held_acc.append((logits.argmax(dim=-1) == held_targets)[scored].to(dtype).mean().item())
+                    matches.append(pattern_match(weights, held_ideal))  # (L, H)
+                    probe.append(weights[0])  # (L, H, N, N)
+                    for name, measure in measures.items():
+                        measured[name].append(measure(held_tokens, held_targets, logits, weights))
+                model.train()
+                if progress is not None:
+                    progress(step, config.steps)
+            if step == config.steps:
+                break
+            tokens, loss = training_step(model, optimizer, task, batches, config.batch_size)
+            seen.update(tuple(row) for row in tokens.tolist())
+            train_loss.append(loss)
+    seconds = time.perf_counter() - start
+    model.eval()
+    return TrainingRun(
+        task=task, config=config, steps=marks,
+        train_loss=torch.tensor(train_loss, dtype=dtype),
+        held_out_loss=torch.tensor(held_loss, dtype=dtype),
+        held_out_accuracy=torch.tensor(held_acc, dtype=dtype),
+        pattern_match=torch.stack(matches),  # (S, L, H)
+        probe_tokens=held_tokens[0], probe_labels=task.token_labels(held_tokens[0]),
+        probe_ideal=held_ideal[0], probe_weights=torch.stack(probe),  # (N, N), (S, L, H, N, N)
+        held_out_tokens=held_tokens, held_out_targets=held_targets,
+        held_out_seen_in_training=len(held_set & seen), seconds=seconds, model=model,
+        measured={name: torch.stack(values) for name, values in measured.items()},
+    )
 
 
 def initial_model(task: Task, config: TrainConfig) -> TinyAttentionModel:
@@ -196,58 +244,6 @@ def training_step(model: nn.Module, optimizer: Adam, task: Task, batches: torch.
     loss.backward()  # backward: the gradient of the loss for every parameter
     optimizer.step()  # move every parameter a little against its gradient (Adam)
     return tokens, loss.item()
-
-
-def _train(task: Task, config: TrainConfig, progress: Callable[[int, int], None] | None,
-           measures: dict[str, Measure]) -> TrainingRun:
-    dtype = torch.float64
-    batches = batch_generator(config)  # first: it checks config
-    model = initial_model(task, config)
-    optimizer = Adam(model.parameters(), lr=config.lr)
-    held_tokens, held_targets = held_out_sequences(task, config.held_out)  # (held_out, N) each
-    held_ideal = task.ideal_attention(held_tokens).to(dtype)  # (held_out, N, N)
-    held_set = {tuple(row) for row in held_tokens.tolist()}
-    seen: set[tuple[int, ...]] = set()
-    marks = list(range(0, config.steps + 1, config.snapshot_every))  # the snapshot steps, the last one included
-    marks += [] if marks[-1] == config.steps else [config.steps]
-    train_loss, held_loss, held_acc, matches, probe = [], [], [], [], []
-    measured: dict[str, list[Tensor]] = {name: [] for name in measures}
-    start = time.perf_counter()
-    for step in range(config.steps + 1):
-        if step in marks:
-            model.eval()
-            with torch.no_grad():
-                logits, weights = model(held_tokens, return_weights=True)  # (B, N, C), (B, L, H, N, N)
-                held_loss.append(F.cross_entropy(logits.reshape(-1, task.n_classes),  # (B*N, C)
-                                                 held_targets.reshape(-1), ignore_index=IGNORE).item())  # (B*N,)
-                scored = held_targets != IGNORE  # (B, N)
-                held_acc.append((logits.argmax(dim=-1) == held_targets)[scored].to(dtype).mean().item())
-                matches.append(pattern_match(weights, held_ideal))  # (L, H)
-                probe.append(weights[0])  # (L, H, N, N)
-                for name, measure in measures.items():
-                    measured[name].append(measure(held_tokens, held_targets, logits, weights))
-            model.train()
-            if progress is not None:
-                progress(step, config.steps)
-        if step == config.steps:
-            break
-        tokens, loss = training_step(model, optimizer, task, batches, config.batch_size)
-        seen.update(tuple(row) for row in tokens.tolist())
-        train_loss.append(loss)
-    seconds = time.perf_counter() - start
-    model.eval()
-    return TrainingRun(
-        task=task, config=config, steps=marks,
-        train_loss=torch.tensor(train_loss, dtype=dtype),
-        held_out_loss=torch.tensor(held_loss, dtype=dtype),
-        held_out_accuracy=torch.tensor(held_acc, dtype=dtype),
-        pattern_match=torch.stack(matches),  # (S, L, H)
-        probe_tokens=held_tokens[0], probe_labels=task.token_labels(held_tokens[0]),
-        probe_ideal=held_ideal[0], probe_weights=torch.stack(probe),  # (N, N), (S, L, H, N, N)
-        held_out_tokens=held_tokens, held_out_targets=held_targets,
-        held_out_seen_in_training=len(held_set & seen), seconds=seconds, model=model,
-        measured={name: torch.stack(values) for name, values in measured.items()},
-    )
 
 
 def train_many(jobs: Mapping[str, tuple[Task, TrainConfig]], *,

@@ -10,8 +10,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from ..core import Attention
-from ..core.arguments import check_positive_int, check_tokens, shape_of
+from ..core import Attention, check_positive_int, check_tokens, shape_of
 from .seeded import one_thread
 
 __all__ = ["SKIP_KINDS", "check_wiring", "next_hidden", "AttentionStack", "signal_through_stack", "depth_sweep"]
@@ -28,11 +27,8 @@ def check_wiring(wiring: object, name: str = "wiring") -> str:
 
 
 def next_hidden(wiring: str, x: Tensor, out: Tensor, projected: Tensor) -> Tensor:
-    """Lesson 06: the hidden state after one layer: ``x``, ``out`` and ``projected`` each ``(B, N, chan)`` -> ``(B, N,
-    chan)``.
-
-    ``out`` is the layer's output (``projected`` plus the merged values), ``projected`` its output projection.
-    """
+    """Lesson 06: the hidden state ``(B, N, chan)`` after one layer, from ``x``, the layer's output ``out``
+    (``projected`` plus the merged values) and its output projection ``projected``, each ``(B, N, chan)``."""
     check_wiring(wiring)
     if wiring == "identity":
         return x + projected  # (B, N, chan): the usual residual
@@ -56,20 +52,14 @@ class AttentionStack(nn.Module):
         self.wiring = check_wiring(wiring)
         self.layers = nn.ModuleList(Attention(dim if i == 0 else chan, chan, num_heads) for i in range(depth))
 
-    @property
-    def depth(self) -> int:
-        return len(self.layers)
-
     def forward(self, x: Tensor, *, depth: int | None = None, return_hidden: bool = False):
-        """``x (B, N, dim) -> (B, N, chan)`` through the first ``depth`` layers (default: all).
-
-        With ``return_hidden`` also the list ``[x_0, x_1, ..., x_depth]`` of hidden states.
-        """
+        """``x (B, N, dim) -> (B, N, chan)`` through the first ``depth`` layers (default: all); with
+        ``return_hidden`` also the list ``[x_0, x_1, ..., x_depth]`` of hidden states."""
         x = check_tokens("x", x, self.dim, "dim")
         wiring = check_wiring(self.wiring)
-        depth = self.depth if depth is None else check_positive_int("depth", depth)
-        if depth > self.depth:
-            raise ValueError(f"depth={depth} is more than the stack's {self.depth} layers")
+        depth = len(self.layers) if depth is None else check_positive_int("depth", depth)
+        if depth > len(self.layers):
+            raise ValueError(f"depth={depth} is more than the stack's {len(self.layers)} layers")
         if wiring == "identity" and self.dim != self.chan:
             raise ValueError(
                 f"wiring='identity' adds x to the attention output, so x must be as wide as the output: "
@@ -118,8 +108,8 @@ def depth_sweep(stack: AttentionStack, x: Tensor, depths: Sequence[int]) -> dict
     depths = [check_positive_int("depths[i]", int(L)) for L in depths]
     if not depths:
         raise ValueError("depths must name at least one depth, got none")
-    if max(depths) > stack.depth:
-        raise ValueError(f"depths {depths} go beyond the stack's {stack.depth} layers")
+    if max(depths) > len(stack.layers):
+        raise ValueError(f"depths {depths} go beyond the stack's {len(stack.layers)} layers")
     first = list(stack.layers[0].parameters())
     with torch.enable_grad(), one_thread():
         _, hidden = stack(x, depth=max(depths), return_hidden=True)  # hidden[L]: (B, N, chan)
