@@ -165,20 +165,20 @@ def train(task: Task, config: TrainConfig = TrainConfig(), *,
     if not isinstance(task, Task):
         raise TypeError(f"task must be an attn_helpers.lab.Task, got {type(task).__name__}")
     measures = dict(measures or {})
-    dtype = torch.float64
-    batches = batch_generator(config)  # first: it checks config
-    model = initial_model(task, config)
-    optimizer = Adam(model.parameters(), lr=config.lr)
-    held_tokens, held_targets = held_out_sequences(task, config.held_out)  # (held_out, N) each
-    held_ideal = task.ideal_attention(held_tokens).to(dtype)  # (held_out, N, N)
-    held_set = {tuple(row) for row in held_tokens.tolist()}
-    seen: set[tuple[int, ...]] = set()
-    marks = list(range(0, config.steps + 1, config.snapshot_every))  # the snapshot steps, the last one included
-    marks += [] if marks[-1] == config.steps else [config.steps]
-    train_loss, held_loss, held_acc, matches, probe = [], [], [], [], []
-    measured: dict[str, list[Tensor]] = {name: [] for name in measures}
-    start = time.perf_counter()
     with one_thread():  # tiny tensors: one thread is faster, and the sums always run in one order
+        dtype = torch.float64
+        batches = batch_generator(config)  # first: it checks config
+        model = initial_model(task, config)
+        optimizer = Adam(model.parameters(), lr=config.lr)
+        held_tokens, held_targets = held_out_sequences(task, config.held_out)  # (held_out, N) each
+        held_ideal = task.ideal_attention(held_tokens).to(dtype)  # (held_out, N, N)
+        held_set = {tuple(row) for row in held_tokens.tolist()}
+        seen: set[tuple[int, ...]] = set()
+        marks = list(range(0, config.steps + 1, config.snapshot_every))  # the snapshot steps, the last one included
+        marks += [] if marks[-1] == config.steps else [config.steps]
+        train_loss, held_loss, held_acc, matches, probe = [], [], [], [], []
+        measured: dict[str, list[Tensor]] = {name: [] for name in measures}
+        start = time.perf_counter()
         for step in range(config.steps + 1):
             if step in marks:
                 model.eval()
