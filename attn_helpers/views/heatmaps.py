@@ -150,14 +150,12 @@ def describe_image(image: Cells, x_labels: Sequence[str] | None, y_labels: Seque
     describe_axes(image.axes, sentence)
 
 
-def annotate_cells(ax: Axes, array: np.ndarray, image: Cells, *, fmt: str = "{:.2f}",
-                   fontsize: float | None = None) -> list:
-    """Write each value of ``array (N_q, N_k)`` in its cell, dark on light colours and light on dark
-    (``fontsize=None``: fitted to the cells, at most 8 points). Returns the text artists."""
+def annotate_cells(ax: Axes, array: np.ndarray, image: Cells, *, fmt: str = "{:.2f}") -> list:
+    """Write each value of ``array (N_q, N_k)`` in its cell, dark on light colours and light on dark, in a size
+    fitted to the cells (at most 8 points). Returns the text artists."""
     n_rows, n_cols = array.shape
-    if fontsize is None:
-        width_pt, height_pt = _axes_points(ax)
-        fontsize = float(np.clip(min(width_pt / max(n_cols, 1) / 3.2, height_pt / max(n_rows, 1) / 1.8), 4.0, 8.0))
+    width_pt, height_pt = _axes_points(ax)
+    fontsize = float(np.clip(min(width_pt / max(n_cols, 1) / 3.2, height_pt / max(n_rows, 1) / 1.8), 4.0, 8.0))
     return [ax.text(j, i, fmt.format(value), ha="center", va="center", fontsize=fontsize,
                     color=text_colour(image, value)) for (i, j), value in np.ndenumerate(array)]
 
