@@ -124,7 +124,7 @@ def flow_layout(names: Sequence[str], flow: Flow, *, late: Sequence[str] = ()) -
 
 
 def dataflow_diagram(steps: Sequence[tuple[str, Sequence[int], str]], flow: Flow, *, late: Sequence[str] = (),
-                     ax: Any = None, title: str | None = None, labels: Mapping[str, str] | None = None) -> Any:
+                     title: str | None = None, labels: Mapping[str, str] | None = None) -> Any:
     """Lesson 07: Draw a forward pass as boxes (name, shape, named axes) with an arrow from each input to what it feeds.
 
     ``steps``: ``(name, shape, axes)`` triples in the order of the forward pass (from ``layer.AXES`` and the
@@ -139,8 +139,7 @@ def dataflow_diagram(steps: Sequence[tuple[str, Sequence[int], str]], flow: Flow
     rows = max(r for _, r in where.values()) + 1
     xy = {n: (c * _COLUMN, -r) for n, (c, r) in where.items()}
     left, right = min(x for x, _ in xy.values()), max(x for x, _ in xy.values())
-    if ax is None:
-        _, ax = plt.subplots(figsize=(1.1 * (right - left + 2 * _HALF + 2.2) + 0.4, 0.85 * rows + 0.5))
+    _, ax = plt.subplots(figsize=(1.1 * (right - left + 2 * _HALF + 2.2) + 0.4, 0.85 * rows + 0.5))
     ax.set(xlim=(left - _HALF - 1.2, right + _HALF + 1.2), ylim=(-rows + 0.4, 0.6))
     boxes = {}
     for name, shape, axes in steps:

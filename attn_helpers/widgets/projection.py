@@ -132,12 +132,9 @@ class ProjectionExplorer(Explorer):
             image.set_data(values)
             ax.set_xlim(-0.5, width - 0.5)
             ax.set_title(f"{name}  ({n} × {width})")
-            for h, line in enumerate(self.head_lines[i]):
-                boundary = (h + 1) * head_dim
-                show = i > 0 and h + 1 < num_heads
-                line.set_visible(show)
-                if show:
-                    line.set_xdata([boundary - 0.5, boundary - 0.5])
+            for h, line in enumerate(self.head_lines[i], start=1):  # the line where head h starts
+                line.set_visible(i > 0 and h < num_heads)
+                line.set_xdata([h * head_dim - 0.5] * 2)
         params = int(t["params"])
         return (f"x {list(t['x'].shape)} -> qkv {list(t['qkv'].shape)} (3 × {chan}) -> q, k, v "
                 f"{list(t['q'].shape)} each; head_dim={head_dim}; qkv has {params} parameters")
