@@ -121,10 +121,6 @@ class KVCacheCalculator(Explorer):
         self.set(num_heads=sizes["num_heads"], num_kv_heads=sizes["num_kv_heads"], num_layers=sizes["num_layers"],
                  head_dim=sizes["head_dim"], **window)
 
-    def _sync_menu(self, name: str | None) -> None:
-        with self._hold("_syncing_menu"):
-            self.model_menu.value = name or OWN_SIZES
-
     def counted(self, num_heads: int, num_kv_heads: int, num_layers: int, seq_len: int, dtype_bytes: int, head_dim: int,
                 window: int = 0, local_layers: int = 0) -> tuple[str | None, dict[str, int], int | None]:
         """At these control values (G divides H, the sliders see to it; the sliding-window layers are at most the
@@ -160,7 +156,8 @@ class KVCacheCalculator(Explorer):
                head_dim: int, window: int = 0, local_layers: int = 0) -> str:
         model, sizes, published = self._counted = self.counted(num_heads, num_kv_heads, num_layers, seq_len,
                                                                dtype_bytes, head_dim, window, local_layers)
-        self._sync_menu(model)  # the menu names the model whenever the sliders match one
+        with self._hold("_syncing_menu"):  # the menu names the model whenever the sliders match one
+            self.model_menu.value = model or OWN_SIZES
         top = sizes["multi-head"]
         for bar, label, kind, g in zip(self.bars, self.labels, KINDS, (num_heads, num_kv_heads, 1)):
             set_bar(bar, label, sizes[kind] / top,
