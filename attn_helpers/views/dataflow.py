@@ -82,7 +82,10 @@ def _check_steps(steps: Sequence[tuple[str, Sequence[int], str]]) -> None:
                              f"{axes!r} names {len(axes.split())}")
 
 
-def _check_flow(names: Sequence[str], flow: Flow) -> None:
+def flow_layout(names: Sequence[str], flow: Flow, *, late: Sequence[str] = ()) -> dict[str, tuple[float, int]]:
+    """``{name: (column, row)}`` of ``names`` (inputs before their users): row 0 for inputs, otherwise one below the
+    lowest input (``late`` names: one above their first user), so steps that run side by side (``q``, ``k``, ``v``)
+    sit side by side; in a row, each box under the mean column of its inputs, boxes at least 1 apart."""
     missing, extra = [n for n in names if n not in flow], [n for n in flow if n not in names]
     if missing or extra:
         raise ValueError(f"the steps and the flow must name the same intermediates: steps {list(names)}, flow "
@@ -91,13 +94,6 @@ def _check_flow(names: Sequence[str], flow: Flow) -> None:
         unknown = [p for p in parents if p not in flow]
         if unknown:
             raise ValueError(f"flow[{name!r}] = {tuple(parents)} names {unknown}, which the flow does not hold")
-
-
-def flow_layout(names: Sequence[str], flow: Flow, *, late: Sequence[str] = ()) -> dict[str, tuple[float, int]]:
-    """``{name: (column, row)}`` of ``names`` (inputs before their users): row 0 for inputs, otherwise one below the
-    lowest input (``late`` names: one above their first user), so steps that run side by side (``q``, ``k``, ``v``)
-    sit side by side; in a row, each box under the mean column of its inputs, boxes at least 1 apart."""
-    _check_flow(names, flow)
     row: dict[str, int] = {}
     for name in names:
         parents = flow[name]

@@ -53,11 +53,8 @@ class Cells(QuadMesh):
         if array.ndim != 2 or array.shape[0] > rows or array.shape[1] > cols:
             raise ValueError(f"values must be a matrix of at most the cells' shape {[rows, cols]}, got "
                              f"{list(array.shape)}")
-        if array.shape != (rows, cols):
-            blank = np.full((rows, cols), np.nan)  # (rows, cols): NaN is drawn in the colour map's "bad" colour
-            blank[:array.shape[0], :array.shape[1]] = array
-            array = blank
-        self.set_array(array)
+        # the cells beyond the matrix NaN, drawn in the colour map's "bad" colour
+        self.set_array(np.pad(array, ((0, rows - array.shape[0]), (0, cols - array.shape[1])), constant_values=np.nan))
 
 
 def cells(ax: Axes, array: np.ndarray, *, cmap: Colormap | str, vmin: float, vmax: float,
@@ -160,14 +157,6 @@ def annotate_cells(ax: Axes, array: np.ndarray, image: Cells, *, fmt: str = "{:.
                     color=text_colour(image, value)) for (i, j), value in np.ndenumerate(array)]
 
 
-def _block_starts(blocks: Sequence[tuple[str, int]], total: int, name: str, shape: Sequence[int]) -> list[int]:
-    sizes = [int(size) for _, size in blocks]
-    if any(size < 1 for size in sizes) or sum(sizes) != total:
-        raise ValueError(f"{name} sizes {sizes} must be positive and add up to {total} for a matrix of "
-                         f"shape {list(shape)}, but they add up to {sum(sizes)}")
-    return [sum(sizes[:i]) for i in range(len(sizes))]
-
-
 def block_heatmap(
     values: Any,
     *,
@@ -199,7 +188,11 @@ def block_heatmap(
         if not blocks:
             continue
         total = n_cols if along_cols else n_rows
-        starts = _block_starts(blocks, total, "col_blocks" if along_cols else "row_blocks", array.shape)
+        sizes = [int(size) for _, size in blocks]
+        if any(size < 1 for size in sizes) or sum(sizes) != total:
+            raise ValueError(f"{'col_blocks' if along_cols else 'row_blocks'} sizes {sizes} must be positive and add "
+                             f"up to {total} for a matrix of shape {list(array.shape)}, but they add up to {sum(sizes)}")
+        starts = [sum(sizes[:i]) for i in range(len(sizes))]
         if colours is not None and len(colours) < len(blocks):
             raise ValueError(f"block_colours has {len(colours)} colours for {len(blocks)} blocks")
         # columns: lines across, strips above the matrix; rows: lines down, strips right of it (x and y swapped)

@@ -20,6 +20,7 @@ __all__: list[str] = []  # private to this room
 
 MIN_FONTSIZE = 5.0  # points: tick labels never shrink below this
 _TICK_PAD = 3.5 + 3.5  # points: tick length + gap between tick and label (matplotlib's defaults)
+_MEASURING = RendererAgg(1, 1, 72)  # at 72 dpi one pixel is one point
 
 
 def _cell_inches(n: int) -> float:
@@ -33,11 +34,6 @@ def _panel_inches(n: int) -> float:
     return float(np.clip(n * 7.5 / 72.0, 2.4, 3.4))
 
 
-@functools.lru_cache(maxsize=1)
-def _measuring_renderer() -> RendererAgg:
-    return RendererAgg(1, 1, 72)  # at 72 dpi one pixel is one point
-
-
 def _text_width(texts: Sequence[str], fontsize: float) -> float:
     """The widest of ``texts`` in points at ``fontsize`` (as matplotlib's Agg renderer lays them out)."""
     return max((_one_text_width(str(t), float(fontsize)) for t in texts), default=0.0)
@@ -46,7 +42,7 @@ def _text_width(texts: Sequence[str], fontsize: float) -> float:
 @functools.lru_cache(maxsize=4096)
 def _one_text_width(text: str, fontsize: float) -> float:
     """One text's width in points (remembered: an explorer measures the same labels on every layout)."""
-    return _measuring_renderer().get_text_width_height_descent(text, FontProperties(size=fontsize), ismath=False)[0]
+    return _MEASURING.get_text_width_height_descent(text, FontProperties(size=fontsize), ismath=False)[0]
 
 
 def _points(size: Any) -> float:
