@@ -53,8 +53,8 @@ class _GridGeometry:
 
 
 def _grid_geometry(nrows: int, ncols: int, *, n_q: int, n_k: int, x_labels: Sequence[str] | None,
-                   y_labels: Sequence[str] | None, panel_size: float | None, suptitle: bool = False, titles: Sequence[str] = (),
-                   label_room: tuple[float, float] | None = None) -> _GridGeometry:
+                   y_labels: Sequence[str] | None, panel_size: float | None, suptitle: bool = False,
+                   titles: Sequence[str] = (), label_room: tuple[float, float] | None = None) -> _GridGeometry:
     """The margins of a grid of ``nrows x ncols`` panels (titled, each row) plus one colour bar, measured in
     points from the labels they must hold (tick labels only on the outer panels), so nothing overlaps.
     ``label_room``: ``(height under the panels, width left of them)`` in points to keep for token labels, instead

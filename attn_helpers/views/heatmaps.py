@@ -191,7 +191,8 @@ def block_heatmap(
         sizes = [int(size) for _, size in blocks]
         if any(size < 1 for size in sizes) or sum(sizes) != total:
             raise ValueError(f"{'col_blocks' if along_cols else 'row_blocks'} sizes {sizes} must be positive and add "
-                             f"up to {total} for a matrix of shape {list(array.shape)}, but they add up to {sum(sizes)}")
+                             f"up to {total} for a matrix of shape {list(array.shape)}, but they add up to "
+                             f"{sum(sizes)}")
         starts = [sum(sizes[:i]) for i in range(len(sizes))]
         if colours is not None and len(colours) < len(blocks):
             raise ValueError(f"block_colours has {len(colours)} colours for {len(blocks)} blocks")

@@ -79,9 +79,8 @@ class ProjectionExplorer(Explorer):
     def draw(self, figure: Figure) -> None:
         grid = figure.add_gridspec(1, 6, width_ratios=[1, 0.06, 1, 1, 1, 0.06], wspace=0.3,
                                    left=0.07, right=0.95, bottom=0.2, top=0.86)
-        axes = [figure.add_subplot(grid[0, i]) for i in (0, 2, 3, 4)]
+        self.axes = axes = [figure.add_subplot(grid[0, i]) for i in (0, 2, 3, 4)]
         n = len(self.tokens)
-        self.axes = axes
         self.images = []
         self.head_lines: list[list] = []
         for i, (ax, name) in enumerate(zip(axes, ("x", "q", "k", "v"))):
