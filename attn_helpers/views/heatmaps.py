@@ -14,7 +14,7 @@ from matplotlib.collections import QuadMesh
 from matplotlib.colors import Colormap, Normalize
 
 from .arrays import _check_labels, _matrix
-from .colours import HEAD_COLOURS, SIGNED_CMAP, WEIGHTS_CMAP, text_colour
+from .colours import HEAD_COLOURS, SIGNED_CMAP, WEIGHTS_CMAP
 from .display import describe_axes, matrix_sentence, number
 from .labels import _axes_points, _cell_inches, _label_axes
 
@@ -153,8 +153,9 @@ def annotate_cells(ax: Axes, array: np.ndarray, image: Cells, *, fmt: str = "{:.
     n_rows, n_cols = array.shape
     width_pt, height_pt = _axes_points(ax)
     fontsize = float(np.clip(min(width_pt / max(n_cols, 1) / 3.2, height_pt / max(n_rows, 1) / 1.8), 4.0, 8.0))
+    light = image.get_cmap()(image.norm(array))[..., :3] @ [0.299, 0.587, 0.114] > 0.5  # each cell's luminance
     return [ax.text(j, i, fmt.format(value), ha="center", va="center", fontsize=fontsize,
-                    color=text_colour(image, value)) for (i, j), value in np.ndenumerate(array)]
+                    color="black" if light[i, j] else "white") for (i, j), value in np.ndenumerate(array)]
 
 
 def block_heatmap(
