@@ -94,22 +94,15 @@ def _label_axes(ax: Axes, x_labels, y_labels, n_cols: int, n_rows: int, xlabel: 
         _relabel(ax, [], "x", x_texts, fontsize, vertical)
         _relabel(ax, [], "y", y_texts, fontsize)
         return fontsize
-    ax.set_xticks(range(n_cols) if x_ticks else [])
-    ax.set_yticks(range(n_rows) if y_ticks else [])
-    if x_labels is not None and x_ticks:
-        ax.set_xticklabels(x_labels)
-    if y_labels is not None and y_ticks:
-        ax.set_yticklabels(y_labels)
+    for axis, n, labels, ticks in ((ax.xaxis, n_cols, x_labels, x_ticks), (ax.yaxis, n_rows, y_labels, y_ticks)):
+        axis.set_ticks(range(n) if ticks else [], labels if ticks else None)
+        if n > 40 and labels is None and ticks:  # numbered cells: at most 8 numbers
+            axis.set_major_locator(plt.MaxNLocator(8, integer=True))
     # Column labels stand upright only when they would not fit side by side.
     vertical = x_ticks and _vertical(_text_width(_tick_texts(x_labels, n_cols), fontsize), width_pt, n_cols)
-    many = max(n_rows, n_cols) > 16
-    ax.tick_params(labelsize=fontsize, length=2.0 if many else 3.5)
+    ax.tick_params(labelsize=fontsize, length=2.0 if max(n_rows, n_cols) > 16 else 3.5)  # shorter ticks for many
     ax.tick_params(axis="x", labelrotation=90 if vertical else 0)
     ax.set(xlabel=xlabel, ylabel=ylabel)
-    if n_cols > 40 and x_labels is None and x_ticks:
-        ax.xaxis.set_major_locator(plt.MaxNLocator(8, integer=True))
-    if n_rows > 40 and y_labels is None and y_ticks:
-        ax.yaxis.set_major_locator(plt.MaxNLocator(8, integer=True))
     return fontsize
 
 
