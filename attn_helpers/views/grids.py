@@ -338,12 +338,11 @@ def head_patterns(array: np.ndarray, first_layer: int = 0) -> str:
     kinds = {"the first token": np.zeros_like(rows), "the token itself": rows, "the previous token": rows - 1,
              "the next token": np.minimum(rows + 1, n - 1)}
     found: dict[str, list[str]] = {k: [] for k in [*kinds, "no one place"]}
-    for layer in range(L):
-        for head in range(H):
-            best = array[layer, head, rows].argmax(axis=-1)
-            share = {k: float(np.mean(best == target)) for k, target in kinds.items()}
-            kind = max(share, key=share.get)
-            found[kind if share[kind] > 0.5 else "no one place"].append(f"L{first_layer + layer}H{head}")
+    for layer, head in np.ndindex(L, H):
+        best = array[layer, head, rows].argmax(axis=-1)
+        share = {k: float(np.mean(best == target)) for k, target in kinds.items()}
+        kind = max(share, key=share.get)
+        found[kind if share[kind] > 0.5 else "no one place"].append(f"L{first_layer + layer}H{head}")
     return "; ".join(f"{k} in {len(v)} ({', '.join(v)})" for k, v in found.items() if v)
 
 
