@@ -36,10 +36,6 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-def _in_ipython() -> bool:
-    """Whether an IPython shell runs this code (IPython puts ``get_ipython`` into builtins; nothing is imported)."""
-    return getattr(builtins, "get_ipython", lambda: None)() is not None
-
-
-if _in_ipython():
+# in an IPython shell (IPython puts get_ipython into builtins; nothing is imported to ask)
+if getattr(builtins, "get_ipython", lambda: None)() is not None:
     importlib.import_module(".display", __name__).show_figures_sharp()

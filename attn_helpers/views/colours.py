@@ -7,11 +7,9 @@ the Okabe-Ito palette for one colour per head or per line.
 
 from __future__ import annotations
 
-from typing import Any
-
 from matplotlib.colors import Colormap
 
-__all__ = ["WEIGHTS_CMAP", "SIGNED_CMAP", "NAN_COLOUR", "HEAD_COLOURS", "GROWTH_COLOURS", "cmap_with_nan", "text_colour"]
+__all__ = ["WEIGHTS_CMAP", "SIGNED_CMAP", "NAN_COLOUR", "HEAD_COLOURS", "GROWTH_COLOURS", "cmap_with_nan"]
 
 
 WEIGHTS_CMAP = "viridis"
@@ -32,9 +30,3 @@ def cmap_with_nan(name: str = WEIGHTS_CMAP, nan_colour: str = NAN_COLOUR) -> Col
     import matplotlib
 
     return matplotlib.colormaps[name].with_extremes(bad=nan_colour, under=nan_colour, over=nan_colour)
-
-
-def text_colour(image: Any, value: float) -> str:
-    """``"black"`` or ``"white"``: the colour that reads on ``image``'s cell of ``value`` (dark on light cells)."""
-    r, g, b, _ = image.get_cmap()(image.norm(value))
-    return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"

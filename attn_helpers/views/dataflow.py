@@ -82,7 +82,10 @@ def _check_steps(steps: Sequence[tuple[str, Sequence[int], str]]) -> None:
                              f"{axes!r} names {len(axes.split())}")
 
 
-def _check_flow(names: Sequence[str], flow: Flow) -> None:
+def flow_layout(names: Sequence[str], flow: Flow, *, late: Sequence[str] = ()) -> dict[str, tuple[float, int]]:
+    """``{name: (column, row)}`` of ``names`` (inputs before their users): row 0 for inputs, otherwise one below the
+    lowest input (``late`` names: one above their first user), so steps that run side by side (``q``, ``k``, ``v``)
+    sit side by side; in a row, each box under the mean column of its inputs, boxes at least 1 apart."""
     missing, extra = [n for n in names if n not in flow], [n for n in flow if n not in names]
     if missing or extra:
         raise ValueError(f"the steps and the flow must name the same intermediates: steps {list(names)}, flow "
@@ -91,13 +94,6 @@ def _check_flow(names: Sequence[str], flow: Flow) -> None:
         unknown = [p for p in parents if p not in flow]
         if unknown:
             raise ValueError(f"flow[{name!r}] = {tuple(parents)} names {unknown}, which the flow does not hold")
-
-
-def flow_layout(names: Sequence[str], flow: Flow, *, late: Sequence[str] = ()) -> dict[str, tuple[float, int]]:
-    """``{name: (column, row)}`` of ``names`` (inputs before their users): row 0 for inputs, otherwise one below the
-    lowest input (``late`` names: one above their first user), so steps that run side by side (``q``, ``k``, ``v``)
-    sit side by side; in a row, each box under the mean column of its inputs, boxes at least 1 apart."""
-    _check_flow(names, flow)
     row: dict[str, int] = {}
     for name in names:
         parents = flow[name]
@@ -124,7 +120,7 @@ def flow_layout(names: Sequence[str], flow: Flow, *, late: Sequence[str] = ()) -
 
 
 def dataflow_diagram(steps: Sequence[tuple[str, Sequence[int], str]], flow: Flow, *, late: Sequence[str] = (),
-                     ax: Any = None, title: str | None = None, labels: Mapping[str, str] | None = None) -> Any:
+                     title: str | None = None, labels: Mapping[str, str] | None = None) -> Any:
     """Lesson 07: Draw a forward pass as boxes (name, shape, named axes) with an arrow from each input to what it feeds.
 
     ``steps``: ``(name, shape, axes)`` triples in the order of the forward pass (from ``layer.AXES`` and the
@@ -139,8 +135,7 @@ def dataflow_diagram(steps: Sequence[tuple[str, Sequence[int], str]], flow: Flow
     rows = max(r for _, r in where.values()) + 1
     xy = {n: (c * _COLUMN, -r) for n, (c, r) in where.items()}
     left, right = min(x for x, _ in xy.values()), max(x for x, _ in xy.values())
-    if ax is None:
-        _, ax = plt.subplots(figsize=(1.1 * (right - left + 2 * _HALF + 2.2) + 0.4, 0.85 * rows + 0.5))
+    _, ax = plt.subplots(figsize=(1.1 * (right - left + 2 * _HALF + 2.2) + 0.4, 0.85 * rows + 0.5))
     ax.set(xlim=(left - _HALF - 1.2, right + _HALF + 1.2), ylim=(-rows + 0.4, 0.6))
     boxes = {}
     for name, shape, axes in steps:

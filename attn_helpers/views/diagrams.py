@@ -17,7 +17,7 @@ __all__ = ["pipeline_diagram"]
 
 
 def pipeline_diagram(
-    steps: Sequence[tuple[str, Sequence[int], str]], *, ax: Axes | None = None, title: str | None = None
+    steps: Sequence[tuple[str, Sequence[int], str]], *, title: str | None = None
 ) -> Axes:
     """Lesson 00: Draw a pipeline as a column of boxes, one per step, each with its shape and named axes.
 
@@ -25,8 +25,7 @@ def pipeline_diagram(
     Returns the axes.
     """
     _check_steps(steps)
-    if ax is None:
-        _, ax = plt.subplots(figsize=(8.5, 0.55 * len(steps) + 0.5))
+    _, ax = plt.subplots(figsize=(8.5, 0.55 * len(steps) + 0.5))
     n = len(steps)
     for i, (name, shape, axes) in enumerate(steps):
         y = n - 1 - i

@@ -20,7 +20,7 @@ from typing import Any
 import matplotlib
 import numpy as np
 from matplotlib.axes import Axes
-from matplotlib.figure import Figure, SubFigure
+from matplotlib.figure import Figure, FigureBase
 
 __all__ = ["describe_figure", "describe_axes", "figure_description", "figure_html", "show_figures_sharp",
            "UNDESCRIBED"]
@@ -39,12 +39,9 @@ def describe_figure(fig: Figure | Axes, text: str) -> None:
     It comes first in the description; the panels drawn by ``views`` functions add theirs after it."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"text must be a non-empty sentence saying what the figure shows, got {text!r}")
-    figure = fig.figure if isinstance(fig, Axes) else fig
-    while isinstance(figure, SubFigure):
-        figure = figure.figure
-    if not isinstance(figure, Figure):
+    if not isinstance(fig, (FigureBase, Axes)):
         raise TypeError(f"fig must be a matplotlib Figure or Axes, got {type(fig).__name__}")
-    _FIGURES[figure] = " ".join(text.split())
+    _FIGURES[fig.get_figure(root=True)] = " ".join(text.split())  # a subfigure's or an axes' whole figure
 
 
 def describe_axes(ax: Axes, text: str | Callable[[], str]) -> None:

@@ -4,7 +4,7 @@ of a split into heads came from."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -53,16 +53,14 @@ class _GridGeometry:
 
 
 def _grid_geometry(nrows: int, ncols: int, *, n_q: int, n_k: int, x_labels: Sequence[str] | None,
-                   y_labels: Sequence[str] | None, panel_size: float | None, fontsize: float | None = None,
-                   suptitle: bool = False, titles: Sequence[str] = (),
-                   label_room: tuple[float, float] | None = None) -> _GridGeometry:
+                   y_labels: Sequence[str] | None, panel_size: float | None, suptitle: bool = False,
+                   titles: Sequence[str] = (), label_room: tuple[float, float] | None = None) -> _GridGeometry:
     """The margins of a grid of ``nrows x ncols`` panels (titled, each row) plus one colour bar, measured in
     points from the labels they must hold (tick labels only on the outer panels), so nothing overlaps.
     ``label_room``: ``(height under the panels, width left of them)`` in points to keep for token labels, instead
     of the room ``x_labels`` and ``y_labels`` take."""
     panel = panel_size or _panel_inches(max(n_q, n_k))
-    if fontsize is None:
-        fontsize = min(_fit_fontsize(n_k, panel * 72.0), _fit_fontsize(n_q, panel * 72.0))
+    fontsize = min(_fit_fontsize(n_k, panel * 72.0), _fit_fontsize(n_q, panel * 72.0))
     x_texts, y_texts = _tick_texts(x_labels, n_k), _tick_texts(y_labels, n_q)
     x_width = _text_width(x_texts, fontsize)
     vertical = _vertical(x_width, panel * 72.0, n_k)
@@ -209,20 +207,16 @@ def head_grid(
     *,
     ncols: int | None = None,
     titles: Sequence[str] | None = None,
-    figure: Figure | None = None,
     panel_size: float | None = None,
     annotate: bool = False,
     suptitle: str | None = None,
-    fontsize: float | None = None,
-    resize_figure: bool = False,
 ) -> list[Cells]:
     """Lessons 03, 05 and 11:
     One heatmap per head from weights ``(H, N_q, N_k)``, sharing one colour scale and colour bar.
 
     ``labels`` name the tokens on the outer panels (keys along the bottom row, queries down the first column;
     for ``N_q != N_k`` the keys only). Panels are ``panel_size`` inches square (``None``: 2.4, larger for more
-    than 16 tokens); tick labels shrink to fit (``fontsize=None``). Draws into ``figure`` when given (cleared;
-    its size kept unless ``resize_figure=True``), else a new figure. Returns one :class:`Cells` per head.
+    than 16 tokens); tick labels shrink to fit. Returns one :class:`Cells` per head.
     """
     array = to_numpy(weights)
     if array.ndim != 3:
@@ -239,20 +233,12 @@ def head_grid(
     nrows = -(-n_heads // ncols)
     # margins measured from the labels they hold (_grid_geometry), so no layout engine runs at draw time
     g = _grid_geometry(nrows, ncols, n_q=n_rows, n_k=n_cols, x_labels=labels, y_labels=y_labels,
-                       panel_size=panel_size, fontsize=fontsize, titles=titles or (), suptitle=bool(suptitle))
-    if figure is None:
-        figure = plt.figure(figsize=(g.width, g.height))
-    else:
-        figure.clear()
-        if resize_figure:
-            figure.set_size_inches(g.width, g.height)
-        g = replace(g, width=float(figure.get_figwidth()), height=float(figure.get_figheight()))
-    panel_w = max((g.width - (g.left + g.right + (ncols - 1) * g.wspace) / 72.0) / ncols, 0.1)
-    panel_h = max((g.height - (g.bottom + g.top + (nrows - 1) * g.hspace) / 72.0) / nrows, 0.1)
+                       panel_size=panel_size, titles=titles or (), suptitle=bool(suptitle))
+    figure = plt.figure(figsize=(g.width, g.height))
     axes = figure.subplots(nrows, ncols, squeeze=False, gridspec_kw=dict(
         left=g.left / 72.0 / g.width, right=1.0 - g.right / 72.0 / g.width,
         bottom=g.bottom / 72.0 / g.height, top=1.0 - g.top / 72.0 / g.height,
-        wspace=g.wspace / 72.0 / panel_w, hspace=g.hspace / 72.0 / panel_h))
+        wspace=g.wspace / 72.0 / g.panel, hspace=g.hspace / 72.0 / g.panel))
     cax = figure.add_axes(g.colorbar_rect())
     images = []
     for h, ax in enumerate(axes.flat):
@@ -278,8 +264,6 @@ def origin_grid(
     chan: int,
     *,
     token_labels: Sequence[str] | None = None,
-    figure: Figure | None = None,
-    panel_size: float = 1.9,
 ) -> Figure:
     """Lesson 05: Where every entry of a split into heads came from: one row of panels per split, one panel per head.
 
@@ -308,10 +292,7 @@ def origin_grid(
     _check_labels(token_labels, n_tokens, "token_labels", [n_tokens, chan])
     labels = list(token_labels) if token_labels is not None else [f"token {n}" for n in range(n_tokens)]
     palette = plt.get_cmap("Pastel1").colors
-    if figure is None:
-        figure = plt.figure(figsize=(panel_size * n_heads * head_dim / 4 + 1.6, panel_size * len(arrays) + 0.6))
-    else:
-        figure.clear()
+    figure = plt.figure(figsize=(1.9 * n_heads * head_dim / 4 + 1.6, 1.9 * len(arrays) + 0.6))
     axes = figure.subplots(len(arrays), n_heads, squeeze=False)
     for row, (name, a) in enumerate(arrays.items()):
         tokens, features = np.divmod(a.astype(np.int64), chan)
@@ -357,12 +338,11 @@ def head_patterns(array: np.ndarray, first_layer: int = 0) -> str:
     kinds = {"the first token": np.zeros_like(rows), "the token itself": rows, "the previous token": rows - 1,
              "the next token": np.minimum(rows + 1, n - 1)}
     found: dict[str, list[str]] = {k: [] for k in [*kinds, "no one place"]}
-    for layer in range(L):
-        for head in range(H):
-            best = array[layer, head, rows].argmax(axis=-1)
-            share = {k: float(np.mean(best == target)) for k, target in kinds.items()}
-            kind = max(share, key=share.get)
-            found[kind if share[kind] > 0.5 else "no one place"].append(f"L{first_layer + layer}H{head}")
+    for layer, head in np.ndindex(L, H):
+        best = array[layer, head, rows].argmax(axis=-1)
+        share = {k: float(np.mean(best == target)) for k, target in kinds.items()}
+        kind = max(share, key=share.get)
+        found[kind if share[kind] > 0.5 else "no one place"].append(f"L{first_layer + layer}H{head}")
     return "; ".join(f"{k} in {len(v)} ({', '.join(v)})" for k, v in found.items() if v)
 
 

@@ -14,7 +14,7 @@ from matplotlib.collections import QuadMesh
 from matplotlib.colors import Colormap, Normalize
 
 from .arrays import _check_labels, _matrix
-from .colours import HEAD_COLOURS, SIGNED_CMAP, WEIGHTS_CMAP, text_colour
+from .colours import HEAD_COLOURS, SIGNED_CMAP, WEIGHTS_CMAP
 from .display import describe_axes, matrix_sentence, number
 from .labels import _axes_points, _cell_inches, _label_axes
 
@@ -53,11 +53,8 @@ class Cells(QuadMesh):
         if array.ndim != 2 or array.shape[0] > rows or array.shape[1] > cols:
             raise ValueError(f"values must be a matrix of at most the cells' shape {[rows, cols]}, got "
                              f"{list(array.shape)}")
-        if array.shape != (rows, cols):
-            blank = np.full((rows, cols), np.nan)  # (rows, cols): NaN is drawn in the colour map's "bad" colour
-            blank[:array.shape[0], :array.shape[1]] = array
-            array = blank
-        self.set_array(array)
+        # the cells beyond the matrix NaN, drawn in the colour map's "bad" colour
+        self.set_array(np.pad(array, ((0, rows - array.shape[0]), (0, cols - array.shape[1])), constant_values=np.nan))
 
 
 def cells(ax: Axes, array: np.ndarray, *, cmap: Colormap | str, vmin: float, vmax: float,
@@ -150,24 +147,15 @@ def describe_image(image: Cells, x_labels: Sequence[str] | None, y_labels: Seque
     describe_axes(image.axes, sentence)
 
 
-def annotate_cells(ax: Axes, array: np.ndarray, image: Cells, *, fmt: str = "{:.2f}",
-                   fontsize: float | None = None) -> list:
-    """Write each value of ``array (N_q, N_k)`` in its cell, dark on light colours and light on dark
-    (``fontsize=None``: fitted to the cells, at most 8 points). Returns the text artists."""
+def annotate_cells(ax: Axes, array: np.ndarray, image: Cells, *, fmt: str = "{:.2f}") -> list:
+    """Write each value of ``array (N_q, N_k)`` in its cell, dark on light colours and light on dark, in a size
+    fitted to the cells (at most 8 points). Returns the text artists."""
     n_rows, n_cols = array.shape
-    if fontsize is None:
-        width_pt, height_pt = _axes_points(ax)
-        fontsize = float(np.clip(min(width_pt / max(n_cols, 1) / 3.2, height_pt / max(n_rows, 1) / 1.8), 4.0, 8.0))
+    width_pt, height_pt = _axes_points(ax)
+    fontsize = float(np.clip(min(width_pt / max(n_cols, 1) / 3.2, height_pt / max(n_rows, 1) / 1.8), 4.0, 8.0))
+    light = image.get_cmap()(image.norm(array))[..., :3] @ [0.299, 0.587, 0.114] > 0.5  # each cell's luminance
     return [ax.text(j, i, fmt.format(value), ha="center", va="center", fontsize=fontsize,
-                    color=text_colour(image, value)) for (i, j), value in np.ndenumerate(array)]
-
-
-def _block_starts(blocks: Sequence[tuple[str, int]], total: int, name: str, shape: Sequence[int]) -> list[int]:
-    sizes = [int(size) for _, size in blocks]
-    if any(size < 1 for size in sizes) or sum(sizes) != total:
-        raise ValueError(f"{name} sizes {sizes} must be positive and add up to {total} for a matrix of "
-                         f"shape {list(shape)}, but they add up to {sum(sizes)}")
-    return [sum(sizes[:i]) for i in range(len(sizes))]
+                    color="black" if light[i, j] else "white") for (i, j), value in np.ndenumerate(array)]
 
 
 def block_heatmap(
@@ -201,7 +189,12 @@ def block_heatmap(
         if not blocks:
             continue
         total = n_cols if along_cols else n_rows
-        starts = _block_starts(blocks, total, "col_blocks" if along_cols else "row_blocks", array.shape)
+        sizes = [int(size) for _, size in blocks]
+        if any(size < 1 for size in sizes) or sum(sizes) != total:
+            raise ValueError(f"{'col_blocks' if along_cols else 'row_blocks'} sizes {sizes} must be positive and add "
+                             f"up to {total} for a matrix of shape {list(array.shape)}, but they add up to "
+                             f"{sum(sizes)}")
+        starts = [sum(sizes[:i]) for i in range(len(sizes))]
         if colours is not None and len(colours) < len(blocks):
             raise ValueError(f"block_colours has {len(colours)} colours for {len(blocks)} blocks")
         # columns: lines across, strips above the matrix; rows: lines down, strips right of it (x and y swapped)

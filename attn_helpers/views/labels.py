@@ -20,6 +20,7 @@ __all__: list[str] = []  # private to this room
 
 MIN_FONTSIZE = 5.0  # points: tick labels never shrink below this
 _TICK_PAD = 3.5 + 3.5  # points: tick length + gap between tick and label (matplotlib's defaults)
+_MEASURING = RendererAgg(1, 1, 72)  # at 72 dpi one pixel is one point
 
 
 def _cell_inches(n: int) -> float:
@@ -33,11 +34,6 @@ def _panel_inches(n: int) -> float:
     return float(np.clip(n * 7.5 / 72.0, 2.4, 3.4))
 
 
-@functools.lru_cache(maxsize=1)
-def _measuring_renderer() -> RendererAgg:
-    return RendererAgg(1, 1, 72)  # at 72 dpi one pixel is one point
-
-
 def _text_width(texts: Sequence[str], fontsize: float) -> float:
     """The widest of ``texts`` in points at ``fontsize`` (as matplotlib's Agg renderer lays them out)."""
     return max((_one_text_width(str(t), float(fontsize)) for t in texts), default=0.0)
@@ -46,7 +42,7 @@ def _text_width(texts: Sequence[str], fontsize: float) -> float:
 @functools.lru_cache(maxsize=4096)
 def _one_text_width(text: str, fontsize: float) -> float:
     """One text's width in points (remembered: an explorer measures the same labels on every layout)."""
-    return _measuring_renderer().get_text_width_height_descent(text, FontProperties(size=fontsize), ismath=False)[0]
+    return _MEASURING.get_text_width_height_descent(text, FontProperties(size=fontsize), ismath=False)[0]
 
 
 def _points(size: Any) -> float:
@@ -98,22 +94,15 @@ def _label_axes(ax: Axes, x_labels, y_labels, n_cols: int, n_rows: int, xlabel: 
         _relabel(ax, [], "x", x_texts, fontsize, vertical)
         _relabel(ax, [], "y", y_texts, fontsize)
         return fontsize
-    ax.set_xticks(range(n_cols) if x_ticks else [])
-    ax.set_yticks(range(n_rows) if y_ticks else [])
-    if x_labels is not None and x_ticks:
-        ax.set_xticklabels(x_labels)
-    if y_labels is not None and y_ticks:
-        ax.set_yticklabels(y_labels)
+    for axis, n, labels, ticks in ((ax.xaxis, n_cols, x_labels, x_ticks), (ax.yaxis, n_rows, y_labels, y_ticks)):
+        axis.set_ticks(range(n) if ticks else [], labels if ticks else None)
+        if n > 40 and labels is None and ticks:  # numbered cells: at most 8 numbers
+            axis.set_major_locator(plt.MaxNLocator(8, integer=True))
     # Column labels stand upright only when they would not fit side by side.
     vertical = x_ticks and _vertical(_text_width(_tick_texts(x_labels, n_cols), fontsize), width_pt, n_cols)
-    many = max(n_rows, n_cols) > 16
-    ax.tick_params(labelsize=fontsize, length=2.0 if many else 3.5)
+    ax.tick_params(labelsize=fontsize, length=2.0 if max(n_rows, n_cols) > 16 else 3.5)  # shorter ticks for many
     ax.tick_params(axis="x", labelrotation=90 if vertical else 0)
     ax.set(xlabel=xlabel, ylabel=ylabel)
-    if n_cols > 40 and x_labels is None and x_ticks:
-        ax.xaxis.set_major_locator(plt.MaxNLocator(8, integer=True))
-    if n_rows > 40 and y_labels is None and y_ticks:
-        ax.yaxis.set_major_locator(plt.MaxNLocator(8, integer=True))
     return fontsize
 
 

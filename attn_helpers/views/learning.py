@@ -73,17 +73,16 @@ def runs_by_name(runs: Mapping[str, Any] | Any) -> dict[str, Any]:
     return dict(runs)
 
 
-def plot_learning_curves(runs: Mapping[str, Any] | Any, *, accuracy: float | None = 0.99,
-                         figsize: tuple[float, float] = (9.2, 5.8)) -> Figure:
+def plot_learning_curves(runs: Mapping[str, Any] | Any) -> Figure:
     """Lesson 08: Three panels over training steps, one colour per run (``runs``: one or ``{name: run}``): the
-    training loss (log scale), the held-out accuracy (a dotted line at ``accuracy``), and the pattern match of
+    training loss (log scale), the held-out accuracy (a dotted line at 0.99), and the pattern match of
     each run's best head (the closest to the ideal at the end, named in the legend). Returns the figure.
 
     Two panels a row, the legend in the fourth place: at its natural size the figure is about 920 px
     wide, which a notebook on a 1366-px laptop screen shows unshrunk (three in a row were 1,330 px, shown
     at 70 %, their smallest text under 8 px)."""
     runs = runs_by_name(runs)
-    figure = plt.figure(figsize=figsize)
+    figure = plt.figure(figsize=(9.2, 5.8))
     grid = figure.add_gridspec(2, 2)
     axes = [figure.add_subplot(grid[0, 0]), figure.add_subplot(grid[0, 1]), figure.add_subplot(grid[1, 0])]
     for i, (name, run) in enumerate(runs.items()):
@@ -96,8 +95,7 @@ def plot_learning_curves(runs: Mapping[str, Any] | Any, *, accuracy: float | Non
     axes[0].set(yscale="log", title="training loss", xlabel="training step")
     axes[1].set(ylim=(0.0, 1.03), title="held-out accuracy", xlabel="training step")
     axes[2].set(ylim=(0.0, 1.03), title="pattern match of the best head", xlabel="training step")
-    if accuracy is not None:
-        axes[1].axhline(accuracy, color="0.5", lw=0.8, ls=":")
+    axes[1].axhline(0.99, color="0.5", lw=0.8, ls=":")
     for ax in axes:
         ax.grid(True, alpha=0.3)
         describe_axes(ax, lambda ax=ax: lines_sentence(ax, "Curves"))
@@ -110,9 +108,9 @@ def plot_learning_curves(runs: Mapping[str, Any] | Any, *, accuracy: float | Non
     return figure
 
 
-def plot_snapshots(run: Any, steps: Sequence[int], *, title: str | None = None, per_row: int = 3) -> Figure:
+def plot_snapshots(run: Any, steps: Sequence[int]) -> Figure:
     """Lesson 08: Every head's attention on the run's probe sequence at each of ``steps`` (each head's panels in order,
-    ``per_row`` panels a row), and the ideal pattern after the first head's last step.
+    three panels a row), and the ideal pattern after the first head's last step.
 
     ``steps``: steps the run recorded. Each panel's title gives the step and that head's pattern match there.
     Returns the figure.
@@ -121,8 +119,7 @@ def plot_snapshots(run: Any, steps: Sequence[int], *, title: str | None = None, 
     unshrunk (six in one row were 1,530 px, shown at 61 %)."""
     if not steps:
         raise ValueError("steps must name at least one recorded step, got none")
-    if per_row < 1:
-        raise ValueError(f"per_row must be at least 1, got {per_row}")
+    per_row = 3
     indices = [run.snapshot(step) for step in steps]
     L, H = run.pattern_match.shape[1:]
     slots = len(steps) + 1  # each head's steps, then the ideal (the first head) or nothing
@@ -162,28 +159,27 @@ def plot_snapshots(run: Any, steps: Sequence[int], *, title: str | None = None, 
                               f"ideal (1 = identical) of {'; '.join(matches)}.")
     cax = figure.add_axes((1.0 - 0.85 / width, 0.55 / height, 0.12 / width, 1.0 - 1.35 / height))
     figure.colorbar(image, cax=cax, label="attention weight")
-    figure.suptitle(title or f"{run.task.name}: every head over training", fontsize=11, y=1.0 - 0.1 / height, va="top")
+    figure.suptitle(f"{run.task.name}: every head over training", fontsize=11, y=1.0 - 0.1 / height, va="top")
     return figure
 
 
 def plot_circuit_forming(steps: Sequence[int], loss: Any, previous: Any, induction: Any, *, guessing: float,
-                         drop_step: int | None = None, drop_below: float = 1.0,
-                         figsize: tuple[float, float] = (9.0, 3.6)) -> Figure:
-    """Lesson 14: a run's loss on the repeated part ``(S,)`` (left, with the uniform guess ``guessing`` and the
-    ``drop_below`` line) and the best previous-token match ``(S,)`` and best induction match ``(S,)`` (right),
+                         drop_step: int | None = None) -> Figure:
+    """Lesson 14: a run's loss on the repeated part ``(S,)`` (left, with the uniform guess ``guessing`` and a line
+    at 1 nat) and the best previous-token match ``(S,)`` and best induction match ``(S,)`` (right),
     over the snapshot ``steps``; ``drop_step`` marked on both. Returns the figure."""
     steps = np.asarray(steps)
-    figure, (left, right) = plt.subplots(1, 2, figsize=figsize, layout="constrained")
+    figure, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.6), layout="constrained")
     left.plot(steps, to_numpy(loss), color=HEAD_COLOURS[0], label="loss on the repeated part")
     left.axhline(guessing, color="0.4", ls="--", lw=1.0, label=f"uniform guess ({guessing:.2f})")
-    left.axhline(drop_below, color="0.4", ls=":", lw=1.0, label=f"{drop_below:g} nat")
+    left.axhline(1.0, color="0.4", ls=":", lw=1.0, label="1 nat")
     left.set(xlabel="training step", ylabel="loss (nats)", ylim=(0.0, guessing * 1.15), title="held-out loss")
     right.plot(steps, to_numpy(previous), color=HEAD_COLOURS[1], label="best layer-0 previous-token match")
     right.plot(steps, to_numpy(induction), color=HEAD_COLOURS[2], ls="--", label="best layer-1 induction match")
     right.set(xlabel="training step", ylabel="pattern match", ylim=(0.0, 1.03), title="the two heads' matches")
     for ax in (left, right):
         if drop_step is not None:
-            ax.axvline(drop_step, color="#b35806", lw=1.5, label=f"loss below {drop_below:g} (step {drop_step})")
+            ax.axvline(drop_step, color="#b35806", lw=1.5, label=f"loss below 1 (step {drop_step})")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, loc="best")
         describe_axes(ax, lambda ax=ax: lines_sentence(ax, "Curves"))

@@ -8,8 +8,6 @@ kept picture of the head count shown, and a ``tokens`` move the token labels int
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
-
 import ipywidgets as W
 from matplotlib.figure import Figure
 from torch import Tensor
@@ -38,6 +36,12 @@ STEPS = (
     ("merged", "merged", "heads side by side again: transpose(1, 2).reshape(B, N, chan)"),
     ("out", "out", "proj(merged) + v with its heads merged: the skip goes through v, which is chan wide like out"),
 )
+
+# A step's name and shape never wrap: a browser would otherwise break "[1, 8, 192]" after a comma when the table is
+# narrow (it did at 1366 px with the file browser open). The named axes may wrap between axes ("batch=1, H=8")
+# and the words of the last column between words, so the table still fits a narrow output area. Set on each cell,
+# so it holds wherever the HTML is shown.
+KEEP_ON_ONE_LINE = 'style="white-space:nowrap"'
 
 
 class HeadsExplorer(Explorer):
@@ -109,29 +113,16 @@ class HeadsExplorer(Explorer):
                 f"brighter (yellow) is more weight, dark purple is none. Largest weight in each head: {top}.")
 
     def table(self, num_heads: int, chan: int, tokens: int) -> str:
-        return shape_table_html(self._inter, Attention.AXES)
-
-
-# A step's name and shape never wrap: a browser would otherwise break "[1, 8, 192]" after a comma when the table is
-# narrow (it did at 1366 px with the file browser open). The named axes may wrap between axes ("batch=1, H=8")
-# and the words of the last column between words, so the table still fits a narrow output area. Set on each cell,
-# so it holds wherever the HTML is shown.
-KEEP_ON_ONE_LINE = 'style="white-space:nowrap"'
-
-
-def shape_table_html(inter: Mapping[str, Tensor], axes: Mapping[str, str]) -> str:
-    """An HTML table of the pipeline's steps: name, shape, named axes and what the step does."""
-    if not inter:
-        return ""
-    rows = []
-    named_shapes = {name: (shape, named) for name, shape, named in shape_rows(inter, axes)}
-    for label, key, what in STEPS:
-        shape, named = named_shapes[key]
-        rows.append(f"<tr><td {KEEP_ON_ONE_LINE}><b>{html.escape(label)}</b></td>"
-                    f"<td {KEEP_ON_ONE_LINE}><code>{html.escape(str(shape))}</code></td>"
-                    f"<td><code>{html.escape(named)}</code></td><td>{what}</td></tr>")
-    head = "<tr><th>step</th><th>shape</th><th>axes</th><th>what happens</th></tr>"
-    style = ("<style>.heads-shapes th, .heads-shapes td {padding: 1px 10px; text-align: left; vertical-align: top}"
-             "</style>")
-    return (f'{style}<table class="heads-shapes" style="border-collapse:collapse;font-size:90%">'
-            f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>")
+        """An HTML table of the pipeline's steps: name, shape, named axes and what the step does."""
+        named_shapes = {name: (shape, named) for name, shape, named in shape_rows(self._inter, Attention.AXES)}
+        rows = []
+        for label, key, what in STEPS:
+            shape, named = named_shapes[key]
+            rows.append(f"<tr><td {KEEP_ON_ONE_LINE}><b>{html.escape(label)}</b></td>"
+                        f"<td {KEEP_ON_ONE_LINE}><code>{html.escape(str(shape))}</code></td>"
+                        f"<td><code>{html.escape(named)}</code></td><td>{what}</td></tr>")
+        head = "<tr><th>step</th><th>shape</th><th>axes</th><th>what happens</th></tr>"
+        style = ("<style>.heads-shapes th, .heads-shapes td {padding: 1px 10px; text-align: left; vertical-align: top}"
+                 "</style>")
+        return (f'{style}<table class="heads-shapes" style="border-collapse:collapse;font-size:90%">'
+                f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>")

@@ -121,10 +121,6 @@ class KVCacheCalculator(Explorer):
         self.set(num_heads=sizes["num_heads"], num_kv_heads=sizes["num_kv_heads"], num_layers=sizes["num_layers"],
                  head_dim=sizes["head_dim"], **window)
 
-    def _sync_menu(self, name: str | None) -> None:
-        with self._hold("_syncing_menu"):
-            self.model_menu.value = name or OWN_SIZES
-
     def counted(self, num_heads: int, num_kv_heads: int, num_layers: int, seq_len: int, dtype_bytes: int, head_dim: int,
                 window: int = 0, local_layers: int = 0) -> tuple[str | None, dict[str, int], int | None]:
         """At these control values (G divides H, the sliders see to it; the sliding-window layers are at most the
@@ -158,9 +154,10 @@ class KVCacheCalculator(Explorer):
 
     def update(self, num_heads: int, num_kv_heads: int, num_layers: int, seq_len: int, dtype_bytes: int,
                head_dim: int, window: int = 0, local_layers: int = 0) -> str:
-        model, sizes, published = self.counted(num_heads, num_kv_heads, num_layers, seq_len, dtype_bytes, head_dim,
-                                               window, local_layers)
-        self._sync_menu(model)  # the menu names the model whenever the sliders match one
+        model, sizes, published = self._counted = self.counted(num_heads, num_kv_heads, num_layers, seq_len,
+                                                               dtype_bytes, head_dim, window, local_layers)
+        with self._hold("_syncing_menu"):  # the menu names the model whenever the sliders match one
+            self.model_menu.value = model or OWN_SIZES
         top = sizes["multi-head"]
         for bar, label, kind, g in zip(self.bars, self.labels, KINDS, (num_heads, num_kv_heads, 1)):
             set_bar(bar, label, sizes[kind] / top,
@@ -184,8 +181,7 @@ class KVCacheCalculator(Explorer):
 
     def describe(self, num_heads: int, num_kv_heads: int, num_layers: int, seq_len: int, dtype_bytes: int,
                  head_dim: int, window: int = 0, local_layers: int = 0) -> str:
-        model, sizes, _ = self.counted(num_heads, num_kv_heads, num_layers, seq_len, dtype_bytes, head_dim, window,
-                                       local_layers)
+        model, sizes, _ = self._counted  # update's
         return (f"Bars of the KV cache of {model or 'a decoder'} ({num_layers} layers, {seq_len:,} tokens, head_dim "
                 f"{head_dim}, {dtype_bytes} bytes a number): multi-head (G = {num_heads}) "
                 f"{format_bytes(sizes['multi-head'])}, grouped-query (G = {num_kv_heads}) "
@@ -193,8 +189,7 @@ class KVCacheCalculator(Explorer):
 
     def table(self, num_heads: int, num_kv_heads: int, num_layers: int, seq_len: int, dtype_bytes: int,
               head_dim: int, window: int = 0, local_layers: int = 0) -> str:
-        model, sizes, published = self.counted(num_heads, num_kv_heads, num_layers, seq_len, dtype_bytes, head_dim,
-                                               window, local_layers)
+        model, sizes, published = self._counted  # update's
         formula = (f"2 (K and V) x {num_layers} layers x {self.batch} batch x G x {seq_len:,} tokens x "
                    f"{head_dim} head_dim x {dtype_bytes} bytes")
         if window:  # lesson 12: the sliding-window layers keep at most `window` tokens

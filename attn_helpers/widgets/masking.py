@@ -100,7 +100,6 @@ class MaskExplorer(Explorer):
         self.length = DEFAULT_LENGTH if length is None else int(length)
         if not 1 <= self.length <= n:
             raise ValueError(f"length must lie in [1, {n}] (the number of real tokens), got {length}")
-        self.cmap = cmap_with_nan()
         controls = {
             "temperature": W.FloatSlider(value=1.0, min=0.0, max=3.0, step=0.05, description="temperature",
                                          readout_format=".2f", continuous_update=True),
@@ -111,7 +110,7 @@ class MaskExplorer(Explorer):
         super().__init__(controls, figsize=(7.0, 5.0), dpi=80)
 
     def draw(self, figure: Figure) -> None:
-        self.ax, self.artist, self.sum_texts = row_sum_heatmap(figure, self.tokens, cmap=self.cmap, bottom=0.16)
+        self.ax, self.artist, self.sum_texts = row_sum_heatmap(figure, self.tokens, cmap=cmap_with_nan(), bottom=0.16)
         figure.text(0.01, 0.01, "grey cell = NaN (not a number)", fontsize=8, color="0.35")
         self.dynamic([self.artist, self.ax.title, *self.sum_texts])  # what update changes; the rest is kept
 

@@ -105,13 +105,12 @@ class PretrainedAttentionExplorer(Explorer):
         nrows = -(-num_heads // ncols)
         grid = figure.add_gridspec(nrows, ncols, left=0.56, right=0.985, bottom=0.05, top=0.86, wspace=0.12,
                                    hspace=0.3)
-        self.panels, self.panel_axes = [], []
+        self.panels = []
         for h in range(num_heads):
             ax = figure.add_subplot(grid[h // ncols, h % ncols])
             self.panels.append(cells(ax, blank, cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0))
             ax.set(xticks=[], yticks=[])
             ax.set_title(f"head {h}", fontsize=8, pad=2)
-            self.panel_axes.append(ax)
         self.grid_title = figure.text(0.7725, 0.93, " ", ha="center", va="bottom", fontsize=11)
         self.frame = Rectangle((0.0, 0.0), 0.1, 0.1, transform=figure.transFigure, fill=False, ec=FRAME_COLOUR,
                                lw=2.5)
@@ -128,7 +127,7 @@ class PretrainedAttentionExplorer(Explorer):
             image.set_data(w)
         self.main_title.set_text(f"layer {layer}, head {head}")
         self.grid_title.set_text(f"all {len(self.panels)} heads of layer {layer}")
-        self.frame.set_bounds(self.panel_axes[head].get_position().padded(0.004).bounds)  # figure coordinates
+        self.frame.set_bounds(self.panels[head].axes.get_position().padded(0.004).bounds)  # figure coordinates
         shares = attention_shares(torch.from_numpy(weights[head][None]))  # (5,)
         parts = ", ".join(f"{p} {s:.2f}" for p, s in zip(PATTERNS, shares.tolist()))
         self._shares = f"This head's share on {parts}"

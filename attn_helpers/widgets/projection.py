@@ -79,9 +79,8 @@ class ProjectionExplorer(Explorer):
     def draw(self, figure: Figure) -> None:
         grid = figure.add_gridspec(1, 6, width_ratios=[1, 0.06, 1, 1, 1, 0.06], wspace=0.3,
                                    left=0.07, right=0.95, bottom=0.2, top=0.86)
-        axes = [figure.add_subplot(grid[0, i]) for i in (0, 2, 3, 4)]
+        self.axes = axes = [figure.add_subplot(grid[0, i]) for i in (0, 2, 3, 4)]
         n = len(self.tokens)
-        self.axes = axes
         self.images = []
         self.head_lines: list[list] = []
         for i, (ax, name) in enumerate(zip(axes, ("x", "q", "k", "v"))):
@@ -132,12 +131,9 @@ class ProjectionExplorer(Explorer):
             image.set_data(values)
             ax.set_xlim(-0.5, width - 0.5)
             ax.set_title(f"{name}  ({n} × {width})")
-            for h, line in enumerate(self.head_lines[i]):
-                boundary = (h + 1) * head_dim
-                show = i > 0 and h + 1 < num_heads
-                line.set_visible(show)
-                if show:
-                    line.set_xdata([boundary - 0.5, boundary - 0.5])
+            for h, line in enumerate(self.head_lines[i], start=1):  # the line where head h starts
+                line.set_visible(i > 0 and h < num_heads)
+                line.set_xdata([h * head_dim - 0.5] * 2)
         params = int(t["params"])
         return (f"x {list(t['x'].shape)} -> qkv {list(t['qkv'].shape)} (3 × {chan}) -> q, k, v "
                 f"{list(t['q'].shape)} each; head_dim={head_dim}; qkv has {params} parameters")

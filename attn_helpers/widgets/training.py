@@ -131,11 +131,9 @@ class AttentionSnapshotExplorer(Explorer):
         curves = figure.add_subplot(grid[1, :-1])  # the last column's width holds the legend
         steps = np.asarray(run.steps)
         match = to_numpy(run.pattern_match)  # (S, L, H)
-        for layer in range(L):
-            for head in range(H):
-                curves.plot(steps, match[:, layer, head], LINESTYLES[layer % len(LINESTYLES)],
-                            color=HEAD_COLOURS[head % len(HEAD_COLOURS)],
-                            label=f"match, {head_name(layer, head, L)}")
+        for layer, head in np.ndindex(L, H):
+            curves.plot(steps, match[:, layer, head], LINESTYLES[layer % len(LINESTYLES)],
+                        color=HEAD_COLOURS[head % len(HEAD_COLOURS)], label=f"match, {head_name(layer, head, L)}")
         curves.plot(steps, to_numpy(run.held_out_accuracy), color=ACCURACY_COLOUR, lw=1.0, ls=(0, (1, 1.5)),
                     label="held-out accuracy")
         curves.set(xlim=(0, run.config.steps), ylim=(0.0, 1.03), xlabel="training step")

@@ -19,14 +19,6 @@ from ._base import Explorer, refuse_zero_temperature
 __all__ = ["ValuesExplorer"]
 
 
-def _default_example(n: int) -> tuple[Tensor, Tensor]:
-    generator = torch.Generator().manual_seed(4)
-    q = torch.randn(n, 8, generator=generator)  # (N, d_k)
-    k = torch.randn(n, 8, generator=generator)  # (N, d_k)
-    v = torch.randn(n, 2, generator=generator)  # (N, d_v=2)
-    return attention_scores(q, k) * 2.0, v  # (N, N) a little sharper than unit scores, (N, 2)
-
-
 class ValuesExplorer(Explorer):
     """Lesson 04: Pick a query: its weights (bars) and its output among the 2-D values (scatter), in place.
 
@@ -41,8 +33,10 @@ class ValuesExplorer(Explorer):
                  tokens: Sequence[str] | None = None) -> None:
         self.tokens = list(tokens) if tokens is not None else list(DEFAULT_TOKENS)
         n = len(self.tokens)
-        default_scores, default_v = _default_example(n)
+        generator = torch.Generator().manual_seed(4)  # the default example: q, k (N, 8), then v (N, 2)
+        q, k, default_v = (torch.randn(n, d, generator=generator) for d in (8, 8, 2))
         self.v = (default_v if v is None else v.detach().to(torch.float32)).squeeze()
+        default_scores = attention_scores(q, k) * 2.0  # (N, N) a little sharper than unit scores
         self.scores = (default_scores if scores is None else scores.detach().to(torch.float32)).squeeze()
         if self.v.shape != (n, 2):
             raise ValueError(f"v must have shape (N, 2) = ({n}, 2) for {n} tokens, got {list(self.v.shape)}")

@@ -209,16 +209,6 @@ def test_head_grid_hides_unused_panels_and_puts_key_labels_under_the_lowest_pane
     assert tick_texts(images[1].axes, "x") == []
 
 
-def test_head_grid_draws_into_a_given_figure_keeping_or_fitting_its_size():
-    figure = Figure(figsize=(5.0, 3.0))
-    images = views.head_grid(weights(2, 4, 4), list("abcd"), figure=figure)
-    assert all(image.axes.figure is figure for image in images)
-    assert tuple(figure.get_size_inches()) == (5.0, 3.0)
-    views.head_grid(weights(2, 4, 4), list("abcd"), figure=figure, resize_figure=True)
-    assert tuple(figure.get_size_inches()) != (5.0, 3.0)
-    assert len([ax for ax in figure.axes if ax.findobj(Cells)]) == 2  # cleared first, not drawn twice
-
-
 def label_centres(ax, texts: list) -> list[tuple[float, float]]:
     renderer = ax.figure.canvas.get_renderer()
     boxes = [t.get_window_extent(renderer) for t in texts]
