@@ -41,14 +41,19 @@ def check_scores_shape(answer: Any, B: int, num_heads: int, N: int) -> Verdict:
     """Exercise 0: the multi-head scores' shape ``(B, H, N, N)``."""
     return judge_shape(
         answer, [B, num_heads, N, N], what="a shape", hint="write it like [B, H, N, N] with whole numbers.",
-        known={(B, N, N): ("has no head axis.", "with several heads, each head has its own scores: (B, H, N, N)."),
+        known={(num_heads, N, N): ("has no batch axis.", "each of the B sequences has its own scores: (B, H, N, N)."),
+               (B * num_heads, N, N): ("merges the batch and head axes into one.",
+                                       "the scores keep the batch and the heads apart: (B, H, N, N)."),
+               # after the two above: where num_heads == B, this one is said
+               (B, N, N): ("has no head axis.", "with several heads, each head has its own scores: (B, H, N, N)."),
                # after (B, N, N): where num_heads == N, this one is said
                (B, num_heads, N): ("has one score per token and head, but a score belongs to a pair of tokens.",
                                    "every query is scored against every key: the last two axes are N (queries) and N "
                                    "(keys).")},
         success=f"{[B, num_heads, N, N]}: one N × N matrix of scores per batch element and per head.",
         order="the order is (batch, heads, queries, keys): heads come before the tokens.",
-        other=("is not the scores' shape.", "every query is scored against every key: the last two axes are N and N."))
+        other=("is not the scores' shape.", "one N × N matrix of scores (queries × keys) per sequence and per head: "
+                                             "(B, H, N, N), with this exercise's B, num_heads and N."))
 
 
 # The inputs (N, d_k) of exercise 0.3: N != d_k, and d_k is neither sqrt(N) nor 2, so no two mistakes below give

@@ -29,6 +29,15 @@ def test_scores_shape_checker_says_a_score_belongs_to_a_pair_of_tokens():  # rea
     assert "last two axes are N (queries) and N (keys)" in verdict.hint
 
 
+@pytest.mark.parametrize("answer, words", [  # reader i00: the fallback said the last two axes were N and N
+    ([2, 20, 20], "has no batch axis"), ([16, 20, 20], "merges the batch and head axes"),
+    ([1, 2, 20, 20], "this exercise's B"), ([13, 4, 100, 100], "this exercise's B"),
+])
+def test_scores_shape_checker_names_what_is_wrong_in_front_of_the_n_by_n(answer, words):
+    verdict = checks.check_scores_shape.judge(answer, B=8, num_heads=2, N=20)
+    assert not verdict.ok and words in verdict.message + verdict.hint and "last two axes" not in verdict.hint
+
+
 def test_scores_shape_checker_rejects_a_non_shape():
     verdict = checks.check_scores_shape.judge(5, B=13, num_heads=4, N=100)
     assert not verdict.ok and "list or tuple" in verdict.message
