@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from ..core import MultiHeadAttention
-from ..lab import local_random
+from ..lab import attention_parameters, local_random
 from ._core import Verdict, as_whole, checker, compare_tensors, correct, wrong
 from ._function import judge_function
 from ._guard import TORCH_ATTENTION, Watch, library, run_watching
@@ -73,23 +73,6 @@ _COUNTING = Watch({nn.Module.__init__: "a module it builds", nn.Module.parameter
                    torch.numel: "PyTorch's numel", torch.Tensor.numel: "PyTorch's Tensor.numel"})
 
 
-def _parameter_count(d_model: int, num_heads: int) -> int:
-    """``MultiHeadAttention(d_model, num_heads)``'s learnable numbers (on the meta device: no random draws)."""
-    with torch.device("meta"):
-        return sum(p.numel() for p in MultiHeadAttention(d_model, num_heads).parameters())
-
-
-def _seeded_layer(d_model: int, num_heads: int, generator: torch.Generator) -> MultiHeadAttention:
-    """An eval ``MultiHeadAttention`` whose parameters are drawn from ``generator`` like a fresh ``nn.Linear``'s."""
-    with torch.device("meta"):
-        layer = MultiHeadAttention(d_model, num_heads)
-    layer = layer.to_empty(device="cpu")
-    with torch.no_grad():
-        for p in layer.parameters():
-            p.uniform_(-d_model ** -0.5, d_model ** -0.5, generator=generator)
-    return layer.eval()
-
-
 _COUNT_SIZES = ((8, 2), (64, 4), (200, 5), (768, 12))  # (d_model, num_heads): a small layer to GPT-2's
 
 
@@ -108,7 +91,7 @@ def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
     def judge(got: Any, d_model: int, num_heads: int) -> Verdict:
         at = f"at d_model = {d_model}, num_heads = {num_heads}: "
         value = as_whole(got, f"{at}your function's result {_WHOLE}", _AN_INT)
-        right = _parameter_count(d_model, num_heads)
+        right = sum(attention_parameters(d_model, d_model, qkv_bias=True).values())  # four biased Linears
         if value == right:
             return correct()
         hd, d_ = d_model // num_heads, d_model
@@ -306,7 +289,12 @@ def check_mha_class(answer: Any) -> Verdict:
     torch_gap = 0.0
     for B, N, d_model, num_heads in _MHA_CONFIGS:
         g = torch.Generator().manual_seed(7 * d_model + num_heads)
-        reference = _seeded_layer(d_model, num_heads, g)
+        with torch.device("meta"):  # its parameters drawn from g like a fresh nn.Linear's
+            reference = MultiHeadAttention(d_model, num_heads)
+        reference = reference.to_empty(device="cpu").eval()
+        with torch.no_grad():
+            for p in reference.parameters():
+                p.uniform_(-d_model ** -0.5, d_model ** -0.5, generator=g)
         try:
             with local_random(0):  # the learner's layers draw their first weights from a local generator
                 mine = answer(d_model, num_heads)

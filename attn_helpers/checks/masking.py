@@ -251,18 +251,11 @@ def check_padding_keep_mask(answer: Any, lengths: Tensor, n: int, side: str = "r
                                   "axis of size 1 lets the mask broadcast over every query row.")
 
 
-def _row_outcome(row: Tensor) -> str:
-    if bool(row.isnan().any()):
-        return "nan"
-    if bool((row == 0).all()):
-        return "zeros"
-    return "uniform" if bool(torch.allclose(row, torch.full_like(row, 1 / row.numel()))) else "other"
-
-
 @prediction_checker(choices=("nan", "uniform", "zeros"))
 def check_masked_row_prediction(choice: str, row: Tensor) -> Verdict:
     """Prediction 3: what a softmax gives a row whose keys are all blocked."""
-    outcome = _row_outcome(row)
+    uniform = bool(torch.allclose(row, torch.full_like(row, 1 / row.numel())))
+    outcome = "nan" if row.isnan().any() else "zeros" if (row == 0).all() else "uniform" if uniform else "other"
     if choice == outcome:
         return correct(f"the row is {row.tolist()}: every score is -inf, so the row's maximum is -inf "
                        "too, and the softmax's first step, s - max = -inf - (-inf), is already NaN."
