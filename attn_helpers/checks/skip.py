@@ -69,18 +69,13 @@ def check_skip_through_v(answer: Any) -> Verdict:
                 "chan = H * head_dim wide.")
 
 
-def _trend(first: float, last: float) -> str:
-    """``"grows"`` (more than twice as big), ``"shrinks"`` (less than half) or ``"stays"``."""
-    ratio = last / first if first else math.inf
-    return "grows" if ratio > 2 else ("shrinks" if ratio < 0.5 else "stays")
-
-
 @prediction_checker(choices=TRENDS)
 def check_gradient_trend_prediction(choice: str, first: Tensor, last: Tensor, depths: tuple[int, int]) -> Verdict:
     """Prediction 6: with ``x + attention(x)``, does layer 1's gradient (``first``, ``last``: one per seed, at the
     two ``depths``) shrink (below half), stay or grow (above twice) with depth?"""
     first, last = torch.as_tensor(first, dtype=torch.float64), torch.as_tensor(last, dtype=torch.float64)
-    trends = [_trend(a, b) for a, b in zip(first.tolist(), last.tolist())]
+    ratios = [b / a if a else math.inf for a, b in zip(first.tolist(), last.tolist())]
+    trends = ["grows" if ratio > 2 else ("shrinks" if ratio < 0.5 else "stays") for ratio in ratios]
     count = {t: trends.count(t) for t in TRENDS}
     a, b = depths
     measured = (f"over {len(trends)} seeds the gradient at layer 1 goes from {first.min().item():.2g}–"
