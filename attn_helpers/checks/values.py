@@ -24,9 +24,8 @@ def check_output_shape_prediction(prediction: Any, q: Tensor, k: Tensor, v: Tens
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(f"the exercise's inputs do not fit together: q {list(q.shape)}, k {list(k.shape)}, "
                          f"v {list(v.shape)}")
-    shape = as_shape(prediction, "your answer",
-                     hint="the answer is the shape itself, not a tensor: a tuple such as (B, N_q, d_v) with numbers.")
-    shape = tuple(shape)
+    shape = tuple(as_shape(prediction, "your answer", hint="the answer is the shape itself, not a tensor: a tuple "
+                                                           "such as (B, N_q, d_v) with numbers."))
     (B, n_q, d_k), (n_k, d_v) = q.shape, v.shape[-2:]
     expected = (B, n_q, d_v)
     if shape == expected:
