@@ -139,10 +139,9 @@ def _judge_match(w: Tensor, target: Tensor) -> Any:
 def _knockout_logits(model: TinyAttentionModel, tokens: Tensor, layer: int, head: int, *,
                      mistake: str | None = None) -> Tensor:
     """``(B, N) -> (B, N, C)`` with ``head`` of ``layer`` knocked out; ``mistake``: one of :data:`_KNOCKOUT_MISTAKES`."""
-    if mistake == "no positions":
-        x = model.embed(tokens)  # (B, N, dim)
-    else:
-        x = model.embed(tokens) + model.position.weight[: tokens.shape[1]]  # (B, N, dim)
+    x = model.embed(tokens)  # (B, N, dim)
+    if mistake != "no positions":
+        x = x + model.position.weight[: tokens.shape[1]]  # (B, N, dim)
     first = x
     for index, attention in enumerate(model.layers):
         out, inter = attention(first if mistake == "same input" else x, return_intermediates=True)
