@@ -173,15 +173,13 @@ def check_residual_line(answer: Any, options: Mapping[str, str], namespace: Mapp
     got = run_option(options[letter], namespace)
     if isinstance(got, Tensor) and list(got.shape) == target:
         with torch.no_grad():
-            residual = namespace["projected"] + namespace["to_chan"](namespace["x"])  # (B, N, chan)
-        if torch.allclose(got.detach(), residual):
+            skip = namespace["to_chan"](namespace["x"])  # (B, N, chan): each token's own input, at chan features
+            added = got.detach() - namespace["projected"]  # (B, N, chan): what the line added to the output
+        if torch.allclose(got.detach(), namespace["projected"] + skip):
             return correct(f"({letter}) adds two tensors of the same shape {target}: each token's output and its own "
                            "input, brought to chan features.")
         said = f"({letter}) runs and gives {target}, but it does not add each token's own input to its output"
         per_token = "the skip path carries the layer's input x, token by token, brought to chan features when dim != chan."
-        with torch.no_grad():
-            added = got.detach() - namespace["projected"]  # (B, N, chan): what the line added to the output
-            skip = namespace["to_chan"](namespace["x"])  # (B, N, chan): each token's own input, at chan features
         if torch.allclose(added, skip.mean(dim=1, keepdim=True).expand_as(added)):
             return wrong(f"{said}: it adds every token the same vector, the average of the tokens' inputs.", per_token)
         if added.dim() == 3:
