@@ -84,8 +84,6 @@ def _seeded_cases(make_inputs: Callable[..., tuple[Tensor, ...]], first_seed: in
 
 
 _DELTA_NAMES = ("gated_delta_step", "gated_delta_chunk", "gated_delta_rule", "linear_attention_step")
-_STEP_LIBRARY = library((*_DELTA_NAMES, "linear_attention", "elu_feature_map")) | TRANSFORMERS
-_STEP_SHAPES = ((3, 5), (2, 4, 6), (1, 2, 3))  # (..., d_k, d_v): d_k != d_v, so a transposed state shows
 
 
 def _step_inputs(seed: int, shape: tuple[int, ...]) -> tuple[Tensor, ...]:
@@ -140,8 +138,10 @@ def _judge_step(state: Tensor, normalizer: Tensor, phi_q: Tensor, phi_k: Tensor,
 @checker
 def check_linear_attention_step(answer: Any) -> Verdict:
     """Exercise 13: ``step(state, normalizer, phi_q, phi_k, v) -> (o, state, normalizer)``, causal linear attention."""
-    cases = _seeded_cases(_step_inputs, 11, _STEP_SHAPES, _judge_step, "state")
-    return judge_function(answer, cases, watched=_STEP_LIBRARY, example="step(state, normalizer, phi_q, phi_k, v)",
+    # shapes (..., d_k, d_v) with d_k != d_v, so a transposed state shows
+    cases = _seeded_cases(_step_inputs, 11, ((3, 5), (2, 4, 6), (1, 2, 3)), _judge_step, "state")
+    return judge_function(answer, cases, example="step(state, normalizer, phi_q, phi_k, v)",
+                          watched=library((*_DELTA_NAMES, "linear_attention", "elu_feature_map")) | TRANSFORMERS,
                           raised="the state is (..., d_k, d_v), with d_k != d_v here: build the outer product as "
                                  "phi_k[..., :, None] * v[..., None, :] (not v times phi_k) and read it with "
                                  "phi_q[..., None, :] @ state; operations made for single vectors (torch.outer, "
@@ -153,10 +153,6 @@ def check_linear_attention_step(answer: Any) -> Verdict:
                           success="right for three inputs of other sizes (d_k != d_v, with and without batch axes): "
                                   "the state grows by φ(k_t) v_tᵀ, the normaliser by φ(k_t), and the output divides "
                                   "the two reads.")
-
-
-_DELTA_LIBRARY = library(_DELTA_NAMES) | TRANSFORMERS
-_TRANSITION_SHAPES = ((4,), (2, 5), (3, 2, 3))  # (..., d_k): one key, and keys with batch axes
 
 
 def _transition_inputs(seed: int, shape: tuple[int, ...]) -> tuple[Tensor, ...]:
@@ -193,8 +189,10 @@ def _judge_transition(k: Tensor, log_decay: Tensor, beta: Tensor) -> Any:
 @checker
 def check_delta_transition(answer: Any) -> Verdict:
     """Exercise 13: ``transition(k, log_decay, beta)``, ``A_t (..., d_k, d_k)`` of the gated delta rule."""
-    cases = _seeded_cases(_transition_inputs, 21, _TRANSITION_SHAPES, _judge_transition, "k")
-    return judge_function(answer, cases, watched=_DELTA_LIBRARY, example="transition(k, log_decay, beta)",
+    # shapes (..., d_k): one key, and keys with batch axes
+    cases = _seeded_cases(_transition_inputs, 21, ((4,), (2, 5), (3, 2, 3)), _judge_transition, "k")
+    return judge_function(answer, cases, watched=library(_DELTA_NAMES) | TRANSFORMERS,
+                          example="transition(k, log_decay, beta)",
                           raised="k kᵀ for keys with batch axes is k[..., :, None] * k[..., None, :] (shape "
                                  "(..., d_k, d_k)); torch.eye(k.shape[-1]) broadcasts over the batch axes; give α and "
                                  "β two trailing axes, [..., None, None]. torch.outer works on single vectors only.",

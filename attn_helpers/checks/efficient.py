@@ -204,9 +204,6 @@ def check_kv_cache_size(answer: Any, *, num_layers: int, chan: int, num_heads: i
                    f"models; with one key/value head per query head it would be {num_heads // num_kv_heads} times as much.")
 
 
-_REPEAT_CASES = ((1, 1, 4, 3, 4), (2, 3, 2, 2, 3), (1, 2, 5, 4, 8))  # more (B, G, N, d, H): multi-query, G = H, 4 per group
-
-
 def _judge_repeat(k: Tensor, heads: int, first: bool) -> Any:
     per_group = heads // k.shape[1]
     mistakes = {
@@ -231,7 +228,8 @@ def _judge_repeat(k: Tensor, heads: int, first: bool) -> Any:
 def check_repeat_kv(answer: Any, k: Tensor, num_heads: int) -> Verdict:
     """Exercise 9: ``repeat_heads(k (B, G, N, d), num_heads) -> (B, H, N, d)``, key/value head ``h // (H / G)``."""
     g = torch.Generator().manual_seed(5)
-    cases = [(k, num_heads)] + [(torch.randn(B, G, N, d, generator=g), H) for B, G, N, d, H in _REPEAT_CASES]
+    more = ((1, 1, 4, 3, 4), (2, 3, 2, 2, 3), (1, 2, 5, 4, 8))  # (B, G, N, d, H): multi-query, G = H, 4 per group
+    cases = [(k, num_heads)] + [(torch.randn(B, G, N, d, generator=g), H) for B, G, N, d, H in more]
     return judge_function(
         answer, [((k_case, heads), "" if i == 0 else f"for k of shape {list(k_case.shape)} and {heads} query heads",
                   _judge_repeat(k_case, heads, i == 0)) for i, (k_case, heads) in enumerate(cases)],

@@ -24,16 +24,13 @@ _WHOLE = "should be a whole number, got {!r}."
 _AN_INT = "a count of numbers is an int."
 
 
-_ENTRY_SIZES = ((2, 3, 12, 3), (1, 5, 8, 4), (3, 2, 10, 1), (2, 4, 18, 2))  # (B, N, chan, num_heads)
-
-
 @checker
 def check_qkv_entry(answer: Any) -> Verdict:
     """Exercise 7.1: ``source(part, b, h, n, e, chan, num_heads)``, the ``qkv`` index ``qkv_heads[part, b, h, n, e]``
     holds; any PyTorch or NumPy call is refused (a tensor laid out like ``qkv_heads`` would look the answer up)."""
     follow = "follow one number through reshape(B, N, 3, H, head_dim) and then permute(2, 0, 3, 1, 4)."
     cases = []
-    for B, N, chan, H in _ENTRY_SIZES:
+    for B, N, chan, H in ((2, 3, 12, 3), (1, 5, 8, 4), (3, 2, 10, 1), (2, 4, 18, 2)):  # (B, N, chan, num_heads)
         hd = chan // H
         qkv = torch.arange(B * N * 3 * chan).reshape(B, N, 3 * chan)  # each entry its own flat index
         qkv_heads = qkv.reshape(B, N, 3, H, hd).permute(2, 0, 3, 1, 4)  # (3, B, H, N, head_dim)
@@ -73,9 +70,6 @@ _COUNTING = Watch({nn.Module.__init__: "a module it builds", nn.Module.parameter
                    torch.numel: "PyTorch's numel", torch.Tensor.numel: "PyTorch's Tensor.numel"})
 
 
-_COUNT_SIZES = ((8, 2), (64, 4), (200, 5), (768, 12))  # (d_model, num_heads): a small layer to GPT-2's
-
-
 @checker
 def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
     """Exercise 7: ``answer(d_model, num_heads)``, ``MultiHeadAttention``'s parameter count from a formula."""
@@ -86,7 +80,8 @@ def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
         said = "is right for this layer" if value == expected else "is one number"
         return wrong(f"{value:,} {said}, but the exercise asks for a function of d_model and num_heads.",
                      "write answer = lambda d_model, num_heads: ... with a formula, so it can be tried at other sizes.")
-    sizes = ((d, H), *[size for size in _COUNT_SIZES if size != (d, H)])
+    # (d_model, num_heads): this layer's, then a small layer to GPT-2's
+    sizes = ((d, H), *[size for size in ((8, 2), (64, 4), (200, 5), (768, 12)) if size != (d, H)])
 
     def judge(got: Any, d_model: int, num_heads: int) -> Verdict:
         at = f"at d_model = {d_model}, num_heads = {num_heads}: "

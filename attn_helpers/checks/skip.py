@@ -25,10 +25,6 @@ __all__ = ["check_skip_through_v", "check_gradient_trend_prediction", "check_lay
 TRENDS = ("shrinks", "stays", "grows")
 
 
-#: ``(B, H, N, head_dim)`` of the checker's own ``v``: no layer whose forward pass could be replayed.
-_SKIP_SIZES = ((2, 2, 5, 4), (1, 3, 4, 2), (3, 1, 6, 3))
-
-
 def _judge_skip(v_heads: Tensor, projected: Tensor) -> Any:
     B, H, N, head_dim = v_heads.shape
     chan = H * head_dim
@@ -54,7 +50,8 @@ def check_skip_through_v(answer: Any) -> Verdict:
     """Exercise 6.2: ``walkthrough_output(v_heads, projected)``, walkthrough 000's ``projected + v``, merged."""
     g = torch.Generator().manual_seed(62)
     cases = []
-    for B, H, N, head_dim in _SKIP_SIZES:
+    # (B, H, N, head_dim) of the checker's own v: no layer whose forward pass could be replayed
+    for B, H, N, head_dim in ((2, 2, 5, 4), (1, 3, 4, 2), (3, 1, 6, 3)):
         v_heads = torch.randn(B, H, N, head_dim, generator=g, dtype=torch.float64)
         projected = torch.randn(B, N, H * head_dim, generator=g, dtype=torch.float64)  # (B, N, chan)
         cases.append(((v_heads, projected), f"for v_heads {list(v_heads.shape)} and projected "
