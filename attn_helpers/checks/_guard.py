@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+import traceback
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -162,16 +163,6 @@ def _profiled(fn: Callable[..., Any], args: tuple[Any, ...], profile: Callable[[
         sys.setprofile(previous)
 
 
-def _importing(frame: Any) -> bool:
-    """Whether ``frame`` runs inside an import (Python's import machinery is on its stack): a module's first import
-    runs its body, whose calls are not the learner's."""
-    while frame is not None:
-        if frame.f_code.co_filename.startswith("<frozen importlib"):
-            return True
-        frame = frame.f_back
-    return False
-
-
 def run_watching(fn: Callable[..., Any], args: tuple[Any, ...], watched: Watch, *,
                  only_if: Mapping[Any, Callable[[dict[str, Any]], bool]] | None = None) -> tuple[Any, list[str]]:
     """``fn(*args)`` and the ``watched`` calls it made; ``only_if``: watched function -> test of its arguments."""
@@ -190,7 +181,10 @@ def run_watching(fn: Callable[..., Any], args: tuple[Any, ...], watched: Watch, 
                     name = ""
         elif event == "c_call":
             name = watched.name(arg)
-        if name and not _importing(frame):
+        # a module's first import runs its body, whose calls are not the learner's: none inside an import (Python's
+        # import machinery on the stack)
+        if name and not any(f.f_code.co_filename.startswith("<frozen importlib")
+                            for f, _ in traceback.walk_stack(frame)):
             called.append(name)
 
     with warnings.catch_warnings():

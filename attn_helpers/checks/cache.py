@@ -84,8 +84,6 @@ def _seeded_cases(make_inputs: Callable[..., tuple[Tensor, ...]], first_seed: in
 
 
 _DELTA_NAMES = ("gated_delta_step", "gated_delta_chunk", "gated_delta_rule", "linear_attention_step")
-_STEP_LIBRARY = library((*_DELTA_NAMES, "linear_attention", "elu_feature_map")) | TRANSFORMERS
-_STEP_SHAPES = ((3, 5), (2, 4, 6), (1, 2, 3))  # (..., d_k, d_v): d_k != d_v, so a transposed state shows
 
 
 def _step_inputs(seed: int, shape: tuple[int, ...]) -> tuple[Tensor, ...]:
@@ -137,29 +135,24 @@ def _judge_step(state: Tensor, normalizer: Tensor, phi_q: Tensor, phi_k: Tensor,
     return judge
 
 
-#: The hint for a step that raised: on these inputs d_k != d_v and some have batch axes.
-_STEP_RAISED = ("the state is (..., d_k, d_v), with d_k != d_v here: build the outer product as phi_k[..., :, None] * "
-                "v[..., None, :] (not v times phi_k) and read it with phi_q[..., None, :] @ state; operations made for "
-                "single vectors (torch.outer, torch.dot, phi_q @ normalizer) fail on inputs with batch axes (...); and "
-                "a sum over the last axis that drops it (.sum(-1) without keepdim=True) leaves a denominator of shape "
-                "(...) that cannot divide a (..., d_v) output.")
-
-
 @checker
 def check_linear_attention_step(answer: Any) -> Verdict:
     """Exercise 13: ``step(state, normalizer, phi_q, phi_k, v) -> (o, state, normalizer)``, causal linear attention."""
-    cases = _seeded_cases(_step_inputs, 11, _STEP_SHAPES, _judge_step, "state")
-    return judge_function(answer, cases, watched=_STEP_LIBRARY, example="step(state, normalizer, phi_q, phi_k, v)",
-                          raised=_STEP_RAISED,
+    # shapes (..., d_k, d_v) with d_k != d_v, so a transposed state shows
+    cases = _seeded_cases(_step_inputs, 11, ((3, 5), (2, 4, 6), (1, 2, 3)), _judge_step, "state")
+    return judge_function(answer, cases, example="step(state, normalizer, phi_q, phi_k, v)",
+                          watched=library((*_DELTA_NAMES, "linear_attention", "elu_feature_map")) | TRANSFORMERS,
+                          raised="the state is (..., d_k, d_v), with d_k != d_v here: build the outer product as "
+                                 "phi_k[..., :, None] * v[..., None, :] (not v times phi_k) and read it with "
+                                 "phi_q[..., None, :] @ state; operations made for single vectors (torch.outer, "
+                                 "torch.dot, phi_q @ normalizer) fail on inputs with batch axes (...); and a sum over "
+                                 "the last axis that drops it (.sum(-1) without keepdim=True) leaves a denominator of "
+                                 "shape (...) that cannot divide a (..., d_v) output.",
                           lines="write the recurrence of section 13.2.1 yourself: update S and z with this "
                                 "token's φ(k_t) and v_t, then read o_t with φ(q_t).",
                           success="right for three inputs of other sizes (d_k != d_v, with and without batch axes): "
                                   "the state grows by φ(k_t) v_tᵀ, the normaliser by φ(k_t), and the output divides "
                                   "the two reads.")
-
-
-_DELTA_LIBRARY = library(_DELTA_NAMES) | TRANSFORMERS
-_TRANSITION_SHAPES = ((4,), (2, 5), (3, 2, 3))  # (..., d_k): one key, and keys with batch axes
 
 
 def _transition_inputs(seed: int, shape: tuple[int, ...]) -> tuple[Tensor, ...]:
@@ -193,17 +186,16 @@ def _judge_transition(k: Tensor, log_decay: Tensor, beta: Tensor) -> Any:
     return lambda got: compare_tensors(got, expected, name="the transition", likely_mistakes=mistakes)
 
 
-_TRANSITION_RAISED = ("k kᵀ for keys with batch axes is k[..., :, None] * k[..., None, :] (shape (..., d_k, d_k)); "
-                      "torch.eye(k.shape[-1]) broadcasts over the batch axes; give α and β two trailing axes, "
-                      "[..., None, None]. torch.outer works on single vectors only.")
-
-
 @checker
 def check_delta_transition(answer: Any) -> Verdict:
     """Exercise 13: ``transition(k, log_decay, beta)``, ``A_t (..., d_k, d_k)`` of the gated delta rule."""
-    cases = _seeded_cases(_transition_inputs, 21, _TRANSITION_SHAPES, _judge_transition, "k")
-    return judge_function(answer, cases, watched=_DELTA_LIBRARY, example="transition(k, log_decay, beta)",
-                          raised=_TRANSITION_RAISED,
+    # shapes (..., d_k): one key, and keys with batch axes
+    cases = _seeded_cases(_transition_inputs, 21, ((4,), (2, 5), (3, 2, 3)), _judge_transition, "k")
+    return judge_function(answer, cases, watched=library(_DELTA_NAMES) | TRANSFORMERS,
+                          example="transition(k, log_decay, beta)",
+                          raised="k kᵀ for keys with batch axes is k[..., :, None] * k[..., None, :] (shape "
+                                 "(..., d_k, d_k)); torch.eye(k.shape[-1]) broadcasts over the batch axes; give α and "
+                                 "β two trailing axes, [..., None, None]. torch.outer works on single vectors only.",
                           lines="multiply out the step of section 13.3.1 yourself and collect what multiplies "
                                 "S_{t-1}: the faded state α_t S_{t-1} (α_t = exp(g_t)) and what writing "
                                 "β_t k_t (v_t - recalled)ᵀ takes from it, where recalled is what the faded state "

@@ -137,7 +137,7 @@ _CACHE_KEYS = ("num_layers", "chan", "num_heads", "num_kv_heads", "seq_len", "dt
 
 _KV_WIDTH = "num_kv_heads x head_dim, with head_dim = chan // num_heads"
 #: The typical wrong byte counts: cause -> (its value from the sizes and the right count, or None when it is the
-#: right one, hint); :func:`_cache_verdict` names a cause only when its value matches on every case.
+#: right one, hint); :func:`check_kv_cache_size` names a cause only when its value matches on every case.
 _CACHE_MISTAKES: dict[str, tuple[Callable[[dict[str, int], int], int | None], str]] = {
     # chan // num_kv_heads as head_dim and counting the query heads give the same bytes: both keys chan wide
     "you took head_dim = chan // num_kv_heads (or counted the query heads): the cached keys came out chan wide": (
@@ -165,20 +165,6 @@ _CACHE_MISTAKES: dict[str, tuple[Callable[[dict[str, int], int], int | None], st
 }
 
 
-def _cache_verdict(results: list[tuple[dict[str, int], int, int]], first: int) -> Verdict:
-    """The verdict on a wrong cache size, shown for case ``first`` (the first one it gets wrong). A mistake is
-    named only when it explains the function's answer on EVERY case: on one case two mistakes can give the
-    same number (with float16, forgetting the 2 bytes and forgetting the values both halve the count)."""
-    sizes, got, expected = results[first]
-    where = "" if first == 0 else f" For {', '.join(f'{k}={v}' for k, v in sizes.items())}:"
-    for cause, (value, hint) in _CACHE_MISTAKES.items():
-        if all(theirs == (value(case, right) or right) for case, theirs, right in results):
-            return wrong(f"{where} {got:,} is what you get when {cause}.".lstrip(), hint)
-    return wrong(f"{where} your function gives {got:,} bytes, expected {expected:,}.".lstrip(),
-                 "section 9.5.2 gives the count (kv_cache_bytes' formula); head_dim is not among the arguments "
-                 "here: work one head's width out from chan and num_heads.")
-
-
 @checker
 def check_kv_cache_size(answer: Any, *, num_layers: int, chan: int, num_heads: int, num_kv_heads: int,
                         seq_len: int, dtype_bytes: int) -> Verdict:
@@ -200,14 +186,22 @@ def check_kv_cache_size(answer: Any, *, num_layers: int, chan: int, num_heads: i
         lines="write the product yourself: keys and values, layers, key/value heads, tokens, features per head "
               "(chan // num_heads), bytes.", raised="keep the six parameter names of the exercise's def line.")
     failed = [case_number for case_number, (_, got, expected) in enumerate(results) if got != expected]
-    if not verdict.ok or failed:
-        return verdict if not verdict.ok else _cache_verdict(results, failed[0])
+    if not verdict.ok:
+        return verdict
+    if failed:  # shown for the first case it gets wrong
+        sizes, got, expected = results[failed[0]]
+        where = "" if failed[0] == 0 else f" For {', '.join(f'{k}={v}' for k, v in sizes.items())}:"
+        # a mistake named only when it explains EVERY case: on one case two mistakes can give the same number (with
+        # float16, forgetting the 2 bytes and forgetting the values both halve the count)
+        for cause, (value, hint) in _CACHE_MISTAKES.items():
+            if all(theirs == (value(case, right) or right) for case, theirs, right in results):
+                return wrong(f"{where} {got:,} is what you get when {cause}.".lstrip(), hint)
+        return wrong(f"{where} your function gives {got:,} bytes, expected {expected:,}.".lstrip(),
+                     "section 9.5.2 gives the count (kv_cache_bytes' formula); head_dim is not among the arguments "
+                     "here: work one head's width out from chan and num_heads.")
     expected = results[0][2]
     return correct(f"{expected:,} bytes = {expected / 2 ** 30:.3g} GiB for these sizes, and right for three more "
                    f"models; with one key/value head per query head it would be {num_heads // num_kv_heads} times as much.")
-
-
-_REPEAT_CASES = ((1, 1, 4, 3, 4), (2, 3, 2, 2, 3), (1, 2, 5, 4, 8))  # more (B, G, N, d, H): multi-query, G = H, 4 per group
 
 
 def _judge_repeat(k: Tensor, heads: int, first: bool) -> Any:
@@ -234,7 +228,8 @@ def _judge_repeat(k: Tensor, heads: int, first: bool) -> Any:
 def check_repeat_kv(answer: Any, k: Tensor, num_heads: int) -> Verdict:
     """Exercise 9: ``repeat_heads(k (B, G, N, d), num_heads) -> (B, H, N, d)``, key/value head ``h // (H / G)``."""
     g = torch.Generator().manual_seed(5)
-    cases = [(k, num_heads)] + [(torch.randn(B, G, N, d, generator=g), H) for B, G, N, d, H in _REPEAT_CASES]
+    more = ((1, 1, 4, 3, 4), (2, 3, 2, 2, 3), (1, 2, 5, 4, 8))  # (B, G, N, d, H): multi-query, G = H, 4 per group
+    cases = [(k, num_heads)] + [(torch.randn(B, G, N, d, generator=g), H) for B, G, N, d, H in more]
     return judge_function(
         answer, [((k_case, heads), "" if i == 0 else f"for k of shape {list(k_case.shape)} and {heads} query heads",
                   _judge_repeat(k_case, heads, i == 0)) for i, (k_case, heads) in enumerate(cases)],
@@ -268,12 +263,14 @@ def check_cache_flops_prediction(prediction: Any, flops_no_cache: int, flops_cac
                  "count the rows: re-running computes t output rows, the cached step one.")
 
 
-def _recording(model: Any) -> tuple[Any, list[tuple[str, int, Tensor, Any]]]:
-    """A copy of ``model`` whose ``step`` and ``forward`` note each call: (kind, number of tokens, the tokens,
-    the cache a step was given, kept alive so that two calls' caches compare by identity; None for forward)."""
-    copy = deepcopy(model)
-    calls: list[tuple[str, int, Tensor, Any]] = []
-    step, forward = copy.step, copy.forward
+@checker
+def check_generate_with_cache(answer: Any, model: Any, prompt: Tensor, num_new: int) -> Verdict:
+    """Exercise 9: ``generate_with_cache(model, prompt, num_new)``, greedy decoding: one prefill, then one token."""
+    expected = generate_greedy(model, prompt, num_new, use_cache=False)  # (B, N_prompt + num_new)
+    # a copy of model whose step and forward note each call: (kind, number of tokens, the tokens, the cache a step
+    # was given, kept alive so that two calls' caches compare by identity; None for forward)
+    recorder, calls = deepcopy(model), []
+    step, forward = recorder.step, recorder.forward
 
     def recorded_step(tokens_new: Tensor, cache: Any) -> Tensor:
         calls.append(("step", int(tokens_new.shape[-1]), tokens_new.detach().clone(), cache))
@@ -283,15 +280,7 @@ def _recording(model: Any) -> tuple[Any, list[tuple[str, int, Tensor, Any]]]:
         calls.append(("forward", int(tokens.shape[-1]), tokens.detach().clone(), None))
         return forward(tokens)
 
-    copy.step, copy.forward = recorded_step, recorded_forward
-    return copy, calls
-
-
-@checker
-def check_generate_with_cache(answer: Any, model: Any, prompt: Tensor, num_new: int) -> Verdict:
-    """Exercise 9: ``generate_with_cache(model, prompt, num_new)``, greedy decoding: one prefill, then one token."""
-    expected = generate_greedy(model, prompt, num_new, use_cache=False)  # (B, N_prompt + num_new)
-    recorder, calls = _recording(model)
+    recorder.step, recorder.forward = recorded_step, recorded_forward
     with torch.no_grad():
         return judge_function(
             answer, [((recorder, prompt, num_new), "", lambda got: _judge_generated(got, calls, prompt, expected))],

@@ -124,10 +124,6 @@ def check_merge_heads(answer: Callable[[Tensor], Tensor]) -> Verdict:
                 "features first: (B, H, N, head_dim) -> (B, N, chan).")
 
 
-#: (B, N, dim, chan, num_heads) of exercise 5.4; the first has dim != chan, so mixing the widths up shows.
-_SHAPE_CASES = ((5, 7, 30, 24, 3), (2, 11, 9, 40, 8), (3, 4, 16, 16, 1), (1, 6, 20, 12, 2))
-
-
 def _judge_head_shapes(B: int, N: int, dim: int, chan: int, H: int) -> Callable[[Any], Verdict]:
     """The judge of the learner's dict for these sizes, against a layer's own intermediates."""
     with torch.device("meta"):  # shapes without values: no weights drawn, the random state untouched
@@ -170,9 +166,11 @@ _WORK_SHAPES_OUT = ("work the shapes out from the sizes: head_dim = chan // num_
 @checker
 def check_head_shapes(answer: Any) -> Verdict:
     """Exercise 5.4: ``head_shapes(B, N, dim, chan, num_heads)`` -> ``{"head_dim", "qkv_heads", "scores"}``."""
+    # (B, N, dim, chan, num_heads); the first has dim != chan, so mixing the widths up shows
+    sizes = ((5, 7, 30, 24, 3), (2, 11, 9, 40, 8), (3, 4, 16, 16, 1), (1, 6, 20, 12, 2))
     return judge_function(
         answer, [((B, N, dim, chan, H), f"for B={B}, N={N}, dim={dim}, chan={chan}, num_heads={H}",
-                  _judge_head_shapes(B, N, dim, chan, H)) for B, N, dim, chan, H in _SHAPE_CASES],
+                  _judge_head_shapes(B, N, dim, chan, H)) for B, N, dim, chan, H in sizes],
         watched=library() | TORCH_ATTENTION, example="head_shapes(B, N, dim, chan, num_heads)",
         calls="your function runs {}: the exercise is to predict the shapes without running one.",
         lines=_WORK_SHAPES_OUT, raised=_WORK_SHAPES_OUT,

@@ -27,12 +27,7 @@ def check_knockout_loss_prediction(choice: str, loss: float | Callable[[], float
     at ``"guessing"`` (within 0.5 nats of it) or ``"higher"``? ``loss`` may be a function that measures it
     (:func:`measure_now`)."""
     loss = measure_now(loss)
-    if abs(loss - full_loss) <= 0.2:
-        happened = "same"
-    elif abs(loss - guessing) <= 0.5:
-        happened = "guessing"
-    else:
-        happened = "higher"
+    happened = "same" if abs(loss - full_loss) <= 0.2 else ("guessing" if abs(loss - guessing) <= 0.5 else "higher")
     measured = f"{loss:.2f} nats without the head, {full_loss:.2f} with it, {guessing:.2f} for a uniform guess"
     if choice == happened:
         return correct(f"{measured}.")

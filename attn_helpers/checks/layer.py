@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from ..core import MultiHeadAttention
-from ..lab import local_random
+from ..lab import attention_parameters, local_random
 from ._core import Verdict, as_whole, checker, compare_tensors, correct, wrong
 from ._function import judge_function
 from ._guard import TORCH_ATTENTION, Watch, library, run_watching
@@ -24,16 +24,13 @@ _WHOLE = "should be a whole number, got {!r}."
 _AN_INT = "a count of numbers is an int."
 
 
-_ENTRY_SIZES = ((2, 3, 12, 3), (1, 5, 8, 4), (3, 2, 10, 1), (2, 4, 18, 2))  # (B, N, chan, num_heads)
-
-
 @checker
 def check_qkv_entry(answer: Any) -> Verdict:
     """Exercise 7.1: ``source(part, b, h, n, e, chan, num_heads)``, the ``qkv`` index ``qkv_heads[part, b, h, n, e]``
     holds; any PyTorch or NumPy call is refused (a tensor laid out like ``qkv_heads`` would look the answer up)."""
     follow = "follow one number through reshape(B, N, 3, H, head_dim) and then permute(2, 0, 3, 1, 4)."
     cases = []
-    for B, N, chan, H in _ENTRY_SIZES:
+    for B, N, chan, H in ((2, 3, 12, 3), (1, 5, 8, 4), (3, 2, 10, 1), (2, 4, 18, 2)):  # (B, N, chan, num_heads)
         hd = chan // H
         qkv = torch.arange(B * N * 3 * chan).reshape(B, N, 3 * chan)  # each entry its own flat index
         qkv_heads = qkv.reshape(B, N, 3, H, hd).permute(2, 0, 3, 1, 4)  # (3, B, H, N, head_dim)
@@ -73,26 +70,6 @@ _COUNTING = Watch({nn.Module.__init__: "a module it builds", nn.Module.parameter
                    torch.numel: "PyTorch's numel", torch.Tensor.numel: "PyTorch's Tensor.numel"})
 
 
-def _parameter_count(d_model: int, num_heads: int) -> int:
-    """``MultiHeadAttention(d_model, num_heads)``'s learnable numbers (on the meta device: no random draws)."""
-    with torch.device("meta"):
-        return sum(p.numel() for p in MultiHeadAttention(d_model, num_heads).parameters())
-
-
-def _seeded_layer(d_model: int, num_heads: int, generator: torch.Generator) -> MultiHeadAttention:
-    """An eval ``MultiHeadAttention`` whose parameters are drawn from ``generator`` like a fresh ``nn.Linear``'s."""
-    with torch.device("meta"):
-        layer = MultiHeadAttention(d_model, num_heads)
-    layer = layer.to_empty(device="cpu")
-    with torch.no_grad():
-        for p in layer.parameters():
-            p.uniform_(-d_model ** -0.5, d_model ** -0.5, generator=generator)
-    return layer.eval()
-
-
-_COUNT_SIZES = ((8, 2), (64, 4), (200, 5), (768, 12))  # (d_model, num_heads): a small layer to GPT-2's
-
-
 @checker
 def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
     """Exercise 7: ``answer(d_model, num_heads)``, ``MultiHeadAttention``'s parameter count from a formula."""
@@ -103,12 +80,13 @@ def check_mha_parameter_count(answer: Any, module: nn.Module) -> Verdict:
         said = "is right for this layer" if value == expected else "is one number"
         return wrong(f"{value:,} {said}, but the exercise asks for a function of d_model and num_heads.",
                      "write answer = lambda d_model, num_heads: ... with a formula, so it can be tried at other sizes.")
-    sizes = ((d, H), *[size for size in _COUNT_SIZES if size != (d, H)])
+    # (d_model, num_heads): this layer's, then a small layer to GPT-2's
+    sizes = ((d, H), *[size for size in ((8, 2), (64, 4), (200, 5), (768, 12)) if size != (d, H)])
 
     def judge(got: Any, d_model: int, num_heads: int) -> Verdict:
         at = f"at d_model = {d_model}, num_heads = {num_heads}: "
         value = as_whole(got, f"{at}your function's result {_WHOLE}", _AN_INT)
-        right = _parameter_count(d_model, num_heads)
+        right = sum(attention_parameters(d_model, d_model, qkv_bias=True).values())  # four biased Linears
         if value == right:
             return correct()
         hd, d_ = d_model // num_heads, d_model
@@ -306,7 +284,12 @@ def check_mha_class(answer: Any) -> Verdict:
     torch_gap = 0.0
     for B, N, d_model, num_heads in _MHA_CONFIGS:
         g = torch.Generator().manual_seed(7 * d_model + num_heads)
-        reference = _seeded_layer(d_model, num_heads, g)
+        with torch.device("meta"):  # its parameters drawn from g like a fresh nn.Linear's
+            reference = MultiHeadAttention(d_model, num_heads)
+        reference = reference.to_empty(device="cpu").eval()
+        with torch.no_grad():
+            for p in reference.parameters():
+                p.uniform_(-d_model ** -0.5, d_model ** -0.5, generator=g)
         try:
             with local_random(0):  # the learner's layers draw their first weights from a local generator
                 mine = answer(d_model, num_heads)

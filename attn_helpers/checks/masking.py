@@ -223,15 +223,6 @@ def _judge_keep(lengths: Tensor, n: int, side: str) -> Callable[[Any], Verdict]:
     return judge
 
 
-def _broadcast_raised(problem: BaseException) -> str:
-    """Exercise 3.2's hint when the positions and the lengths did not broadcast; else the default one."""
-    if "must match the size" in str(problem):
-        return ("positions (n,) and lengths (B,) do not line up as they are: give the positions a batch axis and "
-                "the lengths a key axis, positions[None, :] and lengths[:, None], as section 3.4.2 does, to compare "
-                "them as (B, n); then add the query axis of size 1.")
-    return ""
-
-
 @checker
 def check_padding_keep_mask(answer: Any, lengths: Tensor, n: int, side: str = "right") -> Verdict:
     """Exercise 3: the keep mask ``(B, 1, n)`` of ``lengths`` padded to ``n``; ``side="left"`` (exercise 3.2):
@@ -246,23 +237,20 @@ def check_padding_keep_mask(answer: Any, lengths: Tensor, n: int, side: str = "r
              for lens, size in batches]
     return judge_function(answer, cases, watched=library(("padding_mask",)), example="my_left_keep_mask(lengths, n)",
                           lines="compare torch.arange(n) with n - lengths, then add the query axis of size 1.",
-                          raised=_broadcast_raised,
+                          raised=lambda problem: (  # the positions and the lengths did not broadcast
+                              "positions (n,) and lengths (B,) do not line up as they are: give the positions a "
+                              "batch axis and the lengths a key axis, positions[None, :] and lengths[:, None], as "
+                              "section 3.4.2 does, to compare them as (B, n); then add the query axis of size 1."
+                              if "must match the size" in str(problem) else ""),
                           success="for three batches, the last `length` keys of each sentence are real, and the "
                                   "axis of size 1 lets the mask broadcast over every query row.")
-
-
-def _row_outcome(row: Tensor) -> str:
-    if bool(row.isnan().any()):
-        return "nan"
-    if bool((row == 0).all()):
-        return "zeros"
-    return "uniform" if bool(torch.allclose(row, torch.full_like(row, 1 / row.numel()))) else "other"
 
 
 @prediction_checker(choices=("nan", "uniform", "zeros"))
 def check_masked_row_prediction(choice: str, row: Tensor) -> Verdict:
     """Prediction 3: what a softmax gives a row whose keys are all blocked."""
-    outcome = _row_outcome(row)
+    uniform = bool(torch.allclose(row, torch.full_like(row, 1 / row.numel())))
+    outcome = "nan" if row.isnan().any() else "zeros" if (row == 0).all() else "uniform" if uniform else "other"
     if choice == outcome:
         return correct(f"the row is {row.tolist()}: every score is -inf, so the row's maximum is -inf "
                        "too, and the softmax's first step, s - max = -inf - (-inf), is already NaN."

@@ -3,8 +3,9 @@ formula written as a function."""
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -83,17 +84,12 @@ def _weight_mistakes(x: Tensor) -> tuple[Tensor, dict[str, tuple[Tensor, str]]]:
     return expected, mistakes
 
 
-def _judge_weights(x: Tensor) -> Callable[[Any], Verdict]:
-    """The judge of the weights for tokens ``x (N, d_k)`` used as queries and keys."""
-    expected, mistakes = _weight_mistakes(x)
-    return lambda got: compare_tensors(got, expected, name="your weights", likely_mistakes=mistakes)
-
-
 @checker
 def check_self_attention_weights(answer: Any) -> Verdict:
     """Exercise 0: ``my_weights(x (N, d_k))``, ``softmax(x @ x.mT / sqrt(d_k))``, on three inputs with N != d_k."""
-    cases = [((x,), f"for x of shape (N, d_k) = {tuple(x.shape)}", _judge_weights(x))
-             for x in random_cases(3, _CASE_SHAPES)]
+    cases = [((x,), f"for x of shape (N, d_k) = {tuple(x.shape)}", functools.partial(
+        compare_tensors, expected=expected, name="your weights", likely_mistakes=mistakes))
+        for x in random_cases(3, _CASE_SHAPES) for expected, mistakes in [_weight_mistakes(x)]]
     return judge_function(answer, cases, watched=LIBRARY_ATTENTION, example="my_weights(x)",
                           lines="the dot product of every row of x with every row, divided by the square root of a row's "
                                 "width, then a softmax along each row of the result.",

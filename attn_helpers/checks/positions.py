@@ -133,18 +133,6 @@ def check_rope(answer: Any) -> Verdict:
 SHIFT_NAMES = ("scores", "weights", "heads")
 
 
-def _shift_changes(shift: int = 1000) -> dict[str, float]:
-    """The largest change of ``scores``, ``weights``, ``heads`` when every position moves by ``shift``, ``v`` rotated."""
-    g = torch.Generator().manual_seed(103)
-    q, k, v = (torch.randn(1, 2, 6, 8, generator=g, dtype=torch.float64) for _ in range(3))  # (B, H, N, head_dim)
-    results = []
-    for positions in (torch.arange(6), torch.arange(6) + shift):
-        scores = apply_rope(q, positions) @ apply_rope(k, positions).mT / 8**0.5  # (B, H, N, N), head_dim = 8
-        weights = torch.softmax(scores, dim=-1)  # (B, H, N, N)
-        results.append({"scores": scores, "weights": weights, "heads": weights @ apply_rope(v, positions)})
-    return {name: (results[0][name] - results[1][name]).abs().max().item() for name in SHIFT_NAMES}
-
-
 @checker
 def check_rotated_v_shift(answer: Any) -> Verdict:
     """Prediction 10: with ``v`` rotated too, the set of :data:`SHIFT_NAMES` a shift of every position changes."""
@@ -158,7 +146,14 @@ def check_rotated_v_shift(answer: Any) -> Verdict:
     if unknown:
         return wrong(f"{sorted(unknown)} are not among {list(SHIFT_NAMES)}.",
                      "heads is weights @ v, each head's output before the heads are merged.")
-    gaps = _shift_changes()
+    g = torch.Generator().manual_seed(103)  # the largest change of each when every position moves by 1000
+    q, k, v = (torch.randn(1, 2, 6, 8, generator=g, dtype=torch.float64) for _ in range(3))  # (B, H, N, head_dim)
+    results = []
+    for positions in (torch.arange(6), torch.arange(6) + 1000):
+        scores = apply_rope(q, positions) @ apply_rope(k, positions).mT / 8**0.5  # (B, H, N, N), head_dim = 8
+        weights = torch.softmax(scores, dim=-1)  # (B, H, N, N)
+        results.append({"scores": scores, "weights": weights, "heads": weights @ apply_rope(v, positions)})
+    gaps = {name: (results[0][name] - results[1][name]).abs().max().item() for name in SHIFT_NAMES}
     changed = {name for name, gap in gaps.items() if gap > 1e-9}
     measured = ", ".join(f"{name} by {gap:.1e}" if gap > 1e-9 else f"{name} by less than 1e-9"
                          for name, gap in gaps.items())

@@ -84,14 +84,6 @@ def _judge_split(qkv: Tensor) -> Callable[[Any], Verdict]:
     return judge
 
 
-def _split_raised(problem: BaseException) -> str:
-    """Exercise 1.3's hint for an index past the input's axes (the (30,) input has none in front); else the default."""
-    if isinstance(problem, IndexError):
-        return ("count the axes from the end, whatever comes in front of the last: chan = qkv.shape[-1] // 3, and "
-                "qkv[..., a:b] slices the last axis (the ... stands for every axis before it).")
-    return ""
-
-
 @checker
 def check_split_qkv(answer: Any) -> Verdict:
     """Exercise 1: ``my_split(qkv (..., 3 * chan)) -> (q, k, v)`` for any ``chan``, on three inputs."""
@@ -100,7 +92,11 @@ def check_split_qkv(answer: Any) -> Verdict:
              for qkv in random_cases(13, ((8, 4, 18), (30,), (2, 3, 2, 15)))]
     return judge_function(answer, cases, watched=Watch(), example="my_split(qkv)",
                           lines="chan is a third of qkv's last axis; cut that axis into three blocks of chan.",
-                          raised=_split_raised,
+                          # an index past the input's axes (the (30,) input has none in front); else the default
+                          raised=lambda problem: (
+                              "count the axes from the end, whatever comes in front of the last: chan = "
+                              "qkv.shape[-1] // 3, and qkv[..., a:b] slices the last axis (the ... stands for every "
+                              "axis before it)." if isinstance(problem, IndexError) else ""),
                           success="for three widths (chan 6, 10 and 5) and zero to two axes in front, q, k and v "
                                   "are the three consecutive blocks of chan columns.")
 

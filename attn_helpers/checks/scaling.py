@@ -59,15 +59,6 @@ def _judge_scores(q: Tensor, k_t: Tensor) -> Callable[[Any], Verdict]:
     return judge
 
 
-def _scores_raised(problem: BaseException) -> str:
-    """Exercise 2.2's hint for a function that raised: an axis counted from the front (IndexError: the checker's
-    inputs have fewer axes than the lesson's), else a product that did not line up (k_t transposed again)."""
-    if isinstance(problem, IndexError):
-        return ("some of the checker's inputs have no batch axis, q (N_q, d_k): count the axes from the end, "
-                "q.shape[-1] is d_k whatever comes in front.")
-    return "k_t is already transposed, (..., d_k, N_k): multiply q @ k_t without .mT."
-
-
 @checker
 def check_scaled_scores(answer: Any) -> Verdict:
     """Exercise 2: ``my_scores(q, k_t)``, the scaled scores with the keys stored transposed."""
@@ -79,7 +70,12 @@ def check_scaled_scores(answer: Any) -> Verdict:
                                 "square root of a query's width.",
                           success="for three sizes with d_k, N_q and N_k all different: q @ k_t / sqrt(d_k), "
                                   "with d_k the width of a query (q.shape[-1] = k_t.shape[-2]).",
-                          raised=_scores_raised)
+                          # an axis counted from the front (IndexError: some inputs have fewer axes than the
+                          # lesson's), else a product that did not line up (k_t transposed again)
+                          raised=lambda problem: (
+                              "some of the checker's inputs have no batch axis, q (N_q, d_k): count the axes from "
+                              "the end, q.shape[-1] is d_k whatever comes in front." if isinstance(problem, IndexError)
+                              else "k_t is already transposed, (..., d_k, N_k): multiply q @ k_t without .mT."))
 
 
 @checker

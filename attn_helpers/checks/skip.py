@@ -25,10 +25,6 @@ __all__ = ["check_skip_through_v", "check_gradient_trend_prediction", "check_lay
 TRENDS = ("shrinks", "stays", "grows")
 
 
-#: ``(B, H, N, head_dim)`` of the checker's own ``v``: no layer whose forward pass could be replayed.
-_SKIP_SIZES = ((2, 2, 5, 4), (1, 3, 4, 2), (3, 1, 6, 3))
-
-
 def _judge_skip(v_heads: Tensor, projected: Tensor) -> Any:
     B, H, N, head_dim = v_heads.shape
     chan = H * head_dim
@@ -54,7 +50,8 @@ def check_skip_through_v(answer: Any) -> Verdict:
     """Exercise 6.2: ``walkthrough_output(v_heads, projected)``, walkthrough 000's ``projected + v``, merged."""
     g = torch.Generator().manual_seed(62)
     cases = []
-    for B, H, N, head_dim in _SKIP_SIZES:
+    # (B, H, N, head_dim) of the checker's own v: no layer whose forward pass could be replayed
+    for B, H, N, head_dim in ((2, 2, 5, 4), (1, 3, 4, 2), (3, 1, 6, 3)):
         v_heads = torch.randn(B, H, N, head_dim, generator=g, dtype=torch.float64)
         projected = torch.randn(B, N, H * head_dim, generator=g, dtype=torch.float64)  # (B, N, chan)
         cases.append(((v_heads, projected), f"for v_heads {list(v_heads.shape)} and projected "
@@ -69,18 +66,13 @@ def check_skip_through_v(answer: Any) -> Verdict:
                 "chan = H * head_dim wide.")
 
 
-def _trend(first: float, last: float) -> str:
-    """``"grows"`` (more than twice as big), ``"shrinks"`` (less than half) or ``"stays"``."""
-    ratio = last / first if first else math.inf
-    return "grows" if ratio > 2 else ("shrinks" if ratio < 0.5 else "stays")
-
-
 @prediction_checker(choices=TRENDS)
 def check_gradient_trend_prediction(choice: str, first: Tensor, last: Tensor, depths: tuple[int, int]) -> Verdict:
     """Prediction 6: with ``x + attention(x)``, does layer 1's gradient (``first``, ``last``: one per seed, at the
     two ``depths``) shrink (below half), stay or grow (above twice) with depth?"""
     first, last = torch.as_tensor(first, dtype=torch.float64), torch.as_tensor(last, dtype=torch.float64)
-    trends = [_trend(a, b) for a, b in zip(first.tolist(), last.tolist())]
+    ratios = [b / a if a else math.inf for a, b in zip(first.tolist(), last.tolist())]
+    trends = ["grows" if ratio > 2 else ("shrinks" if ratio < 0.5 else "stays") for ratio in ratios]
     count = {t: trends.count(t) for t in TRENDS}
     a, b = depths
     measured = (f"over {len(trends)} seeds the gradient at layer 1 goes from {first.min().item():.2g}–"
@@ -178,15 +170,13 @@ def check_residual_line(answer: Any, options: Mapping[str, str], namespace: Mapp
     got = run_option(options[letter], namespace)
     if isinstance(got, Tensor) and list(got.shape) == target:
         with torch.no_grad():
-            residual = namespace["projected"] + namespace["to_chan"](namespace["x"])  # (B, N, chan)
-        if torch.allclose(got.detach(), residual):
+            skip = namespace["to_chan"](namespace["x"])  # (B, N, chan): each token's own input, at chan features
+            added = got.detach() - namespace["projected"]  # (B, N, chan): what the line added to the output
+        if torch.allclose(got.detach(), namespace["projected"] + skip):
             return correct(f"({letter}) adds two tensors of the same shape {target}: each token's output and its own "
                            "input, brought to chan features.")
         said = f"({letter}) runs and gives {target}, but it does not add each token's own input to its output"
         per_token = "the skip path carries the layer's input x, token by token, brought to chan features when dim != chan."
-        with torch.no_grad():
-            added = got.detach() - namespace["projected"]  # (B, N, chan): what the line added to the output
-            skip = namespace["to_chan"](namespace["x"])  # (B, N, chan): each token's own input, at chan features
         if torch.allclose(added, skip.mean(dim=1, keepdim=True).expand_as(added)):
             return wrong(f"{said}: it adds every token the same vector, the average of the tokens' inputs.", per_token)
         if added.dim() == 3:

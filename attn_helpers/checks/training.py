@@ -22,12 +22,7 @@ __all__ = ["check_knockout_prediction", "check_previous_token_pattern", "check_p
 def check_knockout_prediction(choice: str, accuracy: float, full_accuracy: float, chance: float) -> Verdict:
     """Prediction 8: one head knocked out, is the accuracy the ``"same"`` (within 0.05), at ``"chance"`` (at most
     twice it) or ``"lower"``?"""
-    if accuracy >= full_accuracy - 0.05:
-        happened = "same"
-    elif accuracy <= 2 * chance:
-        happened = "chance"
-    else:
-        happened = "lower"
+    happened = "same" if accuracy >= full_accuracy - 0.05 else ("chance" if accuracy <= 2 * chance else "lower")
     measured = f"{accuracy:.3f} without the head, {full_accuracy:.3f} with both, chance {chance:.3f}"
     if choice == happened:
         return correct(f"{measured}.")
@@ -144,10 +139,9 @@ def _judge_match(w: Tensor, target: Tensor) -> Any:
 def _knockout_logits(model: TinyAttentionModel, tokens: Tensor, layer: int, head: int, *,
                      mistake: str | None = None) -> Tensor:
     """``(B, N) -> (B, N, C)`` with ``head`` of ``layer`` knocked out; ``mistake``: one of :data:`_KNOCKOUT_MISTAKES`."""
-    if mistake == "no positions":
-        x = model.embed(tokens)  # (B, N, dim)
-    else:
-        x = model.embed(tokens) + model.position.weight[: tokens.shape[1]]  # (B, N, dim)
+    x = model.embed(tokens)  # (B, N, dim)
+    if mistake != "no positions":
+        x = x + model.position.weight[: tokens.shape[1]]  # (B, N, dim)
     first = x
     for index, attention in enumerate(model.layers):
         out, inter = attention(first if mistake == "same input" else x, return_intermediates=True)

@@ -24,9 +24,8 @@ def check_output_shape_prediction(prediction: Any, q: Tensor, k: Tensor, v: Tens
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(f"the exercise's inputs do not fit together: q {list(q.shape)}, k {list(k.shape)}, "
                          f"v {list(v.shape)}")
-    shape = as_shape(prediction, "your answer",
-                     hint="the answer is the shape itself, not a tensor: a tuple such as (B, N_q, d_v) with numbers.")
-    shape = tuple(shape)
+    shape = tuple(as_shape(prediction, "your answer", hint="the answer is the shape itself, not a tensor: a tuple "
+                                                           "such as (B, N_q, d_v) with numbers."))
     (B, n_q, d_k), (n_k, d_v) = q.shape, v.shape[-2:]
     expected = (B, n_q, d_v)
     if shape == expected:
@@ -99,13 +98,6 @@ def _midpoint_mistake(weights: Tensor, i: int, j: int) -> tuple[str, str]:
                 f"keys are counted from 0: the two named values are rows {i} and {j} of v.")
     return (f"{named} weight, but {values} {'is' if one else 'are'} not among the two named.",
             "weight only the keys whose values the midpoint lies between.")
-
-
-def _attention_raised(problem: BaseException) -> str:
-    if any(words in str(problem) for words in ("size of tensor", "mat1 and mat2", "must match")):
-        return ("the shapes did not fit: swap only the last two axes of k, with k.mT or k.transpose(-2, -1) (k.T "
-                "reverses every axis, and k.transpose(1, 2) counts from the front, where a heads axis sits).")
-    return "run your function on these shapes yourself and follow the shapes step by step."
 
 
 LESSON_D_K = 8  # lesson 04's d_k: its section 4.2 lines, pasted with the notebook's d_k, divide by sqrt(8)
@@ -190,7 +182,13 @@ def check_attention_function(answer: Any) -> Verdict:
                           example="my_attention(q, k, v, mask=None)",
                           lines="scores = q @ k.mT / sqrt(d_k), the mask, a softmax over the keys, then weights @ v "
                                 "(section 4.2, for every query at once).",
-                          refusal="the library's own attention", raised=_attention_raised,
+                          refusal="the library's own attention",
+                          raised=lambda problem: (
+                              "the shapes did not fit: swap only the last two axes of k, with k.mT or "
+                              "k.transpose(-2, -1) (k.T reverses every axis, and k.transpose(1, 2) counts from the "
+                              "front, where a heads axis sits)." if any(words in str(problem) for words in (
+                                  "size of tensor", "mat1 and mat2", "must match")) else
+                              "run your function on these shapes yourself and follow the shapes step by step."),
                           is_="your function is {}, {}: the exercise asks you to write the steps yourself.",
                           calls="your function calls {}, {}: the exercise asks you to write the steps yourself.",
                           success="on self-attention, cross-attention, a heads axis and a causal mask, your function "
