@@ -221,9 +221,18 @@ def check_state_bytes_prediction(prediction: Any, state_bytes: int | Callable[[]
     if got == (d_k * d_v + d_k) * 8 and dtype_bytes != 8:
         return wrong(f"{got:,.0f} bytes counts 8 bytes a number (float64).",
                      f"the state here is float32: {dtype_bytes} bytes a number.")
-    if got > state_bytes:
+    if got in (state_bytes + d_k * d_v * dtype_bytes, 2 * d_k * d_v * dtype_bytes):  # with or without z
+        return wrong(f"{got:,.0f} bytes counts S twice.", "S is one d_k × d_v matrix: the keys and the values are "
+                                                          "folded into it, not kept beside it.")
+    if got == state_bytes + d_k * dtype_bytes:
+        return wrong(f"{got:,.0f} bytes counts z twice.", "z is one vector of d_k numbers.")
+    if got > 2 * state_bytes:  # more than two states: something per token (reader j12: not for S or z twice)
         return wrong(f"{got:,.0f} bytes is more than the state keeps.",
                      "the state is overwritten at every token, not appended to: its size does not depend on N.")
+    if got > state_bytes:
+        return wrong(f"{got:,.0f} bytes is more than the state keeps.",
+                     f"count the numbers of S ({d_k} × {d_v}) and of z ({d_k}) once each, then multiply by "
+                     f"{dtype_bytes} bytes.")
     return wrong(f"{got:,.0f} bytes is not what was measured.",
                  f"count the numbers of S ({d_k} × {d_v}) and of z ({d_k}), then multiply by {dtype_bytes} bytes.")
 

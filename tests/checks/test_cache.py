@@ -165,6 +165,11 @@ def test_state_bytes_prediction_names_each_mistake():
     assert "does not depend on N" in judge(524_288, 16_640, 64, 64, 4).hint
     assert "8 bytes a number" in judge(33_280, 16_640, 64, 64, 4).message  # reader l1: the N hint before
     assert not judge("16640", 16_640, 64, 64, 4).ok
+    # reader j12: S or z counted twice has no N in it, and is told so
+    assert "counts S twice" in judge(32_768, 16_640, 64, 64, 4).message
+    assert "counts S twice" in judge(33_024, 16_640, 64, 64, 4).message
+    assert "counts z twice" in judge(16_896, 16_640, 64, 64, 4).message
+    assert "once each" in judge(20_000, 16_640, 64, 64, 4).hint
 
 
 def test_state_bytes_prediction_measures_only_once_a_prediction_is_written(capsys):
