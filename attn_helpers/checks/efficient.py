@@ -35,7 +35,7 @@ def _fold(state: tuple[Tensor, Tensor, Tensor], block: tuple[Tensor, Tensor], *,
     s, v = block
     m_new = torch.maximum(m, s.max()) if running_max else s.max()
     factor = torch.exp(m_new - m) if inverted else torch.exp(m - m_new)
-    p = {"before": torch.exp(s - m_new), "after": torch.exp(s) / torch.exp(m_new), "none": torch.exp(s)}[shift]
+    p = torch.exp(s - m_new) if shift == "before" else torch.exp(s) / torch.exp(m_new) if shift == "after" else s.exp()
     return m_new, (l * factor if rescale_sum else l) + p.sum(), (acc * factor if rescale_acc else acc) + p @ v
 
 

@@ -133,8 +133,7 @@ _VALUES = torch.arange(30.0).reshape(10, 3) / 10
     (_recomputed(lambda s: s.softmax(-1)), False, "calls Tensor.softmax"),
     (_recomputed(lambda s: torch.exp(s - s.logsumexp(-1))), False, "calls Tensor.logsumexp"),
     (_recomputed(lambda s: online_softmax(s[None], block_size=4)[0]), False, "calls attn_helpers' online_softmax"),
-    # reader r05c: a two-pass softmax over blocks kept for later passed a pass-over-blocks exercise; a fold sees
-    # one block and must return the state, which the checker compares after every block
+    # a fold that moves m only: the checker compares every part of the state after every block
     (lambda state, block: (block[0].max(), *state[1:]), False, "Block 0 (keys 0-3): the new l"),
     (lambda state, block: state[:2], False, "fold returned 2 values; expected the new state"),
     (lambda state, block: block.shape, False, "unpack the two inputs"),
